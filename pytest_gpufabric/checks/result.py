@@ -1,0 +1,42 @@
+"""A check's outcome as data: the terminal, the JSON results and the HTML report all render these records."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PASSED = "passed"
+FAILED = "failed"
+#: The promise could not be judged from this evidence (a bundle that did not record it): skipped, with reason.
+UNKNOWN = "unknown"
+
+
+@dataclass
+class CheckResult:
+    name: str  # "gpu-count", "topology-matrix", ...
+    subject: str  # what was checked: "machine", "GPU0", "GPU0-GPU1"
+    expected: Any
+    found: Any
+    verdict: str
+    message: str  # one paragraph a customer can read: expected, found, and what usually causes a miss
+    unit: str | None = None
+    details: list[str] = field(default_factory=list)  # per-cell / per-link lines
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASSED
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def passed(name: str, subject: str, expected: Any, found: Any, message: str = "", **kw: Any) -> CheckResult:
+    return CheckResult(name, subject, expected, found, PASSED, message or f"{subject}: {found} as expected", **kw)
+
+
+def failed(name: str, subject: str, expected: Any, found: Any, message: str, **kw: Any) -> CheckResult:
+    return CheckResult(name, subject, expected, found, FAILED, message, **kw)
+
+
+def unknown(name: str, subject: str, expected: Any, why: str) -> CheckResult:
+    return CheckResult(name, subject, expected, None, UNKNOWN, why)

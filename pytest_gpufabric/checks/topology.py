@@ -1,0 +1,231 @@
+"""Topology checks: the machine's GPUs, their PCIe links, the `nvidia-smi topo -m` matrix, NVLinks, affinity.
+
+Each function compares one promise of the profile with the Fabric and returns a CheckResult. ``None`` in the
+Fabric means the evidence did not record the fact (verdict UNKNOWN), never that the machine lacks it.
+"""
+
+from __future__ import annotations
+
+from ..fabric.model import Fabric, Gpu, nvlink_count_of_label
+from ..fabric.smi import normalize_label
+from ..profile.model import Profile
+from ..units import format_bytes, is_na, parse_cpu_list
+from .result import CheckResult, failed, passed, unknown
+
+_NOT_RECORDED = "not recorded by {source}: a bundle needs {files} for this check"
+_INVENTORY_FILES = "nvml.json (gpufabric snapshot) or nvidia-smi-q.xml"
+_LINK_FILES = "nvml.json (gpufabric snapshot) or nvidia-smi-nvlink-s.txt"
+
+
+def check_gpu_count(profile: Profile, fabric: Fabric) -> CheckResult:
+    expected, found = profile.gpu_count, len(fabric.gpus)
+    if found == expected:
+        return passed("gpu-count", "machine", expected, found, f"{found} GPUs, as the profile promises")
+    found_names = ", ".join(f"{g.label} {g.name or ''}".strip() for g in fabric.gpus) or "none"
+    return failed(
+        "gpu-count", "machine", expected, found,
+        f"expected {expected} GPUs, found {found} ({found_names}). Usual causes: a GPU fell off the bus "
+        "(dmesg: Xid 79), is not seated or powered, is hidden by CUDA_VISIBLE_DEVICES, or this is not the "
+        f"machine profile {profile.name} describes.",
+    )
+
+
+def check_gpu_model(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
+    expected = profile.gpu_model
+    if gpu.name is None:
+        return unknown("gpu-model", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+    if expected.lower() in str(gpu.name).lower():
+        return passed("gpu-model", gpu.label, expected, gpu.name, f"{gpu.label} is a {gpu.name}")
+    return failed(
+        "gpu-model", gpu.label, expected, gpu.name,
+        f"{gpu.label}: expected a {expected}, found {gpu.name} (serial {gpu.serial or 'unknown'})",
+    )
+
+
+def check_gpu_memory(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
+    expected = profile.gpu_memory_bytes
+    if gpu.memory_bytes is None:
+        return unknown("gpu-memory", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+    if not is_na(gpu.memory_bytes) and gpu.memory_bytes >= expected:
+        return passed(
+            "gpu-memory", gpu.label, expected, gpu.memory_bytes,
+            f"{gpu.label}: {format_bytes(gpu.memory_bytes)} >= {format_bytes(expected)}", unit="bytes",
+        )
+    return failed(
+        "gpu-memory", gpu.label, expected, gpu.memory_bytes,
+        f"{gpu.label}: expected at least {format_bytes(expected)} of memory, found "
+        f"{format_bytes(gpu.memory_bytes)}. Usual causes: a different SKU than sold, or MIG/vGPU slicing.",
+        unit="bytes",
+    )
+
+
+def check_pcie(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
+    """Max gen and width must reach the promise, and so must the current width.
+
+    The current *generation* is reported but not judged: idle GPUs lower their link speed to save power
+    and raise it under load, so an idle gen 1 reading is normal. A narrower current width is not.
+    """
+    promise = profile.pcie
+    expected = {k: promise[k] for k in ("gen", "width") if k in promise}
+    fields = (gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_width_current)
+    if all(f is None for f in fields):
+        return unknown("pcie-link", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+    found = {
+        "gen_max": gpu.pcie_gen_max, "gen_current": gpu.pcie_gen_current,
+        "width_max": gpu.pcie_width_max, "width_current": gpu.pcie_width_current,
+    }
+    problems = []
+    if "gen" in expected and not _at_least(gpu.pcie_gen_max, expected["gen"]):
+        problems.append(f"max link gen {gpu.pcie_gen_max}, expected >= {expected['gen']}")
+    if "width" in expected:
+        for what, value in (("max", gpu.pcie_width_max), ("current", gpu.pcie_width_current)):
+            if not _at_least(value, expected["width"]):
+                problems.append(f"{what} link width x{value}, expected >= x{expected['width']}")
+    summary = (
+        f"gen {gpu.pcie_gen_max} x{gpu.pcie_width_max} (now gen {gpu.pcie_gen_current} x{gpu.pcie_width_current})"
+    )
+    if not problems:
+        return passed("pcie-link", gpu.label, expected, found, f"{gpu.label}: PCIe {summary}")
+    return failed(
+        "pcie-link", gpu.label, expected, found,
+        f"{gpu.label} (bus {gpu.pci_bus_id}): " + "; ".join(problems) + ". Usual causes: the card sits in a "
+        "narrower or older slot, a riser or retimer limits the link, or the BIOS forces a lower generation.",
+    )
+
+
+def _at_least(value: object, minimum: int) -> bool:
+    return isinstance(value, int) and not is_na(value) and value >= minimum
+
+
+def check_ecc(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
+    expected = "Enabled" if profile.ecc else "Disabled"
+    if gpu.ecc_mode is None:
+        return unknown("ecc-mode", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+    if gpu.ecc_mode == expected:
+        return passed("ecc-mode", gpu.label, expected, gpu.ecc_mode, f"{gpu.label}: ECC {gpu.ecc_mode}")
+    return failed(
+        "ecc-mode", gpu.label, expected, gpu.ecc_mode,
+        f"{gpu.label}: expected ECC {expected}, found {gpu.ecc_mode} (nvidia-smi -e sets it; takes a reboot)",
+    )
+
+
+def matrix_diff(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> list[str]:
+    """One line per differing pair, 'GPU0-GPU1: expected NV2, found PHB'; each unordered pair once."""
+    lines: list[str] = []
+    reported: set[tuple[str, str, str | None, str | None]] = set()
+    for row, cells in expected.items():
+        for col, label in cells.items():
+            if row == col:
+                continue
+            seen = found.get(row, {}).get(col)
+            if normalize_label(seen) == normalize_label(label):
+                continue
+            key = (min(row, col), max(row, col), label, seen)
+            if key in reported:
+                continue
+            reported.add(key)
+            lines.append(f"{row}-{col}: expected {label}, found {seen if seen is not None else 'no such device'}")
+    return lines
+
+
+_MATRIX_CAUSES = {
+    "NV": "NVLinks expected but the pair talks over PCIe: a missing or badly seated NVLink bridge, links "
+    "down (nvidia-smi nvlink -s), or a fabric manager not running on NVSwitch systems.",
+    "PCIE": "a different PCIe path than sold: cards in other slots, another riser/switch layout, or a BIOS "
+    "setting (ACS, NUMA per socket) that changes the path.",
+}
+
+
+def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
+    expected = profile.matrix
+    diff = matrix_diff(expected, fabric.matrix)
+    if not diff:
+        return passed("topology-matrix", "machine", expected, fabric.matrix, "the topology matrix matches the profile")
+    causes = {"NV" if "expected NV" in line else "PCIE" for line in diff}
+    return failed(
+        "topology-matrix", "machine", expected, fabric.matrix,
+        f"{len(diff)} topology cell(s) differ from profile {profile.name}:\n  " + "\n  ".join(diff)
+        + "\nUsual causes: " + " ".join(_MATRIX_CAUSES[c] for c in sorted(causes)),
+        details=diff,
+    )
+
+
+def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
+    """Link count, state and speed of one GPU's NVLinks against the profile's `nvlink` section."""
+    promise = profile.nvlink
+    expected = {k: v for k, v in promise.items()}
+    count = fabric.nvlink_count(gpu)
+    if count is None:
+        return unknown("nvlink-links", gpu.label, expected, _NOT_RECORDED.format(source=fabric.source, files=_LINK_FILES))
+    problems: list[str] = []
+    want = promise.get("links_per_gpu")
+    if want is not None and count != want:
+        problems.append(f"{count} active NVLinks, expected {want}")
+    links = gpu.nvlinks or []
+    inactive = [link.link for link in links if link.active is not True]
+    if promise.get("all_active", True) and inactive:
+        problems.append("inactive link(s) " + ", ".join(str(i) for i in inactive))
+    min_speed = profile.nvlink_min_speed_gbps
+    if min_speed is not None:
+        slow = [f"link {lk.link} {lk.speed_gbps} GB/s" for lk in links
+                if lk.active is True and isinstance(lk.speed_gbps, float) and lk.speed_gbps < min_speed]
+        if slow:
+            problems.append(f"below {min_speed} GB/s: " + ", ".join(slow))
+    # the remote type is only known from NVML (nvml.json); `nvidia-smi nvlink -s` does not print it
+    remotes_known = [lk for lk in links if lk.active is True and lk.remote_type is not None]
+    if promise.get("switch") is not None and remotes_known:
+        to_switch = [lk.link for lk in remotes_known if lk.remote_type == "SWITCH"]
+        if promise["switch"] and len(to_switch) != len(remotes_known):
+            problems.append(f"{len(remotes_known) - len(to_switch)} active link(s) do not go to an NVSwitch")
+        if not promise["switch"] and to_switch:
+            problems.append(f"{len(to_switch)} link(s) go to an NVSwitch, the profile promises direct links")
+    found = {"active_links": count, "inactive": inactive}
+    if not problems:
+        return passed("nvlink-links", gpu.label, expected, found, f"{gpu.label}: {count} active NVLinks")
+    return failed(
+        "nvlink-links", gpu.label, expected, found,
+        f"{gpu.label} (serial {gpu.serial or 'unknown'}): " + "; ".join(problems)
+        + ". Usual causes: a bridge or cable not seated, a link trained down after errors "
+        "(nvidia-smi nvlink -e), or NVSwitch fabric manager not running.",
+        details=problems,
+    )
+
+
+def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
+    """CPU and NUMA affinity as `nvidia-smi topo -m` prints them; CPU lists compare as sets of CPUs."""
+    topo = profile.topology
+    expected = {
+        key: topo[key][gpu.label] for key in ("cpu_affinity", "numa_affinity") if gpu.label in topo.get(key, {})
+    }
+    found_map = {"cpu_affinity": fabric.cpu_affinity, "numa_affinity": fabric.numa_affinity}
+    found = {key: found_map[key].get(gpu.label) for key in expected}
+    if all(value is None for value in found.values()):
+        return unknown("affinity", gpu.label, expected, _NOT_RECORDED.format(
+            source=fabric.source, files="nvidia-smi-topo-m.txt with affinity columns or nvml.json"))
+    problems = []
+    for key, want in expected.items():
+        have = found[key]
+        if have is None:
+            problems.append(f"{key} not recorded")
+        elif key == "cpu_affinity" and not is_na(have) and not is_na(want):
+            if parse_cpu_list(have) != parse_cpu_list(want):
+                problems.append(f"CPU affinity {have}, expected {want}")
+        elif str(have) != str(want):
+            problems.append(f"{key.replace('_', ' ')} {have}, expected {want}")
+    if not problems:
+        return passed("affinity", gpu.label, expected, found, f"{gpu.label}: " + ", ".join(
+            f"{k.replace('_', ' ')} {v}" for k, v in found.items()))
+    return failed(
+        "affinity", gpu.label, expected, found,
+        f"{gpu.label}: " + "; ".join(problems) + ". Usual causes: the GPU sits behind the other socket, "
+        "NUMA-per-socket or sub-NUMA clustering set differently in the BIOS, or a VM hiding the host topology.",
+    )
+
+
+def nvlink_peers(fabric: Fabric, gpu: Gpu) -> dict[str, int]:
+    """The GPUs this GPU reaches over NVLink, by the matrix, with link counts."""
+    return {
+        col: nvlink_count_of_label(label)
+        for col, label in fabric.matrix.get(gpu.label, {}).items()
+        if nvlink_count_of_label(label)
+    }

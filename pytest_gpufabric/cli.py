@@ -1,0 +1,187 @@
+"""`gpufabric`: look at a machine or a bundle, record bundles, write and check profiles, parse tool output.
+
+Exit codes: 0 done; 2 bad input (unknown profile, corrupt bundle, unparsable file, bad arguments);
+3 the machine cannot be asked (no NVIDIA driver / NVML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__
+from .errors import GpuFabricError, HardwareUnavailable
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
+
+#: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
+SNAPSHOT_COMMANDS = {
+    "nvidia-smi-topo-m.txt": ["nvidia-smi", "topo", "-m"],
+    "nvidia-smi-nvlink-s.txt": ["nvidia-smi", "nvlink", "-s"],
+    "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
+}
+
+
+def _fabric(replay: str | None):
+    if replay:
+        from .fabric.bundle import load_bundle
+
+        return load_bundle(replay)
+    from .fabric.nvml import collect_fabric
+
+    return collect_fabric()
+
+
+def _json_default(value: object) -> object:
+    return str(value)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    fabric = _fabric(args.replay)
+    if args.json:
+        print(json.dumps(fabric.to_dict(), indent=2, default=_json_default))
+        return EXIT_OK
+    print(f"source: {fabric.source}")
+    print(f"driver: {fabric.driver_version or 'not recorded'}   CUDA driver: {fabric.cuda_driver_version or 'not recorded'}")
+    for gpu in fabric.gpus:
+        links = fabric.nvlink_count(gpu)
+        print(
+            f"{gpu.label}: {gpu.name or '?'}  serial {gpu.serial or '?'}  bus {gpu.pci_bus_id or '?'}  "
+            f"PCIe gen {gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}  NVLinks {links if links is not None else '?'}"
+        )
+    devices = list(fabric.matrix)
+    if devices:
+        width = max(len(d) for d in devices) + 2
+        print("".ljust(width) + "".join(d.ljust(width) for d in devices) + "CPU Affinity")
+        for row in devices:
+            cells = "".join(fabric.matrix[row].get(col, "").ljust(width) for col in devices)
+            print(row.ljust(width) + cells + fabric.cpu_affinity.get(row, ""))
+    return EXIT_OK
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    """Record this machine into a bundle: NVML first (the richest), then what nvidia-smi prints."""
+    from .fabric.bundle import MANIFEST_FILE, NVML_FILE
+    from .fabric.nvml import collect_record
+
+    target = Path(args.dir)
+    target.mkdir(parents=True, exist_ok=True)
+    record = collect_record()  # raises HardwareUnavailable before anything is written
+    (target / NVML_FILE).write_text(json.dumps(record, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    commands = {}
+    smi = shutil.which("nvidia-smi")
+    for name, cmd in SNAPSHOT_COMMANDS.items():
+        if smi is None:
+            commands[name] = {"cmd": cmd, "error": "nvidia-smi not on PATH"}
+            continue
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            commands[name] = {"cmd": cmd, "error": str(exc)}
+            continue
+        commands[name] = {"cmd": cmd, "returncode": done.returncode, "stderr": done.stderr[-2000:]}
+        if done.returncode == 0:
+            (target / name).write_text(done.stdout, encoding="utf-8")
+    manifest = {
+        "format": "gpufabric-bundle/1",
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "gpufabric_version": __version__,
+        "files": sorted(p.name for p in target.iterdir() if p.name != MANIFEST_FILE),
+        "commands": commands,
+    }
+    (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")
+    return EXIT_OK
+
+
+def cmd_profile_init(args: argparse.Namespace) -> int:
+    from .profile.init import profile_yaml_from_fabric
+    from .profile.loader import load_profile
+
+    fabric = _fabric(args.replay)
+    output = Path(args.output)
+    name = args.name or output.stem
+    output.write_text(profile_yaml_from_fabric(fabric, name), encoding="utf-8")
+    profile = load_profile(str(output))
+    print(f"wrote {output} (profile {profile.name}, sha256 {profile.sha256})")
+    return EXIT_OK
+
+
+def cmd_profile_validate(args: argparse.Namespace) -> int:
+    from .profile.loader import load_profile
+
+    for spec in args.files:
+        profile = load_profile(spec, Path.cwd())
+        print(f"{profile.path}: valid profile {profile.name} (sha256 {profile.sha256})")
+    return EXIT_OK
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from .fabric.smi import parse_topo_m
+
+    parsers = {"topo": lambda text: parse_topo_m(text).to_json()}
+    try:
+        text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()
+    except OSError as exc:
+        raise GpuFabricError(f"cannot read {args.file}: {exc.strerror}") from None
+    try:
+        result = parsers[args.kind](text)
+    except ValueError as exc:
+        raise GpuFabricError(f"{args.file}: not `nvidia-smi {args.kind} -m` output: {exc}") from None
+    print(json.dumps(result, indent=2))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufabric", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pytest-gpufabric {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    show = sub.add_parser("show", help="print the machine's GPUs and topology (live, or a bundle)")
+    show.add_argument("--replay", metavar="BUNDLE", help="a bundle directory, .tar.gz or shipped bundle name")
+    show.add_argument("--json", action="store_true", help="the full model as JSON")
+    show.set_defaults(func=cmd_show)
+
+    snapshot = sub.add_parser("snapshot", help="record this machine (NVML + nvidia-smi) into a bundle directory")
+    snapshot.add_argument("dir")
+    snapshot.set_defaults(func=cmd_snapshot)
+
+    profile = sub.add_parser("profile", help="write or check machine profiles")
+    profile_sub = profile.add_subparsers(dest="profile_command", required=True)
+    init = profile_sub.add_parser("init", help="write a profile that this machine (or bundle) passes")
+    init.add_argument("--replay", metavar="BUNDLE")
+    init.add_argument("-o", "--output", required=True, metavar="FILE")
+    init.add_argument("--name", help="profile name (default: the output file's stem)")
+    init.set_defaults(func=cmd_profile_init)
+    validate = profile_sub.add_parser("validate", help="check profile files against the schema")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.set_defaults(func=cmd_profile_validate)
+
+    parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
+    parse.add_argument("kind", choices=["topo"], help="topo: `nvidia-smi topo -m`")
+    parse.add_argument("file", help="the saved output, or - for standard input")
+    parse.set_defaults(func=cmd_parse)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except HardwareUnavailable as exc:
+        print(f"gpufabric: {exc}", file=sys.stderr)
+        return EXIT_NO_HARDWARE
+    except GpuFabricError as exc:
+        print(f"gpufabric: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

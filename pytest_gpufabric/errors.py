@@ -1,0 +1,48 @@
+"""One hierarchy for everything that can go wrong, sorted by who must act on it.
+
+- ``ProfileError``, ``BundleError``: the user's input is wrong; pytest turns these into a usage error (exit 4).
+- ``HardwareUnavailable``: the machine cannot be asked (no driver, no NVML); one sentence, no traceback.
+- ``WorkloadError``: a child process failed; carries the command and its output.
+Anything else is a bug in this plugin.
+"""
+
+from __future__ import annotations
+
+
+class GpuFabricError(Exception):
+    """Base class: the message is complete and meant for the user as it is."""
+
+
+class ProfileError(GpuFabricError):
+    """A machine profile that cannot be found, parsed or validated."""
+
+    def __init__(self, message: str, *, path: str | None = None, json_path: str | None = None) -> None:
+        self.path = path
+        self.json_path = json_path
+        where = ""
+        if path:
+            where = f"{path}"
+            if json_path:
+                where += f" at {json_path}"
+            where += ": "
+        super().__init__(f"{where}{message}")
+
+
+class BundleError(GpuFabricError):
+    """A replay bundle that cannot be found or read."""
+
+
+class HardwareUnavailable(GpuFabricError):
+    """The live machine cannot be queried (no NVIDIA driver, NVML missing)."""
+
+
+class WorkloadError(GpuFabricError):
+    """A workload child process failed, timed out or returned no result."""
+
+    def __init__(self, cmd: list[str], returncode: int | None, stdout: str, stderr: str, reason: str) -> None:
+        self.cmd = cmd
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        tail = (stderr or stdout).strip().splitlines()[-20:]
+        super().__init__(f"{reason}: {' '.join(cmd)} (exit {returncode})\n" + "\n".join(tail))

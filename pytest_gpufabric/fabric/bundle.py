@@ -1,0 +1,150 @@
+"""Replay bundles: recorded tool outputs of a real machine, judged later without the machine.
+
+A bundle is a directory (or a .tar.gz of one) holding files with fixed names; any subset that holds the
+topology works:
+
+- ``nvidia-smi-topo-m.txt``   `nvidia-smi topo -m`: the matrix, NIC columns, CPU/NUMA affinity
+- ``nvidia-smi-nvlink-s.txt`` `nvidia-smi nvlink -s`: per-link state and speed
+- ``nvidia-smi-q.xml``        `nvidia-smi -q -x`: inventory (serials, PCIe, memory, driver, VBIOS, ECC)
+- ``nvml.json``               what `gpufabric snapshot` read through NVML (fabric/nvml.py documents it)
+- ``manifest.json``           written by `gpufabric snapshot`: when, where, which commands, their exit codes
+
+When several files say the same thing, the tool's own text wins for the matrix and affinity (it is what a
+customer sees printed), NVML wins for inventory and links (it holds more than the text).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import BundleError
+from ..paths import shipped_bundles_dir
+from .model import Fabric
+
+TOPO_FILE = "nvidia-smi-topo-m.txt"
+NVLINK_STATUS_FILE = "nvidia-smi-nvlink-s.txt"
+QUERY_XML_FILE = "nvidia-smi-q.xml"
+NVML_FILE = "nvml.json"
+MANIFEST_FILE = "manifest.json"
+KNOWN_FILES = (TOPO_FILE, NVLINK_STATUS_FILE, QUERY_XML_FILE, NVML_FILE)
+
+
+def available_bundles() -> dict[str, Path]:
+    directory = shipped_bundles_dir()
+    if not directory.is_dir():
+        return {}
+    return {p.name: p for p in sorted(directory.iterdir()) if p.is_dir() and _holds_bundle(p)}
+
+
+def _holds_bundle(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in KNOWN_FILES)
+
+
+def find_bundle(spec: str | Path) -> Path:
+    """A path to a directory or .tar.gz, or the name of a shipped bundle."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    shipped = available_bundles()
+    if str(spec) in shipped:
+        return shipped[str(spec)]
+    names = ", ".join(shipped) or "none"
+    raise BundleError(f"replay bundle not found: {spec} (not a file or directory; shipped bundles: {names})")
+
+
+def _extract(archive: Path) -> Path:
+    """Unpack a .tar.gz into a temporary directory, refusing members that would land outside it."""
+    target = Path(tempfile.mkdtemp(prefix="gpufabric-bundle-"))
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar.getmembers():
+                name = Path(member.name)
+                if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
+                    raise BundleError(f"{archive}: refusing unsafe archive member {member.name!r}")
+            tar.extractall(target, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(target)
+    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise BundleError(f"{archive}: not a readable .tar.gz bundle ({exc})") from None
+    except BundleError:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    # an archive of the directory itself holds one folder at the top
+    entries = list(target.iterdir())
+    if len(entries) == 1 and entries[0].is_dir() and not _holds_bundle(target):
+        return entries[0]
+    return target
+
+
+def bundle_directory(spec: str | Path) -> Path:
+    path = find_bundle(spec)
+    if path.is_file():
+        path = _extract(path)
+    if not path.is_dir():
+        raise BundleError(f"{path}: a bundle is a directory or a .tar.gz")
+    if not (path / TOPO_FILE).is_file() and not (path / NVML_FILE).is_file():
+        present = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
+        raise BundleError(
+            f"{path}: a bundle needs the topology: {TOPO_FILE} or {NVML_FILE} (it holds {present})"
+        )
+    return path
+
+
+def _read(directory: Path, name: str) -> str | None:
+    path = directory / name
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def load_bundle(spec: str | Path) -> Fabric:
+    """Rebuild the machine's Fabric from a bundle. Raises BundleError naming the file at fault."""
+    from .nvml import fabric_from_record
+    from .smi import fabric_from_text
+
+    directory = bundle_directory(spec)
+    topo = _read(directory, TOPO_FILE)
+    status = _read(directory, NVLINK_STATUS_FILE)
+    query_xml = _read(directory, QUERY_XML_FILE)
+    nvml_text = _read(directory, NVML_FILE)
+    source = f"bundle {find_bundle(spec)}"
+
+    text_fabric = None
+    if topo is not None or query_xml is not None:
+        try:
+            text_fabric = fabric_from_text(topo, status, query_xml, source=source)
+        except ValueError as exc:
+            raise BundleError(f"{directory}: {exc}") from None
+    if nvml_text is None:
+        assert text_fabric is not None
+        return text_fabric
+
+    try:
+        record = json.loads(nvml_text)
+        nvml_fabric = fabric_from_record(record, source=source)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc})") from None
+    if text_fabric is None or topo is None:
+        return nvml_fabric
+    if len(text_fabric.gpus) != len(nvml_fabric.gpus):
+        raise BundleError(
+            f"{directory}: {TOPO_FILE} shows {len(text_fabric.gpus)} GPUs but {NVML_FILE} "
+            f"records {len(nvml_fabric.gpus)}: the files come from different machines"
+        )
+    provenance = dict(nvml_fabric.provenance)
+    provenance.update({k: v for k, v in text_fabric.provenance.items() if k == "matrix"})
+    return replace(
+        nvml_fabric,
+        matrix=text_fabric.matrix,
+        cpu_affinity=text_fabric.cpu_affinity or nvml_fabric.cpu_affinity,
+        numa_affinity=text_fabric.numa_affinity or nvml_fabric.numa_affinity,
+        nics=text_fabric.nics or nvml_fabric.nics,
+        provenance=provenance,
+    )

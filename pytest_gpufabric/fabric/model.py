@@ -1,0 +1,130 @@
+"""The typed model of a machine: what is there, whichever source (live NVML, tool text, a bundle) said so.
+
+Two kinds of absence, kept apart on purpose:
+- ``None``: the source did not record this fact (a bundle holding only ``nvidia-smi topo -m`` knows no serials);
+- ``NA``: the machine was asked and answered "not supported" (NVML_ERROR_NOT_SUPPORTED, nvidia-smi's N/A).
+A check treats ``None`` as "cannot be judged from this evidence" and ``NA`` as the machine's own answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from ..units import NAType
+
+#: The labels `nvidia-smi topo -m` prints, nearest first. SOC is the pre-2017 name of SYS.
+PCIE_LABELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_NV_LABEL = re.compile(r"^NV(\d+)$")
+
+Str = str | NAType | None
+Int = int | NAType | None
+
+
+def nvlink_count_of_label(label: str) -> int:
+    """'NV18' -> 18; any other label -> 0."""
+    m = _NV_LABEL.match(label or "")
+    return int(m.group(1)) if m else 0
+
+
+@dataclass
+class NvLink:
+    """One NVLink of one GPU, as NVML or `nvidia-smi nvlink -s/-R` describe it."""
+
+    link: int
+    active: bool | NAType | None = None
+    speed_gbps: float | NAType | None = None  # GB/s per direction, as `nvidia-smi nvlink -s` prints
+    remote_pci_bus_id: Str = None  # FFFFFFFF:FF:FF.0 when the remote is an NVSwitch
+    remote_type: Str = None  # "GPU" | "SWITCH" | "IBMNPU"
+    version: Int = None
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: Str = None
+    uuid: Str = None
+    serial: Str = None
+    pci_bus_id: Str = None  # 00000000:00:06.0, upper case, 8-digit domain as NVML prints it
+    memory_bytes: Int = None
+    pcie_gen_max: Int = None
+    pcie_gen_current: Int = None
+    pcie_width_max: Int = None
+    pcie_width_current: Int = None
+    vbios_version: Str = None
+    compute_capability: Str = None  # "9.0"
+    ecc_mode: Str = None  # "Enabled" | "Disabled"
+    cpu_affinity: Str = None  # "0-31", the cpuset NVML reports for the GPU
+    numa_node: Int = None
+    nvlinks: list[NvLink] | None = None  # None: not recorded; []: recorded, the GPU has none
+
+    @property
+    def label(self) -> str:
+        return f"GPU{self.index}"
+
+    def active_nvlinks(self) -> list[NvLink] | None:
+        if self.nvlinks is None:
+            return None
+        return [link for link in self.nvlinks if link.active is True]
+
+
+@dataclass
+class Nic:
+    """An RDMA/network device in the topology, as `nvidia-smi topo -m` names it (column NIC0 -> mlx5_0)."""
+
+    label: str  # the matrix column: "NIC0", or the device name where the output uses names as columns
+    device: str | None = None  # "mlx5_0"
+    pci_bus_id: Str = None
+    numa_node: Int = None
+
+
+@dataclass
+class Fabric:
+    """A machine: GPUs, NICs and the pairwise path labels between every two of them.
+
+    ``matrix[row][col]`` is the label exactly as `nvidia-smi topo -m` prints it ("X", "NV2", "PHB", ...);
+    rows and columns are GPU labels ("GPU0") and NIC labels ("NIC0").
+    """
+
+    gpus: list[Gpu] = field(default_factory=list)
+    nics: list[Nic] = field(default_factory=list)
+    matrix: dict[str, dict[str, str]] = field(default_factory=dict)
+    cpu_affinity: dict[str, str] = field(default_factory=dict)  # "GPU0" -> "0-17,36-53", as topo -m prints
+    numa_affinity: dict[str, str] = field(default_factory=dict)  # "GPU0" -> "0"
+    driver_version: Str = None
+    cuda_driver_version: Str = None  # "13.0"
+    hostname: str | None = None
+    source: str = ""  # "nvml", "bundle <path>", "text <path>"
+    #: which recorded file or facility each part came from, e.g. {"matrix": "nvidia-smi-topo-m.txt"}
+    provenance: dict[str, str] = field(default_factory=dict)
+
+    def gpu(self, index: int) -> Gpu | None:
+        for gpu in self.gpus:
+            if gpu.index == index:
+                return gpu
+        return None
+
+    def label(self, a: str, b: str) -> str | None:
+        return self.matrix.get(a, {}).get(b)
+
+    def nvlink_count(self, gpu: Gpu) -> int | None:
+        """Active NVLinks of a GPU: from per-link records, else summed from the NV# labels of its matrix row.
+
+        The fallback is exact only where one peer holds all of a GPU's links (a bridged or NVSwitch pair:
+        NV2 = two bonded links). With several NVLink peers the row cannot tell a direct mesh (sum the
+        labels) from an NVSwitch system (every pair shows the GPU's whole count), so it answers None.
+        """
+        active = gpu.active_nvlinks()
+        if active is not None:
+            return len(active)
+        row = self.matrix.get(gpu.label)
+        if not row:
+            return None
+        counts = [nvlink_count_of_label(label) for col, label in row.items() if col.startswith("GPU")]
+        peers = [count for count in counts if count]
+        if len(peers) > 1:
+            return None
+        return sum(peers)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

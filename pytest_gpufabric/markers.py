@@ -1,0 +1,134 @@
+"""Markers -> requirements -> a decision: run, skip (not promised) or fail (promised and missing).
+
+The rule users rely on: with a profile, a test of hardware the profile does not promise is skipped, and a
+test of hardware it promises fails when the machine lacks it; every reason names the missing thing. Without
+a profile nothing is promised, so a requirement the machine does not meet is a skip.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from .fabric.model import Fabric
+from .profile.model import Profile
+from .units import GIB, is_na
+
+MARKERS = {
+    "gpu": "gpu(count=1, model=None, min_memory_gib=None): needs that many GPUs, of that model, with that memory",
+    "nvlink": "nvlink(min_links=1, all_pairs=False): needs a GPU pair (or every pair) joined by that many NVLinks",
+    "rdma": "rdma(count=1, link_layer=None, min_rate_gbps=None): needs that many RDMA devices",
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "run" | "skip" | "fail"
+    reason: str = ""
+
+
+RUN = Decision("run")
+
+
+def _gpu_promised(profile: Profile, count: int, model: str | None, min_memory_gib: float | None) -> str | None:
+    if profile.gpu_count < count:
+        return f"profile {profile.name} promises {profile.gpu_count} GPU(s); the test needs {count}"
+    if model and (not profile.gpu_model or model.lower() not in profile.gpu_model.lower()):
+        return f"profile {profile.name} promises {profile.gpu_model or 'no particular model'}; the test needs {model}"
+    if min_memory_gib is not None:
+        memory = profile.gpu_memory_bytes
+        if memory is None or memory < min_memory_gib * GIB:
+            have = "no memory size" if memory is None else f"{memory / GIB:.1f} GiB"
+            return f"profile {profile.name} promises {have} per GPU; the test needs {min_memory_gib} GiB"
+    return None
+
+
+def _gpu_present(fabric: Fabric, count: int, model: str | None, min_memory_gib: float | None) -> str | None:
+    if len(fabric.gpus) < count:
+        return f"the machine has {len(fabric.gpus)} GPU(s); {count} needed"
+    for gpu in fabric.gpus[:count]:
+        if model and gpu.name is not None and model.lower() not in str(gpu.name).lower():
+            return f"{gpu.label} is a {gpu.name}, not a {model}"
+        if min_memory_gib is not None and isinstance(gpu.memory_bytes, int) and not is_na(gpu.memory_bytes):
+            if gpu.memory_bytes < min_memory_gib * GIB:
+                return f"{gpu.label} has {gpu.memory_bytes / GIB:.1f} GiB; {min_memory_gib} GiB needed"
+    return None
+
+
+def _pairs_with_links(matrix_links, n: int, min_links: int) -> tuple[list, list]:
+    pairs = list(itertools.combinations(range(n), 2))
+    return pairs, [p for p in pairs if matrix_links(*p) >= min_links]
+
+
+def _nvlink_promised(profile: Profile, min_links: int, all_pairs: bool) -> str | None:
+    pairs, joined = _pairs_with_links(profile.nvlinks_between, profile.gpu_count, min_links)
+    if not joined or (all_pairs and len(joined) < len(pairs)):
+        which = "every GPU pair" if all_pairs else "a GPU pair"
+        return f"profile {profile.name} promises no NVLink of {min_links}+ links between {which}"
+    return None
+
+
+def _nvlink_present(fabric: Fabric, min_links: int, all_pairs: bool) -> str | None:
+    from .fabric.model import nvlink_count_of_label
+
+    def links(a: int, b: int) -> int:
+        return nvlink_count_of_label(fabric.label(f"GPU{a}", f"GPU{b}") or "")
+
+    pairs, joined = _pairs_with_links(links, len(fabric.gpus), min_links)
+    if not joined or (all_pairs and len(joined) < len(pairs)):
+        shown = ", ".join(f"GPU{a}-GPU{b} {fabric.label(f'GPU{a}', f'GPU{b}')}" for a, b in pairs) or "no GPU pair"
+        return f"no NVLink of {min_links}+ links between {'every' if all_pairs else 'a'} GPU pair (found {shown})"
+    return None
+
+
+def _rdma_promised(profile: Profile, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
+    if len(profile.nics) < count:
+        return f"profile {profile.name} promises {len(profile.nics)} RDMA device(s); the test needs {count}"
+    if link_layer or min_rate_gbps:
+        # Port link layer and rate are not part of the profile format yet: nothing is promised about them.
+        return f"profile {profile.name} promises no RDMA port link layer or rate"
+    return None
+
+
+def _rdma_present(fabric: Fabric, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
+    if len(fabric.nics) < count:
+        return f"the machine shows {len(fabric.nics)} RDMA device(s) in its topology; {count} needed"
+    return None
+
+
+_REQUIREMENTS = {
+    "gpu": (_gpu_promised, _gpu_present, {"count": 1, "model": None, "min_memory_gib": None}),
+    "nvlink": (_nvlink_promised, _nvlink_present, {"min_links": 1, "all_pairs": False}),
+    "rdma": (_rdma_promised, _rdma_present, {"count": 1, "link_layer": None, "min_rate_gbps": None}),
+}
+
+
+def marker_arguments(name: str, args: tuple, kwargs: dict) -> dict:
+    """Positional and keyword marker arguments -> a full argument dict; TypeError on unknown ones."""
+    defaults = _REQUIREMENTS[name][2]
+    unknown = set(kwargs) - set(defaults)
+    if unknown or len(args) > len(defaults):
+        raise TypeError(f"@pytest.mark.{name} takes {', '.join(defaults)}; got {sorted(unknown) or args}")
+    values = dict(defaults)
+    values.update(dict(zip(defaults, args)))
+    values.update(kwargs)
+    return values
+
+
+def decide(name: str, arguments: dict, profile: Profile | None, fabric: Fabric | None, why_no_fabric: str) -> Decision:
+    """What to do with a test carrying marker ``name``."""
+    promised, present, _ = _REQUIREMENTS[name]
+    if profile is not None:
+        not_promised = promised(profile, **arguments)
+        if not_promised:
+            return Decision("skip", not_promised)
+    if fabric is None:
+        if profile is not None:
+            return Decision("fail", why_no_fabric)
+        return Decision("skip", why_no_fabric)
+    missing = present(fabric, **arguments)
+    if not missing:
+        return RUN
+    if profile is not None:
+        return Decision("fail", f"promised by profile {profile.name} but missing: {missing}")
+    return Decision("skip", missing)

@@ -1,0 +1,261 @@
+"""pytest hooks and fixtures of pytest-gpufabric. Each hook is short and delegates to a named module.
+
+Without --gpu-profile or --gpu-replay the plugin registers its markers and fixtures and does nothing else:
+no NVML, no torch, no file I/O at start-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .errors import GpuFabricError, HardwareUnavailable
+from .markers import MARKERS, decide, marker_arguments
+
+SESSION_KEY = pytest.StashKey["FabricSession"]()
+OUTCOMES_KEY = pytest.StashKey[dict]()
+RESULTS_FILE = "gpufabric-results.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpufabric", "GPU fabric acceptance (pytest-gpufabric)")
+    options = (
+        ("--gpu-profile", "gpu_profile", "NAME|PATH",
+         "machine profile to accept against; runs the shipped acceptance suites"),
+        ("--gpu-replay", "gpu_replay", "NAME|PATH",
+         "judge a recorded bundle (directory or .tar.gz, or a shipped bundle's name) instead of this machine"),
+        ("--gpu-report-dir", "gpu_report_dir", "DIR", "where gpufabric-results.json goes (default: reports/)"),
+    )
+    for flag, ini, metavar, help_text in options:
+        group.addoption(flag, dest=ini, metavar=metavar, default=None, help=help_text)
+        parser.addini(ini, f"default for {flag}: {help_text}", default=None)
+
+
+def _option(config: pytest.Config, name: str) -> str | None:
+    return config.getoption(name) or config.getini(name) or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    profile_spec, replay = _option(config, "gpu_profile"), _option(config, "gpu_replay")
+    if not profile_spec and not replay:
+        return
+    from .session import FabricSession
+
+    profile = None
+    if profile_spec:
+        from .profile.loader import load_profile
+
+        try:
+            profile = load_profile(profile_spec, config.rootpath)
+        except GpuFabricError as exc:
+            raise pytest.UsageError(f"--gpu-profile: {exc}") from None
+    if replay:
+        from .fabric.bundle import find_bundle
+
+        try:
+            find_bundle(replay)
+        except GpuFabricError as exc:
+            raise pytest.UsageError(f"--gpu-replay: {exc}") from None
+    report_dir = Path(_option(config, "gpu_report_dir") or config.rootpath / "reports")
+    config.stash[SESSION_KEY] = FabricSession(profile=profile, replay=replay, report_dir=report_dir)
+    config.stash[OUTCOMES_KEY] = {}
+    if profile is not None:
+        _collect_shipped_suites(config)
+    if config.pluginmanager.hasplugin("html"):
+        from .report.html import HtmlSections
+
+        config.pluginmanager.register(HtmlSections(config.stash[SESSION_KEY]), "gpufabric-html")
+
+
+def _collect_shipped_suites(config: pytest.Config) -> None:
+    """`pytest --gpu-profile X` runs the acceptance suites; with paths, those paths and the suites."""
+    from .paths import SUITES_DIR
+
+    suites = str(SUITES_DIR)
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [suites]
+    elif suites not in config.args:
+        config.args.append(suites)
+
+
+def _session(config: pytest.Config):
+    """The run's FabricSession; a plain run (no options) gets one lazily when a marked test needs the machine."""
+    if SESSION_KEY not in config.stash:
+        from .session import FabricSession
+
+        config.stash[SESSION_KEY] = FabricSession(profile=None, replay=None, report_dir=Path("reports"))
+    return config.stash[SESSION_KEY]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if SESSION_KEY not in session.config.stash:
+        return
+    fabric_session = session.config.stash[SESSION_KEY]
+    fabric_session.discover()
+    from .report.html import add_environment
+
+    add_environment(session.config, fabric_session)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    profile = _session(metafunc.config).profile if SESSION_KEY in metafunc.config.stash else None
+    if "gpu_pair" in metafunc.fixturenames:
+        pairs = profile.pairs if profile else []
+        metafunc.parametrize("gpu_pair", pairs, ids=[f"GPU{a}-GPU{b}" for a, b in pairs], indirect=True)
+    if "promised_gpu" in metafunc.fixturenames:
+        indices = range(profile.gpu_count) if profile else []
+        metafunc.parametrize("promised_gpu", indices, ids=[f"GPU{i}" for i in indices], indirect=True)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marks = [m for m in item.iter_markers() if m.name in MARKERS]
+    if not marks:
+        return
+    fabric_session = _session(item.config)
+    error = fabric_session.discovery_error
+    why_no_fabric = str(error) if error else ""
+    for mark in marks:
+        try:
+            arguments = marker_arguments(mark.name, mark.args, mark.kwargs)
+        except TypeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        decision = decide(mark.name, arguments, fabric_session.profile, fabric_session.fabric, why_no_fabric)
+        if decision.action == "skip":
+            pytest.skip(decision.reason)
+        if decision.action == "fail":
+            pytest.fail(decision.reason, pytrace=False)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    outcomes = getattr(report, "_gpufabric_outcomes", None)
+    if outcomes is None:
+        return
+    if report.when == "call" or report.outcome != "passed":
+        outcome = "error" if report.failed and report.when != "call" else report.outcome
+        outcomes.setdefault(report.nodeid, outcome)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    if OUTCOMES_KEY in item.config.stash:
+        outcome.get_result()._gpufabric_outcomes = item.config.stash[OUTCOMES_KEY]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if SESSION_KEY not in session.config.stash or OUTCOMES_KEY not in session.config.stash:
+        return
+    from .report.results import write_results
+
+    fabric_session = session.config.stash[SESSION_KEY]
+    document = fabric_session.results_document(session.config.stash[OUTCOMES_KEY], int(exitstatus))
+    session.config.stash[SESSION_KEY].results_path = write_results(document, fabric_session.report_dir / RESULTS_FILE)
+    session.config.stash[SESSION_KEY].verdict = document["summary"]["verdict"]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    fabric_session = config.stash.get(SESSION_KEY, None)
+    verdict = getattr(fabric_session, "verdict", None)
+    if verdict is None:
+        return
+    profile = fabric_session.profile
+    what = f"profile {profile.name}" if profile else "replay"
+    source = fabric_session.fabric.source if fabric_session.fabric else "no machine"
+    terminalreporter.write_sep("=", f"gpufabric: {verdict} ({what}, {source})", bold=True,
+                               red=verdict != "ACCEPTED", green=verdict == "ACCEPTED")
+    terminalreporter.write_line(f"results: {fabric_session.results_path}")
+
+
+# --- fixtures ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def gpu_profile(request: pytest.FixtureRequest):
+    """The machine profile given with --gpu-profile (skips the test when none was given)."""
+    profile = _session(request.config).profile
+    if profile is None:
+        pytest.skip("no --gpu-profile given: nothing is promised")
+    return profile
+
+
+@pytest.fixture(scope="session")
+def fabric(request: pytest.FixtureRequest):
+    """The machine as discovered (live NVML or --gpu-replay bundle)."""
+    fabric_session = _session(request.config)
+    error = fabric_session.discovery_error
+    if error is not None:
+        if fabric_session.profile is None:
+            pytest.skip(f"no machine to test and nothing promised: {error}")
+        if isinstance(error, HardwareUnavailable):
+            # One sentence for the whole run, not one per test: stop after this test.
+            request.session.shouldfail = str(error)
+        pytest.fail(str(error), pytrace=False)
+    return fabric_session.fabric
+
+
+@pytest.fixture(scope="session")
+def gpus(gpu_profile, fabric):
+    """The GPUs the profile promises, as found; fails naming the promised GPUs that are missing."""
+    missing = [f"GPU{i}" for i in range(gpu_profile.gpu_count) if fabric.gpu(i) is None]
+    if missing:
+        pytest.fail(
+            f"profile {gpu_profile.name} promises {gpu_profile.gpu_count} GPUs; missing: {', '.join(missing)} "
+            f"(the machine has {len(fabric.gpus)})", pytrace=False,
+        )
+    return [fabric.gpu(i) for i in range(gpu_profile.gpu_count)]
+
+
+def _promised_gpu_or_fail(profile, fabric, index: int):
+    gpu = fabric.gpu(index)
+    if gpu is None:
+        pytest.fail(
+            f"GPU{index} is promised by profile {profile.name} but missing: the machine has "
+            f"{len(fabric.gpus)} GPU(s)", pytrace=False,
+        )
+    return gpu
+
+
+@pytest.fixture
+def promised_gpu(request: pytest.FixtureRequest, gpu_profile, fabric):
+    """One GPU the profile promises (parametrized over all of them)."""
+    return _promised_gpu_or_fail(gpu_profile, fabric, request.param)
+
+
+@pytest.fixture
+def gpu_pair(request: pytest.FixtureRequest, gpu_profile, fabric):
+    """A pair of GPUs the profile names (parametrized: `pairs:`, else every NVLink-joined pair)."""
+    a, b = request.param
+    return _promised_gpu_or_fail(gpu_profile, fabric, a), _promised_gpu_or_fail(gpu_profile, fabric, b)
+
+
+@pytest.fixture
+def nvlink_links(gpu_profile, gpus, fabric):
+    """(gpu, link) for every active NVLink of the promised GPUs; skips when the profile promises none."""
+    if not gpu_profile.nvlink.get("links_per_gpu") and not gpu_profile.pairs:
+        pytest.skip(f"profile {gpu_profile.name} promises no NVLinks")
+    links = [(gpu, link) for gpu in gpus for link in (gpu.active_nvlinks() or [])]
+    if not links:
+        pytest.fail(f"profile {gpu_profile.name} promises NVLinks; none is active on the promised GPUs",
+                    pytrace=False)
+    return links
+
+
+@pytest.fixture
+def gpufabric_check(request: pytest.FixtureRequest):
+    """Record a CheckResult in the run's results and turn its verdict into the test's outcome."""
+    from .checks.result import FAILED, UNKNOWN
+
+    fabric_session = _session(request.config)
+
+    def check(result):
+        fabric_session.record(request.node.nodeid, result)
+        if result.verdict == UNKNOWN:
+            pytest.skip(result.message)
+        if result.verdict == FAILED:
+            pytest.fail(result.message, pytrace=False)
+        return result
+
+    return check

@@ -1,0 +1,1 @@
+"""Machine profiles: what was sold, as YAML validated against profile.schema.json."""

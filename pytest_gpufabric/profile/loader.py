@@ -1,0 +1,216 @@
+"""YAML -> validated Profile: find by name or path, resolve ``extends``, validate, and say exactly what is wrong.
+
+Every failure is a ProfileError naming the file, the JSON path and the problem; the plugin turns it into a
+pytest usage error (exit 4) before anything runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import ProfileError
+from ..paths import shipped_profiles_dir
+from ..units import parse_bytes, parse_gbps
+from .model import Profile
+
+SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
+PROFILE_PATH_ENV = "GPUFABRIC_PROFILE_PATH"
+_SUFFIXES = (".yaml", ".yml")
+
+
+# --- finding ------------------------------------------------------------------------------------------
+
+
+def search_dirs(rootdir: Path | None = None) -> list[Path]:
+    """Where names are looked up, first match wins: the project's profiles/, GPUFABRIC_PROFILE_PATH, shipped."""
+    dirs: list[Path] = []
+    if rootdir is not None:
+        dirs.append(Path(rootdir) / "profiles")
+    dirs += [Path(p) for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]
+    dirs.append(shipped_profiles_dir())
+    return dirs
+
+
+def available_profiles(rootdir: Path | None = None) -> dict[str, Path]:
+    """Every profile name that can be given to --gpu-profile, with the file it resolves to."""
+    found: dict[str, Path] = {}
+    for directory in search_dirs(rootdir):
+        if directory.is_dir():
+            for path in sorted(directory.iterdir()):
+                if path.suffix in _SUFFIXES and path.stem not in found:
+                    found[path.stem] = path
+    return found
+
+
+def _looks_like_path(spec: str) -> bool:
+    return os.sep in spec or "/" in spec or spec.endswith(_SUFFIXES)
+
+
+def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | None = None) -> Path:
+    """A name ('titan-rtx-nvlink') or a path ('./my.yaml') -> the profile file."""
+    if _looks_like_path(spec):
+        path = Path(spec).expanduser()
+        if not path.is_absolute() and relative_to is not None:
+            path = relative_to / path
+        if not path.is_file():
+            raise ProfileError(f"profile file not found: {spec}")
+        return path
+    candidates = available_profiles(rootdir)
+    if relative_to is not None:  # `extends` may name a sibling file first
+        for suffix in _SUFFIXES:
+            sibling = relative_to / f"{spec}{suffix}"
+            if sibling.is_file():
+                return sibling
+    if spec in candidates:
+        return candidates[spec]
+    names = ", ".join(sorted(candidates)) or "none"
+    where = ", ".join(str(d) for d in search_dirs(rootdir))
+    raise ProfileError(f"unknown profile {spec!r}; available profiles: {names} (searched {where})")
+
+
+# --- loading ------------------------------------------------------------------------------------------
+
+
+def _read_yaml(path: Path) -> dict:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile: {exc.strerror}", path=str(path)) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileError(f"not valid YAML{where}: {problem}", path=str(path)) from None
+    if not isinstance(doc, dict):
+        raise ProfileError("a profile is a YAML mapping (name:, gpus:, ...)", path=str(path), json_path="$")
+    return doc
+
+
+@functools.cache
+def _schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validators():
+    from jsonschema import Draft202012Validator, validators
+
+    full = Draft202012Validator(_schema())
+    # A profile that extends another may leave out what it inherits: its own file is checked without
+    # `required`; the merged result is checked with it.
+    partial_cls = validators.extend(Draft202012Validator, {"required": lambda *_: iter(())})
+    return full, partial_cls(_schema())
+
+
+def _json_path(parts: Iterable) -> str:
+    text = "$"
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def validate_document(doc: dict, path: Path, *, partial: bool = False) -> None:
+    full, lenient = _validators()
+    validator = lenient if partial else full
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise ProfileError(first.message + more, path=str(path), json_path=_json_path(first.absolute_path))
+    _check_semantics(doc, path)
+
+
+def _check_semantics(doc: dict, path: Path) -> None:
+    """What JSON Schema cannot say: quantities parse, the matrix is square and symmetric, pairs exist."""
+
+    def fail(message: str, json_path: str) -> None:
+        raise ProfileError(message, path=str(path), json_path=json_path)
+
+    gpus = doc.get("gpus", {})
+    for key, parse in (("memory", parse_bytes),):
+        if key in gpus:
+            try:
+                parse(gpus[key])
+            except ValueError as exc:
+                fail(str(exc), f"$.gpus.{key}")
+    if "min_speed" in doc.get("nvlink", {}):
+        try:
+            parse_gbps(doc["nvlink"]["min_speed"])
+        except ValueError as exc:
+            fail(str(exc), "$.nvlink.min_speed")
+    matrix = doc.get("topology", {}).get("matrix", {})
+    for row, cells in matrix.items():
+        if cells.get(row, "X") != "X":
+            fail(f"the diagonal cell must be X, found {cells[row]!r}", f"$.topology.matrix.{row}.{row}")
+        for col, label in cells.items():
+            if col == row:
+                continue
+            mirror = matrix.get(col, {}).get(row)
+            if col in matrix and mirror is not None and mirror != label:
+                fail(
+                    f"{row}-{col} is {label!r} but {col}-{row} is {mirror!r}; the matrix is symmetric",
+                    f"$.topology.matrix.{row}.{col}",
+                )
+    count = gpus.get("count")
+    if count is not None:
+        for i, pair in enumerate(doc.get("pairs", [])):
+            for gpu in pair:
+                if gpu >= count:
+                    fail(f"GPU {gpu} is not among the profile's {count} GPUs", f"$.pairs[{i}]")
+        for row in matrix:
+            if row.startswith("GPU") and int(row[3:]) >= count:
+                fail(f"{row} is not among the profile's {count} GPUs", f"$.topology.matrix.{row}")
+
+
+def _merge(base: dict, override: dict) -> dict:
+    """Maps merge key by key; anything else (lists, scalars) is replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def canonical_json(doc: dict) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _resolve(path: Path, rootdir: Path | None, seen: tuple[Path, ...]) -> tuple[dict, tuple[Path, ...]]:
+    resolved_path = path.resolve()
+    if resolved_path in seen:
+        cycle = " -> ".join(str(p) for p in (*seen, resolved_path))
+        raise ProfileError(f"profiles extend each other in a cycle: {cycle}", path=str(path), json_path="$.extends")
+    doc = _read_yaml(path)
+    validate_document(doc, path, partial="extends" in doc)
+    if "name" not in doc:  # never inherited: a profile that extends another still names itself
+        raise ProfileError("'name' is a required property", path=str(path), json_path="$")
+    chain = (*seen, resolved_path)
+    if "extends" not in doc:
+        return doc, chain
+    try:
+        parent_path = find_profile(doc["extends"], rootdir, relative_to=path.parent)
+    except ProfileError as exc:
+        raise ProfileError(str(exc), path=str(path), json_path="$.extends") from None
+    parent, chain = _resolve(parent_path, rootdir, chain)
+    child = {k: v for k, v in doc.items() if k != "extends"}
+    return _merge(parent, child), chain
+
+
+def load_profile(spec: str | Path, rootdir: Path | None = None) -> Profile:
+    """Find, read, resolve ``extends`` and validate a profile. Raises ProfileError."""
+    path = find_profile(str(spec), rootdir)
+    doc, chain = _resolve(path, rootdir, ())
+    validate_document(doc, path)
+    sha256 = hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
+    return Profile(name=doc["name"], path=path, sha256=sha256, data=doc, chain=chain)

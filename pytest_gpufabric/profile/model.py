@@ -1,0 +1,79 @@
+"""The validated profile as typed data: what the machine was sold as."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..fabric.model import nvlink_count_of_label
+from ..units import parse_bytes, parse_gbps
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: Path
+    sha256: str  # of the resolved profile (inheritance applied) as canonical JSON; see loader.canonical_json
+    data: dict  # the resolved document, as validated
+    chain: tuple[Path, ...] = field(default=())  # this file first, then what it extends
+
+    # --- gpus -----------------------------------------------------------------------------------------
+    @property
+    def gpu_count(self) -> int:
+        return int(self.data["gpus"]["count"])
+
+    @property
+    def gpu_model(self) -> str | None:
+        return self.data["gpus"].get("model")
+
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        memory = self.data["gpus"].get("memory")
+        return parse_bytes(memory) if memory is not None else None
+
+    @property
+    def pcie(self) -> dict:
+        return self.data["gpus"].get("pcie", {})
+
+    @property
+    def ecc(self) -> bool | None:
+        return self.data["gpus"].get("ecc")
+
+    # --- topology -------------------------------------------------------------------------------------
+    @property
+    def topology(self) -> dict:
+        return self.data.get("topology", {})
+
+    @property
+    def matrix(self) -> dict[str, dict[str, str]]:
+        return self.topology.get("matrix", {})
+
+    @property
+    def nics(self) -> dict[str, str]:
+        return self.topology.get("nics", {})
+
+    # --- nvlink ---------------------------------------------------------------------------------------
+    @property
+    def nvlink(self) -> dict:
+        return self.data.get("nvlink", {})
+
+    @property
+    def nvlink_min_speed_gbps(self) -> float | None:
+        speed = self.nvlink.get("min_speed")
+        return parse_gbps(speed) if speed is not None else None
+
+    def nvlinks_between(self, a: int, b: int) -> int:
+        """NVLinks the profile's matrix promises between two GPUs (0: none promised)."""
+        return nvlink_count_of_label(self.matrix.get(f"GPU{a}", {}).get(f"GPU{b}", ""))
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        """The GPU pairs suites exercise: as listed, else every pair the matrix joins by NVLink."""
+        if "pairs" in self.data:
+            return [(int(a), int(b)) for a, b in self.data["pairs"]]
+        return [
+            (a, b)
+            for a, b in itertools.combinations(range(self.gpu_count), 2)
+            if self.nvlinks_between(a, b) > 0
+        ]

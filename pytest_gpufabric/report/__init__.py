@@ -1,0 +1,1 @@
+"""Views of the results: JSON for pipelines, sections for the pytest-html report."""

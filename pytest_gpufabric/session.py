@@ -1,0 +1,121 @@
+"""FabricSession: the profile, the machine and the results of one pytest run.
+
+The plugin builds one per run (only when --gpu-profile or --gpu-replay is given, or when a test first asks
+for the machine); fixtures and suites ask it, it never asks them.
+"""
+
+from __future__ import annotations
+
+import getpass
+import platform
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import __version__
+from .checks.result import CheckResult
+from .errors import GpuFabricError
+from .fabric.model import Fabric
+from .profile.model import Profile
+
+
+@dataclass
+class FabricSession:
+    profile: Profile | None
+    replay: str | None
+    report_dir: Path
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    results: list[dict] = field(default_factory=list)
+    _fabric: Fabric | None = None
+    _discovery_error: GpuFabricError | None = None
+    _discovered: bool = False
+
+    @property
+    def mode(self) -> str:
+        return "replay" if self.replay else "live"
+
+    def discover(self) -> None:
+        """Read the machine once (NVML, or the bundle). A failure is kept and reported by every test that
+        needs the machine, as one sentence, instead of a traceback at start-up."""
+        if self._discovered:
+            return
+        self._discovered = True
+        try:
+            if self.replay:
+                from .fabric.bundle import load_bundle
+
+                self._fabric = load_bundle(self.replay)
+            else:
+                from .fabric.nvml import collect_fabric
+
+                self._fabric = collect_fabric()
+        except GpuFabricError as exc:
+            self._discovery_error = exc
+
+    @property
+    def fabric(self) -> Fabric | None:
+        self.discover()
+        return self._fabric
+
+    @property
+    def discovery_error(self) -> GpuFabricError | None:
+        self.discover()
+        return self._discovery_error
+
+    def record(self, nodeid: str, check: CheckResult) -> None:
+        self.results.append({"test": nodeid, **check.to_dict()})
+
+    def results_document(self, outcomes: dict[str, str], exitstatus: int) -> dict:
+        """The JSON results: machine, profile, each check, and the verdict a customer signs."""
+        counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
+        for outcome in outcomes.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        rejected = counts["failed"] or counts["error"] or exitstatus not in (0, 5)
+        fabric = self._fabric
+        return {
+            "schema_version": 1,
+            "plugin_version": __version__,
+            "started_at": self.started_at,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "run": {"mode": self.mode, "replay": self.replay, "host": platform.node(), "user": _user()},
+            "profile": None if self.profile is None else {
+                "name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,
+            },
+            "machine": None if fabric is None else machine_summary(fabric),
+            "machine_error": None if self._discovery_error is None else str(self._discovery_error),
+            "checks": self.results,
+            "tests": outcomes,
+            "summary": {**counts, "verdict": "REJECTED" if rejected else "ACCEPTED"},
+        }
+
+
+def machine_summary(fabric: Fabric) -> dict:
+    return {
+        "source": fabric.source,
+        "hostname": fabric.hostname,
+        "driver_version": fabric.driver_version,
+        "cuda_driver_version": fabric.cuda_driver_version,
+        "gpus": [
+            {
+                "index": g.index, "name": g.name, "uuid": g.uuid, "serial": g.serial, "pci_bus_id": g.pci_bus_id,
+                "memory_bytes": g.memory_bytes, "vbios_version": g.vbios_version,
+                "compute_capability": g.compute_capability,
+                "pcie": {"gen_max": g.pcie_gen_max, "gen_current": g.pcie_gen_current,
+                         "width_max": g.pcie_width_max, "width_current": g.pcie_width_current},
+                "ecc_mode": g.ecc_mode, "nvlinks_active": None if g.nvlinks is None else len(g.active_nvlinks()),
+            }
+            for g in fabric.gpus
+        ],
+        "nics": [{"label": n.label, "device": n.device} for n in fabric.nics],
+        "matrix": fabric.matrix,
+        "cpu_affinity": fabric.cpu_affinity,
+        "numa_affinity": fabric.numa_affinity,
+        "provenance": fabric.provenance,
+    }
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None

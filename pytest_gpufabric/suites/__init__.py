@@ -1,0 +1,1 @@
+"""The acceptance suites pytest-gpufabric ships; collected automatically when --gpu-profile is given."""

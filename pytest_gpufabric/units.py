@@ -1,0 +1,112 @@
+"""Units at the edges: parse what tools and profiles write, compute in bytes, seconds and plain numbers.
+
+Conventions (the names say the unit): ``*_bytes``; ``*_gbps`` is GB/s (1e9 bytes/s, what nvidia-smi and
+nccl-tests print); ``*_gbit`` is Gb/s (1e9 bits/s, what perftest and port rates use).
+"""
+
+from __future__ import annotations
+
+import re
+
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+TIB = 1024**4
+
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+    "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB,
+    # nvidia-smi writes binary sizes with the short names ("143771 MiB" in -q, "KBytes" in nvlink -g)
+    "k": KIB, "m": MIB, "g": GIB, "kbytes": KIB,
+}
+
+_QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z/]+)?\s*$")
+
+
+class NAType(str):
+    """The answer "not supported / not available" from the machine: data, not an error. Prints as N/A."""
+
+    _instance: NAType | None = None
+
+    def __new__(cls) -> NAType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls, "N/A")
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NA"
+
+
+NA = NAType()
+
+
+def is_na(value: object) -> bool:
+    return value is NA or value == "N/A"
+
+
+def parse_bytes(text: str | int | float) -> int:
+    """'24 GiB' -> 25769803776, '143771 MiB' -> bytes, a bare number is bytes. Raises ValueError."""
+    if isinstance(text, (int, float)):
+        return int(text)
+    m = _QUANTITY.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (write e.g. '24 GiB' or '256 MiB')")
+    number, unit = float(m.group(1)), (m.group(2) or "b").lower()
+    if unit not in _BYTE_UNITS:
+        raise ValueError(f"unknown size unit {m.group(2)!r} in {text!r} (use B, KiB, MiB, GiB, KB, MB, GB)")
+    return int(round(number * _BYTE_UNITS[unit]))
+
+
+_RATE_UNITS = {"gb/s": 1.0, "gbps": 1.0, "mb/s": 1e-3, "tb/s": 1e3}
+
+
+def parse_gbps(text: str | int | float) -> float:
+    """'26.562 GB/s' -> 26.562 (GB/s, 1e9 bytes/s)."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = _QUANTITY.match(str(text))
+    if not m or (m.group(2) or "").lower() not in _RATE_UNITS:
+        raise ValueError(f"not a bandwidth: {text!r} (write e.g. '300 GB/s')")
+    return float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+
+
+def format_bytes(n: int | None) -> str:
+    if n is None or is_na(n):
+        return "N/A"
+    for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """'0-17,36-53' -> the set of CPU ids. Raises ValueError."""
+    cpus: set[int] = set()
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(cpus)
+
+
+def format_cpu_list(cpus: set[int] | frozenset[int]) -> str:
+    """The inverse of parse_cpu_list, as nvidia-smi prints it: '0-17,36-53'."""
+    ordered = sorted(cpus)
+    ranges: list[str] = []
+    start = prev = None
+    for cpu in ordered:
+        if start is None:
+            start = prev = cpu
+        elif cpu == prev + 1:
+            prev = cpu
+        else:
+            ranges.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = prev = cpu
+    if start is not None:
+        ranges.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ",".join(ranges)
