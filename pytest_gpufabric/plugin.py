@@ -15,6 +15,7 @@ from .markers import MARKERS, decide, marker_arguments
 
 SESSION_KEY = pytest.StashKey["FabricSession"]()
 OUTCOMES_KEY = pytest.StashKey[dict]()
+BROKEN_PROMISES_KEY = pytest.StashKey[list]()
 RESULTS_FILE = "gpufabric-results.json"
 
 
@@ -52,15 +53,14 @@ def pytest_configure(config: pytest.Config) -> None:
             profile = load_profile(profile_spec, config.rootpath)
         except GpuFabricError as exc:
             raise pytest.UsageError(f"--gpu-profile: {exc}") from None
-    if replay:
-        from .fabric.bundle import find_bundle
-
-        try:
-            find_bundle(replay)
-        except GpuFabricError as exc:
-            raise pytest.UsageError(f"--gpu-replay: {exc}") from None
     report_dir = Path(_option(config, "gpu_report_dir") or config.rootpath / "reports")
-    config.stash[SESSION_KEY] = FabricSession(profile=profile, replay=replay, report_dir=report_dir)
+    fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir)
+    if replay:
+        # A bundle is the user's input: read it now, so a bad one is a usage error before anything runs.
+        fabric_session.discover()
+        if fabric_session.discovery_error is not None:
+            raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
+    config.stash[SESSION_KEY] = fabric_session
     config.stash[OUTCOMES_KEY] = {}
     if profile is not None:
         _collect_shipped_suites(config)
@@ -126,7 +126,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if decision.action == "skip":
             pytest.skip(decision.reason)
         if decision.action == "fail":
-            pytest.fail(decision.reason, pytrace=False)
+            _fail_in_call(item, decision.reason)
+
+
+def _fail_in_call(item: pytest.Item, reason: str) -> None:
+    """A promise the machine breaks is the test's failure, not a set-up error: fail when the test runs."""
+    item.stash.setdefault(BROKEN_PROMISES_KEY, []).append(reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    reasons = item.stash.get(BROKEN_PROMISES_KEY, None)
+    if reasons:
+        pytest.fail("\n".join(reasons), pytrace=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -208,27 +220,26 @@ def gpus(gpu_profile, fabric):
     return [fabric.gpu(i) for i in range(gpu_profile.gpu_count)]
 
 
-def _promised_gpu_or_fail(profile, fabric, index: int):
+def _promised_gpu(request: pytest.FixtureRequest, profile, fabric, index: int):
+    """The GPU, or None with the test set to fail (in its call, as a broken promise) when it is missing."""
     gpu = fabric.gpu(index)
     if gpu is None:
-        pytest.fail(
-            f"GPU{index} is promised by profile {profile.name} but missing: the machine has "
-            f"{len(fabric.gpus)} GPU(s)", pytrace=False,
-        )
+        _fail_in_call(request.node, f"GPU{index} is promised by profile {profile.name} but missing: the "
+                                    f"machine has {len(fabric.gpus)} GPU(s)")
     return gpu
 
 
 @pytest.fixture
 def promised_gpu(request: pytest.FixtureRequest, gpu_profile, fabric):
     """One GPU the profile promises (parametrized over all of them)."""
-    return _promised_gpu_or_fail(gpu_profile, fabric, request.param)
+    return _promised_gpu(request, gpu_profile, fabric, request.param)
 
 
 @pytest.fixture
 def gpu_pair(request: pytest.FixtureRequest, gpu_profile, fabric):
     """A pair of GPUs the profile names (parametrized: `pairs:`, else every NVLink-joined pair)."""
     a, b = request.param
-    return _promised_gpu_or_fail(gpu_profile, fabric, a), _promised_gpu_or_fail(gpu_profile, fabric, b)
+    return _promised_gpu(request, gpu_profile, fabric, a), _promised_gpu(request, gpu_profile, fabric, b)
 
 
 @pytest.fixture

@@ -1,0 +1,312 @@
+"""The plugin end to end (pytester), on bundles recorded from real machines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_gpufabric.profile.loader import load_profile
+
+
+def _results(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+
+
+def test_titan_profile_passes_on_titan_bundle(pytester: pytest.Pytester):
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-rs")
+    result.assert_outcomes(passed=6, skipped=8)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile titan-rtx-nvlink*"])
+    # what the bundle cannot tell is skipped with the reason, not passed
+    result.stdout.fnmatch_lines(["*not recorded by bundle*nvml.json (gpufabric snapshot) or nvidia-smi-q.xml*"])
+    results = _results(pytester)
+    assert results["summary"]["verdict"] == "ACCEPTED"
+    assert results["profile"]["sha256"] == load_profile("titan-rtx-nvlink").sha256
+    matrix = next(c for c in results["checks"] if c["name"] == "topology-matrix")
+    assert matrix["expected"]["GPU0"]["GPU1"] == "NV2" and matrix["found"]["GPU0"]["GPU1"] == "NV2"
+
+
+def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Pytester):
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([
+        "*1 topology cell(s) differ from profile titan-rtx-nvlink:*",
+        "*GPU0-GPU1: expected NV2, found PHB*",
+    ])
+    result.stdout.fnmatch_lines(["*GPU0*0 active NVLinks, expected 2*"])
+    result.stdout.fnmatch_lines(["*GPU0: CPU affinity 0-35, expected 0-17,36-53*"])
+    result.stdout.fnmatch_lines(["*gpufabric: REJECTED*"])
+    assert "Traceback" not in result.stdout.str()
+    results = _results(pytester)
+    assert results["summary"]["verdict"] == "REJECTED"
+    failed = {c["name"] for c in results["checks"] if c["verdict"] == "failed"}
+    assert failed == {"topology-matrix", "nvlink-links", "affinity"}
+
+
+def test_h200_profile_passes_on_h200_bundle(pytester: pytest.Pytester):
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2")
+    result.assert_outcomes(passed=14)
+
+
+def test_unknown_profile_is_a_usage_error_listing_profiles(pytester: pytest.Pytester):
+    pytester.makepyfile("def test_never(): raise AssertionError('must not run')")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown profile 'titan-rtx'; available profiles: h200-nvswitch-x2, "
+                                 "rtx-2080ti-pcie, titan-rtx-nvlink*"])
+    assert "must not run" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("text", "json_path", "problem"),
+    [
+        ("name: bad\ngpus: {count: 2, modle: X}\n", "$.gpus", "Additional properties are not allowed ('modle'"),
+        ("name: bad\ngpus: {count: 2, memory: 24 gigs}\n", "$.gpus.memory", "does not match"),
+        ("name: bad\ngpus: {count: two}\n", "$.gpus.count", "'two' is not of type 'integer'"),
+        ("name: bad\ngpus: {count: 2}\ntopology:\n  matrix:\n    GPU0: {GPU1: NV9X}\n",
+         "$.topology.matrix.GPU0.GPU1", "does not match"),
+        ("name: bad\ngpus: {count: 2}\ntopology:\n  matrix:\n    GPU0: {GPU1: NV2}\n    GPU1: {GPU0: PHB}\n",
+         "$.topology.matrix.GPU0.GPU1", "GPU0-GPU1 is 'NV2' but GPU1-GPU0 is 'PHB'"),
+        ("name: bad\ngpus: {count: 2}\npairs: [[0, 2]]\n", "$.pairs[0]", "GPU 2 is not among the profile's 2 GPUs"),
+        ("gpus: {count: 2}\n", "$", "'name' is a required property"),
+    ],
+)
+def test_malformed_profile_names_file_path_and_problem(pytester: pytest.Pytester, text, json_path, problem):
+    profile = pytester.path / "bad.yaml"
+    profile.write_text(text)
+    result = pytester.runpytest("--gpu-profile", str(profile))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"{profile} at {json_path}: " in err and problem in err
+    assert "Traceback" not in err
+
+
+def test_profile_that_is_not_yaml(pytester: pytest.Pytester):
+    profile = pytester.path / "broken.yaml"
+    profile.write_text("name: x\ngpus: {count: 2\n")
+    result = pytester.runpytest("--gpu-profile", str(profile))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{profile}: not valid YAML (line 3, column 1)*"])
+
+
+def test_profile_extends_and_overrides(pytester: pytest.Pytester, monkeypatch):
+    (pytester.path / "profiles").mkdir()
+    (pytester.path / "profiles" / "titan-rtx-nvlink-site.yaml").write_text(
+        "name: titan-rtx-nvlink-site\nextends: titan-rtx-nvlink\ngpus: {model: RTX}\n"
+    )
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink-site", "--gpu-replay", "titan-rtx-nvlink")
+    result.assert_outcomes(passed=6, skipped=8)
+    profile = load_profile("titan-rtx-nvlink-site", pytester.path)
+    assert profile.gpu_count == 2 and profile.gpu_model == "RTX" and profile.matrix["GPU0"]["GPU1"] == "NV2"
+    assert [p.name for p in profile.chain] == ["titan-rtx-nvlink-site.yaml", "titan-rtx-nvlink.yaml"]
+
+
+def test_profile_extends_cycle_is_reported(pytester: pytest.Pytester):
+    (pytester.path / "a.yaml").write_text("name: a\nextends: b\n")
+    (pytester.path / "b.yaml").write_text("name: b\nextends: a\n")
+    result = pytester.runpytest("--gpu-profile", str(pytester.path / "a.yaml"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*profiles extend each other in a cycle*"])
+
+
+def test_profile_search_path_from_environment(pytester: pytest.Pytester, monkeypatch, tmp_path_factory):
+    extra = tmp_path_factory.mktemp("site-profiles")
+    (extra / "site-pcie.yaml").write_text("name: site-pcie\nextends: rtx-2080ti-pcie\n")
+    monkeypatch.setenv("GPUFABRIC_PROFILE_PATH", str(extra))
+    result = pytester.runpytest("--gpu-profile", "site-pcie", "--gpu-replay", "rtx-2080ti-pcie")
+    result.assert_outcomes(passed=6, skipped=8)
+
+
+def test_corrupt_bundle_is_a_usage_error(pytester: pytest.Pytester):
+    archive = pytester.path / "support.tar.gz"
+    archive.write_bytes(b"\x1f\x8b\x08\x00 this is not really gzip")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", str(archive))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpu-replay: *support.tar.gz: not a readable .tar.gz bundle*"])
+
+
+def test_bundle_without_topology_is_a_usage_error(pytester: pytest.Pytester):
+    (pytester.path / "empty-bundle").mkdir()
+    (pytester.path / "empty-bundle" / "notes.txt").write_text("customer notes")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "empty-bundle")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*a bundle needs the topology: nvidia-smi-topo-m.txt or nvml.json (it holds notes.txt)*"])
+
+
+def test_tar_gz_bundle_replays(pytester: pytest.Pytester, bundles):
+    import tarfile
+
+    archive = pytester.path / "titan.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(bundles / "titan-rtx-nvlink", arcname="titan-rtx-nvlink")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", str(archive))
+    result.assert_outcomes(passed=6, skipped=8)
+
+
+def test_no_driver_fails_with_one_clear_message(pytester: pytest.Pytester):
+    """This machine has no NVIDIA driver: a live run must say so once, point at --gpu-replay, and stop."""
+    result = pytester.runpytest_subprocess("--gpu-profile", "titan-rtx-nvlink")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert out.count("NVML not available: ") >= 1
+    assert "use --gpu-replay to check a recorded bundle" in out
+    # the first test says it, then the run stops: "! NVML not available: ... !"
+    result.stdout.fnmatch_lines(["! NVML not available: *use --gpu-replay to check a recorded bundle !"])
+    result.assert_outcomes(errors=1)
+    assert "Traceback" not in out and "raise " not in out
+    results = _results(pytester)
+    assert results["machine"] is None and results["machine_error"].startswith("NVML not available")
+    assert results["summary"]["verdict"] == "REJECTED"
+
+
+def test_markers_skip_what_the_profile_does_not_promise(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpu(count=4)
+        def test_four_gpus(): pass
+
+        @pytest.mark.gpu(model="H200")
+        def test_h200(): pass
+
+        @pytest.mark.nvlink(min_links=2)
+        def test_bridged_pair(fabric): assert fabric.label("GPU0", "GPU1") == "NV2"
+
+        @pytest.mark.rdma(count=1)
+        def test_rdma(): pass
+        """
+    )
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
+                                "-rs", "test_markers_skip_what_the_profile_does_not_promise.py",
+                                "-k", "four or h200 or bridged or rdma")
+    result.assert_outcomes(passed=1, skipped=3)
+    result.stdout.fnmatch_lines_random([
+        "*profile titan-rtx-nvlink promises 2 GPU(s); the test needs 4*",
+        "*profile titan-rtx-nvlink promises TITAN RTX; the test needs H200*",
+        "*profile titan-rtx-nvlink promises 0 RDMA device(s); the test needs 1*",
+    ])
+
+
+def test_markers_fail_what_the_profile_promises_and_the_machine_lacks(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.nvlink(min_links=2)
+        def test_bridged_pair(): pass
+        """
+    )
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
+                                "test_markers_fail_what_the_profile_promises_and_the_machine_lacks.py",
+                                "-k", "bridged")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*promised by profile titan-rtx-nvlink but missing: no NVLink of 2+ links between a GPU pair "
+        "(found GPU0-GPU1 PHB)*"
+    ])
+
+
+def test_markers_without_profile_skip_missing_hardware(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.nvlink
+        def test_needs_nvlink(): pass
+
+        @pytest.mark.gpu(count=2)
+        def test_two_gpus(gpus): pass
+        """
+    )
+    result = pytester.runpytest("--gpu-replay", "rtx-2080ti-pcie", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines_random([
+        "*no NVLink of 1+ links between a GPU pair (found GPU0-GPU1 PHB)*",
+        "*no --gpu-profile given: nothing is promised*",
+    ])
+
+
+def test_markers_without_driver_or_options_skip_with_reason(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpu
+        def test_gpu(): pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*NVML not available: *"])
+
+
+def test_gpu_pair_is_parametrized_over_the_profile_pairs(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        """
+        def test_pair(gpu_pair, fabric):
+            a, b = gpu_pair
+            assert fabric.label(a.label, b.label) == "NV18"
+        """
+    )
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2",
+                                "-v", "test_gpu_pair_is_parametrized_over_the_profile_pairs.py")
+    result.stdout.fnmatch_lines(["*test_pair?GPU0-GPU1? PASSED*"])
+    result.assert_outcomes(passed=15)  # the 14 shipped topology tests and this one
+
+
+def test_single_gpu_machine_fails_the_two_gpu_profile(pytester: pytest.Pytester, bundles):
+    """A bundle with GPU1 removed stands for a machine that lost a GPU: count and topology fail, by name."""
+    from pytest_gpufabric.fabric.smi import parse_topo_m
+
+    topo = (bundles / "h200-nvswitch-x2" / "nvidia-smi-topo-m.txt").read_text()
+    # DERIVED from the real H200 capture: keep the header's GPU0 column and the GPU0 row only
+    lines = topo.splitlines()
+    header = lines[0].replace("GPU1\t", "")
+    row = lines[1].replace("\tNV18", "")
+    single = "\n".join([header, row, *lines[3:]]) + "\n"
+    assert list(parse_topo_m(single).matrix) == ["GPU0"]
+    (pytester.path / "one-gpu").mkdir()
+    (pytester.path / "one-gpu" / "nvidia-smi-topo-m.txt").write_text(single)
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "one-gpu")
+    result.stdout.fnmatch_lines(["*expected 2 GPUs, found 1*"])
+    result.stdout.fnmatch_lines(["*GPU0-GPU1: expected NV18, found no such device*"])
+    result.stdout.fnmatch_lines(["*GPU1 is promised by profile h200-nvswitch-x2 but missing*"])
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester):
+    result = pytester.runpytest_subprocess("-p", "no:gpufabric", "--gpu-profile", "titan-rtx-nvlink")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --gpu-profile*"])
+
+
+def test_without_profile_no_suites_are_collected(pytester: pytest.Pytester):
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not (pytester.path / "reports").exists()
+
+
+def test_user_paths_run_with_the_suites(pytester: pytest.Pytester):
+    pytester.makepyfile("def test_mine(gpus): assert len(gpus) == 2")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
+                                "test_user_paths_run_with_the_suites.py")
+    result.assert_outcomes(passed=7, skipped=8)
+
+
+def test_ini_options(pytester: pytest.Pytester):
+    pytester.makeini("[pytest]\ngpu_profile = titan-rtx-nvlink\ngpu_replay = rtx-2080ti-pcie\ngpu_report_dir = out\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=5, passed=1, skipped=8)
+    assert (pytester.path / "out" / "gpufabric-results.json").is_file()
+
+
+def test_html_report_has_environment_inventory_and_topology(pytester: pytest.Pytester):
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
+                                "--html", "reports/acceptance.html", "--self-contained-html")
+    assert result.ret == 1
+    html = (pytester.path / "reports" / "acceptance.html").read_text()
+    assert "GPU profile sha256" in html and load_profile("titan-rtx-nvlink").sha256 in html
+    assert "Topology: expected vs found" in html and "Inventory" in html
+    assert "expected NV2, found PHB" in html and 'class=\\"mismatch\\"' in html or 'class="mismatch"' in html
+    assert "Verdict: REJECTED" in html
