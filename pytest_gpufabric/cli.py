@@ -139,10 +139,48 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+DEFAULT_PROFILE = "h200-nvswitch-x2"
+
+
+def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    """The main job: the acceptance suites against a profile, with the HTML report and JSON results.
+
+    With no --replay, the machine is read live; where it has no NVIDIA driver, the shipped bundle of the
+    same name as the profile is replayed instead, and the run says so.
+    """
+    import pytest
+
+    replay = args.replay
+    if replay is None:
+        from .fabric.bundle import available_bundles
+        from .fabric.nvml import nvml_available
+
+        usable, why = nvml_available()
+        if not usable:
+            if args.profile not in available_bundles():
+                raise HardwareUnavailable(f"{why}; use --replay BUNDLE to check a recorded bundle")
+            print(f"gpufabric: {why}; replaying the shipped bundle {args.profile} instead", file=sys.stderr)
+            replay = args.profile
+    argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html"]
+    if replay:
+        argv += ["--gpu-replay", replay]
+    return int(pytest.main(argv + pytest_args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufabric", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"pytest-gpufabric {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    accept = sub.add_parser(
+        "accept", help="run the acceptance suites against a profile, writing the HTML report and JSON results",
+        description="Extra arguments go to pytest (e.g. -k topology, --junitxml=reports/junit.xml).",
+    )
+    accept.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or path (default {DEFAULT_PROFILE})")
+    accept.add_argument("--replay", metavar="BUNDLE", help="judge a bundle; default: this machine, or the "
+                        "profile's shipped bundle when this machine has no NVIDIA driver")
+    accept.add_argument("--html", default="reports/acceptance.html", help="report file (default %(default)s)")
+    accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
 
     show = sub.add_parser("show", help="print the machine's GPUs and topology (live, or a bundle)")
     show.add_argument("--replay", metavar="BUNDLE", help="a bundle directory, .tar.gz or shipped bundle name")
@@ -172,8 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra and not getattr(args, "takes_pytest_args", False):
+        build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if getattr(args, "takes_pytest_args", False):
+            return args.func(args, extra)
         return args.func(args)
     except HardwareUnavailable as exc:
         print(f"gpufabric: {exc}", file=sys.stderr)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Run on a borrowed GPU machine: record its bundle, run the acceptance suites live against a profile, replay the
+# recorded bundle against the same profile, and write a profile from the machine. Everything lands in OUTDIR.
+#
+#   hardware/record-acceptance.sh PROFILE OUTDIR
+#
+# Expects the package and its missing dependencies as wheels in .whl/ (see hardware/README.md).
+set -u -o pipefail
+profile=$1
+out=$2
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site
+log="$out/log.txt"
+# Run outside the checkout, so that the installed wheel (entry point, shipped profiles and bundles) is what runs.
+work=$(mktemp -d) && cd "$work" || exit 1
+step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
+{
+  step nvidia-smi -L
+  step python3 -m pytest_gpufabric snapshot bundle
+  step python3 -m pytest_gpufabric show
+  step python3 -m pytest_gpufabric show --replay bundle
+  step python3 -m pytest --gpu-profile "$profile" -p no:cacheprovider -rA \
+       --html "$out/acceptance.html" --self-contained-html --junitxml "$out/junit.xml"
+  cp reports/gpufabric-results.json "$out/results-live.json"
+  step python3 -m pytest --gpu-profile "$profile" --gpu-replay bundle -p no:cacheprovider -q
+  cp reports/gpufabric-results.json "$out/results-replay.json"
+  step python3 -m pytest_gpufabric profile init -o "$out/profile-init.yaml"
+  step python3 -m pytest --gpu-profile "$out/profile-init.yaml" -p no:cacheprovider -q
+  for other in titan-rtx-nvlink rtx-2080ti-pcie h200-nvswitch-x2; do
+    [ "$other" = "$profile" ] || step python3 -m pytest --gpu-profile "$other" -p no:cacheprovider -q --no-header
+  done
+  tar czf "$out/bundle.tar.gz" bundle
+} 2>&1 | tee "$log"

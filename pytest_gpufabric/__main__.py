@@ -1,0 +1,7 @@
+"""`python -m pytest_gpufabric` is the `gpufabric` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,647 @@
+"""The live machine through NVML (nvidia-ml-py's ``pynvml``), recorded as plain JSON, then read into a Fabric.
+
+Two steps, kept apart so that a recorded machine is judged exactly like a live one:
+
+- ``collect_record()`` asks NVML (and sysfs, for NICs and NUMA) and returns a JSON-ready dict; a replay
+  bundle stores it as ``nvml.json``;
+- ``fabric_from_record(record)`` builds the typed model from such a dict: pure, no NVML needed.
+
+``collect_fabric()`` does both. ``pynvml`` is imported inside the functions only: importing this module
+costs nothing.
+
+Every NVML call goes through one funnel, ``query(fn, *args)``: the answers NOT_SUPPORTED, NOT_FOUND,
+NO_PERMISSION, FUNCTION_NOT_FOUND and INVALID_ARGUMENT (what NVML returns for a link index beyond the GPU)
+come back as a recorded error ``{"error": "NOT_SUPPORTED"}`` in place of the value; any other NVMLError
+(GPU_IS_LOST, UNINITIALIZED, UNKNOWN, ...) propagates.
+
+Record format ``gpufabric-nvml/1``, with what the 2x H200 VM answered (2026-11-22). Any value may be
+``{"error": "<NVML error name>"}`` instead (the machine's answer; the model shows it as NA); a key that is
+absent was not recorded (None in the model)::
+
+    {
+      "format": "gpufabric-nvml/1",
+      "recorded_at": "2026-11-22T02:05:01+00:00",     # UTC, ISO 8601
+      "hostname": "...",
+      "pynvml_version": "13.615.71",                   # the nvidia-ml-py that recorded it (None if unknown)
+      "nvml_version": "13.580.159.04",                 # nvmlSystemGetNVMLVersion
+      "driver_version": "580.159.04",                  # nvmlSystemGetDriverVersion
+      "cuda_driver_version": 13000,                    # nvmlSystemGetCudaDriverVersion (int)
+      "cuda_driver_version_text": "13.0",              # major.minor of the above
+      "gpu_count": 2,                                  # nvmlDeviceGetCount
+      "gpus": [                                        # by NVML index
+        {
+          "index": 0,
+          "name": "NVIDIA H200", "uuid": "GPU-...", "serial": "1653924042173",
+          "pci_bus_id": "00000000:00:06.0",            # nvmlPciInfo_t.busId (8-digit domain, as nvidia-smi)
+          "pci_device_id": "0x233510DE",               # nvmlPciInfo_t.pciDeviceId (device << 16 | vendor)
+          "memory_total_bytes": 150754820096,          # nvmlDeviceGetMemoryInfo().total
+          "pcie_gen_max": 5, "pcie_gen_current": 5,    # nvmlDevice{Max,Curr}PcieLinkGeneration
+          "pcie_width_max": 16, "pcie_width_current": 16,
+          "vbios_version": "96.00.A5.00.1A",
+          "compute_capability": [9, 0],                # nvmlDeviceGetCudaComputeCapability
+          "ecc_mode": {"current": 1, "pending": 1},    # nvmlDeviceGetEccMode (1 = enabled)
+          "cpu_affinity": "0-31",                      # nvmlDeviceGetCpuAffinity, as a CPU list
+          "memory_affinity": "0",                      # nvmlDeviceGetMemoryAffinity, scope NODE: node list
+          "numa_node_nvml": {"error": "NOT_SUPPORTED"},  # nvmlDeviceGetNumaNodeId (the GPU's own NUMA node)
+          "numa_node_sysfs": -1,                       # /sys/bus/pci/devices/<bdf>/numa_node, None: unread
+          "numa_node": {"error": "NOT_SUPPORTED"},     # the chosen one: NVML's answer, else sysfs when >= 0
+          "numa_node_source": "nvmlDeviceGetNumaNodeId",  # or "/sys/bus/pci/devices/0000:00:06.0/numa_node"
+          "nvlinks": [                                 # links 0.. until NVML refuses a link index
+            {"link": 0,
+             "state": 1,                               # nvmlDeviceGetNvLinkState (1 = active)
+             "version": 6,                             # nvmlDeviceGetNvLinkVersion (NVML_NVLINK_VERSION_*)
+             "remote_pci_bus_id": "FFFFFFFF:FF:FF.0",  # nvmlDeviceGetNvLinkRemotePciInfo (NVSwitch: all F)
+             "remote_device_type": 2,                  # ...RemoteDeviceType: 0 GPU, 1 IBMNPU, 2 SWITCH
+             "speed_mbps": 26562,                      # field NVML_FI_DEV_NVLINK_GET_SPEED, scopeId = link
+             "speed_field": "NVML_FI_DEV_NVLINK_GET_SPEED"},
+            ...                                        # an inactive link holds only "link" and "state"
+          ],
+          "nvlinks_end": {"link": 18, "error": "INVALID_ARGUMENT"}   # why the walk stopped (None: at the max)
+        }
+      ],
+      "pairs": [                                       # every GPU pair i < j
+        {"gpus": [0, 1],
+         "common_ancestor": 30,                        # nvmlDeviceGetTopologyCommonAncestor: HOSTBRIDGE
+         "p2p_nvlink": 0, "p2p_read": 0}               # nvmlDeviceGetP2PStatus, caps NVLINK / READ (0 = OK)
+      ],
+      "nics": [                                        # RDMA devices from /sys/class/infiniband ([] if none)
+        {"name": "mlx5_0", "pci_bus_id": "0000:17:00.0", "numa_node": 0,
+         "path_to_gpu": {"0": "PIX", "1": "SYS"},      # keyed by GPU index (str)
+         "path_to_nic": {"mlx5_1": "PIX"}}             # keyed by the other device's name
+      ]
+    }
+
+NVML facts this relies on (from nvidia-ml-py's pynvml.py and nvml.h): ``nvmlPciInfo_t.busId`` is
+``%08X:%02X:%02X.0`` (``busIdLegacy`` is the 4-digit-domain form); NVML_TOPOLOGY_INTERNAL/SINGLE/MULTIPLE/
+HOSTBRIDGE/NODE/SYSTEM = 0/10/20/30/40/50; NVML_NVLINK_DEVICE_TYPE_GPU/IBMNPU/SWITCH = 0/1/2 (0xFF unknown);
+NVML_P2P_CAPS_INDEX_READ = 0, _NVLINK = 2 (pynvml 13.x spells READ as the tuple ``(0,)``: unwrapped here);
+NVML_FI_DEV_NVLINK_GET_SPEED = 164 "NVLink Speed in MBps" per link via scopeId; the legacy per-link fields
+NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..L11 exist only for links 0-11; nvmlDeviceGetCpuAffinity and
+nvmlDeviceGetMemoryAffinity fill 64 CPUs/nodes per unsigned long; nvmlDeviceGetNumaNodeId "only applies to
+platforms where the GPUs are NUMA nodes" (NOT_SUPPORTED on the H200 VM).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from datetime import datetime, timezone
+
+from ..errors import HardwareUnavailable
+from ..units import NA, NAType, format_cpu_list
+from . import sysfs_pci
+from .model import Fabric, Gpu, Nic, NvLink
+
+FORMAT = "gpufabric-nvml/1"
+
+#: NVML answers that are data about the machine, recorded in place of the value
+RECORDED_ERRORS = frozenset({"NOT_SUPPORTED", "NOT_FOUND", "NO_PERMISSION", "FUNCTION_NOT_FOUND",
+                             "INVALID_ARGUMENT"})
+
+#: nvmlGpuTopologyLevel_t (nvml.h), as `nvidia-smi topo -m` labels it
+TOPOLOGY_INTERNAL, TOPOLOGY_SINGLE, TOPOLOGY_MULTIPLE = 0, 10, 20
+TOPOLOGY_HOSTBRIDGE, TOPOLOGY_NODE, TOPOLOGY_SYSTEM = 30, 40, 50
+
+#: nvmlIntNvLinkDeviceType_t (nvml.h)
+REMOTE_TYPES = {0: "GPU", 1: "IBMNPU", 2: "SWITCH", 0xFF: "UNKNOWN"}
+
+#: the remote PCI bus id NVML reports for a link that ends at an NVSwitch
+NVSWITCH_BUS_ID = "FFFFFFFF:FF:FF.0"
+
+_PCI_BUS_ID_FMT = "%08X:%02X:%02X.0"  # NVML_DEVICE_PCI_BUS_ID_FMT
+_NVLINK_MAX_LINKS_DEFAULT = 18  # older nvml.h; the pynvml 13.x installed here says 36
+_NODE_SET_WORDS = 4  # nvmlDeviceGetMemoryAffinity: room for 256 NUMA nodes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the funnel
+
+
+def recorded_error(name: str) -> dict:
+    """The record's form of an NVML answer that is not a value: ``{"error": "NOT_SUPPORTED"}``."""
+    return {"error": name}
+
+
+def is_error(value: object) -> bool:
+    """True for a recorded error (``{"error": ...}``), in a fresh record or one read back from JSON."""
+    return isinstance(value, dict) and set(value) == {"error"}
+
+
+@functools.cache
+def error_name(code: int) -> str:
+    """An nvmlReturn_t code by its nvml.h name, without the prefix: 3 -> 'NOT_SUPPORTED'."""
+    import pynvml
+
+    for attr in sorted(dir(pynvml)):
+        if attr.startswith("NVML_ERROR_") and getattr(pynvml, attr) == code:
+            return attr[len("NVML_ERROR_"):]
+    return f"NVML_RETURN_{code}"
+
+
+def query(fn, *args):
+    """Call a pynvml function (or one named by a string): its value, or ``{"error": NAME}``.
+
+    The answers in RECORDED_ERRORS are recorded; any other NVMLError propagates. A name that this pynvml
+    does not define (an older nvidia-ml-py) records FUNCTION_NOT_FOUND, as NVML does for a driver that
+    lacks the symbol.
+    """
+    import pynvml
+
+    if isinstance(fn, str):
+        resolved = getattr(pynvml, fn, None)
+        if resolved is None:
+            return recorded_error("FUNCTION_NOT_FOUND")
+        fn = resolved
+    try:
+        return fn(*args)
+    except pynvml.NVMLError as exc:
+        name = error_name(exc.value)
+        if name in RECORDED_ERRORS:
+            return recorded_error(name)
+        raise
+
+
+def field_value(handle, field_id: int, scope_id: int = 0):
+    """One NVML field value (nvmlDeviceGetFieldValues with an explicit scopeId): a number or a recorded error.
+
+    Each returned nvmlFieldValue_t carries its own nvmlReturn; it is classified like ``query``'s errors.
+    """
+    import pynvml
+
+    values = query(pynvml.nvmlDeviceGetFieldValues, handle, [(field_id, scope_id)])
+    if is_error(values):
+        return values
+    value = values[0]
+    if value.nvmlReturn != pynvml.NVML_SUCCESS:
+        name = error_name(value.nvmlReturn)
+        if name in RECORDED_ERRORS:
+            return recorded_error(name)
+        raise pynvml.NVMLError(value.nvmlReturn)
+    member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(
+        value.valueType
+    )
+    if member is None or not hasattr(value.value, member):
+        return recorded_error(f"VALUE_TYPE_{value.valueType}")
+    return getattr(value.value, member)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _text(value):
+    """pynvml returns str (12.x and later, through convertStrBytes) or bytes (older): always str."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _map(value, fn):
+    return value if is_error(value) else fn(value)
+
+
+def _enum(pynvml, name: str, default: int) -> int:
+    """A pynvml enum constant as an int; pynvml 13.x defines NVML_P2P_CAPS_INDEX_READ as ``0,`` (a tuple)."""
+    value = getattr(pynvml, name, default)
+    if isinstance(value, tuple):
+        value = value[0]
+    return int(value)
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """A PCI bus id as NVML prints it: upper case, 8-digit domain. '0000:00:06.0' -> '00000000:00:06.0'."""
+    text = str(bus_id).strip()
+    parts = text.split(":")
+    if len(parts) == 2:
+        parts.insert(0, "0")
+    try:
+        domain, bus, devfn = parts
+        dev, _, fn = devfn.partition(".")
+        return f"{int(domain, 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{int(fn or '0', 16):X}"
+    except ValueError:
+        return text.upper()
+
+
+def _bus_id_of(pci) -> str:
+    """nvmlPciInfo_t -> '00000000:00:06.0': ``busId``, or built from domain/bus/device when it is empty."""
+    bus_id = _text(pci.busId)
+    if not bus_id:
+        bus_id = _PCI_BUS_ID_FMT % (pci.domain, pci.bus, pci.device)
+    return normalize_bus_id(bus_id)
+
+
+def _bitmask_list(words) -> str:
+    """An array of 64-bit masks (CPU or node sets, 64 per unsigned long) -> '0-31'."""
+    ids = {w * 64 + bit for w, mask in enumerate(words) for bit in range(64) if (int(mask) >> bit) & 1}
+    return format_cpu_list(ids)
+
+
+def cuda_version_text(version: int) -> str:
+    """nvmlSystemGetCudaDriverVersion's int as nvidia-smi prints it: 13000 -> '13.0', 12040 -> '12.4'."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# collect
+
+
+def collect_record(*, sysfs_root: str = "/") -> dict:
+    """Ask NVML (and sysfs) about this machine; the JSON-ready record the module docstring describes.
+
+    Raises HardwareUnavailable when NVML cannot be used at all (no pynvml, no libnvidia-ml, no driver).
+    """
+    pynvml, why = _init_nvml()
+    if pynvml is None:
+        raise HardwareUnavailable(f"{why}; use --gpu-replay to check a recorded bundle")
+    try:
+        return _record(pynvml, sysfs_root)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _init_nvml():
+    """(the initialised pynvml module, "") or (None, one sentence saying why NVML cannot be used)."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        return None, f"NVML not available: cannot import pynvml ({exc})"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return None, f"NVML not available: nvmlInit failed: {exc} (NVML_ERROR_{error_name(exc.value)})"
+    except Exception as exc:  # a broken library file, a version mismatch: no NVML either
+        return None, f"NVML not available: nvmlInit failed: {exc!r}"
+    return pynvml, ""
+
+
+def nvml_available() -> tuple[bool, str]:
+    """Whether this machine can be read live; the reason when not."""
+    pynvml, why = _init_nvml()
+    if pynvml is None:
+        return False, why
+    pynvml.nvmlShutdown()
+    return True, ""
+
+
+def _pynvml_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("nvidia-ml-py")
+    except Exception:
+        return None
+
+
+def _record(pynvml, sysfs_root: str) -> dict:
+    cuda = query(pynvml.nvmlSystemGetCudaDriverVersion)
+    count = query(pynvml.nvmlDeviceGetCount)
+    indices = [] if is_error(count) else list(range(count))
+    handles = {i: query(pynvml.nvmlDeviceGetHandleByIndex, i) for i in indices}
+    gpus = []
+    for index, handle in handles.items():
+        if is_error(handle):
+            gpus.append({"index": index, "handle": handle})
+        else:
+            gpus.append(_gpu_record(pynvml, index, handle, sysfs_root))
+    pairs = []
+    for i in indices:
+        for j in indices[i + 1:]:
+            if is_error(handles[i]) or is_error(handles[j]):
+                continue
+            pairs.append(_pair_record(pynvml, i, j, handles[i], handles[j]))
+    gpu_bus_ids = {g["index"]: g["pci_bus_id"] for g in gpus if isinstance(g.get("pci_bus_id"), str)}
+    return {
+        "format": FORMAT,
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "pynvml_version": _pynvml_version(),
+        "nvml_version": _map(query(pynvml.nvmlSystemGetNVMLVersion), _text),
+        "driver_version": _map(query(pynvml.nvmlSystemGetDriverVersion), _text),
+        "cuda_driver_version": cuda,
+        "cuda_driver_version_text": _map(cuda, cuda_version_text),
+        "gpu_count": count,
+        "gpus": gpus,
+        "pairs": pairs,
+        "nics": sysfs_pci.nic_records(gpu_bus_ids, sysfs_root),
+    }
+
+
+def _gpu_record(pynvml, index: int, h, sysfs_root: str) -> dict:
+    rec: dict = {"index": index}
+    rec["name"] = _map(query(pynvml.nvmlDeviceGetName, h), _text)
+    rec["uuid"] = _map(query(pynvml.nvmlDeviceGetUUID, h), _text)
+    rec["serial"] = _map(query(pynvml.nvmlDeviceGetSerial, h), _text)
+    pci = query(pynvml.nvmlDeviceGetPciInfo, h)
+    rec["pci_bus_id"] = _map(pci, _bus_id_of)
+    rec["pci_device_id"] = _map(pci, lambda p: f"0x{p.pciDeviceId:08X}")
+    rec["memory_total_bytes"] = _map(query(pynvml.nvmlDeviceGetMemoryInfo, h), lambda m: int(m.total))
+    rec["pcie_gen_max"] = query(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    rec["pcie_gen_current"] = query(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+    rec["pcie_width_max"] = query(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+    rec["pcie_width_current"] = query(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+    rec["vbios_version"] = _map(query(pynvml.nvmlDeviceGetVbiosVersion, h), _text)
+    rec["compute_capability"] = _map(query(pynvml.nvmlDeviceGetCudaComputeCapability, h), list)
+    rec["ecc_mode"] = _map(
+        query(pynvml.nvmlDeviceGetEccMode, h), lambda cp: {"current": int(cp[0]), "pending": int(cp[1])}
+    )
+    # 64 CPUs per word; one spare word for CPU ids above os.cpu_count() (offline CPUs keep their numbers)
+    cpu_words = ((os.cpu_count() or 1) + 63) // 64 + 1
+    rec["cpu_affinity"] = _map(query(pynvml.nvmlDeviceGetCpuAffinity, h, cpu_words), _bitmask_list)
+    scope_node = _enum(pynvml, "NVML_AFFINITY_SCOPE_NODE", 0)
+    rec["memory_affinity"] = _map(
+        query("nvmlDeviceGetMemoryAffinity", h, _NODE_SET_WORDS, scope_node), _bitmask_list
+    )
+    rec.update(_numa_record(pynvml, h, rec["pci_bus_id"], sysfs_root))
+    links, end = _nvlink_records(pynvml, h)
+    rec["nvlinks"] = links
+    rec["nvlinks_end"] = end
+    return rec
+
+
+def _numa_record(pynvml, h, bus_id, sysfs_root: str) -> dict:
+    nvml_answer = query("nvmlDeviceGetNumaNodeId", h)
+    sysfs = None
+    if isinstance(bus_id, str):
+        sysfs = sysfs_pci.pci_numa_node(bus_id, sysfs_root)
+    if not is_error(nvml_answer):
+        chosen, source = nvml_answer, "nvmlDeviceGetNumaNodeId"
+    elif sysfs is not None and sysfs >= 0:
+        chosen, source = sysfs, sysfs_pci.numa_node_sysfs_file(bus_id)
+    else:
+        chosen, source = nvml_answer, "nvmlDeviceGetNumaNodeId"
+    return {"numa_node_nvml": nvml_answer, "numa_node_sysfs": sysfs, "numa_node": chosen,
+            "numa_node_source": source}
+
+
+def _nvlink_records(pynvml, h) -> tuple[list[dict], dict | None]:
+    """Links 0.. in order, until NVML refuses a link index (INVALID_ARGUMENT / NOT_SUPPORTED).
+
+    A refusal at link 0 means the GPU has no NVLink: ``[]``. The refusal is returned as the walk's end.
+    """
+    links: list[dict] = []
+    max_links = int(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", _NVLINK_MAX_LINKS_DEFAULT))
+    for link in range(max_links):
+        state = query(pynvml.nvmlDeviceGetNvLinkState, h, link)
+        if is_error(state) and state["error"] in ("INVALID_ARGUMENT", "NOT_SUPPORTED"):
+            return links, {"link": link, "error": state["error"]}
+        rec: dict = {"link": link, "state": state}
+        if state == pynvml.NVML_FEATURE_ENABLED:
+            rec["version"] = query(pynvml.nvmlDeviceGetNvLinkVersion, h, link)
+            remote = query(pynvml.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+            rec["remote_pci_bus_id"] = _map(remote, _bus_id_of)
+            rec["remote_device_type"] = query("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
+            rec["speed_mbps"], rec["speed_field"] = _nvlink_speed(pynvml, h, link)
+        links.append(rec)
+    return links, None
+
+
+def _nvlink_speed(pynvml, h, link: int):
+    """MBps of one link: field GET_SPEED with scopeId = link, else the legacy per-link field (links 0-11)."""
+    answer = recorded_error("FUNCTION_NOT_FOUND")
+    fields = (("NVML_FI_DEV_NVLINK_GET_SPEED", link), (f"NVML_FI_DEV_NVLINK_SPEED_MBPS_L{link}", 0))
+    for name, scope in fields:
+        field_id = getattr(pynvml, name, None)
+        if field_id is None:
+            continue
+        answer = field_value(h, field_id, scope)
+        if not is_error(answer):
+            return int(answer), name
+    return answer, None
+
+
+def _pair_record(pynvml, i: int, j: int, hi, hj) -> dict:
+    read = _enum(pynvml, "NVML_P2P_CAPS_INDEX_READ", 0)
+    nvlink = _enum(pynvml, "NVML_P2P_CAPS_INDEX_NVLINK", 2)
+    return {
+        "gpus": [i, j],
+        "common_ancestor": query(pynvml.nvmlDeviceGetTopologyCommonAncestor, hi, hj),
+        "p2p_nvlink": query(pynvml.nvmlDeviceGetP2PStatus, hi, hj, nvlink),
+        "p2p_read": query(pynvml.nvmlDeviceGetP2PStatus, hi, hj, read),
+    }
+
+
+def collect_fabric() -> Fabric:
+    """The live machine as a Fabric (NVML + sysfs). Raises HardwareUnavailable without NVML."""
+    return fabric_from_record(collect_record())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# labels: pure, for fabric_from_record and for tests
+
+
+def pcie_label(level: int) -> str:
+    """An NVML topology level (nvmlDeviceGetTopologyCommonAncestor) as `nvidia-smi topo -m` labels it.
+
+    INTERNAL (0, two GPUs on one board) and SINGLE (10) -> PIX, MULTIPLE (20) -> PXB, HOSTBRIDGE (30) -> PHB,
+    NODE (40) -> NODE, SYSTEM (50) -> SYS. nvml.h spaces the enum for future levels: a value between two
+    known ones takes the farther label.
+    """
+    for limit, label in ((TOPOLOGY_SINGLE, "PIX"), (TOPOLOGY_MULTIPLE, "PXB"), (TOPOLOGY_HOSTBRIDGE, "PHB"),
+                         (TOPOLOGY_NODE, "NODE")):
+        if level <= limit:
+            return label
+    return "SYS"
+
+
+def is_switch_link(link: NvLink) -> bool:
+    """A link that ends at an NVSwitch: remote type SWITCH, or (type not known) the all-F remote bus id."""
+    if link.remote_type == "SWITCH":
+        return True
+    if link.remote_type in (None, NA) and isinstance(link.remote_pci_bus_id, str) and link.remote_pci_bus_id:
+        return normalize_bus_id(link.remote_pci_bus_id) == NVSWITCH_BUS_ID
+    return False
+
+
+def direct_nvlink_count(a: Gpu, b: Gpu) -> int:
+    """Active links of ``a`` whose remote PCI bus id is ``b``'s (a bridge or a direct mesh)."""
+    if not isinstance(b.pci_bus_id, str) or b.pci_bus_id in ("", NA):
+        return 0
+    target = normalize_bus_id(b.pci_bus_id)
+    count = 0
+    for link in a.active_nvlinks() or []:
+        remote = link.remote_pci_bus_id
+        if isinstance(remote, str) and remote and remote is not NA and not is_switch_link(link):
+            count += normalize_bus_id(remote) == target
+    return count
+
+
+def switch_nvlink_count(gpu: Gpu) -> int:
+    """Active links of a GPU that end at an NVSwitch."""
+    return sum(1 for link in gpu.active_nvlinks() or [] if is_switch_link(link))
+
+
+def nvlink_pair_count(a: Gpu, b: Gpu) -> int:
+    """The # of `NV#` between two GPUs (0: no NVLink between them).
+
+    Direct links count first. On an NVSwitch system every link's remote is the switch
+    (FFFFFFFF:FF:FF.0), so bus ids never name the peer: both GPUs having switch links joins them, with
+    k = the smaller of their switch link counts (the 2x H200 prints NV18 with 18 switch links each).
+    """
+    direct = direct_nvlink_count(a, b)
+    if direct:
+        return direct
+    switch_a, switch_b = switch_nvlink_count(a), switch_nvlink_count(b)
+    if switch_a and switch_b:
+        return min(switch_a, switch_b)
+    return 0
+
+
+def pair_label(a: Gpu, b: Gpu, common_ancestor: int | NAType | None = None) -> str | None:
+    """The `nvidia-smi topo -m` cell for two GPUs: "X", "NV<k>", else the PCIe label of their common ancestor.
+
+    ``common_ancestor``: the NVML topology level; NA when NVML refused it ("N/A" is returned); None when not
+    recorded (None is returned: the cell is unknown).
+    """
+    if a.index == b.index:
+        return "X"
+    k = nvlink_pair_count(a, b)
+    if k:
+        return f"NV{k}"
+    if common_ancestor is None:
+        return None
+    if common_ancestor is NA or not isinstance(common_ancestor, int):
+        return "N/A"
+    return pcie_label(common_ancestor)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# record -> Fabric
+
+
+def _value(rec: dict, key: str, convert=None):
+    """Absent -> None (not recorded); a recorded error -> NA; else the value, converted."""
+    if key not in rec or rec[key] is None:
+        return None
+    value = rec[key]
+    if is_error(value):
+        return NA
+    return convert(value) if convert else value
+
+
+def _ecc_text(mode) -> str:
+    current = mode["current"] if isinstance(mode, dict) else mode
+    return "Enabled" if int(current) == 1 else "Disabled"
+
+
+def _numa(value) -> int | NAType:
+    return int(value) if int(value) >= 0 else NA
+
+
+def _link_from_record(rec: dict) -> NvLink:
+    state = _value(rec, "state")
+    return NvLink(
+        link=int(rec["link"]),
+        active=state if state in (None, NA) else int(state) == 1,
+        speed_gbps=_value(rec, "speed_mbps", lambda mbps: int(mbps) / 1000),
+        remote_pci_bus_id=_value(rec, "remote_pci_bus_id", normalize_bus_id),
+        remote_type=_value(rec, "remote_device_type", lambda t: REMOTE_TYPES.get(int(t), f"TYPE_{int(t)}")),
+        version=_value(rec, "version", int),
+    )
+
+
+def _gpu_from_record(rec: dict) -> Gpu:
+    links = rec.get("nvlinks")
+    return Gpu(
+        index=int(rec["index"]),
+        name=_value(rec, "name", str),
+        uuid=_value(rec, "uuid", str),
+        serial=_value(rec, "serial", str),
+        pci_bus_id=_value(rec, "pci_bus_id", normalize_bus_id),
+        memory_bytes=_value(rec, "memory_total_bytes", int),
+        pcie_gen_max=_value(rec, "pcie_gen_max", int),
+        pcie_gen_current=_value(rec, "pcie_gen_current", int),
+        pcie_width_max=_value(rec, "pcie_width_max", int),
+        pcie_width_current=_value(rec, "pcie_width_current", int),
+        vbios_version=_value(rec, "vbios_version", str),
+        compute_capability=_value(rec, "compute_capability", lambda cc: f"{int(cc[0])}.{int(cc[1])}"),
+        ecc_mode=_value(rec, "ecc_mode", _ecc_text),
+        cpu_affinity=_value(rec, "cpu_affinity", str),
+        numa_node=_value(rec, "numa_node", _numa),
+        nvlinks=None if links is None else [_link_from_record(link) for link in links],
+    )
+
+
+def _numa_affinity_text(rec: dict, gpu: Gpu) -> str:
+    """topo -m's "NUMA Affinity": NVML's memory affinity (node scope), else the GPU's NUMA node, else N/A."""
+    memory = rec.get("memory_affinity")
+    if isinstance(memory, str) and memory:
+        return memory
+    if isinstance(gpu.numa_node, int):
+        return str(gpu.numa_node)
+    return "N/A"
+
+
+def fabric_from_record(record: dict, *, source: str = "nvml") -> Fabric:
+    """Build the Fabric from a ``gpufabric-nvml/1`` record (see the module docstring). Pure: no NVML.
+
+    Raises ValueError for a dict that is not such a record.
+    """
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        found = record.get("format") if isinstance(record, dict) else type(record).__name__
+        raise ValueError(f"expected format {FORMAT!r}, found {found!r}")
+    gpu_records = sorted(record.get("gpus") or [], key=lambda g: int(g["index"]))
+    gpus = [_gpu_from_record(g) for g in gpu_records]
+
+    levels: dict[tuple[int, int], object] = {}
+    for pair in record.get("pairs") or []:
+        i, j = sorted(int(x) for x in pair["gpus"])
+        levels[(i, j)] = _value(pair, "common_ancestor", int)
+
+    nic_records = record.get("nics") or []
+    nics = [
+        Nic(
+            label=f"NIC{n}",
+            device=nic.get("name"),
+            pci_bus_id=_value(nic, "pci_bus_id", normalize_bus_id),
+            numa_node=_value(nic, "numa_node", _numa),
+        )
+        for n, nic in enumerate(nic_records)
+    ]
+
+    matrix: dict[str, dict[str, str]] = {g.label: {} for g in gpus}
+    matrix.update({n.label: {} for n in nics})
+    for a in gpus:
+        for b in gpus:
+            cell = pair_label(a, b, levels.get((min(a.index, b.index), max(a.index, b.index))))
+            if cell is not None:
+                matrix[a.label][b.label] = cell
+    by_name = {nic.device: nic.label for nic in nics}
+    gpu_labels = {str(g.index): g.label for g in gpus}
+    for nic, rec in zip(nics, nic_records, strict=True):
+        matrix[nic.label][nic.label] = "X"
+        for index, label in (rec.get("path_to_gpu") or {}).items():
+            if str(index) in gpu_labels:
+                matrix[nic.label][gpu_labels[str(index)]] = label
+                matrix[gpu_labels[str(index)]][nic.label] = label
+        for name, label in (rec.get("path_to_nic") or {}).items():
+            if name in by_name:
+                matrix[nic.label][by_name[name]] = label
+
+    cpu_affinity = {g.label: g.cpu_affinity if isinstance(g.cpu_affinity, str) and g.cpu_affinity else "N/A"
+                    for g in gpus}
+    numa_affinity = {g.label: _numa_affinity_text(rec, g) for g, rec in zip(gpus, gpu_records, strict=True)}
+
+    cuda_text = record.get("cuda_driver_version_text")
+    if cuda_text is None and isinstance(record.get("cuda_driver_version"), int):
+        cuda_text = cuda_version_text(record["cuda_driver_version"])
+    provenance = {"gpus": "nvml", "nvlinks": "nvml", "matrix": "nvml", "cpu_affinity": "nvml",
+                  "numa_affinity": "nvml"}
+    numa_sources = {f"GPU{r['index']}": r["numa_node_source"] for r in gpu_records
+                    if r.get("numa_node_source")}
+    if numa_sources:
+        provenance["numa_node"] = ", ".join(f"{k}: {v}" for k, v in numa_sources.items())
+    if nics:
+        provenance["nics"] = "sysfs /sys/class/infiniband"
+    return Fabric(
+        gpus=gpus,
+        nics=nics,
+        matrix=matrix,
+        cpu_affinity=cpu_affinity,
+        numa_affinity=numa_affinity,
+        driver_version=NA if is_error(record.get("driver_version")) else record.get("driver_version"),
+        cuda_driver_version=NA if is_error(cuda_text) else cuda_text,
+        hostname=record.get("hostname"),
+        source=source,
+        provenance=provenance,
+    )
