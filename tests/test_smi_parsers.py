@@ -234,8 +234,8 @@ def test_nvlink_status_inactive_link_derived() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", read(H200 / "nvidia-smi-topo-m.txt"), "\t Link 0: 26.562 GB/s\n"],
-    ids=["empty", "topo-m", "link-before-gpu"],
+    [read(H200 / "nvidia-smi-topo-m.txt"), "\t Link 0: 26.562 GB/s\n"],
+    ids=["topo-m", "link-before-gpu"],
 )
 def test_nvlink_status_garbage_raises(text: str) -> None:
     with pytest.raises(ValueError, match="nvlink -s"):
@@ -347,10 +347,27 @@ def test_fabric_nvlink_status_fills_missing_uuid() -> None:
 
 
 def test_fabric_gpu_count_disagreement_raises() -> None:
-    # DERIVED: the h200 nvlink -s capture cut before "GPU 1:", i.e. one GPU
+    # two real files of different machines: the 2-GPU H200 topology and the 1-GPU H100 inventory
+    h100 = Path(__file__).parent / "data" / "bundles" / "h100-x1"
+    with pytest.raises(ValueError, match=r"-q -x has 1 GPU\(s\), nvidia-smi topo -m has 2"):
+        fabric_from_text(read(H200 / "nvidia-smi-topo-m.txt"), None, read(h100 / "nvidia-smi-q.xml"))
+
+
+def test_fabric_gpu_missing_from_nvlink_status_has_no_nvlinks() -> None:
+    # DERIVED: the h200 nvlink -s capture cut before "GPU 1:", as nvidia-smi prints a GPU without NVLink
     one_gpu = read(H200 / "nvidia-smi-nvlink-s.txt").split("GPU 1:", 1)[0]
-    with pytest.raises(ValueError, match=r"-q -x has 2 GPU\(s\), nvidia-smi nvlink -s has 1"):
-        fabric_from_text(None, one_gpu, read(H200 / "nvidia-smi-q-x.xml"))
+    fabric = fabric_from_text(None, one_gpu, read(H200 / "nvidia-smi-q-x.xml"))
+    assert [len(gpu.nvlinks) for gpu in fabric.gpus] == [18, 0]
+
+
+def test_nvlink_status_of_a_gpu_without_nvlink_is_empty() -> None:
+    """The real H100 PCIe (no NVLink) prints nothing for `nvidia-smi nvlink -s`, exit code 0."""
+    h100 = Path(__file__).parent / "data" / "bundles" / "h100-x1"
+    assert parse_nvlink_status(read(h100 / "nvidia-smi-nvlink-s.txt")) == {}
+    fabric = fabric_from_text(read(h100 / "nvidia-smi-topo-m.txt"), read(h100 / "nvidia-smi-nvlink-s.txt"),
+                              read(h100 / "nvidia-smi-q.xml"))
+    assert fabric.gpus[0].nvlinks == [] and fabric.nvlink_count(fabric.gpus[0]) == 0
+    assert fabric.gpus[0].name == "NVIDIA H100 80GB HBM3"
 
 
 def test_fabric_uuid_disagreement_raises() -> None:

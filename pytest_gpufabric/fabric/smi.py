@@ -335,6 +335,10 @@ def parse_nvlink_status(text: str) -> dict[int, dict]:
     with the speed; ``N/A`` gives ``NA`` for both. A GPU without link lines gets ``links == []``.
     """
     out: dict[int, dict] = {}
+    if not text.strip():
+        # What a GPU without NVLink prints: nothing at all (seen on the H100 PCIe, driver 580.159.04,
+        # tests/data/bundles/h100-x1), exit code 0.
+        return out
     for index, name, uuid, links in _gpu_blocks(text, "nvidia-smi nvlink -s"):
         records: list[NvLink] = []
         for lineno, link, value in links:
@@ -518,7 +522,7 @@ def fabric_from_text(
             device = matrix.nic_names.get(label, None if _NIC_LABEL.match(label) else label)
             fabric.nics.append(Nic(label=label, device=device))
     if status is not None:
-        counted.append(("nvidia-smi nvlink -s", len(status)))
+        # not counted against the other sources: GPUs without NVLink print nothing in nvlink -s
         if not fabric.gpus:
             fabric.gpus = [Gpu(index=i) for i in sorted(status)]
     for (name_a, count_a), (name_b, count_b) in pairwise(counted):
@@ -552,5 +556,8 @@ def fabric_from_text(
             if gpu.name is None:
                 gpu.name = entry["name"]
             gpu.nvlinks = list(entry["links"])
+        elif status is not None:
+            gpu.nvlinks = []  # absent from nvlink -s: the GPU has no NVLink
+        if status is not None:
             fabric.provenance["nvlinks"] = "nvidia-smi nvlink -s"
     return fabric
