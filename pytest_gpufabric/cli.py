@@ -48,12 +48,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(fabric.to_dict(), indent=2, default=_json_default))
         return EXIT_OK
     print(f"source: {fabric.source}")
-    print(f"driver: {fabric.driver_version or 'not recorded'}   CUDA driver: {fabric.cuda_driver_version or 'not recorded'}")
+    print(f"driver: {fabric.driver_version or 'not recorded'}   "
+          f"CUDA driver: {fabric.cuda_driver_version or 'not recorded'}")
     for gpu in fabric.gpus:
         links = fabric.nvlink_count(gpu)
         print(
             f"{gpu.label}: {gpu.name or '?'}  serial {gpu.serial or '?'}  bus {gpu.pci_bus_id or '?'}  "
-            f"PCIe gen {gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}  NVLinks {links if links is not None else '?'}"
+            f"PCIe gen {gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}  "
+            f"NVLinks {links if links is not None else '?'}"
         )
     devices = list(fabric.matrix)
     if devices:

@@ -110,7 +110,7 @@ def marker_arguments(name: str, args: tuple, kwargs: dict) -> dict:
     if unknown or len(args) > len(defaults):
         raise TypeError(f"@pytest.mark.{name} takes {', '.join(defaults)}; got {sorted(unknown) or args}")
     values = dict(defaults)
-    values.update(dict(zip(defaults, args)))
+    values.update(dict(zip(defaults, args, strict=False)))  # fewer args than names is fine
     values.update(kwargs)
     return values
 

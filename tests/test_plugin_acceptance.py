@@ -131,7 +131,9 @@ def test_bundle_without_topology_is_a_usage_error(pytester: pytest.Pytester):
     (pytester.path / "empty-bundle" / "notes.txt").write_text("customer notes")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "empty-bundle")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*a bundle needs the topology: nvidia-smi-topo-m.txt or nvml.json (it holds notes.txt)*"])
+    result.stderr.fnmatch_lines(
+        ["*a bundle needs the topology: nvidia-smi-topo-m.txt or nvml.json (it holds notes.txt)*"]
+    )
 
 
 def test_tar_gz_bundle_replays(pytester: pytest.Pytester, bundles):

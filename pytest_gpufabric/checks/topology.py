@@ -109,9 +109,11 @@ def check_ecc(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     )
 
 
-def matrix_diff(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> list[str]:
-    """One line per differing pair, 'GPU0-GPU1: expected NV2, found PHB'; each unordered pair once."""
-    lines: list[str] = []
+def _matrix_differences(
+    expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]
+) -> list[tuple[str, str, str, str | None]]:
+    """(row, col, expected label, found label or None) per differing pair; each unordered pair once."""
+    differences: list[tuple[str, str, str, str | None]] = []
     reported: set[tuple[str, str, str | None, str | None]] = set()
     for row, cells in expected.items():
         for col, label in cells.items():
@@ -124,16 +126,35 @@ def matrix_diff(expected: dict[str, dict[str, str]], found: dict[str, dict[str, 
             if key in reported:
                 continue
             reported.add(key)
-            lines.append(f"{row}-{col}: expected {label}, found {seen if seen is not None else 'no such device'}")
-    return lines
+            differences.append((row, col, label, seen))
+    return differences
+
+
+def matrix_diff(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> list[str]:
+    """One line per differing pair, 'GPU0-GPU1: expected NV2, found PHB'; each unordered pair once."""
+    return [
+        f"{row}-{col}: expected {label}, found {seen if seen is not None else 'no such device'}"
+        for row, col, label, seen in _matrix_differences(expected, found)
+    ]
 
 
 _MATRIX_CAUSES = {
-    "NV": "NVLinks expected but the pair talks over PCIe: a missing or badly seated NVLink bridge, links "
-    "down (nvidia-smi nvlink -s), or a fabric manager not running on NVSwitch systems.",
-    "PCIE": "a different PCIe path than sold: cards in other slots, another riser/switch layout, or a BIOS "
+    "MISSING": "a device the profile names is not on the machine (see the GPU count check).",
+    "NV_COUNT": "another number of NVLinks than sold: links down or trained out (nvidia-smi nvlink -s, -e), "
+    "or another bridge or NVSwitch configuration.",
+    "NV_TO_PCIE": "NVLinks expected but the pair talks over PCIe: a missing or badly seated NVLink bridge, "
+    "links down (nvidia-smi nvlink -s), or a fabric manager not running on NVSwitch systems.",
+    "PCIE": "a different path than sold: cards in other slots, another riser/switch layout, or a BIOS "
     "setting (ACS, NUMA per socket) that changes the path.",
 }
+
+
+def _matrix_cause(expected: str, found: str | None) -> str:
+    if found is None:
+        return "MISSING"
+    if nvlink_count_of_label(expected):
+        return "NV_COUNT" if nvlink_count_of_label(found) else "NV_TO_PCIE"
+    return "PCIE"
 
 
 def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
@@ -141,7 +162,7 @@ def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
     diff = matrix_diff(expected, fabric.matrix)
     if not diff:
         return passed("topology-matrix", "machine", expected, fabric.matrix, "the topology matrix matches the profile")
-    causes = {"NV" if "expected NV" in line else "PCIE" for line in diff}
+    causes = {_matrix_cause(want, seen) for _, _, want, seen in _matrix_differences(expected, fabric.matrix)}
     return failed(
         "topology-matrix", "machine", expected, fabric.matrix,
         f"{len(diff)} topology cell(s) differ from profile {profile.name}:\n  " + "\n  ".join(diff)
@@ -153,10 +174,11 @@ def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
 def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     """Link count, state and speed of one GPU's NVLinks against the profile's `nvlink` section."""
     promise = profile.nvlink
-    expected = {k: v for k, v in promise.items()}
+    expected = dict(promise)
     count = fabric.nvlink_count(gpu)
     if count is None:
-        return unknown("nvlink-links", gpu.label, expected, _NOT_RECORDED.format(source=fabric.source, files=_LINK_FILES))
+        why = _NOT_RECORDED.format(source=fabric.source, files=_LINK_FILES)
+        return unknown("nvlink-links", gpu.label, expected, why)
     problems: list[str] = []
     want = promise.get("links_per_gpu")
     if want is not None and count != want:
@@ -220,12 +242,3 @@ def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
         f"{gpu.label}: " + "; ".join(problems) + ". Usual causes: the GPU sits behind the other socket, "
         "NUMA-per-socket or sub-NUMA clustering set differently in the BIOS, or a VM hiding the host topology.",
     )
-
-
-def nvlink_peers(fabric: Fabric, gpu: Gpu) -> dict[str, int]:
-    """The GPUs this GPU reaches over NVLink, by the matrix, with link counts."""
-    return {
-        col: nvlink_count_of_label(label)
-        for col, label in fabric.matrix.get(gpu.label, {}).items()
-        if nvlink_count_of_label(label)
-    }
