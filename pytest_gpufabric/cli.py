@@ -73,8 +73,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from .fabric.nvml import collect_record
 
     target = Path(args.dir)
-    target.mkdir(parents=True, exist_ok=True)
     record = collect_record()  # raises HardwareUnavailable before anything is written
+    target.mkdir(parents=True, exist_ok=True)
     (target / NVML_FILE).write_text(json.dumps(record, indent=2, default=_json_default) + "\n", encoding="utf-8")
     commands = {}
     smi = shutil.which("nvidia-smi")

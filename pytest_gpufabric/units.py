@@ -40,6 +40,16 @@ class NAType(str):
     def __repr__(self) -> str:
         return "NA"
 
+    # one instance: copies (dataclasses.asdict deep-copies) and pickles are the same sentinel
+    def __reduce__(self) -> tuple:
+        return (NAType, ())
+
+    def __copy__(self) -> NAType:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> NAType:
+        return self
+
 
 NA = NAType()
 

@@ -1,0 +1,109 @@
+"""The `gpufabric` command on real captures and recorded bundles; bad input gets one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_gpufabric.cli import EXIT_BAD_INPUT, EXIT_NO_HARDWARE, main
+from pytest_gpufabric.fabric.nvml import nvml_available
+
+needs_no_driver = pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
+
+
+def test_parse_topo_prints_the_documented_json(captures, capsys):
+    assert main(["parse", "topo", str(captures / "titan-rtx-nvlink" / "nvidia-smi-topo-m.txt")]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "devices": ["GPU0", "GPU1"],
+        "matrix": {"GPU0": {"GPU0": "X", "GPU1": "NV2"}, "GPU1": {"GPU0": "NV2", "GPU1": "X"}},
+        "cpu_affinity": {"GPU0": "0-17,36-53", "GPU1": "18-35,54-71"},
+    }
+
+
+def test_parse_topo_of_something_else_is_bad_input(captures, capsys):
+    code = main(["parse", "topo", str(captures / "h200-nvswitch-x2" / "nvidia-smi-nvlink-s.txt")])
+    assert code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("gpufabric: ") and "nvidia-smi-nvlink-s.txt" in err and len(err.splitlines()) == 1
+
+
+def test_parse_missing_file_is_bad_input(tmp_path, capsys):
+    assert main(["parse", "topo", str(tmp_path / "absent.txt")]) == EXIT_BAD_INPUT
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_show_a_recorded_bundle(capsys):
+    assert main(["show", "--replay", "h200-nvswitch-x2"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU0: NVIDIA H200  serial 1653824016477  bus 00000000:00:06.0  PCIe gen 5 x16  NVLinks 18" in out
+    assert "GPU0  X     NV18  0-31" in out
+
+
+def test_show_json(capsys):
+    assert main(["show", "--replay", "h100-x1", "--json"]) == 0
+    fabric = json.loads(capsys.readouterr().out)
+    assert [g["name"] for g in fabric["gpus"]] == ["NVIDIA H100 80GB HBM3"]
+    assert fabric["gpus"][0]["nvlinks"] == []
+
+
+def test_show_unknown_bundle_lists_shipped_ones(capsys):
+    assert main(["show", "--replay", "no-such-bundle"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "replay bundle not found: no-such-bundle" in err and "h200-nvswitch-x2" in err
+
+
+@needs_no_driver
+def test_live_commands_without_driver_say_so(tmp_path, capsys):
+    assert main(["show"]) == EXIT_NO_HARDWARE
+    assert main(["snapshot", str(tmp_path / "bundle")]) == EXIT_NO_HARDWARE
+    err = capsys.readouterr().err
+    assert err.count("NVML not available") == 2 and "Traceback" not in err
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.parametrize("bundle", ["h200-nvswitch-x2", "h100-x1", "titan-rtx-nvlink", "rtx-2080ti-pcie"])
+def test_profile_init_writes_a_profile_its_machine_passes(pytester: pytest.Pytester, bundle):
+    output = pytester.path / f"{bundle}-init.yaml"
+    assert main(["profile", "init", "--replay", bundle, "-o", str(output)]) == 0
+    assert main(["profile", "validate", str(output)]) == 0
+    result = pytester.runpytest("--gpu-profile", str(output), "--gpu-replay", bundle)
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0 and outcomes["passed"] >= 4 and "failed" not in outcomes
+
+
+def test_profile_validate_names_the_problem(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ngpus: {count: 2}\nnvlink: {min_speed: fast}\n")
+    assert main(["profile", "validate", str(bad)]) == EXIT_BAD_INPUT
+    assert f"{bad} at $.nvlink.min_speed: 'fast' does not match" in capsys.readouterr().err
+
+
+@needs_no_driver
+def test_accept_without_driver_replays_the_shipped_bundle(tmp_path):
+    """The README's first command: runs end to end on a machine without a GPU."""
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-q", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying the shipped bundle h200-nvswitch-x2 instead" in done.stderr
+    assert "gpufabric: ACCEPTED (profile h200-nvswitch-x2" in done.stdout
+    assert (tmp_path / "reports" / "acceptance.html").is_file()
+    results = json.loads((tmp_path / "reports" / "gpufabric-results.json").read_text())
+    assert results["summary"]["verdict"] == "ACCEPTED" and results["summary"]["passed"] == 14
+
+
+def test_accept_rejects_the_wrong_machine(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", "titan-rtx-nvlink",
+         "--replay", "rtx-2080ti-pcie", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1
+    assert "GPU0-GPU1: expected NV2, found PHB" in done.stdout
+
+
+def test_console_script_is_installed():
+    done = subprocess.run(["gpufabric", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("pytest-gpufabric ")
