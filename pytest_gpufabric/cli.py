@@ -126,17 +126,25 @@ def cmd_profile_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    from .fabric.nvlink_text import parse_nvlink_any
     from .fabric.smi import parse_topo_m
 
-    parsers = {"topo": lambda text: parse_topo_m(text).to_json()}
+    # kind -> (the command whose output it reads, its parser)
+    parsers = {
+        "topo": ("nvidia-smi topo -m", lambda text: parse_topo_m(text).to_json()),
+        "nvlink": ("nvidia-smi nvlink -g 0|-gt d|-gt r|-s|-e", parse_nvlink_any),
+    }
     try:
         text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()
     except OSError as exc:
         raise GpuFabricError(f"cannot read {args.file}: {exc.strerror}") from None
+    tool, parser = parsers[args.kind]
     try:
-        result = parsers[args.kind](text)
+        result = parser(text)
     except ValueError as exc:
-        raise GpuFabricError(f"{args.file}: not `nvidia-smi {args.kind} -m` output: {exc}") from None
+        # an empty file may well be the tool's output (nvlink -s without NVLink): say why, not "not its output"
+        what = "" if not text.strip() else f"not `{tool}` output: "
+        raise GpuFabricError(f"{args.file}: {what}{exc}") from None
     print(json.dumps(result, indent=2))
     return EXIT_OK
 
@@ -205,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_profile_validate)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
-    parse.add_argument("kind", choices=["topo"], help="topo: `nvidia-smi topo -m`")
+    parse.add_argument("kind", choices=["topo", "nvlink"], help="topo: `nvidia-smi topo -m`; nvlink: "
+                       "`nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their link lines)")
     parse.add_argument("file", help="the saved output, or - for standard input")
     parse.set_defaults(func=cmd_parse)
     return parser

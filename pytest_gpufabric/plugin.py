@@ -153,18 +153,23 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
-    if OUTCOMES_KEY in item.config.stash:
-        outcome.get_result()._gpufabric_outcomes = item.config.stash[OUTCOMES_KEY]
+    if OUTCOMES_KEY not in item.config.stash:
+        return
+    report = outcome.get_result()
+    report._gpufabric_outcomes = item.config.stash[OUTCOMES_KEY]
+    extras = item.config.stash[SESSION_KEY].extras.get(item.nodeid)
+    if extras and call.when == "call":
+        report.extras = [*getattr(report, "extras", []), *extras]  # pytest-html shows these under the test
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if SESSION_KEY not in session.config.stash or OUTCOMES_KEY not in session.config.stash:
         return
-    from .report.results import write_results
+    from .report.results import write_json
 
     fabric_session = session.config.stash[SESSION_KEY]
     document = fabric_session.results_document(session.config.stash[OUTCOMES_KEY], int(exitstatus))
-    session.config.stash[SESSION_KEY].results_path = write_results(document, fabric_session.report_dir / RESULTS_FILE)
+    session.config.stash[SESSION_KEY].results_path = write_json(document, fabric_session.report_dir / RESULTS_FILE)
     session.config.stash[SESSION_KEY].verdict = document["summary"]["verdict"]
 
 
@@ -252,6 +257,60 @@ def nvlink_links(gpu_profile, gpus, fabric):
         pytest.fail(f"profile {gpu_profile.name} promises NVLinks; none is active on the promised GPUs",
                     pytrace=False)
     return links
+
+
+@pytest.fixture
+def nvlink_traffic(request: pytest.FixtureRequest):
+    """A factory of NVLink traffic measurements on this machine: ``with nvlink_traffic() as traffic: work()``,
+    then ``traffic.deltas`` / ``rates`` / ``timeline`` per GPU and link (bytes, bytes/s)."""
+    from .fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
+
+    if _session(request.config).replay:
+        pytest.skip("--gpu-replay: there are no live NVLink counters to sample (see the nvlink_training fixture)")
+    readers = []
+
+    def make(gpu_indices: list[int] | None = None, interval_s: float = 0.1) -> NvlinkTraffic:
+        try:
+            readers.append(NvmlCounterReader(gpu_indices))
+        except GpuFabricError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return NvlinkTraffic(readers[-1], interval_s=interval_s)
+
+    yield make
+    for reader in readers:
+        reader.close()
+
+
+@pytest.fixture(scope="session")
+def nvlink_training(request: pytest.FixtureRequest, gpu_profile):
+    """NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them."""
+    try:
+        measurement = _session(request.config).nvlink_measurement()
+    except GpuFabricError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if measurement is None:
+        pytest.skip("the bundle holds no NVLink counter samples taken during training "
+                    "(nvlink-traffic.json or nvidia-smi-nvlink-*.sample<N>.txt)")
+    return measurement
+
+
+@pytest.fixture
+def gpufabric_extra(request: pytest.FixtureRequest):
+    """Attach an HTML snippet or a PNG to this test's row in the pytest-html report."""
+    fabric_session = _session(request.config)
+
+    def add(*, html: str | None = None, png: bytes | None = None, name: str = "") -> None:
+        import base64
+
+        if html is not None:
+            fabric_session.add_extra(request.node.nodeid, {"name": name, "format_type": "html", "mime_type": None,
+                                                           "extension": "html", "content": html})
+        if png is not None:
+            fabric_session.add_extra(request.node.nodeid, {"name": name, "format_type": "image", "mime_type": "image/png",
+                                                           "extension": "png",
+                                                           "content": base64.b64encode(png).decode("ascii")})
+
+    return add
 
 
 @pytest.fixture

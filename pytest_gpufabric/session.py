@@ -29,6 +29,9 @@ class FabricSession:
     _fabric: Fabric | None = None
     _discovery_error: GpuFabricError | None = None
     _discovered: bool = False
+    bundle_dir: Path | None = None
+    extras: dict[str, list] = field(default_factory=dict)  # node id -> pytest-html extras
+    _nvlink: object = None  # NvlinkMeasurement | GpuFabricError, once measured
 
     @property
     def mode(self) -> str:
@@ -42,9 +45,10 @@ class FabricSession:
         self._discovered = True
         try:
             if self.replay:
-                from .fabric.bundle import load_bundle
+                from .fabric.bundle import bundle_directory, load_bundle
 
-                self._fabric = load_bundle(self.replay)
+                self.bundle_dir = bundle_directory(self.replay)
+                self._fabric = load_bundle(self.bundle_dir)
             else:
                 from .fabric.nvml import collect_fabric
 
@@ -61,6 +65,42 @@ class FabricSession:
     def discovery_error(self) -> GpuFabricError | None:
         self.discover()
         return self._discovery_error
+
+    def nvlink_measurement(self):
+        """NVLink counters around a training step, measured once per run: live, or from the bundle.
+
+        Returns a workloads.training.NvlinkMeasurement, None when a bundle recorded no counters, or raises
+        the GpuFabricError that stopped the measurement (the same one for every test that asks)."""
+        if self._nvlink is None:
+            try:
+                self._nvlink = self._measure_nvlink()
+            except GpuFabricError as exc:
+                self._nvlink = exc
+        if isinstance(self._nvlink, GpuFabricError):
+            raise self._nvlink
+        return self._nvlink or None
+
+    def _measure_nvlink(self):
+        from .workloads.training import NvlinkMeasurement, measure_training_traffic
+
+        if self.replay:
+            from .fabric.bundle import load_nvlink_recording
+            from .fabric.nvlink_sampler import NvlinkTraffic
+
+            recording = load_nvlink_recording(self.bundle_dir)
+            if recording is None:
+                return False
+            traffic = NvlinkTraffic.recorded(recording.samples, recording.interval_s)
+            return NvlinkMeasurement(traffic, recording.workload, recording.source)
+        measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
+        from .fabric.bundle import NVLINK_TRAFFIC_FILE
+        from .report.results import write_json
+
+        write_json(measurement.to_json(), self.report_dir / NVLINK_TRAFFIC_FILE)
+        return measurement
+
+    def add_extra(self, nodeid: str, extra: dict) -> None:
+        self.extras.setdefault(nodeid, []).append(extra)
 
     def record(self, nodeid: str, check: CheckResult) -> None:
         self.results.append({"test": nodeid, **check.to_dict()})

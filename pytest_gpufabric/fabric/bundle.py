@@ -8,6 +8,10 @@ topology works:
 - ``nvidia-smi-q.xml``        `nvidia-smi -q -x`: inventory (serials, PCIe, memory, driver, VBIOS, ECC)
 - ``nvml.json``               what `gpufabric snapshot` read through NVML (fabric/nvml.py documents it)
 - ``manifest.json``           written by `gpufabric snapshot`: when, where, which commands, their exit codes
+- ``nvlink-traffic.json``     NVLink counter samples around a training step, with the workload's result, as the
+                              NVLink suite writes them to reports/ on a live run
+- ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
+                              training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
 
 When several files say the same thing, the tool's own text wins for the matrix and affinity (it is what a
 customer sees printed), NVML wins for inventory and links (it holds more than the text).
@@ -19,7 +23,7 @@ import json
 import shutil
 import tarfile
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import BundleError
@@ -32,6 +36,9 @@ QUERY_XML_FILE = "nvidia-smi-q.xml"
 NVML_FILE = "nvml.json"
 MANIFEST_FILE = "manifest.json"
 KNOWN_FILES = (TOPO_FILE, NVLINK_STATUS_FILE, QUERY_XML_FILE, NVML_FILE)
+NVLINK_TRAFFIC_FILE = "nvlink-traffic.json"
+NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
+_COUNTER_SAMPLE_PATTERNS = ("nvidia-smi-nvlink-gt-d.sample*.txt", "nvidia-smi-nvlink-g0.sample*.txt")
 
 
 def available_bundles() -> dict[str, Path]:
@@ -148,3 +155,45 @@ def load_bundle(spec: str | Path) -> Fabric:
         nics=text_fabric.nics or nvml_fabric.nics,
         provenance=provenance,
     )
+
+
+@dataclass
+class NvlinkRecording:
+    """NVLink counter samples taken around a workload, as a bundle holds them."""
+
+    samples: list
+    workload: dict | None
+    interval_s: float
+    source: str
+
+
+def _sample_number(path: Path) -> int:
+    return int(path.name.rsplit(".sample", 1)[1].split(".", 1)[0])
+
+
+def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
+    """The bundle's NVLink counter samples, or None when it holds none. Raises BundleError on a bad file."""
+    from .counters import CounterSample
+    from .nvlink_text import parse_nvlink_counters
+
+    path = directory / NVLINK_TRAFFIC_FILE
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != NVLINK_TRAFFIC_FORMAT:
+                raise ValueError(f"format is {data.get('format')!r}, expected {NVLINK_TRAFFIC_FORMAT!r}")
+            samples = [CounterSample.from_json(s) for s in data["samples"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BundleError(f"{path}: not a gpufabric NVLink recording ({exc})") from None
+        return NvlinkRecording(samples, data.get("workload"), float(data.get("interval_s", 0)), str(path))
+    for pattern in _COUNTER_SAMPLE_PATTERNS:
+        files = sorted(directory.glob(pattern), key=_sample_number)
+        if files:
+            try:
+                # text reads carry no clock: their order is their time (t = 0, 1, 2, ...)
+                samples = [parse_nvlink_counters(f.read_text(encoding="utf-8"), t_s=float(n))
+                           for n, f in enumerate(files)]
+            except ValueError as exc:
+                raise BundleError(f"{directory}: {exc}") from None
+            return NvlinkRecording(samples, None, 0.0, f"{directory}/{pattern}")
+    return None

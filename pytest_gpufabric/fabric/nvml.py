@@ -163,16 +163,24 @@ def query(fn, *args):
 
 
 def field_value(handle, field_id: int, scope_id: int = 0):
-    """One NVML field value (nvmlDeviceGetFieldValues with an explicit scopeId): a number or a recorded error.
+    """One NVML field value (nvmlDeviceGetFieldValues with an explicit scopeId): a number or a recorded error."""
+    answer = field_values(handle, [(field_id, scope_id)])
+    return answer if is_error(answer) else answer[0]
 
-    Each returned nvmlFieldValue_t carries its own nvmlReturn; it is classified like ``query``'s errors.
-    """
+
+def field_values(handle, pairs: list[tuple[int, int]]):
+    """Several (field id, scopeId) values in one NVML call: a list of numbers or recorded errors, or one
+    recorded error for the whole call. Each nvmlFieldValue_t carries its own nvmlReturn, classified like
+    ``query``'s errors."""
     import pynvml
 
-    values = query(pynvml.nvmlDeviceGetFieldValues, handle, [(field_id, scope_id)])
+    values = query(pynvml.nvmlDeviceGetFieldValues, handle, list(pairs))
     if is_error(values):
         return values
-    value = values[0]
+    return [_field_answer(pynvml, value) for value in values]
+
+
+def _field_answer(pynvml, value):
     if value.nvmlReturn != pynvml.NVML_SUCCESS:
         name = error_name(value.nvmlReturn)
         if name in RECORDED_ERRORS:

@@ -12,7 +12,7 @@ def _default(value: object) -> object:
     return str(value)  # NA prints as "N/A"; Paths as text
 
 
-def write_results(document: dict, path: Path) -> Path:
+def write_json(document: dict, path: Path) -> Path:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".gpufabric-results.", dir=path.parent)

@@ -1,0 +1,130 @@
+"""Data-parallel training steps with a known gradient size: the traffic NVLink must carry.
+
+Standalone (imports torch and the standard library only); one process per GPU, started by torch's launcher:
+
+    python -m torch.distributed.run --standalone --nproc-per-node N ddp_step.py --steps 10 ... \
+        --handshake DIR --result FILE
+
+The model is ``layers`` x Linear(width, width) on synthetic data (nothing downloaded). DistributedDataParallel
+all-reduces every gradient once a step, so each rank sends (and receives) 2(n-1)/n x gradient bytes a step
+with ring all-reduce: the volume the NVLink counters are judged against. Rank 0 writes the JSON result.
+With --backend gloo it runs on CPUs (CI); with nccl, one GPU per rank (LOCAL_RANK).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+_HANDSHAKE_TIMEOUT_S = 300.0
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + _HANDSHAKE_TIMEOUT_S
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {path.name} from the runner within {_HANDSHAKE_TIMEOUT_S:.0f} s")
+        time.sleep(0.005)
+
+
+def _handshake(rank: int, directory: Path | None, mine: str, theirs: str) -> None:
+    """Rank 0 tells the runner where the measured part begins or ends; every rank waits for its answer."""
+    dist.barrier()
+    if directory is not None and rank == 0:
+        (directory / mine).touch()
+        _wait_for(directory / theirs)
+    dist.barrier()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--width", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
+    parser.add_argument("--handshake", type=Path, default=None)
+    parser.add_argument("--result", type=Path, required=True)
+    args = parser.parse_args()
+
+    dist.init_process_group(backend=args.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(args.layers):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1]).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+    gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    generator = torch.Generator(device=device).manual_seed(1 + rank)
+    inputs = torch.randn(args.batch, args.width, device=device, generator=generator)
+    targets = torch.randn(args.batch, args.width, device=device, generator=generator)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def synchronize() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(args.warmup):
+        step()
+    synchronize()
+    _handshake(rank, args.handshake, "ready", "go")
+    step_times, losses = [], []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        loss = step()
+        synchronize()
+        step_times.append(time.perf_counter() - start)
+        losses.append(float(loss))
+    _handshake(rank, args.handshake, "done", "release")
+
+    if rank == 0:
+        result = {
+            "workload": "ddp_step",
+            "backend": args.backend,
+            "world_size": world,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "model": {"layers": args.layers, "width": args.width, "batch": args.batch, "dtype": "float32"},
+            "gradient_bytes": gradient_bytes,
+            # ring all-reduce: each rank sends and receives 2(n-1)/n of the buffer, every step
+            "allreduce_bytes_per_rank": 2 * (world - 1) / world * gradient_bytes * args.steps,
+            "step_time_s": {"median": statistics.median(step_times), "mean": statistics.fmean(step_times),
+                            "all": step_times},
+            "losses": losses,
+            "torch_version": torch.__version__,
+            "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
+            "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if device.type == "cuda" else ["cpu"],
+            "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+        }
+        args.result.write_text(json.dumps(result, indent=2))
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

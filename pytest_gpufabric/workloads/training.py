@@ -1,0 +1,123 @@
+"""The data-parallel training step as the NVLink suite runs it: torchrun in a child process group,
+with the NVLink sampler bracketing exactly the measured steps."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import WorkloadError
+from .runner import run_workload
+
+DDP_STEP_SCRIPT = Path(__file__).with_name("ddp_step.py")
+
+#: NCCL settings that decide whether GPU-to-GPU traffic may use NVLink; named in failures when set
+NCCL_PATH_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE",
+                       "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """What the profile's `nvlink_traffic` section asks for (defaults: FACTS.md's 8 x Linear(4096, 4096))."""
+
+    steps: int = 10
+    warmup: int = 2
+    layers: int = 8
+    width: int = 4096
+    batch: int = 64
+    timeout_s: float = 300.0
+
+    @classmethod
+    def from_profile(cls, section: dict) -> TrainingSettings:
+        model = section.get("model", {})
+        return cls(
+            steps=section.get("steps", cls.steps),
+            warmup=section.get("warmup", cls.warmup),
+            layers=model.get("layers", cls.layers),
+            width=model.get("width", cls.width),
+            batch=section.get("batch", cls.batch),
+            timeout_s=section.get("timeout_s", cls.timeout_s),
+        )
+
+    @property
+    def gradient_bytes(self) -> int:
+        """fp32 weights and biases of the Linear layers: what DDP all-reduces every step."""
+        return self.layers * (self.width * self.width + self.width) * 4
+
+
+def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The pytest process's environment (so NCCL_* settings a user exports reach the ranks), with NVLink
+    multicast off unless set: NVLS on shared machines can take the host's GPUs out of service."""
+    env = dict(os.environ)
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    env.update(extra or {})
+    return env
+
+
+def ddp_command(nprocs: int, settings: TrainingSettings, backend: str) -> list[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
+        str(DDP_STEP_SCRIPT),
+        "--steps", str(settings.steps), "--warmup", str(settings.warmup), "--layers", str(settings.layers),
+        "--width", str(settings.width), "--batch", str(settings.batch), "--backend", backend,
+    ]
+
+
+def run_ddp_training(nprocs: int, settings: TrainingSettings, *, backend: str = "nccl", measure=None,
+                     env: dict[str, str] | None = None) -> dict:
+    """Run the training steps; ``measure`` (a context manager such as NvlinkTraffic) brackets the steps."""
+    if importlib.util.find_spec("torch") is None:
+        raise WorkloadError([sys.executable], None, "", "", "torch is not installed in this Python "
+                            "(pip install 'pytest-gpufabric[torch]')")
+    on_begin = measure.__enter__ if measure is not None else None
+    on_end = (lambda: measure.__exit__(None, None, None)) if measure is not None else None
+    return run_workload(ddp_command(nprocs, settings, backend), timeout_s=settings.timeout_s,
+                        env=workload_environment(env), on_begin=on_begin, on_end=on_end)
+
+
+@dataclass
+class NvlinkMeasurement:
+    """NVLink counters around a training step (live), or as a bundle recorded them (replay)."""
+
+    traffic: object  # fabric.nvlink_sampler.NvlinkTraffic
+    workload: dict | None  # ddp_step's result; None when the recording has none (the TITAN RTX samples)
+    source: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        return (self.workload or {}).get("env", {})
+
+    @property
+    def expected_bytes(self) -> float | None:
+        return None if self.workload is None else float(self.workload["allreduce_bytes_per_rank"])
+
+    def describe(self) -> str:
+        if self.workload is None:
+            return f"while training ran ({len(self.traffic.samples)} counter reads, {self.source})"
+        w = self.workload
+        return (f"during {w['steps']} DDP steps on {w['world_size']} ranks "
+                f"({w['model']['layers']}x Linear({w['model']['width']}), {w['gradient_bytes'] / 1e6:.0f} MB "
+                "of gradients)")
+
+    def to_json(self) -> dict:
+        from ..fabric.bundle import NVLINK_TRAFFIC_FORMAT
+
+        return {"format": NVLINK_TRAFFIC_FORMAT, **self.traffic.to_json(), "workload": self.workload}
+
+
+def measure_training_traffic(gpu_count: int, section: dict) -> NvlinkMeasurement:
+    """Train across ``gpu_count`` GPUs with NCCL while sampling every active NVLink of them."""
+    from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
+
+    settings = TrainingSettings.from_profile(section)
+    reader = NvmlCounterReader(list(range(gpu_count)))
+    try:
+        traffic = NvlinkTraffic(reader, interval_s=section.get("sample_interval_s", 0.05))
+        workload = run_ddp_training(gpu_count, settings, measure=traffic)
+    finally:
+        reader.close()
+    return NvlinkMeasurement(traffic, workload, "live: NVML " + traffic.kind + " counters")
