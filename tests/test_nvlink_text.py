@@ -143,8 +143,8 @@ def test_one_block_of_the_log_parses_alone_with_its_deeper_indent():
 
 def test_log_blocks_printed_back_to_back_stay_two_samples():
     lines = read(TRAIN_LOG).splitlines()
-    # DERIVED: the epoch-2 lines between the two blocks removed, so "GPU 0:" follows "GPU 1:"'s links
-    joined = "\n".join(lines[:14] + lines[26:])
+    # DERIVED: lines 15-25 (test result, epoch 2) removed, so the second "GPU 0:" follows GPU 1's links
+    joined = "\n".join(lines[:14] + lines[25:])
     assert [s.gpus for s in parse_training_log_counters(joined)] == [
         s.gpus for s in parse_training_log_counters(read(TRAIN_LOG))
     ]
@@ -152,9 +152,9 @@ def test_log_blocks_printed_back_to_back_stay_two_samples():
 
 def test_log_link_line_without_its_gpu_is_refused_with_its_line_number():
     lines = read(TRAIN_LOG).splitlines()
-    # DERIVED: the header "GPU 0: ..." of the second block (line 27) dropped
-    del lines[26]
-    with pytest.raises(ValueError, match=r"training log line 27: a 'Link n: ...' line without a 'GPU n: ...'"):
+    # DERIVED: the header "GPU 0: ..." of the second block (line 26) dropped; its Link 0 is now line 26
+    del lines[25]
+    with pytest.raises(ValueError, match=r"training log line 26: a 'Link n: ...' line without a 'GPU n: ...'"):
         parse_training_log_counters("\n".join(lines))
 
 
@@ -165,9 +165,9 @@ def test_log_without_counters_is_refused():
 
 
 def test_bad_counter_line_in_a_log_names_the_log_line():
-    # DERIVED: one count on line 24 of the log... replaced by text (the second block's GPU 0 link 0 is line 28)
+    # DERIVED: a count on line 27 (second block, GPU 0 link 0) replaced by "?"
     text = read(TRAIN_LOG).replace("Rx0: 98143 KBytes", "Rx0: ? KBytes")
-    with pytest.raises(ValueError, match=r"training log line 28 \(GPU 0 link 0\)"):
+    with pytest.raises(ValueError, match=r"training log line 27 \(GPU 0 link 0\)"):
         parse_training_log_counters(text)
 
 
