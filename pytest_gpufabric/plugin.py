@@ -282,7 +282,7 @@ def nvlink_traffic(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def nvlink_training(request: pytest.FixtureRequest, gpu_profile):
+def nvlink_training(request: pytest.FixtureRequest, gpu_profile, fabric):
     """NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them."""
     try:
         measurement = _session(request.config).nvlink_measurement()

@@ -14,9 +14,15 @@ import pytest
 
 RESULTS = Path(__file__).parent / "data" / "results"
 
+# (bundle, the live run's results, the -k selection the live run used). The first two runs predate the NVLink
+# traffic suite, so their replay selects the topology suite; the p2p-disabled run selected `-k nvlink`.
 RECORDED_RUNS = [
-    pytest.param("h200-nvswitch-x2", "h200-nvswitch-x2-live-on-h200-x2.json", id="h200-x2-passes"),
-    pytest.param("h100-x1", "h200-nvswitch-x2-live-on-h100-x1.json", id="h100-x1-fails"),
+    pytest.param("h200-nvswitch-x2", "h200-nvswitch-x2-live-on-h200-x2.json", "test_topology", id="h200-x2-passes"),
+    pytest.param("h100-x1", "h200-nvswitch-x2-live-on-h100-x1.json", "test_topology", id="h100-x1-fails"),
+    pytest.param("h200-nvswitch-x2-training", "h200-nvswitch-x2-with-nvlink-traffic-on-h200-x2.json", None,
+                 id="h200-x2-training-passes"),
+    pytest.param("h200-nvswitch-x2-p2p-disabled", "nvlink-traffic-p2p-disabled-on-h200-x2.json", "nvlink",
+                 id="h200-x2-p2p-disabled-fails"),
 ]
 
 
@@ -24,29 +30,30 @@ def _outcomes(document: dict) -> dict[str, str]:
     return {nodeid.rsplit("/", 1)[-1]: outcome for nodeid, outcome in document["tests"].items()}
 
 
-def _replay(pytester: pytest.Pytester, bundle: str | Path) -> dict:
-    pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle))
+def _replay(pytester: pytest.Pytester, bundle: str | Path, select: str | None) -> dict:
+    selection = ["-k", select] if select else []
+    pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), *selection)
     return json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
 
 
-@pytest.mark.parametrize(("bundle", "live_results"), RECORDED_RUNS)
-def test_bundle_replays_to_the_live_verdict(pytester: pytest.Pytester, bundle, live_results):
+@pytest.mark.parametrize(("bundle", "live_results", "select"), RECORDED_RUNS)
+def test_bundle_replays_to_the_live_verdict(pytester: pytest.Pytester, bundle, live_results, select):
     live = json.loads((RESULTS / live_results).read_text())
-    replay = _replay(pytester, bundle)
+    replay = _replay(pytester, bundle, select)
     assert replay["summary"] == live["summary"]
     assert _outcomes(replay) == _outcomes(live)
     assert [g["serial"] for g in replay["machine"]["gpus"]] == [g["serial"] for g in live["machine"]["gpus"]]
     assert replay["machine"]["matrix"] == live["machine"]["matrix"]
 
 
-@pytest.mark.parametrize(("bundle", "live_results"), RECORDED_RUNS)
-def test_nvml_record_alone_gives_the_same_verdict(pytester: pytest.Pytester, bundles, bundle, live_results):
+@pytest.mark.parametrize(("bundle", "live_results", "select"), RECORDED_RUNS[:2])
+def test_nvml_record_alone_gives_the_same_verdict(pytester: pytest.Pytester, bundles, bundle, live_results, select):
     """Without the nvidia-smi text, the matrix comes from NVML's answers (NV18 from the switch links)."""
     only_nvml = pytester.path / "nvml-only"
     only_nvml.mkdir()
     shutil.copy(bundles / bundle / "nvml.json", only_nvml / "nvml.json")
     live = json.loads((RESULTS / live_results).read_text())
-    replay = _replay(pytester, only_nvml)
+    replay = _replay(pytester, only_nvml, select)
     assert _outcomes(replay) == _outcomes(live)
     assert replay["machine"]["provenance"].get("matrix") != "nvidia-smi topo -m"
 
@@ -66,4 +73,4 @@ def test_profile_init_on_the_machine_passes_its_own_bundle(pytester: pytest.Pyte
     """The profile `gpufabric profile init` wrote on the H200 machine accepts the bundle recorded there."""
     result = pytester.runpytest("--gpu-profile", str(RESULTS / "profile-init-on-h200-x2.yaml"),
                                 "--gpu-replay", "h200-nvswitch-x2")
-    result.assert_outcomes(passed=14)
+    result.assert_outcomes(passed=14, skipped=4)  # the NVLink traffic tests: no counters in this bundle
