@@ -302,13 +302,14 @@ def gpufabric_extra(request: pytest.FixtureRequest):
     def add(*, html: str | None = None, png: bytes | None = None, name: str = "") -> None:
         import base64
 
+        # the dicts pytest_html.extras.html()/png() build, without importing pytest-html where it is off
         if html is not None:
-            fabric_session.add_extra(request.node.nodeid, {"name": name, "format_type": "html", "mime_type": None,
-                                                           "extension": "html", "content": html})
+            extra = {"format_type": "html", "mime_type": None, "extension": "html", "content": html}
+            fabric_session.add_extra(request.node.nodeid, {"name": name, **extra})
         if png is not None:
-            fabric_session.add_extra(request.node.nodeid, {"name": name, "format_type": "image", "mime_type": "image/png",
-                                                           "extension": "png",
-                                                           "content": base64.b64encode(png).decode("ascii")})
+            content = base64.b64encode(png).decode("ascii")
+            extra = {"format_type": "image", "mime_type": "image/png", "extension": "png", "content": content}
+            fabric_session.add_extra(request.node.nodeid, {"name": name, **extra})
 
     return add
 

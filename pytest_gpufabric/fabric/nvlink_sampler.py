@@ -17,7 +17,10 @@ from .counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount, LinkDel
 # NVML field ids (nvml.h): cumulative KiB per link, Hopper and newer
 FI_THROUGHPUT_DATA_TX, FI_THROUGHPUT_DATA_RX = 138, 139
 FI_THROUGHPUT_RAW_TX, FI_THROUGHPUT_RAW_RX = 140, 141
-_FIELDS = {THROUGHPUT: (FI_THROUGHPUT_DATA_TX, FI_THROUGHPUT_DATA_RX), RAW: (FI_THROUGHPUT_RAW_TX, FI_THROUGHPUT_RAW_RX)}
+_FIELDS = {
+    THROUGHPUT: (FI_THROUGHPUT_DATA_TX, FI_THROUGHPUT_DATA_RX),
+    RAW: (FI_THROUGHPUT_RAW_TX, FI_THROUGHPUT_RAW_RX),
+}
 
 #: nvmlNvLinkUtilizationCountUnits_t
 _LEGACY_UNITS = {0: "cycles", 1: "packets", 2: "bytes"}
