@@ -14,9 +14,7 @@ from .errors import GpuFabricError, HardwareUnavailable
 from .markers import MARKERS, decide, marker_arguments
 
 SESSION_KEY = pytest.StashKey["FabricSession"]()
-OUTCOMES_KEY = pytest.StashKey[dict]()
 BROKEN_PROMISES_KEY = pytest.StashKey[list]()
-RESULTS_FILE = "gpufabric-results.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,7 +59,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if fabric_session.discovery_error is not None:
             raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
     config.stash[SESSION_KEY] = fabric_session
-    config.stash[OUTCOMES_KEY] = {}
+    from .report.recorder import RunRecorder
+
+    # records outcomes and checks from the reports, so it also sees the runs of pytest-xdist workers
+    config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
     if profile is not None:
         _collect_shipped_suites(config)
     if config.pluginmanager.hasplugin("html"):
@@ -141,49 +142,15 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         pytest.fail("\n".join(reasons), pytrace=False)
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    outcomes = getattr(report, "_gpufabric_outcomes", None)
-    if outcomes is None:
-        return
-    if report.when == "call" or report.outcome != "passed":
-        outcome = "error" if report.failed and report.when != "call" else report.outcome
-        outcomes.setdefault(report.nodeid, outcome)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
-    if OUTCOMES_KEY not in item.config.stash:
+    if SESSION_KEY not in item.config.stash or call.when != "call":
         return
-    report = outcome.get_result()
-    report._gpufabric_outcomes = item.config.stash[OUTCOMES_KEY]
     extras = item.config.stash[SESSION_KEY].extras.get(item.nodeid)
-    if extras and call.when == "call":
+    if extras:
+        report = outcome.get_result()
         report.extras = [*getattr(report, "extras", []), *extras]  # pytest-html shows these under the test
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if SESSION_KEY not in session.config.stash or OUTCOMES_KEY not in session.config.stash:
-        return
-    from .report.results import write_json
-
-    fabric_session = session.config.stash[SESSION_KEY]
-    document = fabric_session.results_document(session.config.stash[OUTCOMES_KEY], int(exitstatus))
-    session.config.stash[SESSION_KEY].results_path = write_json(document, fabric_session.report_dir / RESULTS_FILE)
-    session.config.stash[SESSION_KEY].verdict = document["summary"]["verdict"]
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    fabric_session = config.stash.get(SESSION_KEY, None)
-    verdict = getattr(fabric_session, "verdict", None)
-    if verdict is None:
-        return
-    profile = fabric_session.profile
-    what = f"profile {profile.name}" if profile else "replay"
-    source = fabric_session.fabric.source if fabric_session.fabric else "no machine"
-    terminalreporter.write_sep("=", f"gpufabric: {verdict} ({what}, {source})", bold=True,
-                               red=verdict != "ACCEPTED", green=verdict == "ACCEPTED")
-    terminalreporter.write_line(f"results: {fabric_session.results_path}")
 
 
 # --- fixtures ----------------------------------------------------------------------------------------
@@ -318,11 +285,11 @@ def gpufabric_extra(request: pytest.FixtureRequest):
 def gpufabric_check(request: pytest.FixtureRequest):
     """Record a CheckResult in the run's results and turn its verdict into the test's outcome."""
     from .checks.result import FAILED, UNKNOWN
-
-    fabric_session = _session(request.config)
+    from .report.recorder import CHECK_PROPERTY
 
     def check(result):
-        fabric_session.record(request.node.nodeid, result)
+        # carried in the report (user_properties travel from pytest-xdist workers too), recorded by RunRecorder
+        request.node.user_properties.append((CHECK_PROPERTY, result.to_dict()))
         if result.verdict == UNKNOWN:
             pytest.skip(result.message)
         if result.verdict == FAILED:

@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__
-from .checks.result import CheckResult
 from .errors import GpuFabricError
 from .fabric.model import Fabric
 from .profile.model import Profile
@@ -32,6 +31,7 @@ class FabricSession:
     bundle_dir: Path | None = None
     extras: dict[str, list] = field(default_factory=dict)  # node id -> pytest-html extras
     _nvlink: object = None  # NvlinkMeasurement | GpuFabricError, once measured
+    verdict: str | None = None  # set when the run is over
 
     @property
     def mode(self) -> str:
@@ -102,15 +102,12 @@ class FabricSession:
     def add_extra(self, nodeid: str, extra: dict) -> None:
         self.extras.setdefault(nodeid, []).append(extra)
 
-    def record(self, nodeid: str, check: CheckResult) -> None:
-        self.results.append({"test": nodeid, **check.to_dict()})
-
     def results_document(self, outcomes: dict[str, str], exitstatus: int) -> dict:
         """The JSON results: machine, profile, each check, and the verdict a customer signs."""
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
-        rejected = counts["failed"] or counts["error"] or exitstatus not in (0, 5)
+        verdict, reason = self._verdict(counts, exitstatus)
         fabric = self._fabric
         return {
             "schema_version": 1,
@@ -125,8 +122,20 @@ class FabricSession:
             "machine_error": None if self._discovery_error is None else str(self._discovery_error),
             "checks": self.results,
             "tests": outcomes,
-            "summary": {**counts, "verdict": "REJECTED" if rejected else "ACCEPTED"},
+            "summary": {**counts, "verdict": verdict, "verdict_reason": reason},
         }
+
+    def _verdict(self, counts: dict[str, int], exitstatus: int) -> tuple[str | None, str]:
+        """ACCEPTED only when a profile was judged, something passed, and nothing failed or broke."""
+        if self.profile is None:
+            return None, "no profile: nothing was promised"
+        if counts["failed"] or counts["error"]:
+            return "REJECTED", f"{counts['failed']} failed, {counts['error']} error(s)"
+        if not counts["passed"]:
+            return "REJECTED", "no check ran"
+        if exitstatus != 0:
+            return "REJECTED", f"the run ended with exit status {exitstatus}"
+        return "ACCEPTED", f"{counts['passed']} passed, {counts['skipped']} skipped (not promised or not recorded)"
 
 
 def machine_summary(fabric: Fabric) -> dict:

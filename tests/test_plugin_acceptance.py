@@ -313,5 +313,54 @@ def test_html_report_has_environment_inventory_and_topology(pytester: pytest.Pyt
     html = (pytester.path / "reports" / "acceptance.html").read_text()
     assert "GPU profile sha256" in html and load_profile("titan-rtx-nvlink").sha256 in html
     assert "Topology: expected vs found" in html and "Inventory" in html
-    assert "expected NV2, found PHB" in html and 'class=\\"mismatch\\"' in html or 'class="mismatch"' in html
+    assert "expected NV2, found PHB" in html
+    assert 'class=\\"mismatch\\"' in html or 'class="mismatch"' in html
     assert "Verdict: REJECTED" in html
+
+
+def test_what_a_bundle_did_not_record_is_skipped_not_passed(pytester: pytest.Pytester, bundles):
+    """Only topo -m of the H200: the link count is judged from NV18, speed and NVSwitch remotes cannot be."""
+    import shutil
+
+    (pytester.path / "topo-only").mkdir()
+    shutil.copy(bundles / "h200-nvswitch-x2" / "nvidia-smi-topo-m.txt", pytester.path / "topo-only")
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "topo-only", "-rs",
+                                "-k", "test_topology and test_nvlinks")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*18 active NVLinks as promised, but the link speed and link remote (NVSwitch or "
+                                 "GPU) is not recorded by bundle*nvml.json (gpufabric snapshot)*"])
+
+
+def test_partial_affinity_evidence_is_skipped(pytester: pytest.Pytester):
+    """The TITAN RTX topo -m has no NUMA column: a promised NUMA affinity cannot be judged from it."""
+    (pytester.path / "numa.yaml").write_text(
+        "name: numa\nextends: titan-rtx-nvlink\ntopology:\n  numa_affinity: {GPU0: '0', GPU1: '1'}\n"
+    )
+    result = pytester.runpytest("--gpu-profile", str(pytester.path / "numa.yaml"), "--gpu-replay",
+                                "titan-rtx-nvlink", "-rs", "-k", "affinity")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*GPU0: numa_affinity not recorded by bundle*"])
+
+
+def test_no_check_ran_is_not_accepted(pytester: pytest.Pytester):
+    pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-k", "nothing")
+    summary = _results(pytester)["summary"]
+    assert summary["verdict"] == "REJECTED" and summary["verdict_reason"] == "no check ran"
+
+
+def test_replay_without_profile_gives_no_verdict(pytester: pytest.Pytester):
+    pytester.makepyfile("def test_two(fabric): assert len(fabric.gpus) == 2")
+    result = pytester.runpytest("--gpu-replay", "titan-rtx-nvlink")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*gpufabric: no verdict (nothing promised)*"])
+    assert _results(pytester)["summary"]["verdict"] is None
+
+
+def test_results_are_collected_under_xdist(pytester: pytest.Pytester):
+    pytest.importorskip("xdist")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie", "-n", "2")
+    result.assert_outcomes(failed=5, passed=1, skipped=12)
+    results = _results(pytester)
+    assert len(results["tests"]) == 18 and results["summary"]["failed"] == 5
+    assert {c["name"] for c in results["checks"] if c["verdict"] == "failed"} == {
+        "topology-matrix", "nvlink-links", "affinity"}

@@ -67,8 +67,9 @@ def check_pcie(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     """
     promise = profile.pcie
     expected = {k: promise[k] for k in ("gen", "width") if k in promise}
-    fields = (gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_width_current)
-    if all(f is None for f in fields):
+    judged = ([gpu.pcie_gen_max] if "gen" in expected else []) + (
+        [gpu.pcie_width_max, gpu.pcie_width_current] if "width" in expected else [])
+    if any(value is None for value in judged):
         return unknown("pcie-link", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
     found = {
         "gen_max": gpu.pcie_gen_max, "gen_current": gpu.pcie_gen_current,
@@ -101,7 +102,8 @@ def check_ecc(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     expected = "Enabled" if profile.ecc else "Disabled"
     if gpu.ecc_mode is None:
         return unknown("ecc-mode", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
-    if gpu.ecc_mode == expected:
+    found = "Disabled" if is_na(gpu.ecc_mode) else gpu.ecc_mode  # N/A: a GPU without ECC (GeForce, TITAN)
+    if found == expected:
         return passed("ecc-mode", gpu.label, expected, gpu.ecc_mode, f"{gpu.label}: ECC {gpu.ecc_mode}")
     return failed(
         "ecc-mode", gpu.label, expected, gpu.ecc_mode,
@@ -180,21 +182,29 @@ def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
         why = _NOT_RECORDED.format(source=fabric.source, files=_LINK_FILES)
         return unknown("nvlink-links", gpu.label, expected, why)
     problems: list[str] = []
+    unjudged: list[str] = []  # promises this evidence cannot show
     want = promise.get("links_per_gpu")
     if want is not None and count != want:
         problems.append(f"{count} active NVLinks, expected {want}")
+    # without per-link records the count comes from the matrix, which counts active links only: an inactive
+    # link shows there as a lower NV# (the count above), but speed and remote cannot be read from it
     links = gpu.nvlinks or []
+    active = [lk for lk in links if lk.active is True]
     inactive = [link.link for link in links if link.active is not True]
     if promise.get("all_active", True) and inactive:
         problems.append("inactive link(s) " + ", ".join(str(i) for i in inactive))
     min_speed = profile.nvlink_min_speed_gbps
     if min_speed is not None:
-        slow = [f"link {lk.link} {lk.speed_gbps} GB/s" for lk in links
-                if lk.active is True and isinstance(lk.speed_gbps, float) and lk.speed_gbps < min_speed]
+        if gpu.nvlinks is None or any(not isinstance(lk.speed_gbps, float) for lk in active):
+            unjudged.append("link speed")
+        slow = [f"link {lk.link} {lk.speed_gbps} GB/s" for lk in active
+                if isinstance(lk.speed_gbps, float) and lk.speed_gbps < min_speed]
         if slow:
             problems.append(f"below {min_speed} GB/s: " + ", ".join(slow))
     # the remote type is only known from NVML (nvml.json); `nvidia-smi nvlink -s` does not print it
-    remotes_known = [lk for lk in links if lk.active is True and lk.remote_type is not None]
+    remotes_known = [lk for lk in active if lk.remote_type is not None]
+    if promise.get("switch") is not None and len(remotes_known) < len(active or [None]):
+        unjudged.append("link remote (NVSwitch or GPU)")
     if promise.get("switch") is not None and remotes_known:
         to_switch = [lk.link for lk in remotes_known if lk.remote_type == "SWITCH"]
         if promise["switch"] and len(to_switch) != len(remotes_known):
@@ -202,6 +212,10 @@ def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
         if not promise["switch"] and to_switch:
             problems.append(f"{len(to_switch)} link(s) go to an NVSwitch, the profile promises direct links")
     found = {"active_links": count, "inactive": inactive}
+    if not problems and unjudged:
+        why = _NOT_RECORDED.format(source=fabric.source, files="nvml.json (gpufabric snapshot)")
+        return unknown("nvlink-links", gpu.label, expected, f"{count} active NVLinks as promised, but the "
+                       f"{' and '.join(unjudged)} {why.replace('not recorded by', 'is not recorded by')}")
     if not problems:
         return passed("nvlink-links", gpu.label, expected, found, f"{gpu.label}: {count} active NVLinks")
     return failed(
@@ -228,12 +242,16 @@ def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     for key, want in expected.items():
         have = found[key]
         if have is None:
-            problems.append(f"{key} not recorded")
-        elif key == "cpu_affinity" and not is_na(have) and not is_na(want):
+            continue
+        if key == "cpu_affinity" and not is_na(have) and not is_na(want):
             if parse_cpu_list(have) != parse_cpu_list(want):
                 problems.append(f"CPU affinity {have}, expected {want}")
         elif str(have) != str(want):
             problems.append(f"{key.replace('_', ' ')} {have}, expected {want}")
+    missing = [key for key, value in found.items() if value is None]
+    if not problems and missing:
+        why = _NOT_RECORDED.format(source=fabric.source, files="nvidia-smi-topo-m.txt with that column or nvml.json")
+        return unknown("affinity", gpu.label, expected, f"{gpu.label}: {', '.join(missing)} {why}")
     if not problems:
         return passed("affinity", gpu.label, expected, found, f"{gpu.label}: " + ", ".join(
             f"{k.replace('_', ' ')} {v}" for k, v in found.items()))

@@ -1,0 +1,221 @@
+"""The workload runner and the DDP training step, with real child processes only.
+
+The runner's promises (a timeout kills the whole process group, failures carry the child's output, the
+ready/go/done/release handshake brackets the measured part) are checked with small ``python -c`` children;
+the training step itself runs for real through torchrun on CPU with gloo, 2 ranks and a tiny model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_gpufabric.errors import WorkloadError
+from pytest_gpufabric.workloads.runner import run_workload
+from pytest_gpufabric.workloads.training import (
+    DDP_STEP_SCRIPT,
+    TrainingSettings,
+    ddp_command,
+    run_ddp_training,
+    workload_environment,
+)
+
+# run_workload appends "--handshake DIR --result FILE": the scripts below read them from sys.argv or ignore them.
+
+#: starts a grandchild that would sleep for 10 minutes, says its pid, and sleeps itself
+_SPAWNS_GRANDCHILD = """
+import os, subprocess, sys, time
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+with open(os.environ["GRANDCHILD_PID_FILE"] + ".tmp", "w") as f:
+    f.write(str(grandchild.pid))
+os.replace(os.environ["GRANDCHILD_PID_FILE"] + ".tmp", os.environ["GRANDCHILD_PID_FILE"])
+time.sleep(600)
+"""
+
+#: the handshake as ddp_step.py does it (rank 0's side), then a JSON result
+_HANDSHAKE_AND_RESULT = """
+import json, sys, time
+from pathlib import Path
+handshake, result = Path(sys.argv[sys.argv.index("--handshake") + 1]), Path(sys.argv[sys.argv.index("--result") + 1])
+def wait_for(name):
+    while not (handshake / name).exists():
+        time.sleep(0.005)
+(handshake / "ready").touch()
+wait_for("go")
+start = time.monotonic()
+time.sleep(0.3)  # the measured part
+measured = time.monotonic() - start
+(handshake / "done").touch()
+wait_for("release")
+print("measured part over")
+result.write_text(json.dumps({"measured_s": measured, "argv": sys.argv[1:]}))
+"""
+
+#: reaches the measured part, then dies inside it
+_DIES_WHILE_MEASURED = """
+import sys, time
+from pathlib import Path
+handshake = Path(sys.argv[sys.argv.index("--handshake") + 1])
+(handshake / "ready").touch()
+while not (handshake / "go").exists():
+    time.sleep(0.005)
+sys.stderr.write("rank 0 lost its GPU in the middle of a step\\n")
+sys.exit(7)
+"""
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or None when the process is gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    env = {**os.environ, "GRANDCHILD_PID_FILE": str(pid_file)}
+    started = time.monotonic()
+    with pytest.raises(WorkloadError, match="timed out after 2 s; the process group was killed") as info:
+        run_workload([sys.executable, "-c", _SPAWNS_GRANDCHILD], timeout_s=2, env=env)
+    assert time.monotonic() - started < 2 + 5  # SIGTERM was enough: no wait for the SIGKILL grace
+    assert info.value.returncode is None
+    assert info.value.cmd[-4] == "--handshake" and info.value.cmd[-2] == "--result"
+    assert pid_file.is_file(), "the child never started its grandchild: the test proves nothing"
+    grandchild = int(pid_file.read_text())
+    # killed with the group; the orphan is reaped by PID 1, which may take a moment
+    deadline = time.monotonic() + 10
+    while _process_state(grandchild) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    state = _process_state(grandchild)
+    # gone, or at worst a zombie that this machine's PID 1 has not reaped yet: never still running
+    assert state in (None, "Z"), f"grandchild {grandchild} survived the timeout (state {state})"
+    if state is None:
+        with pytest.raises(ProcessLookupError):
+            os.kill(grandchild, 0)
+
+
+def test_nonzero_exit_carries_the_stderr_tail():
+    code = ("import sys; print('to stdout'); "
+            "sys.stderr.write('loading\\nRuntimeError: the workload failed on purpose\\n'); sys.exit(3)")
+    with pytest.raises(WorkloadError) as info:
+        run_workload([sys.executable, "-c", code], timeout_s=30)
+    headline, tail = str(info.value).split("\n", 1)
+    assert headline.startswith("the workload failed: ") and headline.endswith("(exit 3)")
+    # the output tail below the command line: stderr, which is shown when there is any
+    assert tail == "loading\nRuntimeError: the workload failed on purpose"
+    assert info.value.returncode == 3
+    assert info.value.stdout == "to stdout\n"
+
+
+def test_exit_zero_without_a_result_is_an_error():
+    with pytest.raises(WorkloadError, match="wrote no result") as info:
+        run_workload([sys.executable, "-c", "print('finished, but forgot the result')"], timeout_s=30)
+    assert info.value.returncode == 0
+    headline, tail = str(info.value).split("\n", 1)
+    assert headline.startswith("the workload wrote no result: ") and headline.endswith("(exit 0)")
+    assert tail == "finished, but forgot the result"  # no stderr: the stdout tail is shown
+
+
+def test_handshake_brackets_the_measured_part():
+    events: list[tuple[str, float]] = []
+    result = run_workload(
+        [sys.executable, "-c", _HANDSHAKE_AND_RESULT], timeout_s=30,
+        on_begin=lambda: events.append(("begin", time.monotonic())),
+        on_end=lambda: events.append(("end", time.monotonic())),
+    )
+    assert [name for name, _ in events] == ["begin", "end"]
+    window = events[1][1] - events[0][1]
+    assert window >= result["measured_s"] >= 0.3
+    assert result["argv"][0] == "--handshake" and result["argv"][2] == "--result"
+    assert result["stdout_tail"] == "measured part over\n"
+
+
+def test_workload_dying_mid_measurement_still_ends_it():
+    events: list[str] = []
+    with pytest.raises(WorkloadError, match="rank 0 lost its GPU") as info:
+        run_workload([sys.executable, "-c", _DIES_WHILE_MEASURED], timeout_s=30,
+                     on_begin=lambda: events.append("begin"), on_end=lambda: events.append("end"))
+    assert events == ["begin", "end"]  # the sampler is stopped even though "done" never came
+    assert info.value.returncode == 7
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the DDP training step: torchrun, 2 ranks, gloo on CPU
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_ddp_command_is_torchrun_standalone():
+    settings = TrainingSettings(steps=3, warmup=1, layers=2, width=64, batch=4)
+    cmd = ddp_command(2, settings, "gloo")
+    line = " ".join(cmd)
+    assert cmd[0] == sys.executable
+    assert "-m torch.distributed.run" in line
+    assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
+    assert str(DDP_STEP_SCRIPT) in cmd and DDP_STEP_SCRIPT.is_file()
+    assert cmd[cmd.index("--backend") + 1] == "gloo"
+    assert [cmd[cmd.index(flag) + 1] for flag in ("--steps", "--warmup", "--layers", "--width", "--batch")] == [
+        "3", "1", "2", "64", "4"]
+
+
+def test_workload_environment_turns_nvls_off_unless_set(monkeypatch):
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    assert workload_environment()["NCCL_NVLS_ENABLE"] == "0"
+    assert workload_environment({"NCCL_P2P_DISABLE": "1"})["NCCL_P2P_DISABLE"] == "1"
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+    assert workload_environment()["NCCL_NVLS_ENABLE"] == "1"  # a user's own setting is kept
+
+
+class _RecordingMeasure:
+    """A stand-in for NvlinkTraffic: records when it was entered and left."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float]] = []
+
+    def __enter__(self):
+        self.calls.append(("enter", time.monotonic()))
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.calls.append(("exit", time.monotonic()))
+
+
+def test_real_ddp_training_on_cpu_with_gloo(monkeypatch):
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
+    settings = TrainingSettings(steps=3, warmup=1, layers=2, width=64, batch=4, timeout_s=180)
+    measure = _RecordingMeasure()
+    began = time.monotonic()
+    result = run_ddp_training(2, settings, backend="gloo", measure=measure)
+    finished = time.monotonic()
+
+    assert result["workload"] == "ddp_step" and result["backend"] == "gloo"
+    assert result["world_size"] == 2
+    assert result["steps"] == 3 and result["warmup"] == 1
+    assert result["model"] == {"layers": 2, "width": 64, "batch": 4, "dtype": "float32"}
+    assert settings.gradient_bytes == 2 * (64 * 64 + 64) * 4 == 33280
+    assert result["gradient_bytes"] == settings.gradient_bytes
+    assert result["allreduce_bytes_per_rank"] == 2 * (2 - 1) / 2 * settings.gradient_bytes * 3 == 99840.0
+    assert len(result["losses"]) == 3 and all(math.isfinite(loss) for loss in result["losses"])
+    assert len(result["step_time_s"]["all"]) == 3
+    assert result["devices"] == ["cpu"] and result["nccl_version"] is None
+    assert result["env"]["NCCL_NVLS_ENABLE"] == "0"  # workload_environment's default reached the ranks
+    json.dumps(result)  # what the NVLink suite writes to reports/
+
+    assert [name for name, _ in measure.calls] == ["enter", "exit"]
+    (_, entered), (_, left) = measure.calls
+    assert began < entered < left < finished
+    # torchrun's start-up, the ranks' rendezvous and warm-up come before the handshake
+    assert entered - began >= 0.5
+    # the measured steps ran inside the window
+    assert left - entered >= sum(result["step_time_s"]["all"])
