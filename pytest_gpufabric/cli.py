@@ -104,12 +104,13 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_init(args: argparse.Namespace) -> int:
-    from .profile.init import profile_yaml_from_fabric
-    from .profile.loader import load_profile
+    from .profile.init import build_profile_document, profile_yaml_from_fabric
+    from .profile.loader import load_profile, validate_document
 
     fabric = _fabric(args.replay)
     output = Path(args.output)
     name = args.name or output.stem
+    validate_document(build_profile_document(fabric, name), output)  # nothing is written for a bad name
     output.write_text(profile_yaml_from_fabric(fabric, name), encoding="utf-8")
     profile = load_profile(str(output))
     print(f"wrote {output} (profile {profile.name}, sha256 {profile.sha256})")
@@ -160,6 +161,9 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     """
     import pytest
 
+    from .profile.loader import load_profile
+
+    load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
     replay = args.replay
     if replay is None:
         from .fabric.bundle import available_bundles
@@ -233,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NO_HARDWARE
     except GpuFabricError as exc:
         print(f"gpufabric: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
+        print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -107,3 +107,20 @@ def test_accept_rejects_the_wrong_machine(tmp_path):
 def test_console_script_is_installed():
     done = subprocess.run(["gpufabric", "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("pytest-gpufabric ")
+
+
+def test_profile_init_into_a_missing_directory_is_bad_input(tmp_path, capsys):
+    code = main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(tmp_path / "absent" / "x.yaml")])
+    assert code == EXIT_BAD_INPUT
+    assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_profile_init_refuses_a_name_that_is_no_profile_name(tmp_path, capsys):
+    code = main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(tmp_path / "My Box.yaml")])
+    assert code == EXIT_BAD_INPUT
+    assert "$.name" in capsys.readouterr().err and not (tmp_path / "My Box.yaml").exists()
+
+
+def test_accept_reports_an_unknown_profile_first(capsys):
+    assert main(["accept", "--profile", "titan-rtx"]) == EXIT_BAD_INPUT
+    assert "unknown profile 'titan-rtx'; available profiles:" in capsys.readouterr().err

@@ -6,7 +6,10 @@ import json
 
 import pytest
 
+from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
+
+needs_no_driver = pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
 
 
 def _results(pytester: pytest.Pytester) -> dict:
@@ -73,6 +76,8 @@ def test_unknown_profile_is_a_usage_error_listing_profiles(pytester: pytest.Pyte
          "$.topology.matrix.GPU0.GPU1", "GPU0-GPU1 is 'NV2' but GPU1-GPU0 is 'PHB'"),
         ("name: bad\ngpus: {count: 2}\npairs: [[0, 2]]\n", "$.pairs[0]", "GPU 2 is not among the profile's 2 GPUs"),
         ("gpus: {count: 2}\n", "$", "'name' is a required property"),
+        ("name: bad\ngpus: {count: 2}\ntopology:\n  matrix:\n    0: {1: NV2}\n", "$.topology.matrix",
+         "key 0 is a int; write it as a name such as GPU0"),
     ],
 )
 def test_malformed_profile_names_file_path_and_problem(pytester: pytest.Pytester, text, json_path, problem):
@@ -149,6 +154,7 @@ def test_tar_gz_bundle_replays(pytester: pytest.Pytester, bundles):
     result.assert_outcomes(passed=8, skipped=10)
 
 
+@needs_no_driver
 def test_no_driver_fails_with_one_clear_message(pytester: pytest.Pytester):
     """This machine has no NVIDIA driver: a live run must say so once, point at --gpu-replay, and stop."""
     result = pytester.runpytest_subprocess("--gpu-profile", "titan-rtx-nvlink")
@@ -233,6 +239,7 @@ def test_markers_without_profile_skip_missing_hardware(pytester: pytest.Pytester
     ])
 
 
+@needs_no_driver
 def test_markers_without_driver_or_options_skip_with_reason(pytester: pytest.Pytester):
     pytester.makepyfile(
         """
@@ -364,3 +371,16 @@ def test_results_are_collected_under_xdist(pytester: pytest.Pytester):
     assert len(results["tests"]) == 18 and results["summary"]["failed"] == 5
     assert {c["name"] for c in results["checks"] if c["verdict"] == "failed"} == {
         "topology-matrix", "nvlink-links", "affinity"}
+
+
+def test_malformed_nvml_record_is_a_usage_error(pytester: pytest.Pytester, bundles):
+    import json as json_module
+
+    record = json_module.loads((bundles / "h100-x1" / "nvml.json").read_text())
+    record["nics"] = [1]  # DERIVED: the real H100 record with a damaged NIC list
+    (pytester.path / "damaged").mkdir()
+    (pytester.path / "damaged" / "nvml.json").write_text(json_module.dumps(record))
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "damaged")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*damaged/nvml.json: not a gpufabric NVML record*"])
+    assert "Traceback" not in result.stderr.str()

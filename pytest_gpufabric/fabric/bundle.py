@@ -136,8 +136,8 @@ def load_bundle(spec: str | Path) -> Fabric:
     try:
         record = json.loads(nvml_text)
         nvml_fabric = fabric_from_record(record, source=source)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc})") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc!r})") from None
     if text_fabric is None or topo is None:
         return nvml_fabric
     if len(text_fabric.gpus) != len(nvml_fabric.gpus):
@@ -168,7 +168,10 @@ class NvlinkRecording:
 
 
 def _sample_number(path: Path) -> int:
-    return int(path.name.rsplit(".sample", 1)[1].split(".", 1)[0])
+    number = path.name.rsplit(".sample", 1)[1].split(".", 1)[0]
+    if not number.isdigit():
+        raise BundleError(f"{path}: counter samples are named <command>.sample<N>.txt, N = 0, 1, 2, ...")
+    return int(number)
 
 
 def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
@@ -183,7 +186,7 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
             if data.get("format") != NVLINK_TRAFFIC_FORMAT:
                 raise ValueError(f"format is {data.get('format')!r}, expected {NVLINK_TRAFFIC_FORMAT!r}")
             samples = [CounterSample.from_json(s) for s in data["samples"]]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric NVLink recording ({exc})") from None
         return NvlinkRecording(samples, data.get("workload"), float(data.get("interval_s", 0)), str(path))
     for pattern in _COUNTER_SAMPLE_PATTERNS:

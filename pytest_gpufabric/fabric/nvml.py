@@ -264,6 +264,11 @@ def collect_record(*, sysfs_root: str = "/") -> dict:
         raise HardwareUnavailable(f"{why}; use --gpu-replay to check a recorded bundle")
     try:
         return _record(pynvml, sysfs_root)
+    except pynvml.NVMLError as exc:
+        raise HardwareUnavailable(
+            f"NVML failed while reading the machine: {exc} (NVML_ERROR_{error_name(exc.value)}); a GPU that "
+            "fell off the bus answers GPU_IS_LOST: see `dmesg` for Xid errors and `nvidia-smi -q`"
+        ) from None
     finally:
         pynvml.nvmlShutdown()
 

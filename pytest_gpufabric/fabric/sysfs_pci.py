@@ -221,7 +221,8 @@ def nic_records(gpu_bus_ids: dict[int, str], root: str = "/") -> list[dict]:
             path = None
         if path is not None:
             gpus[str(index)] = (path, pci_numa_node(bus_id, root))
-    nics = rdma_devices(root)
+    # software RDMA devices (rxe, siw) sit on no PCI function and have no place in the topology
+    nics = [nic for nic in rdma_devices(root) if nic["pci_bus_id"] is not None]
     records = []
     for nic in nics:
         to_gpu: dict[str, str] = {}

@@ -92,7 +92,22 @@ def _read_yaml(path: Path) -> dict:
         raise ProfileError(f"not valid YAML{where}: {problem}", path=str(path)) from None
     if not isinstance(doc, dict):
         raise ProfileError("a profile is a YAML mapping (name:, gpus:, ...)", path=str(path), json_path="$")
+    _reject_non_string_keys(doc, path, [])
     return doc
+
+
+def _reject_non_string_keys(node: object, path: Path, where: list) -> None:
+    """YAML reads `0: X` as an integer key, which JSON Schema's key patterns do not see: say so here."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise ProfileError(f"key {key!r} is a {type(key).__name__}; write it as a name such as GPU{key}"
+                                   if isinstance(key, int) else f"key {key!r} is not a string",
+                                   path=str(path), json_path=_json_path(where))
+            _reject_non_string_keys(value, path, [*where, key])
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _reject_non_string_keys(value, path, [*where, index])
 
 
 @functools.cache

@@ -51,7 +51,13 @@ class Profile:
 
     @property
     def nics(self) -> dict[str, str]:
-        return self.topology.get("nics", {})
+        """NIC column -> device: the `nics` legend, and every non-GPU row of the matrix (its device unnamed
+        unless the legend names it or the column is the device name, as older drivers print it)."""
+        named = dict(self.topology.get("nics", {}))
+        for row in self.matrix:
+            if not row.startswith("GPU") and row not in named:
+                named[row] = None if row.startswith("NIC") else row
+        return named
 
     # --- nvlink ---------------------------------------------------------------------------------------
     @property

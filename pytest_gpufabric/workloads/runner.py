@@ -66,9 +66,9 @@ def run_workload(
                         raise WorkloadError(full_cmd, None, out_path.read_text(), err_path.read_text(),
                                             f"timed out after {timeout_s:.0f} s; the process group was killed")
                     if not began and (handshake / "ready").exists():
-                        began = True
                         if on_begin:
                             on_begin()
+                        began = True  # only once the measurement really began: only then is it ended
                         (handshake / "go").touch()
                     if began and not ended and (handshake / "done").exists():
                         ended = True
@@ -78,10 +78,15 @@ def run_workload(
                     time.sleep(_POLL_S)
             except BaseException:
                 _kill_group(process)
-                raise
-            finally:
                 if began and not ended and on_end:
-                    on_end()  # the workload died mid-measurement: stop the sampler all the same
+                    ended = True
+                    try:
+                        on_end()
+                    except Exception:
+                        pass  # the error that stopped the run is the one to report
+                raise
+            if began and not ended and on_end:
+                on_end()  # the workload exited mid-measurement: stop the sampler all the same
         stdout, stderr = out_path.read_text(), err_path.read_text()
         if process.returncode != 0:
             raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload failed")
