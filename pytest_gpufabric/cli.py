@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import GpuFabricError, HardwareUnavailable
+from .report.results import json_default
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
 
@@ -38,14 +39,10 @@ def _fabric(replay: str | None):
     return collect_fabric()
 
 
-def _json_default(value: object) -> object:
-    return str(value)
-
-
 def cmd_show(args: argparse.Namespace) -> int:
     fabric = _fabric(args.replay)
     if args.json:
-        print(json.dumps(fabric.to_dict(), indent=2, default=_json_default))
+        print(json.dumps(fabric.to_dict(), indent=2, default=json_default))
         return EXIT_OK
     print(f"source: {fabric.source}")
     print(f"driver: {fabric.driver_version or 'not recorded'}   "
@@ -75,7 +72,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     target = Path(args.dir)
     record = collect_record()  # raises HardwareUnavailable before anything is written
     target.mkdir(parents=True, exist_ok=True)
-    (target / NVML_FILE).write_text(json.dumps(record, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    (target / NVML_FILE).write_text(json.dumps(record, indent=2, default=json_default) + "\n", encoding="utf-8")
     commands = {}
     smi = shutil.which("nvidia-smi")
     for name, cmd in SNAPSHOT_COMMANDS.items():

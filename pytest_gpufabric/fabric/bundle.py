@@ -19,6 +19,7 @@ customer sees printed), NVML wins for inventory and links (it holds more than th
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import tarfile
@@ -67,6 +68,7 @@ def find_bundle(spec: str | Path) -> Path:
 def _extract(archive: Path) -> Path:
     """Unpack a .tar.gz into a temporary directory, refusing members that would land outside it."""
     target = Path(tempfile.mkdtemp(prefix="gpufabric-bundle-"))
+    atexit.register(shutil.rmtree, target, True)  # the unpacked copy lives as long as the process
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar.getmembers():

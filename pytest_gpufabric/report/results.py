@@ -8,8 +8,9 @@ import tempfile
 from pathlib import Path
 
 
-def _default(value: object) -> object:
-    return str(value)  # NA prints as "N/A"; Paths as text
+def json_default(value: object) -> object:
+    """For json.dump: NA prints as "N/A", Paths as text."""
+    return str(value)
 
 
 def write_json(document: dict, path: Path) -> Path:
@@ -17,7 +18,7 @@ def write_json(document: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".gpufabric-results.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, default=_default)
+        json.dump(document, handle, indent=2, default=json_default)
         handle.write("\n")
     os.replace(tmp, path)
     return path
