@@ -126,11 +126,13 @@ def cmd_profile_validate(args: argparse.Namespace) -> int:
 def cmd_parse(args: argparse.Namespace) -> int:
     from .fabric.nvlink_text import parse_nvlink_any
     from .fabric.smi import parse_topo_m
+    from .workloads.nccl_tests import parse_nccl_tests_json
 
     # kind -> (the command whose output it reads, its parser)
     parsers = {
         "topo": ("nvidia-smi topo -m", lambda text: parse_topo_m(text).to_json()),
         "nvlink": ("nvidia-smi nvlink -g 0|-gt d|-gt r|-s|-e", parse_nvlink_any),
+        "nccl-tests": ("nccl-tests *_perf", parse_nccl_tests_json),
     }
     try:
         text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()
@@ -178,6 +180,53 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     return int(pytest.main(argv + pytest_args))
 
 
+BENCH_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv", "copy")
+
+
+def _sizes(text: str) -> list[int]:
+    from .units import parse_bytes
+
+    try:
+        return [parse_bytes(part) for part in text.split(",") if part]
+    except ValueError as exc:
+        raise GpuFabricError(f"--sizes: {exc}") from None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Numbers without a profile: the suite's harnesses on this machine (gloo: its CPUs)."""
+    from .workloads.bandwidth import run_collectives, run_copy
+
+    ops = args.op.split(",")
+    unknown = sorted(set(ops) - set(BENCH_OPS))
+    if unknown:
+        raise GpuFabricError(f"unknown operation(s) {unknown}; known: {', '.join(BENCH_OPS)}")
+    sizes = _sizes(args.sizes)
+    results = {}
+    collectives = [op for op in ops if op != "copy"]
+    if collectives:
+        nprocs = args.nprocs or (_gpu_count() if args.backend == "nccl" else 2)
+        results["collectives"] = run_collectives(nprocs, collectives, sizes, backend=args.backend, warmup=args.warmup,
+                                                 iters=args.iters, timeout_s=args.timeout)
+    if "copy" in ops:
+        results["copy"] = run_copy(max(sizes), iters=args.iters, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps({k: {key: v for key, v in r.items() if key != "stdout_tail"} for k, r in results.items()},
+                         indent=2))
+    else:
+        for result in results.values():
+            print(result["stdout_tail"].rstrip())
+    return EXIT_OK
+
+
+def _gpu_count() -> int:
+    from .fabric.nvml import collect_fabric
+
+    count = len(collect_fabric().gpus)
+    if count == 0:
+        raise HardwareUnavailable("no GPU found; use --backend gloo to run on CPUs")
+    return count
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufabric", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"pytest-gpufabric {__version__}")
@@ -192,6 +241,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "profile's shipped bundle when this machine has no NVIDIA driver")
     accept.add_argument("--html", default="reports/acceptance.html", help="report file (default %(default)s)")
     accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
+
+    bench = sub.add_parser("bench", help="measure collectives or copies without a profile",
+                           description="The bandwidth suite's harnesses, printing nccl-tests' columns.")
+    bench.add_argument("op", help=f"comma-separated: {', '.join(BENCH_OPS)}")
+    bench.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="gloo runs on CPUs")
+    bench.add_argument("--nprocs", type=int, help="ranks (default: every GPU; 2 with gloo)")
+    bench.add_argument("--sizes", default="1M,256M,1G", help="comma-separated, nccl-tests style (1M = 1 MiB)")
+    bench.add_argument("--iters", type=int, default=20)
+    bench.add_argument("--warmup", type=int, default=5)
+    bench.add_argument("--timeout", type=float, default=600, help="seconds before the run is killed")
+    bench.add_argument("--json", action="store_true", help="the full results as JSON")
+    bench.set_defaults(func=cmd_bench)
 
     show = sub.add_parser("show", help="print the machine's GPUs and topology (live, or a bundle)")
     show.add_argument("--replay", metavar="BUNDLE", help="a bundle directory, .tar.gz or shipped bundle name")
@@ -214,8 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_profile_validate)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
-    parse.add_argument("kind", choices=["topo", "nvlink"], help="topo: `nvidia-smi topo -m`; nvlink: "
-                       "`nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their link lines)")
+    parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests"], help="topo: `nvidia-smi topo -m`; nvlink: "
+                       "`nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their link lines); "
+                       "nccl-tests: the result tables of all_reduce_perf, sendrecv_perf, ... (one run, or {\"runs\": "
+                       "[...]} for a log of several)")
     parse.add_argument("file", help="the saved output, or - for standard input")
     parse.set_defaults(func=cmd_parse)
     return parser

@@ -109,6 +109,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "promised_gpu" in metafunc.fixturenames:
         indices = range(profile.gpu_count) if profile else []
         metafunc.parametrize("promised_gpu", indices, ids=[f"GPU{i}" for i in indices], indirect=True)
+    if "collective_threshold" in metafunc.fixturenames:
+        from .checks.bandwidth import size_label
+        from .units import parse_bytes
+
+        thresholds = profile.collective_thresholds() if profile else []
+        metafunc.parametrize("collective_threshold", thresholds,
+                             ids=[f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in thresholds])
+    if "copy_kind" in metafunc.fixturenames:
+        kinds = list(profile.copy_thresholds()) if profile else []
+        metafunc.parametrize("copy_kind", kinds, ids=kinds)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -252,12 +262,27 @@ def nvlink_traffic(request: pytest.FixtureRequest):
 def nvlink_training(request: pytest.FixtureRequest, gpu_profile, fabric):
     """NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them."""
     try:
-        measurement = _session(request.config).nvlink_measurement()
+        measurement = _session(request.config).measurement("nvlink")
     except GpuFabricError as exc:
         pytest.fail(str(exc), pytrace=False)
     if measurement is None:
         pytest.skip("the bundle holds no NVLink counter samples taken during training "
                     "(nvlink-traffic.json or nvidia-smi-nvlink-*.sample<N>.txt)")
+    return measurement
+
+
+@pytest.fixture(scope="session")
+def bandwidth(request: pytest.FixtureRequest, gpu_profile, fabric):
+    """The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded
+    them (bandwidth.json, nccl-tests*.txt)."""
+    if not gpu_profile.bandwidth:
+        pytest.skip(f"profile {gpu_profile.name} promises no bandwidth")
+    try:
+        measurement = _session(request.config).measurement("bandwidth")
+    except GpuFabricError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if measurement is None:
+        pytest.skip("the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)")
     return measurement
 
 

@@ -30,7 +30,7 @@ class FabricSession:
     _discovered: bool = False
     bundle_dir: Path | None = None
     extras: dict[str, list] = field(default_factory=dict)  # node id -> pytest-html extras
-    _nvlink: object = None  # NvlinkMeasurement | GpuFabricError, once measured
+    _measured: dict = field(default_factory=dict)  # suite measurements by name, or the error that stopped them
     verdict: str | None = None  # set when the run is over
 
     @property
@@ -66,37 +66,39 @@ class FabricSession:
         self.discover()
         return self._discovery_error
 
-    def nvlink_measurement(self):
-        """NVLink counters around a training step, measured once per run: live, or from the bundle.
+    def measurement(self, name: str):
+        """A suite's measurement ("nvlink" or "bandwidth"), made once per run: live, or from the bundle.
 
-        Returns a workloads.training.NvlinkMeasurement, None when a bundle recorded no counters, or raises
-        the GpuFabricError that stopped the measurement (the same one for every test that asks)."""
-        if self._nvlink is None:
+        Returns the measurement, None when a bundle recorded nothing for it, or raises the GpuFabricError that
+        stopped it (the same one for every test that asks)."""
+        if name not in self._measured:
             try:
-                self._nvlink = self._measure_nvlink()
+                self._measured[name] = self._measure(name)
             except GpuFabricError as exc:
-                self._nvlink = exc
-        if isinstance(self._nvlink, GpuFabricError):
-            raise self._nvlink
-        return self._nvlink or None
+                self._measured[name] = exc
+        result = self._measured[name]
+        if isinstance(result, GpuFabricError):
+            raise result
+        return result
 
-    def _measure_nvlink(self):
-        from .workloads.training import NvlinkMeasurement, measure_training_traffic
-
-        if self.replay:
-            from .fabric.bundle import load_nvlink_recording
-            from .fabric.nvlink_sampler import NvlinkTraffic
-
-            recording = load_nvlink_recording(self.bundle_dir)
-            if recording is None:
-                return False
-            traffic = NvlinkTraffic.recorded(recording.samples, recording.interval_s)
-            return NvlinkMeasurement(traffic, recording.workload, recording.source)
-        measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
-        from .fabric.bundle import NVLINK_TRAFFIC_FILE
+    def _measure(self, name: str):
+        from .fabric import bundle
         from .report.results import write_json
 
-        write_json(measurement.to_json(), self.report_dir / NVLINK_TRAFFIC_FILE)
+        if name == "nvlink":
+            from .workloads.training import measure_training_traffic, recorded_training_traffic
+
+            if self.replay:
+                return recorded_training_traffic(bundle.load_nvlink_recording(self.bundle_dir))
+            measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
+            write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
+            return measurement
+        from .workloads.bandwidth import measure_bandwidth
+
+        if self.replay:
+            return bundle.load_bandwidth_recording(self.bundle_dir)
+        measurement = measure_bandwidth(self.profile, self.fabric)
+        write_json(measurement.to_json(), self.report_dir / bundle.BANDWIDTH_FILE)
         return measurement
 
     def add_extra(self, nodeid: str, extra: dict) -> None:

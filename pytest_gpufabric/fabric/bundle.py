@@ -10,6 +10,8 @@ topology works:
 - ``manifest.json``           written by `gpufabric snapshot`: when, where, which commands, their exit codes
 - ``nvlink-traffic.json``     NVLink counter samples around a training step, with the workload's result, as the
                               NVLink suite writes them to reports/ on a live run
+- ``bandwidth.json``          the bandwidth suite's measurements (collectives, copies), as it writes them to reports/
+- ``nccl-tests*.txt``         output of nccl-tests' all_reduce_perf (NCCL INFO lines may be interleaved)
 - ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
                               training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
 
@@ -38,6 +40,8 @@ NVML_FILE = "nvml.json"
 MANIFEST_FILE = "manifest.json"
 KNOWN_FILES = (TOPO_FILE, NVLINK_STATUS_FILE, QUERY_XML_FILE, NVML_FILE)
 NVLINK_TRAFFIC_FILE = "nvlink-traffic.json"
+BANDWIDTH_FILE = "bandwidth.json"
+_NCCL_TESTS_PATTERN = "nccl-tests*.txt"
 NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
 _COUNTER_SAMPLE_PATTERNS = ("nvidia-smi-nvlink-gt-d.sample*.txt", "nvidia-smi-nvlink-g0.sample*.txt")
 
@@ -202,3 +206,31 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
                 raise BundleError(f"{directory}: {exc}") from None
             return NvlinkRecording(samples, None, 0.0, f"{directory}/{pattern}")
     return None
+
+
+def load_bandwidth_recording(directory: Path):
+    """The bundle's bandwidth measurements (bandwidth.json and nccl-tests output), or None when it has none."""
+    from ..workloads.bandwidth import BANDWIDTH_FORMAT, BandwidthMeasurement
+    from ..workloads.nccl_tests import parse_nccl_tests
+
+    path = directory / BANDWIDTH_FILE
+    measurement = None
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != BANDWIDTH_FORMAT:
+                raise ValueError(f"format is {data.get('format')!r}, expected {BANDWIDTH_FORMAT!r}")
+            measurement = BandwidthMeasurement(collectives=data.get("collectives"), copy=data.get("copy"),
+                                               nccl_tests=list(data.get("nccl_tests") or []), source=str(path),
+                                               errors=dict(data.get("errors") or {}))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise BundleError(f"{path}: not a gpufabric bandwidth recording ({exc})") from None
+    for text_file in sorted(directory.glob(_NCCL_TESTS_PATTERN)):
+        try:
+            runs = parse_nccl_tests(text_file.read_text(encoding="utf-8", errors="replace"))
+        except ValueError as exc:
+            raise BundleError(f"{text_file}: {exc}") from None
+        if measurement is None:
+            measurement = BandwidthMeasurement(source=str(text_file))
+        measurement.nccl_tests.extend(runs)
+    return measurement

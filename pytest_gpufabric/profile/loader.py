@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ProfileError
 from ..paths import shipped_profiles_dir
-from ..units import parse_bytes, parse_gbps
+from ..units import parse_bytes, parse_gbps, parse_seconds
 from .model import Profile
 
 SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
@@ -162,6 +162,21 @@ def _check_semantics(doc: dict, path: Path) -> None:
             parse_gbps(doc["nvlink"]["min_speed"])
         except ValueError as exc:
             fail(str(exc), "$.nvlink.min_speed")
+    bandwidth = doc.get("bandwidth", {})
+    quantities = [(f"$.bandwidth.collectives.{op}[{i}].{key}", value, parse)
+                  for op, thresholds in bandwidth.get("collectives", {}).items()
+                  for i, threshold in enumerate(thresholds)
+                  for key, value in threshold.items()
+                  for parse in [{"size": parse_bytes, "min_busbw": parse_gbps, "max_time": parse_seconds}.get(key)]
+                  if parse]
+    quantities += [(f"$.bandwidth.copy.{kind}.min", spec["min"], parse_gbps)
+                   for kind, spec in bandwidth.get("copy", {}).items() if isinstance(spec, dict) and "min" in spec]
+    quantities += [(f"$.bandwidth.sweep[{i}]", size, parse_bytes) for i, size in enumerate(bandwidth.get("sweep", []))]
+    for json_path, value, parse in quantities:
+        try:
+            parse(value)
+        except ValueError as exc:
+            fail(str(exc), json_path)
     matrix = doc.get("topology", {}).get("matrix", {})
     for row, cells in matrix.items():
         if cells.get(row, "X") != "X":

@@ -73,6 +73,19 @@ class Profile:
         """NVLinks the profile's matrix promises between two GPUs (0: none promised)."""
         return nvlink_count_of_label(self.matrix.get(f"GPU{a}", {}).get(f"GPU{b}", ""))
 
+    # --- bandwidth ------------------------------------------------------------------------------------
+    @property
+    def bandwidth(self) -> dict:
+        return self.data.get("bandwidth", {})
+
+    def collective_thresholds(self) -> list[tuple[str, dict]]:
+        """(op, threshold) for every promised collective bandwidth, in profile order."""
+        return [(op, threshold) for op, thresholds in self.bandwidth.get("collectives", {}).items()
+                for threshold in thresholds]
+
+    def copy_thresholds(self) -> dict[str, dict]:
+        return {kind: spec for kind, spec in self.bandwidth.get("copy", {}).items() if kind != "size"}
+
     @property
     def pairs(self) -> list[tuple[int, int]]:
         """The GPU pairs suites exercise: as listed, else every pair the matrix joins by NVLink."""

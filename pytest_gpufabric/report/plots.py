@@ -5,10 +5,8 @@ from __future__ import annotations
 import io
 
 
-def nvlink_timeline_png(timeline: list[dict], title: str) -> bytes | None:
-    """Each GPU's NVLink TX and RX rate (summed over its links) over time; None without matplotlib or data."""
-    if len(timeline) < 1:
-        return None
+def _axes(height: float):
+    """(figure, axes), or None without matplotlib: the report then shows its tables only."""
     try:
         import matplotlib
 
@@ -16,17 +14,15 @@ def nvlink_timeline_png(timeline: list[dict], title: str) -> bytes | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    t0 = timeline[0]["t_s"]
-    fig, ax = plt.subplots(figsize=(8, 3.2), dpi=100)
-    gpus = sorted({gpu for point in timeline for gpu in point["gpus"]})
-    for gpu in gpus:
-        times = [p["t_s"] - t0 for p in timeline if gpu in p["gpus"]]
-        for key, style in (("tx_bytes_per_s", "-"), ("rx_bytes_per_s", "--")):
-            rates = [p["gpus"][gpu][key] / 1e9 for p in timeline if gpu in p["gpus"]]
-            ax.plot(times, rates, style, marker=".", label=f"GPU{gpu} {key[:2].upper()}")
-    ax.set_xlabel("time since the first sample (s)")
-    ax.set_ylabel("NVLink GB/s (all links)")
+    return plt.subplots(figsize=(8, height), dpi=100)
+
+
+def _png(fig, ax, title: str, xlabel: str, ylabel: str) -> bytes:
+    import matplotlib.pyplot as plt
+
     ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -34,3 +30,40 @@ def nvlink_timeline_png(timeline: list[dict], title: str) -> bytes | None:
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
+
+
+def nvlink_timeline_png(timeline: list[dict], title: str) -> bytes | None:
+    """Each GPU's NVLink TX and RX rate (summed over its links) over time; None without matplotlib or data."""
+    drawing = _axes(3.2) if timeline else None
+    if drawing is None:
+        return None
+    fig, ax = drawing
+    t0 = timeline[0]["t_s"]
+    gpus = sorted({gpu for point in timeline for gpu in point["gpus"]})
+    for gpu in gpus:
+        times = [p["t_s"] - t0 for p in timeline if gpu in p["gpus"]]
+        for key, style in (("tx_bytes_per_s", "-"), ("rx_bytes_per_s", "--")):
+            rates = [p["gpus"][gpu][key] / 1e9 for p in timeline if gpu in p["gpus"]]
+            ax.plot(times, rates, style, marker=".", label=f"GPU{gpu} {key[:2].upper()}")
+    return _png(fig, ax, title, "time since the first sample (s)", "NVLink GB/s (all links)")
+
+
+def busbw_sweep_png(op: str, series: dict[str, list[tuple[int, float]]], thresholds: list[tuple[int, float]],
+                    peak: float | None, peak_what: str) -> bytes | None:
+    """busbw against message size (log scale) per source, the thresholds marked, the link peak drawn."""
+    drawing = _axes(3.6) if any(series.values()) else None
+    if drawing is None:
+        return None
+    fig, ax = drawing
+    for name, points in series.items():
+        if points:
+            sizes, busbw = zip(*sorted(points), strict=True)
+            ax.plot(sizes, busbw, marker="o", label=name)
+    for size, floor in thresholds:
+        ax.scatter([size], [floor], marker="v", s=80, color="red", zorder=5)
+        ax.annotate(f"min {floor:g}", (size, floor), textcoords="offset points", xytext=(4, -12), fontsize=8,
+                    color="red")
+    if peak:
+        ax.axhline(peak, linestyle=":", color="gray", label=f"{peak_what} peak {peak:.0f} GB/s")
+    ax.set_xscale("log", base=2)
+    return _png(fig, ax, f"{op}: bus bandwidth vs size", "message size (bytes)", "busbw (GB/s)")

@@ -23,24 +23,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-_HANDSHAKE_TIMEOUT_S = 300.0
-
-
-def _wait_for(path: Path) -> None:
-    deadline = time.monotonic() + _HANDSHAKE_TIMEOUT_S
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {path.name} from the runner within {_HANDSHAKE_TIMEOUT_S:.0f} s")
-        time.sleep(0.005)
-
-
-def _handshake(rank: int, directory: Path | None, mine: str, theirs: str) -> None:
-    """Rank 0 tells the runner where the measured part begins or ends; every rank waits for its answer."""
-    dist.barrier()
-    if directory is not None and rank == 0:
-        (directory / mine).touch()
-        _wait_for(directory / theirs)
-    dist.barrier()
+try:  # run as a script (torchrun): its folder is on sys.path; imported as a module (tests): relative
+    from handshake import handshake
+except ImportError:
+    from .handshake import handshake
 
 
 def main() -> int:
@@ -90,7 +76,7 @@ def main() -> int:
     for _ in range(args.warmup):
         step()
     synchronize()
-    _handshake(rank, args.handshake, "ready", "go")
+    handshake(dist.barrier, rank, args.handshake, "ready", "go")
     step_times, losses = [], []
     for _ in range(args.steps):
         start = time.perf_counter()
@@ -98,7 +84,7 @@ def main() -> int:
         synchronize()
         step_times.append(time.perf_counter() - start)
         losses.append(float(loss))
-    _handshake(rank, args.handshake, "done", "release")
+    handshake(dist.barrier, rank, args.handshake, "done", "release")
 
     if rank == 0:
         result = {

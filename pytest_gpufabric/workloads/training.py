@@ -109,6 +109,16 @@ class NvlinkMeasurement:
         return {"format": NVLINK_TRAFFIC_FORMAT, **self.traffic.to_json(), "workload": self.workload}
 
 
+def recorded_training_traffic(recording) -> NvlinkMeasurement | None:
+    """A bundle's NvlinkRecording as a measurement (None: the bundle has none)."""
+    from ..fabric.nvlink_sampler import NvlinkTraffic
+
+    if recording is None:
+        return None
+    traffic = NvlinkTraffic.recorded(recording.samples, recording.interval_s)
+    return NvlinkMeasurement(traffic, recording.workload, recording.source)
+
+
 def measure_training_traffic(gpu_count: int, section: dict) -> NvlinkMeasurement:
     """Train across ``gpu_count`` GPUs with NCCL while sampling every active NVLink of them."""
     from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader

@@ -1,0 +1,113 @@
+"""Bandwidth acceptance: each collective at each size the profile names, judged by its bus bandwidth (as
+nccl-tests defines it) against the threshold and the link's peak; nccl-tests' own all_reduce_perf when it is
+there; GPU-to-GPU and host<->device copies.
+
+All measurements are made once per run, in child process groups (torchrun for the collectives, one rank per
+GPU); in replay, the bundle's bandwidth.json and nccl-tests output are judged the same way.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+import pytest
+
+from pytest_gpufabric.checks.bandwidth import check_collective, check_copy, link_peak, pcie_peak, size_label
+from pytest_gpufabric.units import parse_bytes, parse_gbps
+
+
+def _row_at(rows: list[dict], size: int) -> dict | None:
+    """The measured row for a threshold's size (sizes are rounded down to whole elements per rank)."""
+    candidates = [r for r in rows if r["size"] <= size and size - r["size"] < 4 * 1024]
+    return max(candidates, key=lambda r: r["size"]) if candidates else None
+
+
+def _nccl_tests_rows(bandwidth, op: str) -> list[dict]:
+    """nccl-tests rows of an op, out-of-place figures (nccl-tests' headline), the last run winning."""
+    rows = {}
+    for run in bandwidth.nccl_tests:
+        if run["op"] == op:
+            for row in run["rows"]:
+                oop = row["oop"]
+                rows[row["size"]] = {"size": row["size"], "busbw": oop["busbw"], "algbw": oop["algbw"],
+                                     "time_us": oop["time_us"], "wrong": oop["wrong"]}
+    return list(rows.values())
+
+
+def _attach_sweep(gpufabric_extra, gpu_profile, op: str, series: dict, peak, peak_what: str) -> None:
+    from pytest_gpufabric.report.plots import busbw_sweep_png
+
+    floors = [(parse_bytes(t["size"]), parse_gbps(t["min_busbw"]))
+              for o, t in gpu_profile.collective_thresholds() if o == op and "min_busbw" in t]
+    png = busbw_sweep_png(op, series, floors, peak, peak_what)
+    if png is not None:
+        gpufabric_extra(png=png, name=f"{op} busbw vs size")
+
+
+def _table(check) -> str:
+    found = check.found or {}
+    rows = "".join(f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>" for k, v in found.items())
+    want = "".join(f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>" for k, v in check.expected.items())
+    return f"<p>measured</p><table>{rows}</table><p>threshold</p><table>{want}</table>"
+
+
+def test_collective_bandwidth(gpu_profile, fabric, bandwidth, collective_threshold, gpufabric_check,
+                              gpufabric_extra):
+    op, threshold = collective_threshold
+    if "collectives" in bandwidth.errors:
+        pytest.fail(bandwidth.errors["collectives"], pytrace=False)
+    if bandwidth.collectives is None:
+        pytest.skip(f"{bandwidth.source} holds no torch.distributed collective measurements")
+    size = parse_bytes(threshold["size"])
+    rows = bandwidth.collectives["ops"].get(op, [])
+    world = bandwidth.collectives["world_size"]
+    peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
+    check = check_collective(op, threshold, _row_at(rows, size), world, peak, peak_what,
+                             f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip())
+    gpufabric_extra(html=_table(check), name=f"{op} {size_label(size)}")
+    if threshold is next(t for o, t in gpu_profile.collective_thresholds() if o == op):
+        series = {"torch.distributed": [(r["size"], r["busbw"]) for r in rows]}
+        series["nccl-tests"] = [(r["size"], r["busbw"]) for r in _nccl_tests_rows(bandwidth, op)]
+        _attach_sweep(gpufabric_extra, gpu_profile, op, series, peak, peak_what)
+    gpufabric_check(check)
+
+
+def test_nccl_tests_bandwidth(gpu_profile, fabric, bandwidth, collective_threshold, gpufabric_check):
+    op, threshold = collective_threshold
+    if "nccl_tests" in bandwidth.errors:
+        pytest.fail(bandwidth.errors["nccl_tests"], pytrace=False)
+    rows = _nccl_tests_rows(bandwidth, op)
+    if not rows:
+        pytest.skip(f"no nccl-tests {op}_perf output: none configured (bandwidth.nccl_tests.binary), on PATH, "
+                    "or in the bundle")
+    peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
+    gpufabric_check(check_collective(op, threshold, _row_at(rows, parse_bytes(threshold["size"])),
+                                     gpu_profile.gpu_count, peak, peak_what, f"nccl-tests {op}_perf"))
+
+
+def test_copy_bandwidth(gpu_profile, fabric, bandwidth, copy_kind, gpufabric_check):
+    if "copy" in bandwidth.errors:
+        pytest.fail(bandwidth.errors["copy"], pytrace=False)
+    if bandwidth.copy is None:
+        pytest.skip(f"{bandwidth.source} holds no copy measurements")
+    copy = bandwidth.copy
+    if copy_kind in ("host_to_device", "device_to_host"):
+        rows = [{"label": f"GPU{r['gpu']}", "gpu": r["gpu"], **r[copy_kind]} for r in copy["host_device"]]
+
+        def peak_of(row):
+            gpu = fabric.gpu(row["gpu"])
+            return pcie_peak([gpu]) if gpu is not None else (None, "unknown")
+    elif copy_kind == "gpu_to_gpu":
+        rows = [{**r, "label": f"GPU{r['src']}->GPU{r['dst']} ({r['path']})"} for r in copy["gpu_to_gpu"]]
+
+        def peak_of(row):
+            return link_peak(fabric, [row["src"], row["dst"]])
+    else:
+        rows = [{**r, "label": f"GPU{r['gpus'][0]}<->GPU{r['gpus'][1]}"} for r in copy["gpu_to_gpu_bidirectional"]]
+
+        def peak_of(row):
+            peak, what = link_peak(fabric, row["gpus"])
+            return (2 * peak if peak else None), f"{what}, both directions"
+    if not rows and gpu_profile.gpu_count < 2 and copy_kind.startswith("gpu_to_gpu"):
+        pytest.skip(f"profile {gpu_profile.name} has one GPU: no GPU pair to copy between")
+    gpufabric_check(check_copy(copy_kind, gpu_profile.copy_thresholds()[copy_kind], rows, peak_of, bandwidth.source))

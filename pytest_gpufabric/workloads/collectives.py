@@ -1,0 +1,237 @@
+"""Collective bandwidth through torch.distributed, measured and reported the way nccl-tests does it.
+
+Standalone (imports torch and the standard library only). One process per rank, started by any launcher that
+sets the standard torch environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): torchrun on one or
+several nodes, or Slurm's srun / Open MPI's mpirun, whose rank variables are mapped when RANK is not set:
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 collectives.py \
+        --ops all_reduce,all_gather --sizes 1048576,268435456 --result out.json
+
+Sizes are bytes as nccl-tests counts them (doc/PERFORMANCE.md): the all_reduce/broadcast/sendrecv buffer, the
+all_gather output and the reduce_scatter input. algbw = size / time; busbw = algbw x the op's factor:
+all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast and sendrecv 1. Times: CUDA events around
+each iteration after warm-up (wall clock on CPUs), the median per rank, averaged over ranks as nccl-tests does.
+Each op and size is then run once more on known data and checked: ``wrong`` counts wrong elements.
+Rank 0 prints a table with nccl-tests' columns and writes the JSON result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+try:  # run as a script (torchrun): its folder is on sys.path; imported as a module (tests): relative
+    from handshake import handshake
+except ImportError:
+    from .handshake import handshake
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
+_LAUNCHER_RANKS = (  # (rank, world size, local rank) as other launchers name them
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+)
+
+
+def bus_factor(op: str, n: int) -> float:
+    """busbw / algbw, from nccl-tests' doc/PERFORMANCE.md."""
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+            "broadcast": 1.0, "sendrecv": 1.0}[op]
+
+
+def _standard_environment() -> None:
+    """Map srun/mpirun rank variables to torch's, so any launcher can start the harness."""
+    if "RANK" in os.environ:
+        return
+    for rank, size, local in _LAUNCHER_RANKS:
+        if rank in os.environ and size in os.environ:
+            os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ[rank], os.environ[size]
+            os.environ.setdefault("LOCAL_RANK", os.environ.get(local, "0"))
+            return
+
+
+class Timer:
+    """CUDA events on the current stream (the collectives' completion is ordered on it), or the wall clock."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.pairs: list = []
+
+    def start(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def stop(self, started) -> None:
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.pairs.append((started, end))
+        else:
+            self.pairs.append((started, time.perf_counter()))
+
+    def seconds(self) -> list[float]:
+        if self.cuda:
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) / 1e3 for a, b in self.pairs]
+        return [b - a for a, b in self.pairs]
+
+
+class Collective:
+    """Buffers and the call for one op at one size: ``run()`` times it, ``check()`` verifies it."""
+
+    def __init__(self, op: str, size_bytes: int, rank: int, world: int, device: torch.device):
+        self.op, self.rank, self.world, self.device = op, rank, world, device
+        count = size_bytes // 4
+        if op in ("all_gather", "reduce_scatter"):
+            count = (count // world) * world  # as nccl-tests: a whole number of elements per rank
+        self.count = count
+        self.size = count * 4
+        chunk = count // world
+        zeros = lambda n: torch.zeros(n, dtype=torch.float32, device=device)  # noqa: E731
+        self.input = zeros(chunk if op == "all_gather" else count)
+        self.output = zeros(chunk if op == "reduce_scatter" else count)
+
+    def run(self) -> None:
+        op, rank, world = self.op, self.rank, self.world
+        if op == "all_reduce":
+            dist.all_reduce(self.output)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(self.output, self.input)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(self.output, self.input)
+        elif op == "broadcast":
+            dist.broadcast(self.output, src=0)
+        else:  # sendrecv: to the next rank, from the previous one, as nccl-tests' sendrecv_perf
+            ops = [dist.P2POp(dist.isend, self.input, (rank + 1) % world),
+                   dist.P2POp(dist.irecv, self.output, (rank - 1) % world)]
+            for request in dist.batch_isend_irecv(ops):
+                request.wait()
+
+    def check(self) -> int:
+        """Run once on known data; the number of wrong elements in this rank's result."""
+        n, rank = self.world, self.rank
+        if self.op == "all_reduce":
+            self.output.fill_(rank + 1)
+            expected = torch.full_like(self.output, n * (n + 1) / 2)
+        elif self.op == "all_gather":
+            self.input.fill_(rank + 1)
+            expected = torch.arange(1, n + 1, dtype=torch.float32, device=self.device).repeat_interleave(
+                self.count // n)
+        elif self.op == "reduce_scatter":
+            self.input.fill_(rank + 1)
+            expected = torch.full_like(self.output, n * (n + 1) / 2)
+        elif self.op == "broadcast":
+            self.output.fill_(7.0 if rank == 0 else 0.0)
+            expected = torch.full_like(self.output, 7.0)
+        else:
+            self.input.fill_(rank + 1)
+            expected = torch.full_like(self.output, (rank - 1) % n + 1)
+        self.run()
+        return int((self.output != expected).sum())
+
+    def prepare_timing(self) -> None:
+        # small values, so that repeated in-place sums stay finite over the iterations
+        self.input.fill_(1.0 / self.world)
+        self.output.fill_(1.0 / self.world)
+
+
+def measure(op: str, size: int, warmup: int, iters: int, rank: int, world: int, device: torch.device) -> dict:
+    collective = Collective(op, size, rank, world, device)
+    collective.prepare_timing()
+    for _ in range(warmup):
+        collective.run()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dist.barrier()
+    timer = Timer(device)
+    for _ in range(iters):
+        started = timer.start()
+        collective.run()
+        timer.stop(started)
+    median_s = statistics.median(timer.seconds())
+    wrong = collective.check()
+    medians: list = [None] * world
+    wrongs: list = [None] * world
+    dist.all_gather_object(medians, median_s)
+    dist.all_gather_object(wrongs, wrong)
+    time_s = statistics.fmean(medians)
+    algbw = collective.size / time_s / 1e9
+    return {
+        "size": collective.size, "count": collective.count, "type": "float",
+        "redop": "sum" if op in ("all_reduce", "reduce_scatter") else "none",
+        "root": 0 if op == "broadcast" else -1,
+        "time_us": time_s * 1e6, "time_us_slowest_rank": max(medians) * 1e6,
+        "algbw": algbw, "busbw": algbw * bus_factor(op, world), "wrong": sum(wrongs),
+    }
+
+
+def table(op: str, rows: list[dict], world: int) -> str:
+    """nccl-tests' columns (one set: torch's all_reduce and broadcast are in place, the others out of place)."""
+    lines = [f"# Collective test starting: {op}_perf (torch.distributed, {world} ranks)",
+             "#       size         count      type   redop    root     time   algbw   busbw  #wrong",
+             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"]
+    for r in rows:
+        lines.append(f"{r['size']:>12d}  {r['count']:>12d}  {r['type']:>8}  {r['redop']:>6}  {r['root']:>6d}  "
+                     f"{r['time_us']:>7.2f}  {r['algbw']:>6.2f}  {r['busbw']:>6.2f}  {r['wrong']:>6d}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", default="all_reduce", help=f"comma-separated: {', '.join(OPS)}")
+    parser.add_argument("--sizes", default="1048576,268435456", help="comma-separated sizes in bytes")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
+    parser.add_argument("--handshake", type=Path, default=None)
+    parser.add_argument("--result", type=Path, required=True)
+    args = parser.parse_args()
+    ops = [op for op in args.ops.split(",") if op]
+    unknown = sorted(set(ops) - set(OPS))
+    if unknown:
+        parser.error(f"unknown op(s) {unknown}; known: {', '.join(OPS)}")
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+
+    _standard_environment()
+    dist.init_process_group(backend=args.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    handshake(dist.barrier, rank, args.handshake, "ready", "go")  # a sampler may bracket the measurements
+    results = {op: [measure(op, size, args.warmup, args.iters, rank, world, device) for size in sizes] for op in ops}
+    handshake(dist.barrier, rank, args.handshake, "done", "release")
+    hosts: list = [None] * world
+    dist.all_gather_object(hosts, os.uname().nodename)
+    if rank == 0:
+        for op, rows in results.items():
+            print(table(op, rows, world), flush=True)
+        args.result.write_text(json.dumps({
+            "harness": "collectives", "backend": args.backend, "world_size": world, "nodes": sorted(set(hosts)),
+            "warmup": args.warmup, "iters": args.iters, "dtype": "float32", "ops": results,
+            "torch_version": torch.__version__,
+            "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
+            "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if device.type == "cuda" else ["cpu"],
+            "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+        }, indent=2))
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""Copy bandwidth: every GPU pair (one way and both ways at once) and pinned host <-> device per GPU.
+
+Standalone (imports torch and the standard library only); one process sees every GPU:
+
+    python copy_bw.py --size 1073741824 --iters 20 --cpu-affinity 0=0-31 --cpu-affinity 1=0-31 --result out.json
+
+GPU to GPU goes peer to peer where the driver allows it (``can_device_access_peer``; the copy then takes the
+NVLink or PCIe peer path) and through a pinned host buffer where it does not ("via_host"); the result says
+which. Host <-> device runs with the process bound to the GPU's CPU affinity, so the pinned buffer and the copy
+thread sit on the GPU's own socket. Times: CUDA events around each copy after warm-up, the median.
+GB/s = 1e9 bytes/s; a bidirectional figure counts the bytes of both directions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+
+import torch
+
+
+def _cpu_list(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _median_seconds(copy, iters: int, warmup: int, stream) -> float:
+    """Median over iterations of a copy issued on ``stream``, timed by events on that stream."""
+    for _ in range(warmup):
+        copy()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        copy()
+        end.record(stream)
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def gpu_to_gpu(src: int, dst: int, size: int, iters: int, warmup: int) -> dict:
+    peer = torch.cuda.can_device_access_peer(src, dst)
+    a = torch.empty(size, dtype=torch.uint8, device=f"cuda:{src}")
+    b = torch.empty(size, dtype=torch.uint8, device=f"cuda:{dst}")
+    a.fill_(src + 1)
+    with torch.cuda.device(src):
+        stream = torch.cuda.current_stream()
+        if peer:
+            seconds = _median_seconds(lambda: b.copy_(a, non_blocking=True), iters, warmup, stream)
+            path = "p2p"
+        else:
+            staging = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+
+            def via_host():
+                staging.copy_(a, non_blocking=True)
+                b.copy_(staging, non_blocking=True)
+
+            seconds = _median_seconds(via_host, iters, warmup, stream)
+            path = "via_host"
+    torch.cuda.synchronize()
+    correct = bool(torch.equal(b[:4096].cpu(), torch.full((4096,), src + 1, dtype=torch.uint8)))
+    return {"src": src, "dst": dst, "path": path, "peer_access": peer, "bytes": size,
+            "time_us": seconds * 1e6, "gbps": size / seconds / 1e9, "correct": correct}
+
+
+def gpu_to_gpu_bidirectional(a_index: int, b_index: int, size: int, iters: int, warmup: int) -> dict:
+    """Both directions at once, each on its source GPU's own stream; the time is the later of the two."""
+    a = torch.empty(size, dtype=torch.uint8, device=f"cuda:{a_index}")
+    b = torch.empty(size, dtype=torch.uint8, device=f"cuda:{b_index}")
+    a_in = torch.empty_like(a)
+    b_in = torch.empty_like(b)
+    stream_a = torch.cuda.Stream(device=a_index)
+    stream_b = torch.cuda.Stream(device=b_index)
+
+    def both():
+        with torch.cuda.stream(stream_a):
+            b_in.copy_(a, non_blocking=True)
+        with torch.cuda.stream(stream_b):
+            a_in.copy_(b, non_blocking=True)
+
+    for _ in range(warmup):
+        both()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream_a)
+        stream_b.wait_event(start)  # neither direction begins before the start mark
+        both()
+        stream_a.wait_stream(stream_b)  # ... and the end mark comes after both
+        end.record(stream_a)
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    seconds = statistics.median(times)
+    return {"gpus": [a_index, b_index], "peer_access": torch.cuda.can_device_access_peer(a_index, b_index),
+            "bytes": 2 * size, "time_us": seconds * 1e6, "gbps": 2 * size / seconds / 1e9}
+
+
+def host_device(gpu: int, size: int, iters: int, warmup: int, cpus: set[int] | None) -> dict:
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+    device = torch.empty(size, dtype=torch.uint8, device=f"cuda:{gpu}")
+    result = {"gpu": gpu, "bytes": size, "cpu_affinity": sorted(os.sched_getaffinity(0)) if cpus else None}
+    with torch.cuda.device(gpu):
+        stream = torch.cuda.current_stream()
+        for name, copy in (("host_to_device", lambda: device.copy_(host, non_blocking=True)),
+                           ("device_to_host", lambda: host.copy_(device, non_blocking=True))):
+            seconds = _median_seconds(copy, iters, warmup, stream)
+            result[name] = {"time_us": seconds * 1e6, "gbps": size / seconds / 1e9}
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1 << 30)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--cpu-affinity", action="append", default=[], metavar="GPU=CPUS",
+                        help="bind host<->device copies of GPU to these CPUs, e.g. 0=0-17,36-53")
+    parser.add_argument("--handshake", type=Path, default=None)  # accepted for the runner; nothing to bracket
+    parser.add_argument("--result", type=Path, required=True)
+    args = parser.parse_args()
+    affinity = {int(gpu): _cpu_list(cpus) for gpu, _, cpus in (a.partition("=") for a in args.cpu_affinity)}
+    count = torch.cuda.device_count()
+    pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
+    result = {
+        "harness": "copy", "size": args.size, "iters": args.iters, "warmup": args.warmup,
+        "devices": [torch.cuda.get_device_name(i) for i in range(count)],
+        "gpu_to_gpu": [gpu_to_gpu(i, j, args.size, args.iters, args.warmup) for i, j in pairs],
+        "gpu_to_gpu_bidirectional": [gpu_to_gpu_bidirectional(i, j, args.size, args.iters, args.warmup)
+                                     for i, j in pairs if i < j],
+        "host_device": [host_device(g, args.size, args.iters, args.warmup, affinity.get(g)) for g in range(count)],
+        "torch_version": torch.__version__,
+    }
+    for row in result["gpu_to_gpu"]:
+        print(f"GPU{row['src']} -> GPU{row['dst']} ({row['path']}): {row['gbps']:.1f} GB/s", flush=True)
+    for row in result["gpu_to_gpu_bidirectional"]:
+        print(f"GPU{row['gpus'][0]} <-> GPU{row['gpus'][1]}: {row['gbps']:.1f} GB/s", flush=True)
+    for row in result["host_device"]:
+        print(f"GPU{row['gpu']} host->device {row['host_to_device']['gbps']:.1f} GB/s, "
+              f"device->host {row['device_to_host']['gbps']:.1f} GB/s", flush=True)
+    args.result.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
