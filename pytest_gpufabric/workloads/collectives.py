@@ -9,8 +9,10 @@ several nodes, or Slurm's srun / Open MPI's mpirun, whose rank variables are map
 
 Sizes are bytes as nccl-tests counts them (doc/PERFORMANCE.md): the all_reduce/broadcast/sendrecv buffer, the
 all_gather output and the reduce_scatter input. algbw = size / time; busbw = algbw x the op's factor:
-all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast and sendrecv 1. Times: CUDA events around
-each iteration after warm-up (wall clock on CPUs), the median per rank, averaged over ranks as nccl-tests does.
+all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast and sendrecv 1. Times, after warm-up: on GPUs,
+CUDA events around replays of a CUDA graph holding ``iters`` back-to-back ops (per op: the replay's time /
+iters; the median of 5 replays), or with --timing events around each op; on CPUs the wall clock of each op,
+the median. Each rank's median is averaged over ranks, as nccl-tests does.
 Each op and size is then run once more on known data and checked: ``wrong`` counts wrong elements.
 Rank 0 prints a table with nccl-tests' columns and writes the JSON result.
 """
@@ -145,7 +147,47 @@ class Collective:
         self.output.fill_(1.0 / self.world)
 
 
-def measure(op: str, size: int, warmup: int, iters: int, rank: int, world: int, device: torch.device) -> dict:
+def per_iteration_seconds(collective: Collective, iters: int, device: torch.device) -> list[float]:
+    """Events (or the wall clock) around each iteration. On GPUs this includes the host's launch time of each
+    op, which exceeds the op itself for small messages: see graph_seconds."""
+    timer = Timer(device)
+    for _ in range(iters):
+        started = timer.start()
+        collective.run()
+        timer.stop(started)
+    return timer.seconds()
+
+
+def graph_seconds(collective: Collective, iters: int, replays: int) -> list[float]:
+    """Per-op time of ``iters`` back-to-back ops captured in one CUDA graph, for each of ``replays`` replays.
+
+    nccl-tests launches its iterations back to back and divides the total; NCCL's own launch is cheap enough
+    that the GPU never waits. torch.distributed spends tens of microseconds of host time per op, so at 1 MiB
+    a per-op timing measures the host. Replaying a captured graph takes the host out, as nccl-tests does."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        collective.run()  # NCCL sets up its communicator paths outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(iters):
+            collective.run()
+    graph.replay()  # one replay to warm the graph up
+    seconds = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        seconds.append(start.elapsed_time(end) / 1e3 / iters)
+    return seconds
+
+
+def measure(op: str, size: int, warmup: int, iters: int, rank: int, world: int, device: torch.device,
+            timing: str = "graph") -> dict:
     collective = Collective(op, size, rank, world, device)
     collective.prepare_timing()
     for _ in range(warmup):
@@ -153,12 +195,20 @@ def measure(op: str, size: int, warmup: int, iters: int, rank: int, world: int, 
     if device.type == "cuda":
         torch.cuda.synchronize()
     dist.barrier()
-    timer = Timer(device)
-    for _ in range(iters):
-        started = timer.start()
-        collective.run()
-        timer.stop(started)
-    median_s = statistics.median(timer.seconds())
+    method = timing if device.type == "cuda" else "wall-clock"
+    if method == "graph":
+        try:
+            seconds = graph_seconds(collective, iters, replays=5)
+        except RuntimeError as exc:  # an op or build that cannot be captured: say so, time per iteration
+            method = f"events (graph capture failed: {str(exc).splitlines()[0][:120]})"
+            torch.cuda.synchronize()
+            dist.barrier()
+            seconds = per_iteration_seconds(collective, iters, device)
+    else:
+        seconds = per_iteration_seconds(collective, iters, device)
+    median_s = statistics.median(seconds)
+    methods: list = [None] * world
+    dist.all_gather_object(methods, method)
     wrong = collective.check()
     medians: list = [None] * world
     wrongs: list = [None] * world
@@ -172,6 +222,7 @@ def measure(op: str, size: int, warmup: int, iters: int, rank: int, world: int, 
         "root": 0 if op == "broadcast" else -1,
         "time_us": time_s * 1e6, "time_us_slowest_rank": max(medians) * 1e6,
         "algbw": algbw, "busbw": algbw * bus_factor(op, world), "wrong": sum(wrongs),
+        "timing": methods[0] if len(set(methods)) == 1 else methods,
     }
 
 
@@ -193,6 +244,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
+    parser.add_argument("--timing", choices=["graph", "events"], default="graph",
+                        help="GPUs: per-op time from CUDA-graph replays of back-to-back ops (as nccl-tests launches "
+                             "them), or CUDA events around each op (includes torch's launch time)")
     parser.add_argument("--handshake", type=Path, default=None)
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args()
@@ -212,7 +266,8 @@ def main() -> int:
     else:
         device = torch.device("cpu")
     handshake(dist.barrier, rank, args.handshake, "ready", "go")  # a sampler may bracket the measurements
-    results = {op: [measure(op, size, args.warmup, args.iters, rank, world, device) for size in sizes] for op in ops}
+    results = {op: [measure(op, size, args.warmup, args.iters, rank, world, device, args.timing) for size in sizes]
+               for op in ops}
     handshake(dist.barrier, rank, args.handshake, "done", "release")
     hosts: list = [None] * world
     dist.all_gather_object(hosts, os.uname().nodename)
@@ -221,7 +276,7 @@ def main() -> int:
             print(table(op, rows, world), flush=True)
         args.result.write_text(json.dumps({
             "harness": "collectives", "backend": args.backend, "world_size": world, "nodes": sorted(set(hosts)),
-            "warmup": args.warmup, "iters": args.iters, "dtype": "float32", "ops": results,
+            "warmup": args.warmup, "iters": args.iters, "timing": args.timing if args.backend == "nccl" else "wall-clock", "dtype": "float32", "ops": results,
             "torch_version": torch.__version__,
             "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
             "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
