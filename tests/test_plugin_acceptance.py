@@ -20,7 +20,7 @@ def test_titan_profile_passes_on_titan_bundle(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-rs")
     # topology: 6 judged, 8 not promised or not recorded; NVLink traffic: growth on both GPUs judged from the
     # recorded `nvlink -g 0` samples, volume skipped (the recording has no workload)
-    result.assert_outcomes(passed=8, skipped=10)
+    result.assert_outcomes(passed=8, skipped=13)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile titan-rtx-nvlink*"])
     # what the bundle cannot tell is skipped with the reason, not passed
@@ -51,8 +51,9 @@ def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Py
 
 def test_h200_profile_passes_on_h200_bundle(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2", "-rs")
-    result.assert_outcomes(passed=14, skipped=4)
+    result.assert_outcomes(passed=14, skipped=17)
     result.stdout.fnmatch_lines(["*the bundle holds no NVLink counter samples taken during training*"])
+    result.stdout.fnmatch_lines(["*the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)*"])
 
 
 def test_unknown_profile_is_a_usage_error_listing_profiles(pytester: pytest.Pytester):
@@ -104,7 +105,7 @@ def test_profile_extends_and_overrides(pytester: pytest.Pytester, monkeypatch):
         "name: titan-rtx-nvlink-site\nextends: titan-rtx-nvlink\ngpus: {model: RTX}\n"
     )
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink-site", "--gpu-replay", "titan-rtx-nvlink")
-    result.assert_outcomes(passed=8, skipped=10)
+    result.assert_outcomes(passed=8, skipped=13)
     profile = load_profile("titan-rtx-nvlink-site", pytester.path)
     assert profile.gpu_count == 2 and profile.gpu_model == "RTX" and profile.matrix["GPU0"]["GPU1"] == "NV2"
     assert [p.name for p in profile.chain] == ["titan-rtx-nvlink-site.yaml", "titan-rtx-nvlink.yaml"]
@@ -123,7 +124,7 @@ def test_profile_search_path_from_environment(pytester: pytest.Pytester, monkeyp
     (extra / "site-pcie.yaml").write_text("name: site-pcie\nextends: rtx-2080ti-pcie\n")
     monkeypatch.setenv("GPUFABRIC_PROFILE_PATH", str(extra))
     result = pytester.runpytest("--gpu-profile", "site-pcie", "--gpu-replay", "rtx-2080ti-pcie")
-    result.assert_outcomes(passed=6, skipped=12)
+    result.assert_outcomes(passed=6, skipped=15)
 
 
 def test_corrupt_bundle_is_a_usage_error(pytester: pytest.Pytester):
@@ -151,7 +152,7 @@ def test_tar_gz_bundle_replays(pytester: pytest.Pytester, bundles):
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(bundles / "titan-rtx-nvlink", arcname="titan-rtx-nvlink")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", str(archive))
-    result.assert_outcomes(passed=8, skipped=10)
+    result.assert_outcomes(passed=8, skipped=13)
 
 
 @needs_no_driver
@@ -265,7 +266,7 @@ def test_gpu_pair_is_parametrized_over_the_profile_pairs(pytester: pytest.Pytest
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2",
                                 "-v", "test_gpu_pair_is_parametrized_over_the_profile_pairs.py")
     result.stdout.fnmatch_lines(["*test_pair?GPU0-GPU1? PASSED*"])
-    result.assert_outcomes(passed=15, skipped=4)  # the shipped topology tests, this one; no traffic recorded
+    result.assert_outcomes(passed=15, skipped=17)  # topology and this one; no traffic or bandwidth recorded
 
 
 def test_single_gpu_machine_fails_the_two_gpu_profile(pytester: pytest.Pytester, bundles):
@@ -303,13 +304,13 @@ def test_user_paths_run_with_the_suites(pytester: pytest.Pytester):
     pytester.makepyfile("def test_mine(gpus): assert len(gpus) == 2")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
                                 "test_user_paths_run_with_the_suites.py")
-    result.assert_outcomes(passed=9, skipped=10)
+    result.assert_outcomes(passed=9, skipped=13)
 
 
 def test_ini_options(pytester: pytest.Pytester):
     pytester.makeini("[pytest]\ngpu_profile = titan-rtx-nvlink\ngpu_replay = rtx-2080ti-pcie\ngpu_report_dir = out\n")
     result = pytester.runpytest()
-    result.assert_outcomes(failed=5, passed=1, skipped=12)
+    result.assert_outcomes(failed=5, passed=1, skipped=15)
     assert (pytester.path / "out" / "gpufabric-results.json").is_file()
 
 
@@ -366,9 +367,9 @@ def test_replay_without_profile_gives_no_verdict(pytester: pytest.Pytester):
 def test_results_are_collected_under_xdist(pytester: pytest.Pytester):
     pytest.importorskip("xdist")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie", "-n", "2")
-    result.assert_outcomes(failed=5, passed=1, skipped=12)
+    result.assert_outcomes(failed=5, passed=1, skipped=15)
     results = _results(pytester)
-    assert len(results["tests"]) == 18 and results["summary"]["failed"] == 5
+    assert len(results["tests"]) == 21 and results["summary"]["failed"] == 5
     assert {c["name"] for c in results["checks"] if c["verdict"] == "failed"} == {
         "topology-matrix", "nvlink-links", "affinity"}
 

@@ -51,8 +51,17 @@ def _table(check) -> str:
     return f"<p>measured</p><table>{rows}</table><p>threshold</p><table>{want}</table>"
 
 
-def test_collective_bandwidth(gpu_profile, fabric, bandwidth, collective_threshold, gpufabric_check,
+def _measurement(request, gpu_profile, what: str, promise):
+    """The run's bandwidth measurement, asked for only when the profile promises ``what`` (so nothing is
+    measured for nothing)."""
+    if promise is None:
+        pytest.skip(f"profile {gpu_profile.name} promises no {what}")
+    return request.getfixturevalue("bandwidth")
+
+
+def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request, gpufabric_check,
                               gpufabric_extra):
+    bandwidth = _measurement(request, gpu_profile, "collective bandwidth", collective_threshold)
     op, threshold = collective_threshold
     if "collectives" in bandwidth.errors:
         pytest.fail(bandwidth.errors["collectives"], pytrace=False)
@@ -72,7 +81,8 @@ def test_collective_bandwidth(gpu_profile, fabric, bandwidth, collective_thresho
     gpufabric_check(check)
 
 
-def test_nccl_tests_bandwidth(gpu_profile, fabric, bandwidth, collective_threshold, gpufabric_check):
+def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request, gpufabric_check):
+    bandwidth = _measurement(request, gpu_profile, "collective bandwidth", collective_threshold)
     op, threshold = collective_threshold
     if "nccl_tests" in bandwidth.errors:
         pytest.fail(bandwidth.errors["nccl_tests"], pytrace=False)
@@ -85,7 +95,8 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, bandwidth, collective_thresho
                                      gpu_profile.gpu_count, peak, peak_what, f"nccl-tests {op}_perf"))
 
 
-def test_copy_bandwidth(gpu_profile, fabric, bandwidth, copy_kind, gpufabric_check):
+def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check):
+    bandwidth = _measurement(request, gpu_profile, "copy bandwidth", copy_kind)
     if "copy" in bandwidth.errors:
         pytest.fail(bandwidth.errors["copy"], pytrace=False)
     if bandwidth.copy is None:

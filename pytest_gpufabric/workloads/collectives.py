@@ -276,7 +276,8 @@ def main() -> int:
             print(table(op, rows, world), flush=True)
         args.result.write_text(json.dumps({
             "harness": "collectives", "backend": args.backend, "world_size": world, "nodes": sorted(set(hosts)),
-            "warmup": args.warmup, "iters": args.iters, "timing": args.timing if args.backend == "nccl" else "wall-clock", "dtype": "float32", "ops": results,
+            "warmup": args.warmup, "iters": args.iters, "dtype": "float32", "ops": results,
+            "timing": args.timing if args.backend == "nccl" else "wall-clock",
             "torch_version": torch.__version__,
             "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
             "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
