@@ -237,10 +237,16 @@ def table(op: str, rows: list[dict], world: int) -> str:
     return "\n".join(lines)
 
 
+def _size(text: str) -> int:
+    """'1G' -> 1073741824, as nccl-tests' -b/-e read sizes; a bare number is bytes."""
+    multiplier = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+    return int(text[:-1] if multiplier > 1 else text) * multiplier
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", default="all_reduce", help=f"comma-separated: {', '.join(OPS)}")
-    parser.add_argument("--sizes", default="1048576,268435456", help="comma-separated sizes in bytes")
+    parser.add_argument("--sizes", default="1M,256M", help="comma-separated sizes: bytes, or with K/M/G (binary)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
@@ -254,7 +260,7 @@ def main() -> int:
     unknown = sorted(set(ops) - set(OPS))
     if unknown:
         parser.error(f"unknown op(s) {unknown}; known: {', '.join(OPS)}")
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    sizes = [_size(s) for s in args.sizes.split(",") if s]
 
     _standard_environment()
     dist.init_process_group(backend=args.backend)
