@@ -127,12 +127,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from .fabric.nvlink_text import parse_nvlink_any
     from .fabric.smi import parse_topo_m
     from .workloads.nccl_tests import parse_nccl_tests_json
+    from .workloads.perftest import parse_perftest
 
     # kind -> (the command whose output it reads, its parser)
     parsers = {
         "topo": ("nvidia-smi topo -m", lambda text: parse_topo_m(text).to_json()),
         "nvlink": ("nvidia-smi nvlink -g 0|-gt d|-gt r|-s|-e", parse_nvlink_any),
         "nccl-tests": ("nccl-tests *_perf", parse_nccl_tests_json),
+        "perftest": ("perftest ib_*_bw", parse_perftest),
     }
     try:
         text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()
@@ -187,9 +189,12 @@ def _sizes(text: str) -> list[int]:
     from .units import parse_bytes
 
     try:
-        return [parse_bytes(part) for part in text.split(",") if part]
+        sizes = [parse_bytes(part) for part in text.split(",") if part]
     except ValueError as exc:
         raise GpuFabricError(f"--sizes: {exc}") from None
+    if not sizes or min(sizes) < 4:
+        raise GpuFabricError(f"--sizes {text!r}: give sizes of at least 4 bytes, e.g. 1M,256M,1G")
+    return sizes
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -275,10 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_profile_validate)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
-    parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests"], help="topo: `nvidia-smi topo -m`; nvlink: "
-                       "`nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their link lines); "
-                       "nccl-tests: the result tables of all_reduce_perf, sendrecv_perf, ... (one run, or {\"runs\": "
-                       "[...]} for a log of several)")
+    parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest"], help="topo: `nvidia-smi topo "
+                       "-m`; nvlink: `nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their "
+                       "link lines); nccl-tests: the result tables of all_reduce_perf, sendrecv_perf, ... (one run, or "
+                       "{\"runs\": [...]} for a log of several); perftest: one ib_write_bw/ib_read_bw/ib_send_bw run, "
+                       "client or server side, bandwidths in Gb/s")
     parse.add_argument("file", help="the saved output, or - for standard input")
     parse.set_defaults(func=cmd_parse)
     return parser

@@ -84,6 +84,20 @@ def parse_gbps(text: str | int | float) -> float:
     return float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
 
 
+_BIT_RATE_UNITS = {"gb/s": 1.0, "mb/s": 1e-3, "gbit/s": 1.0}
+
+
+def parse_gbit(text: str | int | float) -> float:
+    """'25 Gb/s' -> 25.0 (Gb/s, 1e9 bits/s: port rates and perftest's --report_gbits)."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = _QUANTITY.match(str(text))
+    unit = m.group(2) if m else None
+    if not m or unit not in ("Gb/s", "Mb/s", "Gbit/s"):
+        raise ValueError(f"not a bit rate: {text!r} (write e.g. '25 Gb/s'; GB/s is bytes)")
+    return float(m.group(1)) * _BIT_RATE_UNITS[unit.lower()]
+
+
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 

@@ -59,6 +59,22 @@ def _of_peak(value: float, peak: float | None, what: str) -> str:
     return f" ({value / peak:.0%} of the {peak:.1f} GB/s {what} peak)" if peak else ""
 
 
+def _floors(threshold: dict, absolute_key: str, peak: float | None, peak_what: str) -> tuple[list, str]:
+    """(floor GB/s, how to say it) for each floor the threshold sets, and what could not be judged: a fraction
+    of a peak the evidence does not give. Whatever else is judged still counts (a wrong result still fails)."""
+    floors = []
+    if absolute_key in threshold:
+        floors.append((parse_gbps(threshold[absolute_key]), threshold[absolute_key]))
+    unjudged = ""
+    if "min_fraction_of_peak" in threshold:
+        fraction = threshold["min_fraction_of_peak"]
+        if peak is None:
+            unjudged = f"the link peak is unknown ({peak_what}): {fraction:.0%} of it cannot be judged"
+        else:
+            floors.append((fraction * peak, f"{fraction:.0%} of the {peak:.1f} GB/s {peak_what} peak"))
+    return floors, unjudged
+
+
 def check_collective(op: str, threshold: dict, row: dict | None, world_size: int, peak: float | None,
                      peak_what: str, source: str) -> CheckResult:
     """One op at one size: busbw (or time) against the threshold; wrong results always fail."""
@@ -72,15 +88,7 @@ def check_collective(op: str, threshold: dict, row: dict | None, world_size: int
     problems = []
     if row.get("wrong"):
         problems.append(f"{row['wrong']} wrong element(s): the collective computed wrong results")
-    floors = []
-    if "min_busbw" in threshold:
-        floors.append((parse_gbps(threshold["min_busbw"]), threshold["min_busbw"]))
-    if "min_fraction_of_peak" in threshold:
-        if peak is None:
-            return unknown(name, subject, expected, f"the link peak is unknown ({peak_what}): a fraction of it "
-                                                    "cannot be judged")
-        fraction = threshold["min_fraction_of_peak"]
-        floors.append((fraction * peak, f"{fraction:.0%} of the {peak:.1f} GB/s {peak_what} peak"))
+    floors, unjudged = _floors(threshold, "min_busbw", peak, peak_what)
     for floor, text in floors:
         if row["busbw"] < floor:
             problems.append(f"busbw {row['busbw']:.1f} GB/s < {text}")
@@ -88,6 +96,8 @@ def check_collective(op: str, threshold: dict, row: dict | None, world_size: int
         problems.append(f"{row['time_us']:.1f} us per operation > {threshold['max_time']}")
     summary = (f"{op} at {format_bytes(size)} on {world_size} ranks: busbw {row['busbw']:.1f} GB/s, "
                f"{row['time_us']:.1f} us" + _of_peak(row["busbw"], peak, peak_what))
+    if not problems and unjudged:
+        return unknown(name, subject, expected, f"{summary} [{source}]; {unjudged}")
     if not problems:
         return passed(name, subject, expected, found, summary + f" [{source}]", unit="GB/s")
     return failed(name, subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ". "
@@ -100,16 +110,13 @@ def check_copy(kind: str, threshold: dict, rows: list[dict], peak_of, source: st
     expected = dict(threshold)
     if not rows:
         return unknown(name, kind, expected, f"{source} has no {kind} copy result")
-    lines, problems = [], []
+    lines, problems, unjudged = [], [], []
     for row in rows:
         gbps = row["gbps"]
         peak, what = peak_of(row)
-        floors = []
-        if "min" in threshold:
-            floors.append((parse_gbps(threshold["min"]), threshold["min"]))
-        if "min_fraction_of_peak" in threshold and peak:
-            floors.append((threshold["min_fraction_of_peak"] * peak,
-                           f"{threshold['min_fraction_of_peak']:.0%} of the {peak:.1f} GB/s {what} peak"))
+        floors, cannot = _floors(threshold, "min", peak, what)
+        if cannot:
+            unjudged.append(f"{row['label']}: {cannot}")
         line = f"{row['label']}: {gbps:.1f} GB/s" + _of_peak(gbps, peak, what)
         lines.append(line)
         for floor, text in floors:
@@ -118,6 +125,8 @@ def check_copy(kind: str, threshold: dict, rows: list[dict], peak_of, source: st
         if row.get("correct") is False:
             problems.append(f"{row['label']}: the copied data was wrong")
     found = {row["label"]: row["gbps"] for row in rows}
+    if not problems and unjudged:
+        return unknown(name, kind, expected, f"{kind}: " + "; ".join(lines) + f" [{source}]; " + "; ".join(unjudged))
     if not problems:
         return passed(name, kind, expected, found, f"{kind}: " + "; ".join(lines) + f" [{source}]", unit="GB/s",
                       details=lines)

@@ -19,6 +19,9 @@ _LINK_FILES = "nvml.json (gpufabric snapshot) or nvidia-smi-nvlink-s.txt"
 
 def check_gpu_count(profile: Profile, fabric: Fabric) -> CheckResult:
     expected, found = profile.gpu_count, len(fabric.gpus)
+    if not fabric.gpus_recorded:
+        return unknown("gpu-count", "machine", expected, _NOT_RECORDED.format(
+            source=fabric.source, files="nvidia-smi-topo-m.txt, nvidia-smi-q.xml or nvml.json"))
     if found == expected:
         return passed("gpu-count", "machine", expected, found, f"{found} GPUs, as the profile promises")
     found_names = ", ".join(f"{g.label} {g.name or ''}".strip() for g in fabric.gpus) or "none"

@@ -95,6 +95,7 @@ class Fabric:
     cuda_driver_version: Str = None  # "13.0"
     hostname: str | None = None
     source: str = ""  # "nvml", "bundle <path>", "text <path>"
+    gpus_recorded: bool = True  # False: the evidence holds no GPU list at all (an RDMA-only bundle)
     #: which recorded file or facility each part came from, e.g. {"matrix": "nvidia-smi-topo-m.txt"}
     provenance: dict[str, str] = field(default_factory=dict)
 

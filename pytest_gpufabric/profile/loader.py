@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import ProfileError
 from ..paths import shipped_profiles_dir
-from ..units import parse_bytes, parse_gbps, parse_seconds
+from ..units import parse_bytes, parse_gbit, parse_gbps, parse_seconds
 from .model import Profile
 
 SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
@@ -172,6 +172,11 @@ def _check_semantics(doc: dict, path: Path) -> None:
     quantities += [(f"$.bandwidth.copy.{kind}.min", spec["min"], parse_gbps)
                    for kind, spec in bandwidth.get("copy", {}).items() if isinstance(spec, dict) and "min" in spec]
     quantities += [(f"$.bandwidth.sweep[{i}]", size, parse_bytes) for i, size in enumerate(bandwidth.get("sweep", []))]
+    rdma = doc.get("rdma", {})
+    quantities += [(f"$.rdma.devices[{i}].rate", device["rate"], parse_gbit)
+                   for i, device in enumerate(rdma.get("devices", [])) if "rate" in device]
+    quantities += [(f"$.rdma.ib_write_bw.{key}", rdma["ib_write_bw"][key], parse)
+                   for key, parse in (("min", parse_gbit), ("size", parse_bytes)) if key in rdma.get("ib_write_bw", {})]
     for json_path, value, parse in quantities:
         try:
             parse(value)

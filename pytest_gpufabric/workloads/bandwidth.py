@@ -19,17 +19,17 @@ COPY_SCRIPT = Path(__file__).with_name("copy_bw.py")
 BANDWIDTH_FORMAT = "gpufabric-bandwidth/1"
 
 
-def collectives_command(nprocs: int, ops: list[str], sizes: list[int], *, backend: str, warmup: int, iters: int,
-                        nnodes: int = 1) -> list[str]:
-    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nprocs}"]
-    launcher += ["--standalone"] if nnodes == 1 else [f"--nnodes={nnodes}"]
+def collectives_command(nprocs: int, ops: list[str], sizes: list[int], *, backend: str, warmup: int,
+                        iters: int) -> list[str]:
+    """This node only; several nodes are started by the user's launcher (README: torchrun, srun, mpirun)."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}"]
     return [*launcher, str(COLLECTIVES_SCRIPT), "--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)),
             "--backend", backend, "--warmup", str(warmup), "--iters", str(iters)]
 
 
 def run_collectives(nprocs: int, ops: list[str], sizes: list[int], *, backend: str = "nccl", warmup: int = 5,
-                    iters: int = 20, timeout_s: float = 300.0, nnodes: int = 1) -> dict:
-    command = collectives_command(nprocs, ops, sizes, backend=backend, warmup=warmup, iters=iters, nnodes=nnodes)
+                    iters: int = 20, timeout_s: float = 300.0) -> dict:
+    command = collectives_command(nprocs, ops, sizes, backend=backend, warmup=warmup, iters=iters)
     return run_workload(command, timeout_s=timeout_s, env=workload_environment())
 
 

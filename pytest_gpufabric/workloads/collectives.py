@@ -218,7 +218,8 @@ def measure(op: str, size: int, warmup: int, iters: int, rank: int, world: int, 
     algbw = collective.size / time_s / 1e9
     return {
         "size": collective.size, "count": collective.count, "type": "float",
-        "redop": "sum" if op in ("all_reduce", "reduce_scatter") else "none",
+        # as nccl-tests prints them: sendrecv_perf shows the reduction op it was built with (sum)
+        "redop": "sum" if op in ("all_reduce", "reduce_scatter", "sendrecv") else "none",
         "root": 0 if op == "broadcast" else -1,
         "time_us": time_s * 1e6, "time_us_slowest_rank": max(medians) * 1e6,
         "algbw": algbw, "busbw": algbw * bus_factor(op, world), "wrong": sum(wrongs),

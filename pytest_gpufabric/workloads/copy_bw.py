@@ -131,6 +131,8 @@ def main() -> int:
     args = parser.parse_args()
     affinity = {int(gpu): _cpu_list(cpus) for gpu, _, cpus in (a.partition("=") for a in args.cpu_affinity)}
     count = torch.cuda.device_count()
+    if count == 0:
+        parser.exit(2, "copy_bw: no CUDA device: copy bandwidth needs GPUs\n")
     pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
     result = {
         "harness": "copy", "size": args.size, "iters": args.iters, "warmup": args.warmup,
