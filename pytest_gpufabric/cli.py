@@ -65,19 +65,37 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    """Record this machine into a bundle: NVML first (the richest), then what nvidia-smi prints."""
-    from .fabric.bundle import MANIFEST_FILE, NVML_FILE
+    """Record this machine into a bundle: NVML (the richest), what nvidia-smi prints, and the RDMA devices
+    (a copy of /sys/class/infiniband and `ibv_devinfo -v`). A machine with neither GPUs nor RDMA devices
+    gets no bundle."""
+    from .fabric import bundle
     from .fabric.nvml import collect_record
+    from .fabric.rdma import SYSFS_IB, snapshot_rdma
 
     target = Path(args.dir)
-    record = collect_record()  # raises HardwareUnavailable before anything is written
+    try:
+        record = collect_record()
+        nvml_error = None
+    except HardwareUnavailable as exc:
+        record, nvml_error = None, exc
+    if record is None and not Path(SYSFS_IB).is_dir():
+        raise nvml_error  # nothing to record: say why, and write nothing
     target.mkdir(parents=True, exist_ok=True)
-    (target / NVML_FILE).write_text(json.dumps(record, indent=2, default=json_default) + "\n", encoding="utf-8")
+    if record is not None:
+        (target / bundle.NVML_FILE).write_text(json.dumps(record, indent=2, default=json_default) + "\n",
+                                               encoding="utf-8")
     commands = {}
-    smi = shutil.which("nvidia-smi")
-    for name, cmd in SNAPSHOT_COMMANDS.items():
-        if smi is None:
-            commands[name] = {"cmd": cmd, "error": "nvidia-smi not on PATH"}
+    if nvml_error is not None:
+        commands[bundle.NVML_FILE] = {"error": str(nvml_error)}
+    if Path(SYSFS_IB).is_dir():
+        copied = snapshot_rdma("/", target / bundle.SYSFS_DIR)
+        commands[bundle.SYSFS_DIR] = {"copied_files": len(copied)}
+    snapshot_commands = dict(SNAPSHOT_COMMANDS) if record is not None else {}
+    if Path(SYSFS_IB).is_dir():
+        snapshot_commands[bundle.IBV_DEVINFO_FILE] = ["ibv_devinfo", "-v"]
+    for name, cmd in snapshot_commands.items():
+        if shutil.which(cmd[0]) is None:
+            commands[name] = {"cmd": cmd, "error": f"{cmd[0]} not on PATH"}
             continue
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -92,10 +110,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hostname": platform.node(),
         "gpufabric_version": __version__,
-        "files": sorted(p.name for p in target.iterdir() if p.name != MANIFEST_FILE),
+        "files": sorted(p.name for p in target.iterdir() if p.name != bundle.MANIFEST_FILE),
         "commands": commands,
     }
-    (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (target / bundle.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")
     return EXIT_OK
 

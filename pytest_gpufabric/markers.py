@@ -81,18 +81,41 @@ def _nvlink_present(fabric: Fabric, min_links: int, all_pairs: bool) -> str | No
     return None
 
 
+def _matching(ports: list[tuple[str | None, float | None]], link_layer: str | None,
+              min_rate_gbps: float | None) -> int:
+    """How many (link layer, rate in Gb/s) ports meet the marker's link layer and rate."""
+    return sum(1 for layer, rate in ports
+               if (link_layer is None or layer == link_layer)
+               and (min_rate_gbps is None or (rate is not None and rate >= min_rate_gbps)))
+
+
 def _rdma_promised(profile: Profile, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
-    if len(profile.nics) < count:
-        return f"profile {profile.name} promises {len(profile.nics)} RDMA device(s); the test needs {count}"
-    if link_layer or min_rate_gbps:
-        # Port link layer and rate are not part of the profile format yet: nothing is promised about them.
-        return f"profile {profile.name} promises no RDMA port link layer or rate"
+    from .units import parse_gbit
+
+    if profile.rdma_devices:
+        ports = [(d.get("link_layer"), parse_gbit(d["rate"]) if "rate" in d else None) for d in profile.rdma_devices]
+    else:  # only the topology's NIC columns: devices without promised properties
+        ports = [(None, None)] * len(profile.nics)
+    have = _matching(ports, link_layer, min_rate_gbps)
+    if have < count:
+        what = " ".join(filter(None, [link_layer, f">= {min_rate_gbps:g} Gb/s" if min_rate_gbps else None]))
+        return (f"profile {profile.name} promises {have} RDMA port(s){' ' + what if what else ''}; "
+                f"the test needs {count}")
     return None
 
 
-def _rdma_present(fabric: Fabric, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
-    if len(fabric.nics) < count:
-        return f"the machine shows {len(fabric.nics)} RDMA device(s) in its topology; {count} needed"
+def _rdma_present(fabric: Fabric, count: int, link_layer: str | None, min_rate_gbps: float | None,
+                  devices: list | None = None) -> str | None:
+    if devices is None:
+        if len(fabric.nics) < count:
+            return f"the machine shows {len(fabric.nics)} RDMA device(s) in its topology; {count} needed"
+        return None
+    from .fabric.rdma import line_rate
+
+    ports = [(p.link_layer, line_rate(p)[0]) for d in devices for p in d.ports if p.state == "ACTIVE"]
+    have = _matching(ports, link_layer, min_rate_gbps)
+    if have < count:
+        return f"the machine has {have} active RDMA port(s) that fit; {count} needed"
     return None
 
 
@@ -115,18 +138,20 @@ def marker_arguments(name: str, args: tuple, kwargs: dict) -> dict:
     return values
 
 
-def decide(name: str, arguments: dict, profile: Profile | None, fabric: Fabric | None, why_no_fabric: str) -> Decision:
-    """What to do with a test carrying marker ``name``."""
+def decide(name: str, arguments: dict, profile: Profile | None, fabric: Fabric | None, why_no_fabric: str,
+           rdma_devices: list | None = None) -> Decision:
+    """What to do with a test carrying marker ``name``. ``rdma_devices``: the RDMA devices found, when known
+    (the rdma marker then judges their ports, not only the topology's NIC columns)."""
     promised, present, _ = _REQUIREMENTS[name]
     if profile is not None:
         not_promised = promised(profile, **arguments)
         if not_promised:
             return Decision("skip", not_promised)
-    if fabric is None:
+    if fabric is None and not (name == "rdma" and rdma_devices is not None):  # RDMA is read without NVML
         if profile is not None:
             return Decision("fail", why_no_fabric)
         return Decision("skip", why_no_fabric)
-    missing = present(fabric, **arguments)
+    missing = present(fabric, **arguments, devices=rdma_devices) if name == "rdma" else present(fabric, **arguments)
     if not missing:
         return RUN
     if profile is not None:

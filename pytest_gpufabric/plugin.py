@@ -117,6 +117,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # nothing promised: one case that skips with the reason, rather than pytest's "empty parameter set"
         metafunc.parametrize("collective_threshold", thresholds or [None],
                              ids=[f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in thresholds] or ["none"])
+    if "rdma_promise" in metafunc.fixturenames:
+        promised = profile.rdma_devices if profile else []
+        metafunc.parametrize("rdma_promise", promised or [None],
+                             ids=[f"{d['name']}:{d.get('port', 1)}" for d in promised] or ["none"])
     if "copy_kind" in metafunc.fixturenames:
         kinds = list(profile.copy_thresholds()) if profile else []
         metafunc.parametrize("copy_kind", kinds or [None], ids=kinds or ["none"])
@@ -134,7 +138,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             arguments = marker_arguments(mark.name, mark.args, mark.kwargs)
         except TypeError as exc:
             pytest.fail(str(exc), pytrace=False)
-        decision = decide(mark.name, arguments, fabric_session.profile, fabric_session.fabric, why_no_fabric)
+        rdma_devices = None
+        if mark.name == "rdma":
+            try:
+                rdma_devices = fabric_session.measurement("rdma")
+            except GpuFabricError:
+                rdma_devices = None
+        decision = decide(mark.name, arguments, fabric_session.profile, fabric_session.fabric, why_no_fabric,
+                          rdma_devices)
         if decision.action == "skip":
             pytest.skip(decision.reason)
         if decision.action == "fail":
@@ -194,6 +205,7 @@ def fabric(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def gpus(gpu_profile, fabric):
     """The GPUs the profile promises, as found; fails naming the promised GPUs that are missing."""
+    _skip_without_gpu_evidence(fabric)
     missing = [f"GPU{i}" for i in range(gpu_profile.gpu_count) if fabric.gpu(i) is None]
     if missing:
         pytest.fail(
@@ -203,8 +215,14 @@ def gpus(gpu_profile, fabric):
     return [fabric.gpu(i) for i in range(gpu_profile.gpu_count)]
 
 
+def _skip_without_gpu_evidence(fabric) -> None:
+    if not fabric.gpus_recorded:
+        pytest.skip(f"{fabric.source} records no GPUs (nvidia-smi-topo-m.txt, nvidia-smi-q.xml or nvml.json)")
+
+
 def _promised_gpu(request: pytest.FixtureRequest, profile, fabric, index: int):
     """The GPU, or None with the test set to fail (in its call, as a broken promise) when it is missing."""
+    _skip_without_gpu_evidence(fabric)
     gpu = fabric.gpu(index)
     if gpu is None:
         _fail_in_call(request.node, f"GPU{index} is promised by profile {profile.name} but missing: the "
@@ -285,6 +303,43 @@ def bandwidth(request: pytest.FixtureRequest, gpu_profile, fabric):
     if measurement is None:
         pytest.skip("the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)")
     return measurement
+
+
+@pytest.fixture(scope="session")
+def gpufabric_run(request: pytest.FixtureRequest):
+    """The run's FabricSession: profile, replay bundle, measurements (for suites; users want the fixtures above)."""
+    return _session(request.config)
+
+
+@pytest.fixture(scope="session")
+def rdma_devices(request: pytest.FixtureRequest):
+    """RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in
+    replay). An empty list is a machine without RDMA devices."""
+    fabric_session = _session(request.config)
+    try:
+        devices = fabric_session.measurement("rdma")
+    except GpuFabricError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if devices is None:
+        pytest.skip("the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)")
+    return devices
+
+
+@pytest.fixture
+def rdma_port(request: pytest.FixtureRequest, gpu_profile):
+    """One RDMA port the profile promises (parametrized over `rdma.devices`); a missing one fails the test."""
+    from .checks.rdma import find_port
+
+    promise = request.getfixturevalue("rdma_promise")
+    if promise is None:
+        pytest.skip(f"profile {gpu_profile.name} promises no RDMA devices")
+    rdma_devices = request.getfixturevalue("rdma_devices")
+    _, port = find_port(rdma_devices, promise["name"], promise.get("port", 1))
+    if port is None:
+        _fail_in_call(request.node, f"RDMA port {promise['name']}:{promise.get('port', 1)} is promised by profile "
+                                    f"{gpu_profile.name} but missing (found: "
+                                    f"{', '.join(d.name for d in rdma_devices) or 'no RDMA device'})")
+    return port
 
 
 @pytest.fixture

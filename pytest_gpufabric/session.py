@@ -67,7 +67,8 @@ class FabricSession:
         return self._discovery_error
 
     def measurement(self, name: str):
-        """A suite's measurement ("nvlink" or "bandwidth"), made once per run: live, or from the bundle.
+        """A suite's measurement ("nvlink", "bandwidth", "rdma" devices, "rdma_bw"), made once per run: live,
+        or from the bundle.
 
         Returns the measurement, None when a bundle recorded nothing for it, or raises the GpuFabricError that
         stopped it (the same one for every test that asks)."""
@@ -92,6 +93,18 @@ class FabricSession:
                 return recorded_training_traffic(bundle.load_nvlink_recording(self.bundle_dir))
             measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
             write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
+            return measurement
+        if name == "rdma":
+            from .workloads.rdma import live_rdma_devices
+
+            return bundle.load_rdma_devices(self.bundle_dir) if self.replay else live_rdma_devices()
+        if name == "rdma_bw":
+            from .workloads.rdma import measure_ib_write_bw
+
+            if self.replay:
+                return bundle.load_rdma_bandwidth(self.bundle_dir)
+            measurement = measure_ib_write_bw(self.profile.data.get("rdma", {}))
+            write_json(measurement, self.report_dir / bundle.RDMA_BW_FILE)
             return measurement
         from .workloads.bandwidth import measure_bandwidth
 

@@ -20,7 +20,7 @@ def test_titan_profile_passes_on_titan_bundle(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-rs")
     # topology: 6 judged, 8 not promised or not recorded; NVLink traffic: growth on both GPUs judged from the
     # recorded `nvlink -g 0` samples, volume skipped (the recording has no workload)
-    result.assert_outcomes(passed=8, skipped=13)
+    result.assert_outcomes(passed=8, skipped=17)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile titan-rtx-nvlink*"])
     # what the bundle cannot tell is skipped with the reason, not passed
@@ -51,7 +51,7 @@ def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Py
 
 def test_h200_profile_passes_on_h200_bundle(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2", "-rs")
-    result.assert_outcomes(passed=14, skipped=17)
+    result.assert_outcomes(passed=14, skipped=21)
     result.stdout.fnmatch_lines(["*the bundle holds no NVLink counter samples taken during training*"])
     result.stdout.fnmatch_lines(["*the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)*"])
 
@@ -60,8 +60,8 @@ def test_unknown_profile_is_a_usage_error_listing_profiles(pytester: pytest.Pyte
     pytester.makepyfile("def test_never(): raise AssertionError('must not run')")
     result = pytester.runpytest("--gpu-profile", "titan-rtx")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown profile 'titan-rtx'; available profiles: h200-nvswitch-x2, "
-                                 "rtx-2080ti-pcie, titan-rtx-nvlink*"])
+    result.stderr.fnmatch_lines(["*unknown profile 'titan-rtx'; available profiles: a100-pcie-roce, "
+                                 "h200-nvswitch-x2, rtx-2080ti-pcie, titan-rtx-nvlink*"])
     assert "must not run" not in result.stdout.str()
 
 
@@ -105,7 +105,7 @@ def test_profile_extends_and_overrides(pytester: pytest.Pytester, monkeypatch):
         "name: titan-rtx-nvlink-site\nextends: titan-rtx-nvlink\ngpus: {model: RTX}\n"
     )
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink-site", "--gpu-replay", "titan-rtx-nvlink")
-    result.assert_outcomes(passed=8, skipped=13)
+    result.assert_outcomes(passed=8, skipped=17)
     profile = load_profile("titan-rtx-nvlink-site", pytester.path)
     assert profile.gpu_count == 2 and profile.gpu_model == "RTX" and profile.matrix["GPU0"]["GPU1"] == "NV2"
     assert [p.name for p in profile.chain] == ["titan-rtx-nvlink-site.yaml", "titan-rtx-nvlink.yaml"]
@@ -124,7 +124,7 @@ def test_profile_search_path_from_environment(pytester: pytest.Pytester, monkeyp
     (extra / "site-pcie.yaml").write_text("name: site-pcie\nextends: rtx-2080ti-pcie\n")
     monkeypatch.setenv("GPUFABRIC_PROFILE_PATH", str(extra))
     result = pytester.runpytest("--gpu-profile", "site-pcie", "--gpu-replay", "rtx-2080ti-pcie")
-    result.assert_outcomes(passed=6, skipped=15)
+    result.assert_outcomes(passed=6, skipped=19)
 
 
 def test_corrupt_bundle_is_a_usage_error(pytester: pytest.Pytester):
@@ -141,7 +141,8 @@ def test_bundle_without_topology_is_a_usage_error(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "empty-bundle")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*a bundle needs the topology: nvidia-smi-topo-m.txt or nvml.json (it holds notes.txt)*"]
+        ["*a bundle needs the topology (nvidia-smi-topo-m.txt or nvml.json) or the RDMA devices "
+         "(ibv_devinfo-v.txt or sysfs/) (it holds notes.txt)*"]
     )
 
 
@@ -152,7 +153,7 @@ def test_tar_gz_bundle_replays(pytester: pytest.Pytester, bundles):
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(bundles / "titan-rtx-nvlink", arcname="titan-rtx-nvlink")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", str(archive))
-    result.assert_outcomes(passed=8, skipped=13)
+    result.assert_outcomes(passed=8, skipped=17)
 
 
 @needs_no_driver
@@ -187,12 +188,12 @@ def test_markers_skip_what_the_profile_does_not_promise(pytester: pytest.Pyteste
         def test_bridged_pair(fabric): assert fabric.label("GPU0", "GPU1") == "NV2"
 
         @pytest.mark.rdma(count=1)
-        def test_rdma(): pass
+        def test_needs_rdma_device(): pass
         """
     )
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
                                 "-rs", "test_markers_skip_what_the_profile_does_not_promise.py",
-                                "-k", "four or h200 or bridged or rdma")
+                                "-k", "four or h200 or bridged or needs_rdma")
     result.assert_outcomes(passed=1, skipped=3)
     result.stdout.fnmatch_lines_random([
         "*profile titan-rtx-nvlink promises 2 GPU(s); the test needs 4*",
@@ -266,7 +267,7 @@ def test_gpu_pair_is_parametrized_over_the_profile_pairs(pytester: pytest.Pytest
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2",
                                 "-v", "test_gpu_pair_is_parametrized_over_the_profile_pairs.py")
     result.stdout.fnmatch_lines(["*test_pair?GPU0-GPU1? PASSED*"])
-    result.assert_outcomes(passed=15, skipped=17)  # topology and this one; no traffic or bandwidth recorded
+    result.assert_outcomes(passed=15, skipped=21)  # topology and this one; no traffic or bandwidth recorded
 
 
 def test_single_gpu_machine_fails_the_two_gpu_profile(pytester: pytest.Pytester, bundles):
@@ -304,13 +305,13 @@ def test_user_paths_run_with_the_suites(pytester: pytest.Pytester):
     pytester.makepyfile("def test_mine(gpus): assert len(gpus) == 2")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
                                 "test_user_paths_run_with_the_suites.py")
-    result.assert_outcomes(passed=9, skipped=13)
+    result.assert_outcomes(passed=9, skipped=17)
 
 
 def test_ini_options(pytester: pytest.Pytester):
     pytester.makeini("[pytest]\ngpu_profile = titan-rtx-nvlink\ngpu_replay = rtx-2080ti-pcie\ngpu_report_dir = out\n")
     result = pytester.runpytest()
-    result.assert_outcomes(failed=5, passed=1, skipped=15)
+    result.assert_outcomes(failed=5, passed=1, skipped=19)
     assert (pytester.path / "out" / "gpufabric-results.json").is_file()
 
 
@@ -367,9 +368,9 @@ def test_replay_without_profile_gives_no_verdict(pytester: pytest.Pytester):
 def test_results_are_collected_under_xdist(pytester: pytest.Pytester):
     pytest.importorskip("xdist")
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie", "-n", "2")
-    result.assert_outcomes(failed=5, passed=1, skipped=15)
+    result.assert_outcomes(failed=5, passed=1, skipped=19)
     results = _results(pytester)
-    assert len(results["tests"]) == 21 and results["summary"]["failed"] == 5
+    assert len(results["tests"]) == 25 and results["summary"]["failed"] == 5
     assert {c["name"] for c in results["checks"] if c["verdict"] == "failed"} == {
         "topology-matrix", "nvlink-links", "affinity"}
 

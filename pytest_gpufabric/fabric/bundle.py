@@ -12,6 +12,10 @@ topology works:
                               NVLink suite writes them to reports/ on a live run
 - ``bandwidth.json``          the bandwidth suite's measurements (collectives, copies), as it writes them to reports/
 - ``nccl-tests*.txt``         output of nccl-tests' all_reduce_perf (NCCL INFO lines may be interleaved)
+- ``sysfs/sys/class/infiniband/...`` a copy of the RDMA sysfs tree (`gpufabric snapshot`)
+- ``ibv_devinfo-v.txt``       `ibv_devinfo -v`: RDMA devices and ports (active MTU, which sysfs lacks)
+- ``ib_write_bw.txt``         ib_write_bw client output (``ib_write_bw-client.txt`` is read too)
+- ``rdma-bw.json``            the RDMA suite's live ib_write_bw run, with the port counters around it
 - ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
                               training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
 
@@ -40,6 +44,10 @@ NVML_FILE = "nvml.json"
 MANIFEST_FILE = "manifest.json"
 KNOWN_FILES = (TOPO_FILE, NVLINK_STATUS_FILE, QUERY_XML_FILE, NVML_FILE)
 NVLINK_TRAFFIC_FILE = "nvlink-traffic.json"
+SYSFS_DIR = "sysfs"
+IBV_DEVINFO_FILE = "ibv_devinfo-v.txt"
+IB_WRITE_BW_FILES = ("ib_write_bw.txt", "ib_write_bw-client.txt")
+RDMA_BW_FILE = "rdma-bw.json"
 BANDWIDTH_FILE = "bandwidth.json"
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
 NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
@@ -54,7 +62,8 @@ def available_bundles() -> dict[str, Path]:
 
 
 def _holds_bundle(directory: Path) -> bool:
-    return any((directory / name).is_file() for name in KNOWN_FILES)
+    return any((directory / name).is_file() for name in (*KNOWN_FILES, IBV_DEVINFO_FILE)) or (
+        directory / SYSFS_DIR).is_dir()
 
 
 def find_bundle(spec: str | Path) -> Path:
@@ -99,10 +108,12 @@ def bundle_directory(spec: str | Path) -> Path:
         path = _extract(path)
     if not path.is_dir():
         raise BundleError(f"{path}: a bundle is a directory or a .tar.gz")
-    if not (path / TOPO_FILE).is_file() and not (path / NVML_FILE).is_file():
+    if not any((path / name).is_file() for name in (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE)) and not (
+            path / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
         present = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
         raise BundleError(
-            f"{path}: a bundle needs the topology: {TOPO_FILE} or {NVML_FILE} (it holds {present})"
+            f"{path}: a bundle needs the topology ({TOPO_FILE} or {NVML_FILE}) or the RDMA devices "
+            f"({IBV_DEVINFO_FILE} or {SYSFS_DIR}/) (it holds {present})"
         )
     return path
 
@@ -129,6 +140,9 @@ def load_bundle(spec: str | Path) -> Fabric:
     nvml_text = _read(directory, NVML_FILE)
     source = f"bundle {find_bundle(spec)}"
 
+    if topo is None and query_xml is None and nvml_text is None:
+        # an RDMA-only bundle (the two-node RoCE capture): no GPU evidence at all
+        return Fabric(source=source, gpus_recorded=False)
     text_fabric = None
     if topo is not None or query_xml is not None:
         try:
@@ -234,3 +248,38 @@ def load_bandwidth_recording(directory: Path):
             measurement = BandwidthMeasurement(source=str(text_file))
         measurement.nccl_tests.extend(runs)
     return measurement
+
+
+def load_rdma_devices(directory: Path) -> list | None:
+    """The bundle's RDMA devices: its sysfs copy (ibv_devinfo filling the MTU), else ibv_devinfo alone;
+    None when it recorded neither."""
+    from .rdma import devices_from_ibv_devinfo, discover_rdma, merge_ibv_devinfo, parse_ibv_devinfo
+
+    infos = parse_ibv_devinfo(_read(directory, IBV_DEVINFO_FILE) or "")
+    if (directory / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
+        devices = discover_rdma(str(directory / SYSFS_DIR))
+        merge_ibv_devinfo(devices, infos)
+        return devices
+    if (directory / IBV_DEVINFO_FILE).is_file():
+        return devices_from_ibv_devinfo(infos)
+    return None
+
+
+def load_rdma_bandwidth(directory: Path) -> dict | None:
+    """The bundle's ib_write_bw result: the suite's rdma-bw.json, else a client output; None without."""
+    from ..workloads.perftest import parse_perftest
+
+    path = directory / RDMA_BW_FILE
+    if path.is_file():
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise BundleError(f"{path}: not JSON ({exc})") from None
+    for name in IB_WRITE_BW_FILES:
+        text = _read(directory, name)
+        if text is not None:
+            try:
+                return {"client": parse_perftest(text), "client_output": text, "source": str(directory / name)}
+            except ValueError as exc:
+                raise BundleError(f"{directory / name}: {exc}") from None
+    return None

@@ -77,6 +77,7 @@ class RdmaPort:
     active_mtu_source: str | None = None  # "ibv_devinfo" | "netdev ens1f0 mtu 1500"
     netdev: str | None = None  # the netdev behind the port (RoCE GID table, or the device's only netdev)
     netdev_mtu: int | None = None  # that netdev's ``mtu``
+    netdev_speed_mbit: int | None = None  # that netdev's ``speed`` (Mb/s): a RoCE port's real line rate
     lid: int | None = None
     gids: list[str] | None = None  # non-zero GIDs in index order, compressed ("fe80::b696:91ff:feec:a458")
     counters: dict[str, int] | None = None  # ``counters/``: None when the directory is absent
@@ -249,6 +250,12 @@ def _read_port(root: str, dev_dir: str, name: str, number: int, netdevs: list[st
                 port.netdev_mtu = int(mtu)
             except ValueError:
                 raw[f"device/net/{port.netdev}/mtu"] = mtu
+        speed = _read_text(os.path.join(dev_dir, "device", "net", port.netdev, "speed"))
+        if speed is not None:
+            try:
+                port.netdev_speed_mbit = int(speed) if int(speed) > 0 else None  # -1: link down or unknown
+            except ValueError:
+                raw[f"device/net/{port.netdev}/speed"] = speed
     if port.link_layer == "Ethernet" and port.netdev_mtu is not None:
         port.active_mtu = roce_active_mtu(port.netdev_mtu)
         port.active_mtu_source = f"netdev {port.netdev} mtu {port.netdev_mtu}"
@@ -553,7 +560,7 @@ def snapshot_rdma(root: str, target_dir: str | os.PathLike[str], skipped: list[s
 
 
 def _snapshot_pci_device(pci_dir: str, rel: str, copy: Callable[[str, str], None]) -> None:
-    """The part of the PCI device a snapshot keeps: ``numa_node`` and every ``net/<ifname>/mtu``."""
+    """The part of the PCI device a snapshot keeps: ``numa_node`` and every ``net/<ifname>/{mtu,speed}``."""
     if os.path.exists(os.path.join(pci_dir, "numa_node")):
         copy(os.path.join(pci_dir, "numa_node"), os.path.join(rel, "numa_node"))
     try:
@@ -561,4 +568,62 @@ def _snapshot_pci_device(pci_dir: str, rel: str, copy: Callable[[str, str], None
     except OSError:
         return
     for ifname in ifnames:
-        copy(os.path.join(pci_dir, "net", ifname, "mtu"), os.path.join(rel, "net", ifname, "mtu"))
+        for name in ("mtu", "speed"):  # speed reads EINVAL while the link is down: listed as unreadable
+            copy(os.path.join(pci_dir, "net", ifname, name), os.path.join(rel, "net", ifname, name))
+
+
+# ------------------------------------------------------------------------------------------ line rate
+
+
+#: drivers whose IB port rate said nothing about the Ethernet link: irdma reported 4X EDR (100 Gb/s) for
+#: every port until Linux 6.1 ("RDMA/irdma: Report the correct link speed", 2022: it now asks the netdev)
+_UNRELIABLE_ROCE_RATE = ("irdma", "i40iw")
+
+
+def line_rate(port: RdmaPort) -> tuple[float | None, str]:
+    """The port's line rate in Gb/s and where it came from, or None and why it is unknown.
+
+    InfiniBand: the port's rate (width x lane speed). RoCE: the netdev's link speed, which is the wire's;
+    the IB rate a RoCE driver reports is derived from it, and for irdma/i40iw on older kernels it was a
+    constant (4X EDR = 100 Gb/s on a 25 Gb/s E810 port, as tests/data/captures/a100-pcie-roce-2node shows)."""
+    if port.link_layer == "Ethernet":
+        if port.netdev_speed_mbit:
+            return port.netdev_speed_mbit / 1000, f"netdev {port.netdev} speed {port.netdev_speed_mbit} Mb/s"
+        if port.device.startswith(_UNRELIABLE_ROCE_RATE):
+            return None, (f"{port.device} reports {port.rate_text or 'no rate'}, which irdma/i40iw hard-coded "
+                          "before Linux 6.1; the netdev's speed (ethtool) was not recorded")
+    if port.rate_gbit is not None:
+        return port.rate_gbit, f"port rate {port.rate_text}"
+    return None, "the port rate was not recorded"
+
+
+# ------------------------------------------------------------------------------------------ ibv_devinfo
+
+
+_PORT_STATES = {"PORT_DOWN": "DOWN", "PORT_INIT": "INIT", "PORT_ARMED": "ARMED", "PORT_ACTIVE": "ACTIVE",
+                "PORT_ACTIVE_DEFER": "ACTIVE_DEFER"}
+_PHYS_STATES = {"SLEEP": "Sleep", "POLLING": "Polling", "DISABLED": "Disabled", "PORT_CONFIGURATION TRAINNING":
+                "PortConfigurationTraining", "LINK_UP": "LinkUp", "LINK_ERROR_RECOVERY": "LinkErrorRecovery",
+                "PHY TEST": "Phy Test"}
+_LANE_GBIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gbps")
+
+
+def devices_from_ibv_devinfo(infos: list[dict]) -> list[RdmaDevice]:
+    """RdmaDevices from ``parse_ibv_devinfo`` alone (a bundle without a sysfs copy), named as sysfs names
+    states, with the rate computed as the kernel's sysfs ``rate`` file would print it (width x lane speed)."""
+    devices = []
+    for info in infos:
+        dev = RdmaDevice(name=info["hca_id"], fw_ver=info.get("fw_ver"), node_guid=info.get("node_guid"))
+        for p in info.get("ports", []):
+            port = RdmaPort(device=dev.name, port=p["port"])
+            port.state = _PORT_STATES.get(p.get("state", ""), p.get("state"))
+            port.phys_state = _PHYS_STATES.get(p.get("phys_state", ""), p.get("phys_state"))
+            lane = _LANE_GBIT.match(p.get("active_speed", ""))
+            width = p.get("active_width")
+            if lane and width and width[:-1].isdigit():
+                port.rate_gbit = float(lane.group(1)) * int(width[:-1])
+                port.rate_text = f"{port.rate_gbit:g} Gb/sec ({width}, ibv_devinfo: {p['active_speed']})"
+            dev.ports.append(port)
+        merge_ibv_devinfo([dev], [info])
+        devices.append(dev)
+    return devices

@@ -73,6 +73,15 @@ class Profile:
         """NVLinks the profile's matrix promises between two GPUs (0: none promised)."""
         return nvlink_count_of_label(self.matrix.get(f"GPU{a}", {}).get(f"GPU{b}", ""))
 
+    # --- rdma -----------------------------------------------------------------------------------------
+    @property
+    def rdma(self) -> dict:
+        return self.data.get("rdma", {})
+
+    @property
+    def rdma_devices(self) -> list[dict]:
+        return self.rdma.get("devices", [])
+
     # --- bandwidth ------------------------------------------------------------------------------------
     @property
     def bandwidth(self) -> dict:

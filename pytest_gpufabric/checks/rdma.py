@@ -1,0 +1,159 @@
+"""RDMA checks: the promised ports are there, up, at their rate and MTU, next to their GPUs; ib_write_bw
+reaches the promised fraction of the line rate; the port's counters saw the bytes it sent."""
+
+from __future__ import annotations
+
+from ..fabric.model import Fabric
+from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes
+from ..units import format_bytes, parse_gbit
+from .result import CheckResult, failed, passed, unknown
+
+_PORT_CAUSES = ("Usual causes: a cable or transceiver not seated or of the wrong speed, the switch port "
+                "configured differently (speed, MTU, PFC/ECN for RoCE), the subnet manager not running "
+                "(InfiniBand: state INIT), or the driver/firmware not loaded (check `ibv_devinfo`, `ibstat`).")
+_BW_CAUSES = ("Usual causes: the port trained at a lower speed, MTU or PFC mismatch with the switch (RoCE: "
+              "pause frames, ECN), the test bound to the far NUMA node, a single QP at a small message size, or "
+              "congestion from other traffic; rerun with more QPs (-q) and check the port counters for errors.")
+
+
+def find_port(devices: list[RdmaDevice], name: str, number: int) -> tuple[RdmaDevice | None, RdmaPort | None]:
+    device = next((d for d in devices if d.name == name), None)
+    return device, (device.port(number) if device else None)
+
+
+def check_rdma_port(promise: dict, devices: list[RdmaDevice], source: str) -> CheckResult:
+    name, number = promise["name"], promise.get("port", 1)
+    subject = f"{name} port {number}"
+    expected = dict(promise)
+    device, port = find_port(devices, name, number)
+    if device is None:
+        found = ", ".join(d.name for d in devices) or "none"
+        return failed("rdma-port", subject, expected, None, f"{subject}: no RDMA device {name} ({source} shows: "
+                      f"{found}). " + _PORT_CAUSES)
+    if port is None:
+        return failed("rdma-port", subject, expected, None, f"{subject}: {name} has no port {number}")
+    problems, unjudged = [], []
+    if port.state is None:
+        unjudged.append("state")
+    elif port.state != "ACTIVE":
+        problems.append(f"state {port.state}, expected ACTIVE")
+    if port.phys_state is not None and port.phys_state != "LinkUp":
+        problems.append(f"physical state {port.phys_state}, expected LinkUp")
+    if "link_layer" in promise and port.link_layer != promise["link_layer"]:
+        (unjudged if port.link_layer is None else problems).append(
+            f"link layer {port.link_layer}, expected {promise['link_layer']}")
+    rate, rate_source = line_rate(port)
+    if "rate" in promise:
+        want = parse_gbit(promise["rate"])
+        if rate is None:
+            unjudged.append(f"line rate ({rate_source})")
+        elif rate < want:
+            problems.append(f"line rate {rate:g} Gb/s ({rate_source}), expected {promise['rate']}")
+    if "mtu" in promise:
+        if port.active_mtu is None:
+            unjudged.append("active MTU (not recorded)")
+        elif port.active_mtu < promise["mtu"]:
+            problems.append(f"active MTU {port.active_mtu}, expected >= {promise['mtu']}")
+    if "numa_node" in promise and device.numa_node != promise["numa_node"]:
+        (unjudged if device.numa_node is None else problems).append(
+            f"NUMA node {device.numa_node}, expected {promise['numa_node']}")
+    found = {"state": port.state, "phys_state": port.phys_state, "link_layer": port.link_layer,
+             "rate_gbit": rate, "rate_source": rate_source, "active_mtu": port.active_mtu,
+             "numa_node": device.numa_node, "fw_ver": device.fw_ver}
+    summary = (f"{subject}: {port.state}/{port.phys_state}, {port.link_layer}, "
+               f"{f'{rate:g} Gb/s' if rate else 'rate unknown'}, MTU {port.active_mtu}")
+    if problems:
+        return failed("rdma-port", subject, expected, found, f"{summary}: " + "; ".join(problems) + ". "
+                      + _PORT_CAUSES, details=problems)
+    if unjudged:
+        return unknown("rdma-port", subject, expected, f"{summary}; not judged: " + "; ".join(unjudged)
+                       + f" [{source}]")
+    return passed("rdma-port", subject, expected, found, summary)
+
+
+def check_gpu_locality(promise: dict, devices: list[RdmaDevice], fabric: Fabric | None) -> CheckResult:
+    """The GPUs the port serves sit on its NUMA node and within PIX/PXB of it (GPUDirect RDMA stays on
+    the PCIe switch instead of crossing the CPU)."""
+    name = promise["name"]
+    subject, gpus = f"{name} and GPU(s) {', '.join(map(str, promise['gpus']))}", promise["gpus"]
+    device, _ = find_port(devices, name, promise.get("port", 1))
+    if device is None:
+        return failed("rdma-locality", subject, gpus, None, f"no RDMA device {name}")
+    if fabric is None or not fabric.gpus_recorded:
+        return unknown("rdma-locality", subject, gpus, "the GPUs were not recorded")
+    nic = next((n for n in fabric.nics if n.device == name), None)
+    problems, unjudged, found = [], [], {}
+    for index in gpus:
+        gpu = f"GPU{index}"
+        label = fabric.label(gpu, nic.label) if nic else None
+        found[gpu] = {"label": label, "gpu_numa": fabric.numa_affinity.get(gpu), "nic_numa": device.numa_node}
+        if label is None:
+            unjudged.append(f"{gpu}-{name} path (the topology has no column for {name})")
+        elif label not in ("PIX", "PXB"):
+            problems.append(f"{gpu}-{name} is {label}: GPUDirect RDMA would cross "
+                            + ("the CPU" if label in ("PHB", "NODE") else "the sockets' interconnect"))
+        gpu_numa = fabric.numa_affinity.get(gpu)
+        if gpu_numa in (None, "N/A") or device.numa_node is None or device.numa_node < 0:
+            unjudged.append(f"{gpu} NUMA node")
+        elif str(device.numa_node) != str(gpu_numa):
+            problems.append(f"{name} on NUMA node {device.numa_node}, {gpu} on {gpu_numa}")
+    if problems:
+        return failed("rdma-locality", subject, gpus, found, f"{subject}: " + "; ".join(problems) + ". Usual "
+                      "causes: the NIC or the GPU in another slot than the design, or a BIOS that hides the PCIe "
+                      "switch (ACS).", details=problems)
+    if unjudged:
+        return unknown("rdma-locality", subject, gpus, f"{subject}: not recorded: " + "; ".join(unjudged))
+    return passed("rdma-locality", subject, gpus, found, f"{subject}: " + ", ".join(
+        f"{g} {v['label']}, NUMA {v['nic_numa']}" for g, v in found.items()))
+
+
+def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, source: str) -> CheckResult:
+    """Average bandwidth against a fraction of the promised line rate (default 90 %) or an absolute floor."""
+    rows = result.get("results", [])
+    device = result.get("device")
+    subject = f"ib_write_bw {device}"
+    floors = []
+    if "min" in settings:
+        floors.append((parse_gbit(settings["min"]), settings["min"]))
+    fraction = settings.get("min_fraction_of_rate", 0.9)
+    if promised_rate is not None and ("min_fraction_of_rate" in settings or "min" not in settings):
+        rate = parse_gbit(promised_rate)
+        floors.append((fraction * rate, f"{fraction:.0%} of the promised {promised_rate} line rate"))
+    expected = {"floors_gbit": [f for f, _ in floors], "size": settings.get("size")}
+    if not rows:
+        return unknown("ib-write-bw", subject, expected, f"{source}: no result rows")
+    best = max(rows, key=lambda r: r["bytes"])
+    bw = best["bw_avg_gbps"]
+    found = {"bw_avg_gbit": bw, "bytes": best["bytes"], "iterations": best["iterations"],
+             "msg_rate_mpps": best.get("msg_rate_mpps"), "mtu": result.get("mtu"), "link_type": result.get("link_type")}
+    if not floors:
+        return unknown("ib-write-bw", subject, expected, "the profile promises neither a line rate nor a floor")
+    problems = [f"{bw:.2f} Gb/s < {text} ({floor:.2f} Gb/s)" for floor, text in floors if bw < floor]
+    summary = (f"{subject}: {bw:.2f} Gb/s average at {format_bytes(best['bytes'])} messages, "
+               f"{best['iterations']} iterations, MTU {result.get('mtu')}")
+    if promised_rate:
+        summary += f" ({bw / parse_gbit(promised_rate):.0%} of {promised_rate})"
+    if problems:
+        return failed("ib-write-bw", subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems)
+                      + ". " + _BW_CAUSES, details=problems)
+    return passed("ib-write-bw", subject, expected, found, f"{summary} [{source}]")
+
+
+def check_counters_rise(port_before: RdmaPort | None, port_after: RdmaPort | None, bytes_sent: int,
+                        subject: str) -> CheckResult:
+    """The port's transmit byte counter rose by at least the payload ib_write_bw reports sending (headers
+    make the wire count larger; less means the traffic took another path)."""
+    expected = {"tx_bytes_at_least": bytes_sent}
+    before = port_data_bytes(port_before) if port_before else None
+    after = port_data_bytes(port_after) if port_after else None
+    if before is None or after is None:
+        return unknown("rdma-counters", subject, expected, f"{subject}: the port's byte counters were not readable")
+    tx, rx = after[0] - before[0], after[1] - before[1]
+    found = {"tx_bytes": tx, "rx_bytes": rx}
+    if tx >= bytes_sent:
+        return passed("rdma-counters", subject, expected, found,
+                      f"{subject}: TX counter rose by {format_bytes(tx)} for {format_bytes(bytes_sent)} sent")
+    return failed("rdma-counters", subject, expected, found,
+                  f"{subject}: TX counter rose by {format_bytes(tx)}, less than the {format_bytes(bytes_sent)} "
+                  "ib_write_bw sent: the traffic did not go through this port (another device or port took it, "
+                  "or the counter is not the port's).")
