@@ -198,7 +198,7 @@ def test_markers_skip_what_the_profile_does_not_promise(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines_random([
         "*profile titan-rtx-nvlink promises 2 GPU(s); the test needs 4*",
         "*profile titan-rtx-nvlink promises TITAN RTX; the test needs H200*",
-        "*profile titan-rtx-nvlink promises 0 RDMA device(s); the test needs 1*",
+        "*profile titan-rtx-nvlink promises 0 RDMA port(s); the test needs 1*",
     ])
 
 
