@@ -121,6 +121,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         promised = profile.rdma_devices if profile else []
         metafunc.parametrize("rdma_promise", promised or [None],
                              ids=[f"{d['name']}:{d.get('port', 1)}" for d in promised] or ["none"])
+    if "lms_spec" in metafunc.fixturenames:
+        specs = profile.data.get("memory", {}).get("lms", []) if profile else []
+        metafunc.parametrize("lms_spec", specs or [None],
+                             ids=[f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs]
+                             or ["none"])
     if "copy_kind" in metafunc.fixturenames:
         kinds = list(profile.copy_thresholds()) if profile else []
         metafunc.parametrize("copy_kind", kinds or [None], ids=kinds or ["none"])
@@ -309,6 +314,20 @@ def bandwidth(request: pytest.FixtureRequest, gpu_profile, fabric):
 def gpufabric_run(request: pytest.FixtureRequest):
     """The run's FabricSession: profile, replay bundle, measurements (for suites; users want the fixtures above)."""
     return _session(request.config)
+
+
+@pytest.fixture(scope="session")
+def memory_behaviour(request: pytest.FixtureRequest, gpu_profile):
+    """The memory suite's measurement on GPU 0 (live), or the bundle's memory.json."""
+    if "memory" not in gpu_profile.data:
+        pytest.skip(f"profile {gpu_profile.name} promises no memory behaviour")
+    try:
+        result = _session(request.config).measurement("memory")
+    except GpuFabricError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if result is None:
+        pytest.skip("the bundle holds no memory measurements (memory.json)")
+    return result
 
 
 @pytest.fixture(scope="session")

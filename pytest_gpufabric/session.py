@@ -94,6 +94,14 @@ class FabricSession:
             measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
             write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
             return measurement
+        if name == "memory":
+            from .workloads.memory import measure_memory
+
+            if self.replay:
+                return bundle.load_json_recording(self.bundle_dir, bundle.MEMORY_FILE)
+            measurement = measure_memory(self.profile.data["memory"])
+            write_json(measurement, self.report_dir / bundle.MEMORY_FILE)
+            return measurement
         if name == "rdma":
             from .workloads.rdma import live_rdma_devices
 

@@ -16,6 +16,7 @@ topology works:
 - ``ibv_devinfo-v.txt``       `ibv_devinfo -v`: RDMA devices and ports (active MTU, which sysfs lacks)
 - ``ib_write_bw.txt``         ib_write_bw client output (``ib_write_bw-client.txt`` is read too)
 - ``rdma-bw.json``            the RDMA suite's live ib_write_bw run, with the port counters around it
+- ``memory.json``             the memory suite's live run (estimate, OOM and recovery, offload runs)
 - ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
                               training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
 
@@ -48,6 +49,7 @@ SYSFS_DIR = "sysfs"
 IBV_DEVINFO_FILE = "ibv_devinfo-v.txt"
 IB_WRITE_BW_FILES = ("ib_write_bw.txt", "ib_write_bw-client.txt")
 RDMA_BW_FILE = "rdma-bw.json"
+MEMORY_FILE = "memory.json"
 BANDWIDTH_FILE = "bandwidth.json"
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
 NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
@@ -269,12 +271,9 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
     """The bundle's ib_write_bw result: the suite's rdma-bw.json, else a client output; None without."""
     from ..workloads.perftest import parse_perftest
 
-    path = directory / RDMA_BW_FILE
-    if path.is_file():
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise BundleError(f"{path}: not JSON ({exc})") from None
+    recorded = load_json_recording(directory, RDMA_BW_FILE)
+    if recorded is not None:
+        return recorded
     for name in IB_WRITE_BW_FILES:
         text = _read(directory, name)
         if text is not None:
@@ -283,3 +282,17 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
             except ValueError as exc:
                 raise BundleError(f"{directory / name}: {exc}") from None
     return None
+
+
+def load_json_recording(directory: Path, name: str) -> dict | None:
+    """A suite's recording the bundle holds as JSON (memory.json ...), or None when it has none."""
+    path = directory / name
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise BundleError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{path}: not a gpufabric recording (a JSON object was expected)")
+    return data

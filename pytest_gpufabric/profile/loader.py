@@ -177,6 +177,10 @@ def _check_semantics(doc: dict, path: Path) -> None:
                    for i, device in enumerate(rdma.get("devices", [])) if "rate" in device]
     quantities += [(f"$.rdma.ib_write_bw.{key}", rdma["ib_write_bw"][key], parse)
                    for key, parse in (("min", parse_gbit), ("size", parse_bytes)) if key in rdma.get("ib_write_bw", {})]
+    memory = doc.get("memory", {})
+    quantities += [("$.memory.budget", memory["budget"], parse_bytes)] if "budget" in memory else []
+    quantities += [(f"$.memory.lms[{i}].threshold", run["threshold"], parse_bytes)
+                   for i, run in enumerate(memory.get("lms", []))]
     for json_path, value, parse in quantities:
         try:
             parse(value)

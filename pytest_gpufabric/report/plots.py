@@ -67,3 +67,23 @@ def busbw_sweep_png(op: str, series: dict[str, list[tuple[int, float]]], thresho
         ax.axhline(peak, linestyle=":", color="gray", label=f"{peak_what} peak {peak:.0f} GB/s")
     ax.set_xscale("log", base=2)
     return _png(fig, ax, f"{op}: bus bandwidth vs size", "message size (bytes)", "busbw (GB/s)")
+
+
+def memory_png(measured: list[tuple[int, int]], predicted: list[tuple[int, int]],
+               offloaded: list[tuple[str, int, int]], budget: int, title: str) -> bytes | None:
+    """Peak memory against the batch: measured without offload, the estimate, the budget line, and the
+    oversized batch's peak under each offload setting."""
+    drawing = _axes(3.6) if measured or predicted else None
+    if drawing is None:
+        return None
+    fig, ax = drawing
+    gib = 1024**3
+    if measured:
+        ax.plot(*zip(*[(b, v / gib) for b, v in measured], strict=True), marker="o", label="measured peak")
+    if predicted:
+        ax.plot(*zip(*[(b, v / gib) for b, v in predicted], strict=True), linestyle="--", marker="x",
+                label="estimate")
+    for label, batch, peak in offloaded:
+        ax.scatter([batch], [peak / gib], marker="s", zorder=5, label=f"{label}: peak")
+    ax.axhline(budget / gib, color="red", linestyle=":", label=f"budget {budget / gib:g} GiB")
+    return _png(fig, ax, f"GPU memory vs batch ({title})", "batch size", "GiB")

@@ -1,0 +1,80 @@
+"""Memory acceptance on GPU 0 at the profile's budget: the estimate predicts fit or out-of-memory and the peak;
+the oversized batch raises a clean OutOfMemoryError and the device recovers; large-model support (saved
+activations through pinned host memory) completes it at a known cost and changes no result.
+
+Live, one child process does it all (memory_step.py, killed with its group on timeout); in replay the bundle's
+memory.json is judged the same way.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+import pytest
+
+from pytest_gpufabric.checks.memory import (
+    check_estimate,
+    check_lms,
+    check_lms_equality,
+    check_oom_clean,
+    predicted_peak_bytes,
+)
+from pytest_gpufabric.units import format_bytes, parse_bytes
+
+
+def _section(gpu_profile) -> dict:
+    return gpu_profile.data["memory"]
+
+
+def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabric_extra):
+    check = check_estimate(_section(gpu_profile), memory_behaviour)
+    rows = "".join(
+        f"<tr><td>{r['batch']}</td><td>{escape(format_bytes(r['predicted_bytes']))}</td>"
+        f"<td>{escape(format_bytes(r['measured_peak_bytes']) if r['measured_peak_bytes'] else '-')}</td>"
+        f"<td>{r['predicted']}</td><td>{r['outcome']}</td></tr>"
+        for r in (check.found or {}).get("rows", []))
+    layers = "".join(f"<tr><td>{escape(r['layer'])}</td><td>{escape(r['type'])}</td><td>{r['output_shape']}</td>"
+                     f"<td>{escape(format_bytes(r['new_bytes']))}</td></tr>"
+                     for r in memory_behaviour["estimate"]["per_layer"])
+    gpufabric_extra(html=f"<p>estimate vs measured peak (budget {format_bytes(memory_behaviour['budget_bytes'])})"
+                         f"</p><table><tr><th>batch</th><th>predicted</th><th>measured peak</th><th>predicted</th>"
+                         f"<th>outcome</th></tr>{rows}</table><p>largest layers at batch 1 (memory for data)</p>"
+                         f"<table><tr><th>layer</th><th>type</th><th>output</th><th>new bytes</th></tr>{layers}"
+                         "</table>", name="memory estimate")
+    _attach_plot(gpu_profile, memory_behaviour, gpufabric_extra)
+    gpufabric_check(check)
+
+
+def _attach_plot(gpu_profile, result, gpufabric_extra) -> None:
+    from pytest_gpufabric.report.plots import memory_png
+
+    train = result["mode"] == "train"
+    measured = [(result["fit_batch"], result["baseline"]["peak_bytes"])]
+    measured += [(p["batch"], p["peak_bytes"]) for p in result.get("probes", []) if p.get("peak_bytes")]
+    batches = sorted({b for b, _ in measured} | {result["input"][0]})
+    predicted = [(b, predicted_peak_bytes(result["estimate"], b, train)) for b in batches]
+    offloaded = [(f"offload >= {format_bytes(r['threshold_bytes'])}", result["input"][0], r["peak_bytes"])
+                 for r in result.get("lms", []) if r.get("peak_bytes")]
+    png = memory_png(measured, predicted, offloaded, result["budget_bytes"], f"{result['model']}, {gpu_profile.name}")
+    if png is not None:
+        gpufabric_extra(png=png, name="peak memory vs batch")
+
+
+def test_oversized_batch_fails_cleanly(gpu_profile, memory_behaviour, gpufabric_check):
+    gpufabric_check(check_oom_clean(_section(gpu_profile), memory_behaviour))
+
+
+def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
+    if lms_spec is None:
+        pytest.skip(f"profile {gpu_profile.name} asks for no large-model support")
+    memory_behaviour = request.getfixturevalue("memory_behaviour")
+    threshold = parse_bytes(lms_spec["threshold"])
+    run = next((r for r in memory_behaviour.get("lms", []) if r["threshold_bytes"] == threshold
+                and r["usage_fraction"] == lms_spec.get("usage_fraction", 0.0)), None)
+    gpufabric_check(check_lms(lms_spec, run, memory_behaviour["baseline"]))
+
+
+def test_offload_changes_no_result(gpu_profile, memory_behaviour, gpufabric_check):
+    if not _section(gpu_profile).get("lms") or memory_behaviour["mode"] != "train":
+        pytest.skip(f"profile {gpu_profile.name} asks for no offload in training")
+    gpufabric_check(check_lms_equality(memory_behaviour))
