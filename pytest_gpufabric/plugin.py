@@ -282,32 +282,36 @@ def nvlink_traffic(request: pytest.FixtureRequest):
         reader.close()
 
 
-@pytest.fixture(scope="session")
-def nvlink_training(request: pytest.FixtureRequest, gpu_profile, fabric):
-    """NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them."""
+def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: str):
+    """A suite's measurement for this test: made once per run (FabricSession caches it, and its failure).
+
+    A measurement that failed is the test's failure, one line, reported when the test runs (not a set-up
+    error); a bundle that recorded nothing for it is a skip."""
     try:
-        measurement = _session(request.config).measurement("nvlink")
+        measurement = _session(request.config).measurement(name)
     except GpuFabricError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        _fail_in_call(request.node, str(exc))
+        return None
     if measurement is None:
-        pytest.skip("the bundle holds no NVLink counter samples taken during training "
-                    "(nvlink-traffic.json or nvidia-smi-nvlink-*.sample<N>.txt)")
+        pytest.skip(nothing_recorded)
     return measurement
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
+def nvlink_training(request: pytest.FixtureRequest, gpu_profile, fabric):
+    """NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them."""
+    return _measurement(request, "nvlink", "the bundle holds no NVLink counter samples taken during training "
+                                           "(nvlink-traffic.json or nvidia-smi-nvlink-*.sample<N>.txt)")
+
+
+@pytest.fixture
 def bandwidth(request: pytest.FixtureRequest, gpu_profile, fabric):
     """The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded
     them (bandwidth.json, nccl-tests*.txt)."""
     if not gpu_profile.bandwidth:
         pytest.skip(f"profile {gpu_profile.name} promises no bandwidth")
-    try:
-        measurement = _session(request.config).measurement("bandwidth")
-    except GpuFabricError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    if measurement is None:
-        pytest.skip("the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)")
-    return measurement
+    return _measurement(request, "bandwidth",
+                        "the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)")
 
 
 @pytest.fixture(scope="session")
@@ -316,32 +320,28 @@ def gpufabric_run(request: pytest.FixtureRequest):
     return _session(request.config)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def memory_behaviour(request: pytest.FixtureRequest, gpu_profile):
     """The memory suite's measurement on GPU 0 (live), or the bundle's memory.json."""
     if "memory" not in gpu_profile.data:
         pytest.skip(f"profile {gpu_profile.name} promises no memory behaviour")
-    try:
-        result = _session(request.config).measurement("memory")
-    except GpuFabricError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    if result is None:
-        pytest.skip("the bundle holds no memory measurements (memory.json)")
-    return result
+    return _measurement(request, "memory", "the bundle holds no memory measurements (memory.json)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def rdma_devices(request: pytest.FixtureRequest):
     """RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in
     replay). An empty list is a machine without RDMA devices."""
-    fabric_session = _session(request.config)
-    try:
-        devices = fabric_session.measurement("rdma")
-    except GpuFabricError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    if devices is None:
-        pytest.skip("the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)")
-    return devices
+    return _measurement(request, "rdma", "the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)")
+
+
+@pytest.fixture
+def ib_write_bw_result(request: pytest.FixtureRequest, gpu_profile):
+    """The run's ib_write_bw result and the port counters around it (live: the real binary; replay: the
+    bundle's rdma-bw.json or ib_write_bw output)."""
+    if "ib_write_bw" not in gpu_profile.rdma:
+        pytest.skip(f"profile {gpu_profile.name} promises no ib_write_bw bandwidth")
+    return _measurement(request, "rdma_bw", "the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)")
 
 
 @pytest.fixture
@@ -353,6 +353,8 @@ def rdma_port(request: pytest.FixtureRequest, gpu_profile):
     if promise is None:
         pytest.skip(f"profile {gpu_profile.name} promises no RDMA devices")
     rdma_devices = request.getfixturevalue("rdma_devices")
+    if rdma_devices is None:
+        return None  # the devices could not be read: the test fails on that when it runs
     _, port = find_port(rdma_devices, promise["name"], promise.get("port", 1))
     if port is None:
         _fail_in_call(request.node, f"RDMA port {promise['name']}:{promise.get('port', 1)} is promised by profile "

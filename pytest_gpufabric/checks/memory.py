@@ -7,12 +7,21 @@ from ..units import format_bytes, parse_bytes
 from .result import CheckResult, failed, passed, unknown
 
 
-def predicted_peak_bytes(estimate: dict, batch: int, train: bool) -> int:
-    """Weights (and their gradients when training), plus per image every activation tensor (forward hooks and
-    autograd's saved tensors, each storage once) and, while backward runs, the gradient of the largest one."""
-    fixed = estimate["param_bytes"] * (2 if train else 1)
-    per_image = estimate["union_bytes_per_image"] + (estimate["largest_activation_bytes_per_image"] if train else 0)
-    return fixed + batch * per_image
+def per_image_bytes(estimate: dict, train: bool) -> int:
+    """What one more image adds: every activation tensor (forward hooks and autograd's saved tensors, each
+    storage once) and, while backward runs, the gradient of the largest one."""
+    return estimate["union_bytes_per_image"] + (estimate["largest_activation_bytes_per_image"] if train else 0)
+
+
+def predicted_peak_bytes(estimate: dict, batch: int, train: bool, anchor: tuple[int, int] | None = None) -> int:
+    """The peak at ``batch``. With ``anchor`` = (a batch that ran, its measured peak), the estimate starts from
+    that measurement, which holds what no hook sees (the model, the framework's and cuDNN/cuBLAS workspaces,
+    allocator rounding), and adds the hooks' per-image activations for each further image. Without it: the
+    weights (and their gradients when training) plus the activations, the hooks alone."""
+    if anchor is not None:
+        anchor_batch, anchor_peak = anchor
+        return anchor_peak + (batch - anchor_batch) * per_image_bytes(estimate, train)
+    return estimate["param_bytes"] * (2 if train else 1) + batch * per_image_bytes(estimate, train)
 
 
 def check_estimate(section: dict, result: dict) -> CheckResult:
@@ -23,11 +32,11 @@ def check_estimate(section: dict, result: dict) -> CheckResult:
     estimate = result["estimate"]
     tolerance = section.get("estimate_tolerance", 0.1)
     subject = f"{result['model']} {result['mode']} at {result['input'][2]}x{result['input'][3]}"
-    runs = [{"batch": result["fit_batch"], "outcome": "fit", "peak_bytes": result["baseline"]["peak_bytes"]},
-            *result.get("probes", []), {"batch": result["input"][0], "outcome": result["oversized"]["outcome"]}]
+    anchor = (result["fit_batch"], result["baseline"]["peak_bytes"])
+    runs = [*result.get("probes", []), {"batch": result["input"][0], "outcome": result["oversized"]["outcome"]}]
     problems, rows = [], []
     for run in runs:
-        predicted = predicted_peak_bytes(estimate, run["batch"], train)
+        predicted = predicted_peak_bytes(estimate, run["batch"], train, anchor)
         predicted_outcome = "oom" if predicted > budget else "fit"
         rows.append({"batch": run["batch"], "predicted_bytes": predicted, "predicted": predicted_outcome,
                      "outcome": run["outcome"], "measured_peak_bytes": run.get("peak_bytes")})
@@ -43,11 +52,13 @@ def check_estimate(section: dict, result: dict) -> CheckResult:
         problems.append(f"at batch {best['batch']} the predicted peak {format_bytes(best['predicted_bytes'])} is "
                         f"{error:+.1%} off the measured {format_bytes(best['measured_peak_bytes'])} "
                         f"(tolerance {tolerance:.0%})")
-    found = {"rows": rows, "error_at_largest_fit": error,
-             "activation_bytes_per_image": estimate["activation_bytes_per_image"]}
+    found = {"rows": rows, "error_at_largest_fit": error, "anchor": {"batch": anchor[0], "peak_bytes": anchor[1]},
+             "activation_bytes_per_image": estimate["activation_bytes_per_image"],
+             "hooks_alone_at_largest_fit": predicted_peak_bytes(estimate, best["batch"], train)}
     summary = (f"{subject}: {format_bytes(estimate['activation_bytes_per_image'])} of activations per image by "
                f"forward hooks ({format_bytes(estimate['union_bytes_per_image'])} with autograd's saved tensors); "
-               f"predicted peak at batch {best['batch']} {format_bytes(best['predicted_bytes'])} vs measured "
+               f"from the measured {format_bytes(anchor[1])} at batch {anchor[0]}, predicted peak at batch "
+               f"{best['batch']} {format_bytes(best['predicted_bytes'])} vs measured "
                f"{format_bytes(best['measured_peak_bytes'])} ({error:+.1%})")
     if problems:
         return failed("memory-estimate", subject, tolerance, found, f"{summary}: " + "; ".join(problems),

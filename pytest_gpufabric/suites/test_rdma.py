@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpufabric.checks.rdma import check_counters_rise, check_gpu_locality, check_ib_write_bw, check_rdma_port
-from pytest_gpufabric.errors import GpuFabricError
 
 
 def _source(run) -> str:
@@ -34,41 +33,27 @@ def test_rdma_gpu_locality(gpu_profile, rdma_promise, request, gpufabric_check):
     gpufabric_check(check_gpu_locality(rdma_promise, devices, request.getfixturevalue("fabric")))
 
 
-@pytest.fixture(scope="module")
-def ib_write_bw_run(gpu_profile, gpufabric_run):
-    """The run's ib_write_bw result (live: the real binary; replay: the bundle's output)."""
-    if "ib_write_bw" not in gpu_profile.rdma:
-        pytest.skip(f"profile {gpu_profile.name} promises no ib_write_bw bandwidth")
-    try:
-        result = gpufabric_run.measurement("rdma_bw")
-    except GpuFabricError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    if result is None:
-        pytest.skip("the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)")
-    return result
-
-
 def _promised_rate(profile, device: str | None) -> str | None:
     return next((d.get("rate") for d in profile.rdma_devices if d["name"] == device), None)
 
 
-def test_ib_write_bw(gpu_profile, ib_write_bw_run, gpufabric_check):
-    client = ib_write_bw_run["client"]
+def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
+    client = ib_write_bw_result["client"]
     settings = gpu_profile.rdma["ib_write_bw"]
     device = settings.get("device") or client.get("device")
-    source = ib_write_bw_run.get("source", "ib_write_bw on this machine")
+    source = ib_write_bw_result.get("source", "ib_write_bw on this machine")
     gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source))
 
 
-def test_rdma_counters_rise(gpu_profile, ib_write_bw_run, gpufabric_check):
+def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
     from pytest_gpufabric.fabric.rdma import RdmaPort
 
     if not gpu_profile.rdma["ib_write_bw"].get("counters", True):
         pytest.skip(f"profile {gpu_profile.name} does not ask for the port counters")
-    counters = ib_write_bw_run.get("counters")
+    counters = ib_write_bw_result.get("counters")
     if not counters:
         pytest.skip("the recording holds no port counters read around the run (a bare ib_write_bw output)")
-    rows = ib_write_bw_run["client"]["results"]
+    rows = ib_write_bw_result["client"]["results"]
     bytes_sent = max(r["bytes"] * r["iterations"] for r in rows) if rows else 0
     before = RdmaPort(**counters["before"]) if counters.get("before") else None
     after = RdmaPort(**counters["after"]) if counters.get("after") else None
