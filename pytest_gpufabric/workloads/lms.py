@@ -52,7 +52,9 @@ class LargeModelSupport:
         if not should_offload(nbytes, self._allocated(), self.threshold_bytes, self.usage_fraction,
                               self.budget_bytes):
             self.kept_tensors += 1
-            return ("kept", tensor)
+            # detached, as PyTorch's own saved variables are: the tensor itself would form a reference cycle
+            # with its grad_fn that outlives the graph when no backward pass runs
+            return ("kept", tensor.detach())
         host = self._host_buffer(tensor)
         host.copy_(tensor, non_blocking=True)
         self.offloaded_tensors += 1
