@@ -7,36 +7,26 @@ from ..units import format_bytes, parse_bytes
 from .result import CheckResult, failed, passed, unknown
 
 
-def per_image_bytes(estimate: dict, train: bool) -> int:
-    """What one more image adds: every activation tensor (forward hooks and autograd's saved tensors, each
-    storage once) and, while backward runs, the gradient of the largest one."""
-    return estimate["union_bytes_per_image"] + (estimate["largest_activation_bytes_per_image"] if train else 0)
-
-
-def predicted_peak_bytes(estimate: dict, batch: int, train: bool, anchor: tuple[int, int] | None = None) -> int:
-    """The peak at ``batch``. With ``anchor`` = (a batch that ran, its measured peak), the estimate starts from
-    that measurement, which holds what no hook sees (the model, the framework's and cuDNN/cuBLAS workspaces,
-    allocator rounding), and adds the hooks' per-image activations for each further image. Without it: the
-    weights (and their gradients when training) plus the activations, the hooks alone."""
-    if anchor is not None:
-        anchor_batch, anchor_peak = anchor
-        return anchor_peak + (batch - anchor_batch) * per_image_bytes(estimate, train)
-    return estimate["param_bytes"] * (2 if train else 1) + batch * per_image_bytes(estimate, train)
+def predicted_peak_bytes(estimate: dict, batch: int, train: bool) -> int:
+    """Weights (and their gradients when training), plus per image every activation tensor (forward hooks and
+    autograd's saved tensors, each storage once) and, while backward runs, the gradient of the largest one."""
+    per_image = estimate["union_bytes_per_image"] + (estimate["largest_activation_bytes_per_image"] if train else 0)
+    return estimate["param_bytes"] * (2 if train else 1) + batch * per_image
 
 
 def check_estimate(section: dict, result: dict) -> CheckResult:
     """The prediction of fit vs OOM matches every batch that ran, and the predicted peak is within the
-    tolerance of the measured one at the largest batch that fitted."""
+    tolerance of the measured one at every batch that fitted."""
     train = result["mode"] == "train"
     budget = result["budget_bytes"]
     estimate = result["estimate"]
     tolerance = section.get("estimate_tolerance", 0.1)
     subject = f"{result['model']} {result['mode']} at {result['input'][2]}x{result['input'][3]}"
-    anchor = (result["fit_batch"], result["baseline"]["peak_bytes"])
-    runs = [*result.get("probes", []), {"batch": result["input"][0], "outcome": result["oversized"]["outcome"]}]
+    runs = [{"batch": result["fit_batch"], "outcome": "fit", "peak_bytes": result["baseline"]["peak_bytes"]},
+            *result.get("probes", []), {"batch": result["input"][0], "outcome": result["oversized"]["outcome"]}]
     problems, rows = [], []
     for run in runs:
-        predicted = predicted_peak_bytes(estimate, run["batch"], train, anchor)
+        predicted = predicted_peak_bytes(estimate, run["batch"], train)
         predicted_outcome = "oom" if predicted > budget else "fit"
         rows.append({"batch": run["batch"], "predicted_bytes": predicted, "predicted": predicted_outcome,
                      "outcome": run["outcome"], "measured_peak_bytes": run.get("peak_bytes")})
@@ -44,22 +34,19 @@ def check_estimate(section: dict, result: dict) -> CheckResult:
             problems.append(f"batch {run['batch']}: predicted {predicted_outcome} ({format_bytes(predicted)} of "
                             f"{format_bytes(budget)}), it was {run['outcome']}")
     fitted = [r for r in rows if r["measured_peak_bytes"]]
-    best = max(fitted, key=lambda r: r["batch"]) if fitted else None
-    if best is None:
+    if not fitted:
         return unknown("memory-estimate", subject, tolerance, "no batch fitted: the peak cannot be compared")
-    error = best["predicted_bytes"] / best["measured_peak_bytes"] - 1
-    if abs(error) > tolerance:
-        problems.append(f"at batch {best['batch']} the predicted peak {format_bytes(best['predicted_bytes'])} is "
-                        f"{error:+.1%} off the measured {format_bytes(best['measured_peak_bytes'])} "
-                        f"(tolerance {tolerance:.0%})")
-    found = {"rows": rows, "error_at_largest_fit": error, "anchor": {"batch": anchor[0], "peak_bytes": anchor[1]},
-             "activation_bytes_per_image": estimate["activation_bytes_per_image"],
-             "hooks_alone_at_largest_fit": predicted_peak_bytes(estimate, best["batch"], train)}
+    for row in fitted:
+        row["error"] = row["predicted_bytes"] / row["measured_peak_bytes"] - 1
+        if abs(row["error"]) > tolerance:
+            problems.append(f"at batch {row['batch']} the predicted peak {format_bytes(row['predicted_bytes'])} is "
+                            f"{row['error']:+.1%} off the measured {format_bytes(row['measured_peak_bytes'])} "
+                            f"(tolerance {tolerance:.0%})")
+    found = {"rows": rows, "activation_bytes_per_image": estimate["activation_bytes_per_image"]}
+    errors = ", ".join(f"{r['error']:+.1%} at batch {r['batch']}" for r in fitted)
     summary = (f"{subject}: {format_bytes(estimate['activation_bytes_per_image'])} of activations per image by "
                f"forward hooks ({format_bytes(estimate['union_bytes_per_image'])} with autograd's saved tensors); "
-               f"from the measured {format_bytes(anchor[1])} at batch {anchor[0]}, predicted peak at batch "
-               f"{best['batch']} {format_bytes(best['predicted_bytes'])} vs measured "
-               f"{format_bytes(best['measured_peak_bytes'])} ({error:+.1%})")
+               f"predicted vs measured peak {errors}")
     if problems:
         return failed("memory-estimate", subject, tolerance, found, f"{summary}: " + "; ".join(problems),
                       details=problems)

@@ -64,8 +64,8 @@ def available_bundles() -> dict[str, Path]:
 
 
 def _holds_bundle(directory: Path) -> bool:
-    return any((directory / name).is_file() for name in (*KNOWN_FILES, IBV_DEVINFO_FILE)) or (
-        directory / SYSFS_DIR).is_dir()
+    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE)
+    return any((directory / name).is_file() for name in names) or (directory / SYSFS_DIR).is_dir()
 
 
 def find_bundle(spec: str | Path) -> Path:
@@ -110,12 +110,13 @@ def bundle_directory(spec: str | Path) -> Path:
         path = _extract(path)
     if not path.is_dir():
         raise BundleError(f"{path}: a bundle is a directory or a .tar.gz")
-    if not any((path / name).is_file() for name in (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE)) and not (
+    evidence = (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE)
+    if not any((path / name).is_file() for name in evidence) and not (
             path / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
         present = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
         raise BundleError(
-            f"{path}: a bundle needs the topology ({TOPO_FILE} or {NVML_FILE}) or the RDMA devices "
-            f"({IBV_DEVINFO_FILE} or {SYSFS_DIR}/) (it holds {present})"
+            f"{path}: a bundle needs the topology ({TOPO_FILE} or {NVML_FILE}), the RDMA devices "
+            f"({IBV_DEVINFO_FILE} or {SYSFS_DIR}/) or a suite's recording (it holds {present})"
         )
     return path
 
@@ -143,7 +144,7 @@ def load_bundle(spec: str | Path) -> Fabric:
     source = f"bundle {find_bundle(spec)}"
 
     if topo is None and query_xml is None and nvml_text is None:
-        # an RDMA-only bundle (the two-node RoCE capture): no GPU evidence at all
+        # an RDMA-only bundle (the two-node RoCE capture) or a suite's recording alone: no GPU evidence at all
         return Fabric(source=source, gpus_recorded=False)
     text_fabric = None
     if topo is not None or query_xml is not None:

@@ -52,8 +52,7 @@ def _attach_plot(gpu_profile, result, gpufabric_extra) -> None:
     measured = [(result["fit_batch"], result["baseline"]["peak_bytes"])]
     measured += [(p["batch"], p["peak_bytes"]) for p in result.get("probes", []) if p.get("peak_bytes")]
     batches = sorted({b for b, _ in measured} | {result["input"][0]})
-    anchor = (result["fit_batch"], result["baseline"]["peak_bytes"])
-    predicted = [(b, predicted_peak_bytes(result["estimate"], b, train, anchor)) for b in batches]
+    predicted = [(b, predicted_peak_bytes(result["estimate"], b, train)) for b in batches]
     offloaded = [(f"offload >= {format_bytes(r['threshold_bytes'])}", result["input"][0], r["peak_bytes"])
                  for r in result.get("lms", []) if r.get("peak_bytes")]
     png = memory_png(measured, predicted, offloaded, result["budget_bytes"], f"{result['model']}, {gpu_profile.name}")
