@@ -24,3 +24,17 @@ def bundles() -> Path:
 def captures() -> Path:
     """Tool outputs of real machines, as captured."""
     return DATA / "captures"
+
+
+@pytest.fixture
+def judged():
+    """assert_judged(result, passed=, failed=): exactly these outcomes, no errors, every other test skipped.
+    Later suites add skipped tests (not promised, not recorded); they must not add passes or failures."""
+
+    def assert_judged(result, passed: int, failed: int = 0) -> None:
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed", 0) == passed, outcomes
+        assert outcomes.get("failed", 0) == failed, outcomes
+        assert not outcomes.get("errors") and not outcomes.get("error"), outcomes
+
+    return assert_judged
