@@ -183,9 +183,7 @@ def test_the_leak_check_sees_the_old_cycle():
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
         out = model(torch.zeros([1, *SHAPE[1:]]))
     del out
-    leaked = _live_tensor_bytes()[0] - before
-    assert leaked > 0
-    gc.collect()
+    assert _live_tensor_bytes()[0] > before  # about 1 MiB, alive for the rest of the process
 
 
 # --- 2. the prediction, judged on the H200 recordings ----------------------------------------------------------
@@ -238,7 +236,7 @@ def test_leaky_recording_fails_far_off_at_batch_one():
     assert "off the measured" in check.message
     error_at_1 = predicted_peak_bytes(leaky["estimate"], 1, True) / leaky["baseline"]["peak_bytes"] - 1
     assert error_at_1 < -0.4  # the leak nearly doubled the batch-1 peak
-    assert check.details[0].startswith(f"at batch 1 the predicted peak") and f"{error_at_1:+.1%}" in check.details[0]
+    assert check.details[0].startswith("at batch 1 the predicted peak") and f"{error_at_1:+.1%}" in check.details[0]
     # the leak is a constant: far off at small batches, diluted at batch 8 (within the tolerance)
     assert [int(re.match(r"at batch (\d+)", d).group(1)) for d in check.details] == [1, 2, 4]
     assert not any("predicted oom" in d or "predicted fit" in d for d in check.details)
@@ -361,8 +359,6 @@ def test_lms_changes_no_result(plain_step):
         assert torch.equal(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG lms.py _host_buffer: torch.empty(tensor.shape) drops the strides of a "
-                   "non-contiguous saved tensor (Linear's transposed weight), so backward rounds differently")
 def test_lms_offloading_everything_changes_no_result(plain_step):
     assert plain_step["contiguous"].count(False) == 1  # the classifier's weight, saved transposed
     lms = LargeModelSupport(0, 0.0, BUDGET, allocated=lambda: 0)
@@ -518,11 +514,14 @@ def test_replay_of_a_derived_recording_fails_that_test(pytester: pytest.Pytester
     directory = _bundle(pytester, "derived", change)
     result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", str(directory), "-k", SELECTION)
     result.assert_outcomes(passed=4, failed=1)
-    result.stdout.fnmatch_lines([f"FAILED *test_memory.py::{failing}*{words}*"])
+    assert f"FAILED test_memory.py::{failing} - Failed:" in result.stdout.str()
+    assert words in result.stdout.str()
     replay = _results(pytester)
     assert replay["summary"]["verdict"] == "REJECTED"
     assert [t for t, outcome in _by_test(replay["tests"].items()).items() if outcome == "failed"] == [
         f"test_memory.py::{failing}"]
+    [check] = [c for c in replay["checks"] if c["verdict"] == "failed"]
+    assert check["test"].endswith(failing) and words in check["message"]
 
 
 def test_profile_without_memory_section_skips(pytester: pytest.Pytester):
@@ -535,8 +534,10 @@ def test_profile_without_memory_section_skips(pytester: pytest.Pytester):
     directory = _bundle(pytester, "h200-memory")
     result = pytester.runpytest("--gpu-profile", str(path), "--gpu-replay", str(directory), "-k", SELECTION, "-rs")
     result.assert_outcomes(skipped=4)
-    result.stdout.fnmatch_lines(["*SKIPPED [[]3[]]*profile h200-without-memory promises no memory behaviour*",
-                                 "*SKIPPED [[]1[]]*profile h200-without-memory asks for no large-model support*"])
+    skips = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
+    assert len(skips) == 4
+    assert sum(line.endswith("profile h200-without-memory promises no memory behaviour") for line in skips) == 3
+    assert sum(line.endswith("profile h200-without-memory asks for no large-model support") for line in skips) == 1
     assert _results(pytester)["summary"]["verdict"] == "REJECTED"  # nothing was judged
 
 

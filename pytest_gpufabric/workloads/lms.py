@@ -41,11 +41,18 @@ class LargeModelSupport:
             return self.allocated()
         return torch.cuda.memory_allocated()
 
+    @staticmethod
+    def _key(tensor: torch.Tensor) -> tuple:
+        return tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype
+
     def _host_buffer(self, tensor: torch.Tensor) -> torch.Tensor:
-        free = self.pool.get((tuple(tensor.shape), tensor.dtype))
+        """A host tensor with the same shape *and strides*: a transposed weight must come back transposed,
+        or backward takes another kernel and rounds differently."""
+        free = self.pool.get(self._key(tensor))
         if free:
             return free.pop()
-        return torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=tensor.is_cuda)
+        return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu",
+                                   pin_memory=tensor.is_cuda)
 
     def pack(self, tensor: torch.Tensor):
         nbytes = tensor.numel() * tensor.element_size()
@@ -69,7 +76,7 @@ class LargeModelSupport:
         if device.type == "cuda":
             # the host buffer may be reused only once the copy back has run
             torch.cuda.current_stream(device).synchronize()
-        self.pool.setdefault((tuple(host.shape), host.dtype), []).append(host)
+        self.pool.setdefault(self._key(host), []).append(host)
         return tensor
 
     def __enter__(self):

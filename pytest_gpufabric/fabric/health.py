@@ -1,0 +1,223 @@
+"""GPU health through NVML: error counters judged by their change around a test, and a timeline of
+temperature, power, clocks and clock-event (throttle) reasons.
+
+What is read, per GPU (every call through nvml.query, so NOT_SUPPORTED is recorded, never raised):
+- volatile ECC corrected / uncorrected counts (since the driver loaded);
+- remapped rows (Ampere+: correctable, uncorrectable, pending, failure) or retired pages (older GPUs);
+- the PCIe replay counter;
+- per NVLink the DL error counters REPLAY, RECOVERY, CRC_FLIT, CRC_DATA, ECC_DATA;
+- XID events, from an NVML event set read in the background (XID 79 is "fell off the bus");
+- temperature, power, SM/memory clocks, and the clock-event reasons bit mask.
+
+Counters are judged by how much they rose, never by their value: the H200 of
+tests/data/captures/h200-nvswitch-x2 reads CRC_DATA 9 and ECC_DATA 14 on link 0 at idle.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..errors import HardwareUnavailable
+
+#: the counters a profile can forbid, with what a rise of each usually means
+COUNTERS = {
+    "xid": "XID errors from the driver (79: the GPU fell off the bus; 48/63/64: ECC; 74: NVLink)",
+    "ecc_corrected": "corrected (single-bit) ECC errors: memory degrading",
+    "ecc_uncorrected": "uncorrected (double-bit) ECC errors: data was lost",
+    "remapped_rows_uncorrectable": "rows remapped after uncorrectable errors",
+    "remapped_rows_pending": "a row remap waits for a GPU reset",
+    "remapped_rows_failure": "a row could not be remapped: the GPU needs service",
+    "retired_pages": "memory pages retired after ECC errors",
+    "pcie_replay": "PCIe packets replayed: signal integrity (riser, slot, retimer)",
+    "nvlink_replay": "NVLink packets replayed",
+    "nvlink_recovery": "NVLink links that had to recover",
+    "nvlink_crc_flit": "NVLink flits with CRC errors",
+    "nvlink_crc_data": "NVLink data with CRC errors",
+    "nvlink_ecc_data": "NVLink data with ECC errors",
+}
+DEFAULT_FORBIDDEN = ("xid", "ecc_uncorrected", "remapped_rows_uncorrectable", "remapped_rows_pending",
+                     "remapped_rows_failure", "retired_pages", "nvlink_recovery", "nvlink_crc_data")
+
+#: clock-event reason bits (nvml.h nvmlClocksEventReason*) that mean the GPU slowed itself down
+THROTTLE_REASONS = {0x8: "hw_slowdown", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                    0x80: "hw_power_brake_slowdown", 0x4: "sw_power_cap"}
+_NVLINK_COUNTERS = {"nvlink_replay": 0, "nvlink_recovery": 1, "nvlink_crc_flit": 2, "nvlink_crc_data": 3,
+                    "nvlink_ecc_data": 4}
+
+
+@dataclass
+class GpuHealth:
+    """One read of one GPU. Counter values are ints, or None where NVML answered NOT_SUPPORTED."""
+
+    index: int
+    serial: str | None
+    counters: dict[str, int | None] = field(default_factory=dict)  # name -> value (links: "nvlink_crc_data:3")
+    temperature_c: int | None = None
+    power_w: float | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    throttle: list[str] = field(default_factory=list)
+
+
+def counter_deltas(before: GpuHealth, after: GpuHealth) -> dict[str, int]:
+    """Every counter that rose, by how much (a counter that went down was reset: its new value counts)."""
+    rose = {}
+    for name, value in after.counters.items():
+        old = before.counters.get(name)
+        if value is None or old is None:
+            continue
+        delta = value - old if value >= old else value
+        if delta > 0:
+            rose[name] = delta
+    return rose
+
+
+def base_counter(name: str) -> str:
+    """'nvlink_crc_data:3' -> 'nvlink_crc_data' (per-link counters carry their link after a colon)."""
+    return name.split(":", 1)[0]
+
+
+class HealthReader:
+    """Reads every GPU's health through NVML (one nvmlInit for the reader's lifetime)."""
+
+    def __init__(self) -> None:
+        from . import nvml
+
+        self._nvml = nvml
+        self._pynvml, why = nvml._init_nvml()
+        if self._pynvml is None:
+            raise HardwareUnavailable(f"{why}; GPU health cannot be read")
+        pynvml = self._pynvml
+        count = pynvml.nvmlDeviceGetCount()
+        self.handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)}
+        self.serials = {i: self._value(pynvml.nvmlDeviceGetSerial, h) for i, h in self.handles.items()}
+        self.links = {i: self._links(h) for i, h in self.handles.items()}
+        self.xid_events: list[dict] = []
+        self._event_set = None
+        self._stop = threading.Event()
+        self._events_thread: threading.Thread | None = None
+
+    def _value(self, fn, *args):
+        answer = self._nvml.query(fn, *args)
+        if self._nvml.is_error(answer):
+            return None
+        return answer.decode() if isinstance(answer, bytes) else answer
+
+    def _links(self, handle) -> list[int]:
+        links = []
+        for link in range(self._nvml._enum(self._pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+            state = self._nvml.query(self._pynvml.nvmlDeviceGetNvLinkState, handle, link)
+            if self._nvml.is_error(state):
+                break
+            if state == 1:
+                links.append(link)
+        return links
+
+    def read(self) -> dict[int, GpuHealth]:
+        return {i: self._read_gpu(i, h) for i, h in self.handles.items()}
+
+    def _read_gpu(self, index: int, h) -> GpuHealth:
+        p, v = self._pynvml, self._value
+        health = GpuHealth(index=index, serial=self.serials[index])
+        c = health.counters
+        c["ecc_corrected"] = v(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                               p.NVML_VOLATILE_ECC)
+        c["ecc_uncorrected"] = v(p.nvmlDeviceGetTotalEccErrors, h, p.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                 p.NVML_VOLATILE_ECC)
+        rows = v(p.nvmlDeviceGetRemappedRows, h)
+        if rows is not None:
+            _corr, unc, pending, failure = rows
+            c.update(remapped_rows_uncorrectable=unc, remapped_rows_pending=pending, remapped_rows_failure=failure)
+        else:  # before Ampere: retired pages
+            pages = [v(p.nvmlDeviceGetRetiredPages, h, cause) for cause in (0, 1)]
+            c["retired_pages"] = None if None in pages else sum(len(x) for x in pages)
+        c["pcie_replay"] = v(p.nvmlDeviceGetPcieReplayCounter, h)
+        for link in self.links[index]:
+            for name, counter in _NVLINK_COUNTERS.items():
+                c[f"{name}:{link}"] = v(p.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
+        c["xid"] = sum(1 for e in self.xid_events if e["gpu"] == index)
+        health.temperature_c = v(p.nvmlDeviceGetTemperature, h, p.NVML_TEMPERATURE_GPU)
+        power = v(p.nvmlDeviceGetPowerUsage, h)
+        health.power_w = None if power is None else power / 1000
+        health.sm_clock_mhz = v(p.nvmlDeviceGetClockInfo, h, p.NVML_CLOCK_SM)
+        health.mem_clock_mhz = v(p.nvmlDeviceGetClockInfo, h, p.NVML_CLOCK_MEM)
+        reasons = v(p.nvmlDeviceGetCurrentClocksEventReasons, h)
+        if reasons is not None:
+            health.throttle = [name for bit, name in THROTTLE_REASONS.items() if reasons & bit]
+        return health
+
+    def watch_xid(self) -> str | None:
+        """Collect XID events in the background; the reason when NVML cannot deliver them (VMs often can't)."""
+        p = self._pynvml
+        try:
+            self._event_set = p.nvmlEventSetCreate()
+            for handle in self.handles.values():
+                p.nvmlDeviceRegisterEvents(handle, p.nvmlEventTypeXidCriticalError, self._event_set)
+        except p.NVMLError as exc:
+            self._event_set = None
+            return f"XID events not available: {exc}"
+        self._events_thread = threading.Thread(target=self._wait_events, name="nvml-xid", daemon=True)
+        self._events_thread.start()
+        return None
+
+    def _wait_events(self) -> None:
+        p = self._pynvml
+        by_handle = {self._nvml._bus_id_of(self._value(p.nvmlDeviceGetPciInfo, h)) if False else id(h): i
+                     for i, h in self.handles.items()}
+        while not self._stop.is_set():
+            try:
+                data = p.nvmlEventSetWait_v2(self._event_set, 500)
+            except p.NVMLError:
+                continue  # timeout: nothing happened in this half second
+            index = next((i for i, h in self.handles.items() if self._same_device(h, data.device)), None)
+            self.xid_events.append({"gpu": index if index is not None else by_handle.get(id(data.device)),
+                                    "xid": int(data.eventData), "time": time.time()})
+
+    def _same_device(self, a, b) -> bool:
+        p = self._pynvml
+        try:
+            return p.nvmlDeviceGetIndex(a) == p.nvmlDeviceGetIndex(b)
+        except p.NVMLError:
+            return False
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._events_thread is not None:
+            self._events_thread.join(timeout=2)
+        if self._event_set is not None:
+            try:
+                self._pynvml.nvmlEventSetFree(self._event_set)
+            except self._pynvml.NVMLError:
+                pass
+        self._pynvml.nvmlShutdown()
+
+
+class HealthTimeline:
+    """Background reads at an interval, for the report's health timeline and live metrics."""
+
+    def __init__(self, reader: HealthReader, interval_s: float, on_read=None) -> None:
+        self.reader, self.interval_s, self.on_read = reader, interval_s, on_read
+        self.points: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-health", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                reads = self.reader.read()
+            except Exception:  # a failing read must not kill the run; the next test's reads will say why
+                continue
+            self.points.append({"t": time.time(), "gpus": {
+                i: {"temperature_c": h.temperature_c, "power_w": h.power_w, "sm_clock_mhz": h.sm_clock_mhz,
+                    "throttle": h.throttle} for i, h in reads.items()}})
+            if self.on_read:
+                self.on_read(reads)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.interval_s + 2)
