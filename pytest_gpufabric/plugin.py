@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from . import __version__
 from .errors import GpuFabricError, HardwareUnavailable
 from .markers import MARKERS, decide, marker_arguments
 
@@ -25,6 +26,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("--gpu-replay", "gpu_replay", "NAME|PATH",
          "judge a recorded bundle (directory or .tar.gz, or a shipped bundle's name) instead of this machine"),
         ("--gpu-report-dir", "gpu_report_dir", "DIR", "where gpufabric-results.json goes (default: reports/)"),
+        ("--gpu-customer", "gpu_customer", "NAME", "the customer named on the HTML report's cover"),
+        ("--gpu-burn-in", "gpu_burn_in", "DURATION",
+         "run the burn-in for DURATION (90s, 10m, 2h): GEMM on every GPU cross-checked, plus the profile's "
+         "collectives and memory workloads; resumes an unfinished burn-in of the same profile"),
+        ("--gpu-burn-in-plant-fault", "gpu_burn_in_plant_fault", "GPU",
+         "corrupt one GEMM result on this GPU in every check: proves the burn-in catches a wrong result"),
+        ("--gpu-metrics-port", "gpu_metrics_port", "PORT",
+         "serve the sampled counters (NVLink, RDMA, health) in Prometheus format on 127.0.0.1:PORT"),
     )
     for flag, ini, metavar, help_text in options:
         group.addoption(flag, dest=ini, metavar=metavar, default=None, help=help_text)
@@ -59,16 +68,74 @@ def pytest_configure(config: pytest.Config) -> None:
         if fabric_session.discovery_error is not None:
             raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
     config.stash[SESSION_KEY] = fabric_session
+    _burn_in_options(config, fabric_session)
     from .report.recorder import RunRecorder
 
     # records outcomes and checks from the reports, so it also sees the runs of pytest-xdist workers
     config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
     if profile is not None:
         _collect_shipped_suites(config)
+        _watch_health(config, fabric_session)
     if config.pluginmanager.hasplugin("html"):
         from .report.html import HtmlSections
 
         config.pluginmanager.register(HtmlSections(config.stash[SESSION_KEY]), "gpufabric-html")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    fabric_session = config.stash.get(SESSION_KEY, None)
+    if fabric_session is not None and fabric_session.metrics is not None:
+        fabric_session.metrics.stop()
+
+
+def _burn_in_options(config: pytest.Config, fabric_session) -> None:
+    duration = _option(config, "gpu_burn_in")
+    if not duration:
+        return
+    from .workloads.burn_in import parse_duration
+
+    try:
+        parse_duration(duration)
+        fault = _option(config, "gpu_burn_in_plant_fault")
+        fabric_session.plant_fault = int(fault) if fault is not None else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"--gpu-burn-in: {exc}") from None
+    fabric_session.burn_in_duration = duration
+
+    def progress(burn_in, record) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        done = min(burn_in.elapsed_s / burn_in.duration_s, 1.0)
+        bar = "#" * int(done * 30) + "." * (30 - int(done * 30))
+        gpus = "  ".join(f"GPU{g['gpu']} {g['tflops']:.0f} TFLOP/s {g['errors_self'] + g['errors_cross']} wrong"
+                         for g in record["result"]["gpus"])
+        minutes = f"{burn_in.elapsed_s / 60:5.1f}/{burn_in.duration_s / 60:.1f} min"
+        reporter.write_line(f"[burn-in] [{bar}] {minutes}  {gpus}")
+
+    fabric_session.progress = progress
+
+
+def _watch_health(config: pytest.Config, fabric_session) -> None:
+    """Live runs only: the watchdog around every test, and the metrics server when asked for."""
+    port = _option(config, "gpu_metrics_port")
+    metrics = None
+    if port:
+        from .report.metrics import MetricsExporter
+
+        try:
+            metrics = MetricsExporter()
+            metrics.start(int(port))
+        except (ImportError, OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--gpu-metrics-port {port}: {exc}") from None
+        metrics.set_info(fabric_session.profile.name, fabric_session.profile.sha256, __version__)
+        fabric_session.metrics = metrics
+    section = fabric_session.profile.data.get("health", {})
+    if fabric_session.replay or not section.get("enabled", True):
+        return
+    from .watchdog import HealthWatch
+
+    config.pluginmanager.register(HealthWatch(fabric_session, section, metrics), "gpufabric-health")
 
 
 def _collect_shipped_suites(config: pytest.Config) -> None:
@@ -333,6 +400,14 @@ def rdma_devices(request: pytest.FixtureRequest):
     """RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in
     replay). An empty list is a machine without RDMA devices."""
     return _measurement(request, "rdma", "the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)")
+
+
+@pytest.fixture
+def burn_in(request: pytest.FixtureRequest, gpu_profile, fabric):
+    """The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay)."""
+    if not _option(request.config, "gpu_burn_in") and not _session(request.config).replay:
+        pytest.skip("no --gpu-burn-in DURATION given")
+    return _measurement(request, "burn_in", "the bundle holds no burn-in log (gpufabric-burnin.jsonl)")
 
 
 @pytest.fixture

@@ -32,6 +32,12 @@ class FabricSession:
     extras: dict[str, list] = field(default_factory=dict)  # node id -> pytest-html extras
     _measured: dict = field(default_factory=dict)  # suite measurements by name, or the error that stopped them
     verdict: str | None = None  # set when the run is over
+    metrics: object = None  # report.metrics.MetricsExporter, with --gpu-metrics-port
+    burn_in_duration: str | None = None  # --gpu-burn-in
+    plant_fault: int | None = None  # --gpu-burn-in-plant-fault
+    progress: object = None  # (burn_in, chunk record) -> None: the terminal's progress bar
+    #: the health watchdog's records: per test the counters that rose, the timeline, XID events
+    health: dict = field(default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
 
     @property
     def mode(self) -> str:
@@ -93,7 +99,18 @@ class FabricSession:
                 return recorded_training_traffic(bundle.load_nvlink_recording(self.bundle_dir))
             measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
             write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
+            if self.metrics is not None:
+                for sample in measurement.traffic.samples:
+                    self.metrics.observe_nvlink(sample)
             return measurement
+        if name == "burn_in":
+            from .workloads.burn_in import LOG_FILE, BurnIn, read_log
+
+            if self.replay:
+                records = read_log(self.bundle_dir / LOG_FILE)
+                start = next((r for r in records if r.get("type") == "start"), None)
+                return BurnIn(start["duration_s"], records) if start else None
+            return self._run_burn_in()
         if name == "memory":
             from .workloads.memory import measure_memory
 
@@ -105,7 +122,10 @@ class FabricSession:
         if name == "rdma":
             from .workloads.rdma import live_rdma_devices
 
-            return bundle.load_rdma_devices(self.bundle_dir) if self.replay else live_rdma_devices()
+            devices = bundle.load_rdma_devices(self.bundle_dir) if self.replay else live_rdma_devices()
+            if self.metrics is not None and devices:
+                self.metrics.observe_rdma(devices)
+            return devices
         if name == "rdma_bw":
             from .workloads.rdma import measure_ib_write_bw
 
@@ -122,11 +142,31 @@ class FabricSession:
         write_json(measurement.to_json(), self.report_dir / bundle.BANDWIDTH_FILE)
         return measurement
 
+    def _run_burn_in(self):
+        from .fabric.health import HealthReader
+        from .workloads.burn_in import LOG_FILE, parse_duration, run_burn_in
+
+        duration_s = parse_duration(self.burn_in_duration)
+        try:
+            health = HealthReader()
+        except GpuFabricError:
+            health = None  # the burn-in runs; its verdicts say the counters were not read
+        try:
+            return run_burn_in(self.profile, duration_s, self.report_dir / LOG_FILE, plant_fault=self.plant_fault,
+                               health=health, progress=self.progress, sha256=self.profile.sha256)
+        finally:
+            if health is not None:
+                health.close()
+
     def add_extra(self, nodeid: str, extra: dict) -> None:
         self.extras.setdefault(nodeid, []).append(extra)
 
-    def results_document(self, outcomes: dict[str, str], exitstatus: int) -> dict:
-        """The JSON results: machine, profile, each check, and the verdict a customer signs."""
+    def results_document(self, outcomes: dict[str, str], exitstatus: int, skip_reasons: dict[str, str] | None = None,
+                         durations: dict[str, float] | None = None) -> dict:
+        """The JSON results: machine, profile, each check, and the verdict a customer signs.
+
+        Its shape is ``report/results.schema.json`` (the tests validate every document they produce against it).
+        ``skip_reasons`` and ``durations`` (seconds, set-up + call + teardown) are by test node id."""
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
@@ -145,6 +185,8 @@ class FabricSession:
             "machine_error": None if self._discovery_error is None else str(self._discovery_error),
             "checks": self.results,
             "tests": outcomes,
+            "skip_reasons": dict(skip_reasons or {}),
+            "durations": {nodeid: round(seconds, 6) for nodeid, seconds in (durations or {}).items()},
             "summary": {**counts, "verdict": verdict, "verdict_reason": reason},
         }
 

@@ -143,7 +143,9 @@ class HealthReader:
         health.power_w = None if power is None else power / 1000
         health.sm_clock_mhz = v(p.nvmlDeviceGetClockInfo, h, p.NVML_CLOCK_SM)
         health.mem_clock_mhz = v(p.nvmlDeviceGetClockInfo, h, p.NVML_CLOCK_MEM)
-        reasons = v(p.nvmlDeviceGetCurrentClocksEventReasons, h)
+        # renamed from ...ThrottleReasons in NVML 12.2; older nvidia-ml-py has only the old name
+        event_reasons = getattr(p, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        reasons = v(event_reasons or p.nvmlDeviceGetCurrentClocksThrottleReasons, h)
         if reasons is not None:
             health.throttle = [name for bit, name in THROTTLE_REASONS.items() if reasons & bit]
         return health
@@ -164,16 +166,13 @@ class HealthReader:
 
     def _wait_events(self) -> None:
         p = self._pynvml
-        by_handle = {self._nvml._bus_id_of(self._value(p.nvmlDeviceGetPciInfo, h)) if False else id(h): i
-                     for i, h in self.handles.items()}
         while not self._stop.is_set():
             try:
                 data = p.nvmlEventSetWait_v2(self._event_set, 500)
             except p.NVMLError:
                 continue  # timeout: nothing happened in this half second
             index = next((i for i, h in self.handles.items() if self._same_device(h, data.device)), None)
-            self.xid_events.append({"gpu": index if index is not None else by_handle.get(id(data.device)),
-                                    "xid": int(data.eventData), "time": time.time()})
+            self.xid_events.append({"gpu": index, "xid": int(data.eventData), "time": time.time()})
 
     def _same_device(self, a, b) -> bool:
         p = self._pynvml

@@ -1,24 +1,74 @@
-"""pytest-html sections: the environment table, the machine's inventory, topology expected vs found.
+"""pytest-html sections: the customer's acceptance report.
 
-Registered only when pytest-html is active (its hooks are unknown to pytest otherwise).
+At the top of the report (moved above pytest-html's Environment table): a cover with the verdict and its reason,
+the customer, the machine's identity (host, driver, CUDA, NCCL, each GPU's serial, UUID and VBIOS), the profile
+and its sha256, the run's dates and the plugin's version; then the inventory, the topology expected vs found,
+every check against its threshold with the margin, the skipped checks with their reasons, and the plots.
+
+The cover is drawn from the results document the run wrote (reports/gpufabric-results.json), so the report and
+the JSON say the same thing. Registered only when pytest-html is active (its hooks are unknown otherwise).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from html import escape
 
 from ..fabric.model import Fabric
 from ..fabric.smi import normalize_label
-from ..units import format_bytes
+from ..units import format_bytes, parse_gbps, parse_seconds
+
+REPORT_ID = "gpufabric-report"
 
 _STYLE = (
     "<style>"
+    ".gpufabric{color:#212529;font-size:13px;max-width:1240px}"
+    ".gpufabric h2{font-size:18px;margin:22px 0 6px;border-bottom:2px solid #dee2e6;padding-bottom:3px}"
+    ".gpufabric h3{font-size:14px;margin:14px 0 4px}"
+    ".gpufabric p{margin:4px 0}"
     ".gpufabric table{border-collapse:collapse;margin:6px 0 14px}"
-    ".gpufabric td,.gpufabric th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-family:monospace}"
+    ".gpufabric td,.gpufabric th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;"
+    "font-family:monospace}"
+    ".gpufabric th{background:#f1f3f5;font-family:Helvetica,Arial,sans-serif}"
     ".gpufabric .mismatch{background:#f8d7da;color:#842029;font-weight:bold}"
     ".gpufabric .match{background:#d1e7dd}"
+    ".gpufabric .unknown{background:#fff3cd;color:#664d03}"
+    ".gpufabric .num{text-align:right;white-space:nowrap}"
+    ".gpufabric .note{font-family:Helvetica,Arial,sans-serif;color:#495057;max-width:460px;white-space:pre-line}"
+    ".gpufabric .cover{border:1px solid #dee2e6;border-radius:6px;padding:14px 18px;margin:8px 0 18px}"
+    ".gpufabric .cover h1{font-size:22px;margin:0 0 10px;color:#212529}"
+    ".gpufabric .verdict{font-size:34px;font-weight:bold;color:#fff;padding:12px 18px;border-radius:6px;"
+    "letter-spacing:1px;font-family:Helvetica,Arial,sans-serif}"
+    ".gpufabric .verdict.accepted{background:#198754}"
+    ".gpufabric .verdict.rejected{background:#dc3545}"
+    ".gpufabric .verdict.none{background:#6c757d}"
+    ".gpufabric .reason{font-size:15px;margin:8px 0 12px}"
+    ".gpufabric .facts th{width:150px}"
+    ".gpufabric figure{display:inline-block;margin:6px 12px 12px 0;vertical-align:top}"
+    ".gpufabric figure img{max-width:780px;width:100%;border:1px solid #dee2e6}"
+    ".gpufabric figcaption{font-size:12px;color:#495057}"
     "</style>"
 )
+
+# pytest-html puts the summary below its Environment table; the cover belongs first, under the title.
+_MOVE_TO_TOP = (
+    "<script>(function(){var r=document.getElementById('" + REPORT_ID + "'),"
+    "e=document.getElementById('environment-header');"
+    "if(r&&e&&e.parentNode){e.parentNode.insertBefore(r,e);}})();</script>"
+)
+
+_TRUNCATE = 160  # characters of a value shown in a table cell (the whole value is in the cell's tooltip)
+_MAX_PLOTS = 40
+_VERDICTS = {"passed": ("PASS", "match"), "failed": ("FAIL", "mismatch"), "unknown": ("NOT JUDGED", "unknown")}
+
+
+def customer_name(config) -> str | None:
+    """--gpu-customer, else the gpu_customer ini value, else None."""
+    try:
+        return config.getoption("gpu_customer") or config.getini("gpu_customer") or None
+    except (ValueError, KeyError):  # the option is not registered (an older plugin.py)
+        return None
 
 
 def add_environment(config, fabric_session) -> None:
@@ -30,6 +80,9 @@ def add_environment(config, fabric_session) -> None:
     if metadata_key not in config.stash:
         return
     metadata = config.stash[metadata_key]
+    customer = customer_name(config)
+    if customer:
+        metadata["Customer"] = customer
     profile = fabric_session.profile
     if profile is not None:
         metadata["GPU profile"] = f"{profile.name} ({profile.path})"
@@ -44,23 +97,196 @@ def add_environment(config, fabric_session) -> None:
         metadata["Machine"] = str(fabric_session.discovery_error)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+# --- tables and values ----------------------------------------------------------------------------------
+
+
+def _cell(text: str, css: str = "", title: str = "") -> str:
+    """A <td> with escaped text (raw HTML cells are built as '<td...' strings by the callers)."""
+    attrs = f' class="{css}"' if css else ""
+    if title and title != text:
+        attrs += f' title="{escape(title[:2000])}"'
+    return f"<td{attrs}>{escape(text)}</td>"
+
+
+def _table(header: list[str], rows: list[list[str]], css: str = "") -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{escape(cell)}</td>" for cell in row)
                    + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    attrs = f' class="{css}"' if css else ""
+    return f"<table{attrs}><tr>{head}</tr>{body}</table>"
+
+
+def _text(value: object, missing: str = "not recorded") -> str:
+    return missing if value is None or value == "" else str(value)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_SUFFIXES = (("_bytes", "bytes"), ("_gbps", "GB/s"), ("_gbit", "Gb/s"), ("_us", "us"), ("_s", "s"))
+
+
+def _number(value: float, unit: str | None) -> str:
+    if unit == "bytes":
+        return format_bytes(int(value))
+    if isinstance(value, int):
+        text = str(value)
+    else:
+        text = f"{value:.5g}" if abs(value) < 1e5 else f"{value:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _matrix_text(matrix: dict) -> str:
+    """{'GPU0': {'GPU1': 'NV2'}, ...} -> 'GPU0-GPU1 NV2, ...' (the diagonal and mirrored cells left out)."""
+    cells, shown = [], {}
+    for row, columns in matrix.items():
+        for col, label in columns.items():
+            if row == col or shown.get((col, row)) == label:
+                continue
+            shown[(row, col)] = label
+            cells.append(f"{row}-{col} {label}")
+    return ", ".join(cells)
+
+
+def format_value(value: object, unit: str | None = None) -> str:
+    """A check's expected/found value as compact text: numbers with their units, dicts as 'key: value; ...',
+    topology matrices as 'GPU0-GPU1 NV2, ...'; never a Python repr."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if _is_number(value):
+        return _number(value, unit)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if value and all(isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in value.values()):
+            return _matrix_text(value)
+        numeric = all(_is_number(v) for v in value.values())
+        parts = []
+        for key, item in value.items():
+            key, item_unit = str(key), None
+            for suffix, suffix_unit in _SUFFIXES:
+                if key.endswith(suffix) and _is_number(item):
+                    stripped = key[: -len(suffix)]
+                    key = stripped if stripped and stripped not in value else key
+                    item_unit = suffix_unit
+                    break
+            else:
+                if numeric and "ratio" not in key and "fraction" not in key:
+                    item_unit = unit  # a flat map of measurements, e.g. {'GPU0->GPU1 (p2p)': 393.1}
+            parts.append(f"{key}: {format_value(item, item_unit)}")
+        return "; ".join(parts) if parts else "—"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "none"
+        items = [format_value(v, unit) for v in value]
+        return "[" + "], [".join(items) + "]" if any(isinstance(v, dict) for v in value) else ", ".join(items)
+    return str(value)
+
+
+def _truncated(text: str, limit: int = _TRUNCATE) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _value_cell(value: object, unit: str | None) -> str:
+    text = format_value(value, unit)
+    return _cell(_truncated(text), title=text)
+
+
+# --- margins --------------------------------------------------------------------------------------------
+
+
+def _limits(check: dict) -> list[tuple[float, float, str, bool]]:
+    """(limit, worst measured value, unit, higher is better) for each numeric threshold the record states
+    in a form this knows; an empty list for everything else (the margin is left blank)."""
+    expected, found, unit = check.get("expected"), check.get("found"), check.get("unit")
+    limits = []
+    if isinstance(expected, dict) and isinstance(found, dict):
+        busbw, peak = found.get("busbw_gbps"), found.get("peak_gbps")
+        if _is_number(busbw):
+            if "min_busbw" in expected:
+                limits.append((parse_gbps(expected["min_busbw"]), busbw, "GB/s", True))
+            if _is_number(peak) and _is_number(expected.get("min_fraction_of_peak")):
+                limits.append((expected["min_fraction_of_peak"] * peak, busbw, "GB/s", True))
+        if _is_number(found.get("time_us")) and "max_time" in expected:
+            limits.append((parse_seconds(expected["max_time"]) * 1e6, found["time_us"], "us", False))
+        values = list(found.values())
+        if "min" in expected and unit == "GB/s" and values and all(_is_number(v) for v in values):
+            limits.append((parse_gbps(expected["min"]), min(values), "GB/s", True))
+        moved = [found[k] for k in ("tx_bytes", "rx_bytes") if _is_number(found.get(k))]
+        if _is_number(expected.get("min_bytes")) and moved:
+            limits.append((expected["min_bytes"], min(moved), "bytes", True))
+        if _is_number(expected.get("tx_bytes_at_least")) and _is_number(found.get("tx_bytes")):
+            limits.append((expected["tx_bytes_at_least"], found["tx_bytes"], "bytes", True))
+        floors = [f for f in expected.get("floors_gbit") or [] if _is_number(f)]
+        if floors and _is_number(found.get("bw_avg_gbit")):
+            limits.append((max(floors), found["bw_avg_gbit"], "Gb/s", True))
+        if _is_number(expected.get("max_slowdown")) and _is_number(found.get("ratio_vs_baseline")):
+            limits.append((expected["max_slowdown"], found["ratio_vs_baseline"], "x", False))
+    elif _is_number(expected) and isinstance(found, dict) and isinstance(found.get("rows"), list):
+        errors = [abs(r["error"]) for r in found["rows"] if isinstance(r, dict) and _is_number(r.get("error"))]
+        if errors:  # an estimate within a relative tolerance (memory-estimate)
+            limits.append((expected * 100, max(errors) * 100, "%", False))
+    elif _is_number(expected) and _is_number(found) and unit == "bytes":
+        limits.append((expected, found, "bytes", True))  # at least (gpu-memory)
+    return limits
+
+
+def _quantity(value: float, unit: str) -> str:
+    return f"{value:.1f} %" if unit == "%" else _number(value, unit)
+
+
+def _signed(value: float, unit: str) -> str:
+    sign = "+" if value >= 0 else "−"
+    if unit == "bytes":
+        return f"{sign}{format_bytes(int(abs(value)))}"
+    if unit == "%":
+        return f"{sign}{abs(value):.1f} points"
+    digits = 2 if unit in ("Gb/s", "x") else 1
+    return f"{sign}{abs(value):.{digits}f} {unit}"
+
+
+def margin(check: dict) -> tuple[str, str, bool] | None:
+    """(margin text, how it was computed, within the limit) for the tightest numeric threshold of a check
+    record, or None where the record states none this can compute."""
+    try:
+        limits = _limits(check)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    best = None
+    for limit, value, unit, higher_is_better in limits:
+        room = value - limit if higher_is_better else limit - value
+        relative = room / abs(limit) if limit else None
+        key = relative if relative is not None else room
+        if best is None or key < best[0]:
+            bound = "min" if higher_is_better else "max"
+            what = f"worst {_quantity(value, unit)} vs {bound} {_quantity(limit, unit)}"
+            text = _signed(room, unit)
+            if relative is not None and unit != "%":
+                text += f" ({'+' if relative >= 0 else '−'}{abs(relative):.1%})"
+            best = (key, text, what, room >= 0)
+    return None if best is None else best[1:]
+
+
+# --- sections -------------------------------------------------------------------------------------------
 
 
 def inventory_html(fabric: Fabric) -> str:
     rows = [
         [g.label, str(g.name), str(g.serial), str(g.uuid), str(g.pci_bus_id), format_bytes(g.memory_bytes)
          if g.memory_bytes is not None else "None",
-         f"gen {g.pcie_gen_max} x{g.pcie_width_max}", str(g.vbios_version),
+         "None" if g.pcie_gen_max is None and g.pcie_width_max is None else f"gen {g.pcie_gen_max} x{g.pcie_width_max}",
+         str(g.vbios_version),
          str(len(g.active_nvlinks())) if g.nvlinks is not None else "None"]
         for g in fabric.gpus
     ]
     header = ["GPU", "name", "serial", "UUID", "PCI bus id", "memory", "PCIe max", "VBIOS", "NVLinks active"]
-    return "<h3>Inventory</h3>" + _table(header, rows).replace(">None<", ">not recorded<")
+    nics = ""
+    if fabric.nics:
+        nics = _table(["NIC", "device"], [[n.label, _text(n.device)] for n in fabric.nics])
+    return "<h2>Inventory</h2>" + _table(header, rows).replace(">None<", ">not recorded<") + nics
 
 
 def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> str:
@@ -79,7 +305,140 @@ def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str
             else:
                 cells.append(f'<td class="mismatch">expected {escape(want)}, found {escape(str(have))}</td>')
         rows.append(cells)
-    return "<h3>Topology: expected vs found</h3>" + _table(["", *devices], rows)
+    if not devices:
+        return "<h2>Topology: expected vs found</h2><p>No topology was promised or recorded.</p>"
+    return "<h2>Topology: expected vs found</h2>" + _table(["", *devices], rows)
+
+
+def measurements_html(checks: list[dict]) -> str:
+    """Every check record: what was promised, what was found, the margin to the threshold, the verdict."""
+    if not checks:
+        return "<h2>Measurements</h2><p>No check recorded a measurement.</p>"
+    rows = []
+    for check in checks:
+        verdict, css = _VERDICTS.get(check.get("verdict"), (str(check.get("verdict")), ""))
+        unit = check.get("unit")
+        found = margin(check)
+        margin_cell = _cell("") if found is None else _cell(found[0], "num" if found[2] else "num mismatch", found[1])
+        message = str(check.get("message") or "")
+        note = "" if check.get("verdict") == "passed" else message
+        rows.append([
+            _cell(str(check.get("name", ""))), _cell(str(check.get("subject", ""))),
+            _value_cell(check.get("expected"), unit), _value_cell(check.get("found"), unit), margin_cell,
+            _cell(verdict, css, message), _cell(_truncated(note, 300), "note", note),
+        ])
+    header = ["Check", "Subject", "Expected", "Found", "Margin", "Result", "Note"]
+    return ("<h2>Measurements</h2><p>Every check against what the profile promises. Margin: how far the worst "
+            "measured value is from its limit (negative: short of it); blank where the check has no numeric "
+            "limit. Hover a cell for the whole value.</p>" + _table(header, rows, "measurements"))
+
+
+def _short_nodeid(nodeid: str) -> str:
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def skipped_html(skip_reasons: dict[str, str], tests: dict[str, str]) -> str:
+    skipped = [nodeid for nodeid, outcome in tests.items() if outcome == "skipped"]
+    skipped += [nodeid for nodeid in skip_reasons if nodeid not in tests]
+    if not skipped:
+        return "<h2>Skipped checks</h2><p>None: every collected check ran.</p>"
+    rows = [[_cell(_short_nodeid(n), title=n), _cell(skip_reasons.get(n) or "no reason recorded", "note")]
+            for n in skipped]
+    return (f"<h2>Skipped checks</h2><p>{len(skipped)} check(s) did not run: the profile does not promise what "
+            "they test, or the evidence does not record it. A skip is never a pass.</p>"
+            + _table(["Test", "Reason"], rows, "skipped"))
+
+
+def plots_html(plots: list[tuple[str, str, str]]) -> str:
+    if not plots:
+        return ""
+    figures = "".join(
+        f'<figure><img alt="{escape(name or nodeid)}" src="data:image/png;base64,{content}"/>'
+        f"<figcaption>{escape(name)}{' — ' if name else ''}{escape(_short_nodeid(nodeid))}</figcaption></figure>"
+        for nodeid, name, content in plots[:_MAX_PLOTS]
+    )
+    return "<h2>Plots</h2>" + figures
+
+
+def _when(document: dict) -> str:
+    def at(stamp: object) -> str:
+        return str(stamp).replace("T", " ").replace("+00:00", " UTC") if stamp else "?"
+
+    return f"{at(document.get('started_at'))} to {at(document.get('finished_at'))}"
+
+
+def nccl_versions(measured: dict) -> list[str]:
+    """The NCCL versions any of the run's measurements recorded (``nccl_version`` keys, at any depth)."""
+    found: list[str] = []
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 5 or len(found) > 8:
+            return
+        if isinstance(value, dict):
+            version = value.get("nccl_version")
+            if isinstance(version, (str, int, float)) and str(version) and str(version) not in found:
+                found.append(str(version))
+            for item in list(value.values())[:50]:
+                walk(item, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for item in value[:50]:
+                walk(item, depth + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, (type, BaseException)):
+            walk(vars(value), depth + 1)
+
+    try:
+        for value in list(measured.values()):
+            walk(value, 0)
+    except Exception:  # a report section must never break the run
+        return found
+    return found
+
+
+def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: str | None = None) -> str:
+    summary = document.get("summary") or {}
+    verdict = summary.get("verdict", verdict)
+    css = {"ACCEPTED": "accepted", "REJECTED": "rejected"}.get(verdict or "", "none")
+    reason = summary.get("verdict_reason") or ""
+    counts = ", ".join(f"{summary[k]} {k}" for k in ("passed", "failed", "skipped", "error") if k in summary)
+    profile = document.get("profile") or {}
+    machine = document.get("machine") or {}
+    run = document.get("run") or {}
+    if run.get("mode") == "replay":
+        evidence = f"replay of {machine.get('source') or 'bundle ' + str(run.get('replay'))} (not this host)"
+    elif machine:
+        evidence = f"live: this machine ({machine.get('source')})"
+    else:
+        evidence = "live: this machine"
+    facts = [
+        ("Customer", customer or "not given (--gpu-customer)"),
+        ("Profile", f"{profile['name']} ({profile.get('path')})" if profile else "none: nothing was promised"),
+        ("Profile sha256", profile.get("sha256") or "—"),
+        ("Machine", _text(machine.get("hostname"), "hostname not recorded") if machine
+         else f"not read: {document.get('machine_error') or 'unknown error'}"),
+        ("Evidence", evidence),
+        ("NVIDIA driver", _text(machine.get("driver_version"))),
+        ("CUDA driver", _text(machine.get("cuda_driver_version"))),
+        ("NCCL", ", ".join(nccl) if nccl else "not measured in this run"),
+        ("Date", _when(document)),
+        ("Run on", f"{run.get('host') or '?'}" + (f" by {run['user']}" if run.get("user") else "")),
+        ("pytest-gpufabric", _text(document.get("plugin_version"))),
+    ]
+    parts = [
+        '<div class="cover">',
+        f"<h1>GPU server acceptance{': ' + escape(customer) if customer else ''}</h1>",
+        f'<div class="verdict {css}">{"Verdict: " + escape(verdict) if verdict else "No verdict"}</div>',
+        f'<p class="reason">{escape(reason)}</p>' if reason else "",
+        f"<p>Tests: {escape(counts)}</p>" if counts else "",
+        '<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th>{_cell(v)}</tr>" for k, v in facts) + "</table>",
+    ]
+    gpus = machine.get("gpus") or []
+    if gpus:
+        rows = [[f"GPU{g.get('index')}", _text(g.get("name")), _text(g.get("serial")), _text(g.get("uuid")),
+                 _text(g.get("vbios_version")), _text(g.get("pci_bus_id"))] for g in gpus]
+        parts.append("<h3>GPUs</h3>" + _table(["GPU", "model", "serial", "UUID", "VBIOS", "PCI bus id"], rows))
+    parts.append("</div>")
+    return "".join(parts)
 
 
 class HtmlSections:
@@ -87,19 +446,52 @@ class HtmlSections:
 
     def __init__(self, fabric_session) -> None:
         self.fabric_session = fabric_session
+        self.plots: list[tuple[str, str, str]] = []  # (node id, name, base64 PNG) of the tests' image extras
+
+    def pytest_html_report_title(self, report) -> None:
+        profile = self.fabric_session.profile
+        report.title = f"GPU acceptance report: {profile.name}" if profile else "GPU fabric report"
+
+    def pytest_runtest_logreport(self, report) -> None:
+        # before pytest-html (trylast) turns the extras' content into data URIs or asset files
+        if report.when != "call" or len(self.plots) >= _MAX_PLOTS:
+            return
+        for extra in getattr(report, "extras", None) or []:
+            content = extra.get("content") if isinstance(extra, dict) else None
+            if extra.get("mime_type") == "image/png" and isinstance(content, str) and not content.startswith("data:"):
+                self.plots.append((report.nodeid, str(extra.get("name") or ""), content))
+
+    def _document(self, session) -> dict:
+        """The results document the run wrote; what the session knows where it could not be read."""
+        recorder = session.config.pluginmanager.get_plugin("gpufabric-recorder")
+        path = getattr(recorder, "results_path", None)
+        if path is not None:
+            try:
+                return json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
+        profile, error = self.fabric_session.profile, self.fabric_session.discovery_error
+        return {"profile": None if profile is None else {"name": profile.name, "path": str(profile.path),
+                                                         "sha256": profile.sha256},
+                "machine_error": None if error is None else str(error), "checks": self.fabric_session.results,
+                "summary": {"verdict": getattr(self.fabric_session, "verdict", None)}}
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
+        document = self._document(session)
         fabric = self.fabric_session.fabric
-        parts = [_STYLE, '<div class="gpufabric">']
-        verdict = getattr(self.fabric_session, "verdict", None)
-        if verdict:
-            parts.append(f"<h2>Verdict: {escape(verdict)}</h2>")
+        nccl = nccl_versions(getattr(self.fabric_session, "_measured", {}) or {})
+        parts = [_STYLE, f'<div class="gpufabric" id="{REPORT_ID}">',
+                 cover_html(document, customer_name(session.config), nccl)]
         if fabric is None:
-            error = self.fabric_session.discovery_error
-            parts.append(f"<p>No machine: {escape(str(error))}</p>")
+            error = document.get("machine_error") or self.fabric_session.discovery_error
+            parts.append(f"<h2>Inventory</h2><p>No machine: {escape(str(error))}</p>")
         else:
             parts.append(inventory_html(fabric))
             expected = self.fabric_session.profile.matrix if self.fabric_session.profile else {}
             parts.append(topology_html(expected, fabric.matrix))
+        parts.append(measurements_html(document.get("checks") or []))
+        parts.append(skipped_html(document.get("skip_reasons") or {}, document.get("tests") or {}))
+        parts.append(plots_html(self.plots))
         parts.append("</div>")
+        parts.append(_MOVE_TO_TOP)
         prefix.append("".join(parts))

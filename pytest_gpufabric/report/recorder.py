@@ -19,6 +19,8 @@ class RunRecorder:
         self.config = config
         self.fabric_session = fabric_session
         self.outcomes: dict[str, str] = {}
+        self.skip_reasons: dict[str, str] = {}  # node id -> why it was skipped
+        self.durations: dict[str, float] = {}  # node id -> seconds, set-up + call + teardown
         self.is_worker = hasattr(config, "workerinput")
         self.results_path = None
         self.verdict: str | None = None
@@ -27,6 +29,9 @@ class RunRecorder:
         if report.when == "call" or report.outcome != "passed":
             outcome = "error" if report.failed and report.when != "call" else report.outcome
             self.outcomes.setdefault(report.nodeid, outcome)
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + (report.duration or 0.0)
+        if report.skipped:
+            self.skip_reasons.setdefault(report.nodeid, skip_reason(report))
         if report.when == "teardown":
             for name, value in report.user_properties:
                 if name == CHECK_PROPERTY:
@@ -35,7 +40,8 @@ class RunRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
-        document = self.fabric_session.results_document(self.outcomes, int(exitstatus))
+        document = self.fabric_session.results_document(self.outcomes, int(exitstatus),
+                                                        skip_reasons=self.skip_reasons, durations=self.durations)
         self.verdict = self.fabric_session.verdict = document["summary"]["verdict"]
         self.results_path = write_json(document, self.fabric_session.report_dir / RESULTS_FILE)
 
@@ -50,3 +56,16 @@ class RunRecorder:
         terminalreporter.write_sep("=", f"gpufabric: {verdict} ({what}, {source})", bold=True,
                                    red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED")
         terminalreporter.write_line(f"results: {self.results_path}")
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """The reason a skipped report gives: pytest.skip()'s message (``longrepr`` is (path, lineno, reason); a
+    report from a pytest-xdist worker may carry it as a list), or the xfail reason."""
+    if hasattr(report, "wasxfail"):
+        return f"expected to fail: {report.wasxfail}" if report.wasxfail else "expected to fail"
+    longrepr = report.longrepr
+    if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3:
+        reason = str(longrepr[2])
+    else:
+        reason = str(longrepr or "")
+    return reason.removeprefix("Skipped: ").strip()

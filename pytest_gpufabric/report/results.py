@@ -1,4 +1,9 @@
-"""reports/gpufabric-results.json: the run's results for pipelines, written atomically."""
+"""reports/gpufabric-results.json: the run's results for pipelines, written atomically.
+
+Its shape is ``results.schema.json`` (JSON Schema draft 2020-12, shipped in the package). The results are
+written without validating them first: a run never loses its results to a schema problem; the tests
+validate every document they produce.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
+SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 
 
 def json_default(value: object) -> object:
@@ -22,3 +29,25 @@ def write_json(document: dict, path: Path) -> Path:
         handle.write("\n")
     os.replace(tmp, path)
     return path
+
+
+def results_schema() -> dict:
+    """The JSON Schema of the results document."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def results_validator(definition: str | None = None):
+    """A draft 2020-12 validator of a whole results document, or of one of its parts (``definition``: a name
+    under the schema's ``$defs``, e.g. "machine" or "check")."""
+    from jsonschema import Draft202012Validator
+
+    schema = results_schema()
+    if definition is not None:
+        schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def schema_errors(document: object, definition: str | None = None) -> list[str]:
+    """What in ``document`` the schema does not allow, one line each ('at $.summary: ...'); [] when valid."""
+    errors = results_validator(definition).iter_errors(document)
+    return [f"at {error.json_path}: {error.message}" for error in sorted(errors, key=lambda e: e.json_path)]

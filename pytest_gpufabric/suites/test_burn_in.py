@@ -1,0 +1,55 @@
+"""Burn-in (with --gpu-burn-in DURATION): the GEMM burn on every GPU cross-checked for the duration, the
+profile's all_reduce between the chunks and its memory workload once; a verdict per GPU, by serial.
+
+The burn-in runs once per session (chunks in child processes, each logged to reports/gpufabric-burnin.jsonl
+as it ends, so a crash loses nothing already measured and a rerun resumes); these tests judge its log.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpufabric.checks.burn_in import check_burn_in_collectives, check_burn_in_gpu
+from pytest_gpufabric.units import parse_bytes, parse_gbps
+
+
+def test_burn_in_gpu(gpu_profile, promised_gpu, burn_in, gpufabric_check):
+    if promised_gpu is None:
+        return  # promised but missing: the test fails on that before it gets here
+    totals = burn_in.gpu_totals().get(promised_gpu.index)
+    gpufabric_check(check_burn_in_gpu(promised_gpu.index, promised_gpu.serial, totals,
+                                      gpu_profile.data.get("burn_in", {}), gpu_profile.data.get("health", {}),
+                                      burn_in.elapsed_s))
+
+
+def test_burn_in_collectives(gpu_profile, burn_in, gpufabric_check):
+    thresholds = [t for op, t in gpu_profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
+    if not thresholds or gpu_profile.gpu_count < 2:
+        pytest.skip(f"profile {gpu_profile.name} promises no all_reduce bandwidth to keep up during the burn-in")
+    largest = max(thresholds, key=lambda t: parse_bytes(t["size"]))
+    gpufabric_check(check_burn_in_collectives(burn_in.records, parse_gbps(largest["min_busbw"])))
+
+
+def test_burn_in_memory(gpu_profile, burn_in, gpufabric_check):
+    if "memory" not in gpu_profile.data:
+        pytest.skip(f"profile {gpu_profile.name} promises no memory behaviour")
+    runs = [r for r in burn_in.records if r.get("type") == "memory"]
+    if not runs:
+        pytest.skip("the burn-in was too short to run the memory workload (it runs once past half the duration)")
+    from pytest_gpufabric.checks.result import failed, passed
+
+    run = runs[-1]
+    expect = gpu_profile.data["memory"].get("expect", "oom")
+    if "error" in run:
+        gpufabric_check(failed("burn-in-memory", "memory workload", expect, None, run["error"]))
+    problems = []
+    oversized = run["oversized"]
+    if oversized["outcome"] != expect or not oversized.get("recovered"):
+        problems.append(f"oversized batch: {oversized['outcome']}, recovered {oversized.get('recovered')}")
+    problems += [f"offload >= {r['threshold_bytes']} B: {r['outcome']}" for r in run["lms"]
+                 if r["outcome"] != "completed"]
+    result = (failed("burn-in-memory", "memory workload", expect, run, "; ".join(problems)) if problems else
+              passed("burn-in-memory", "memory workload", expect, run,
+                     f"memory workload during the burn-in: {run['oversized']['outcome']} without offload, recovered; "
+                     f"{len(run['lms'])} offload run(s) completed"))
+    gpufabric_check(result)

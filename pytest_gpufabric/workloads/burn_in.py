@@ -1,0 +1,194 @@
+"""Burn-in: the stress workloads in a loop for a duration, every chunk appended to a log as it ends.
+
+The log (``reports/gpufabric-burnin.jsonl``) is one JSON object a line: a ``start`` line (profile, its sha256,
+duration), one line per chunk (GEMM burn on every GPU; the profile's all_reduce; once, the memory workload),
+and an ``end`` line. Each line is flushed and fsync'ed when its chunk ends, so a crash or a power loss loses at
+most the chunk in flight; a rerun with the same profile and duration resumes from the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import GpuFabricError
+from ..units import parse_bytes
+from .runner import run_workload
+from .training import workload_environment
+
+GEMM_SCRIPT = Path(__file__).with_name("gemm_burn.py")
+LOG_FILE = "gpufabric-burnin.jsonl"
+
+
+def parse_duration(text: str) -> float:
+    """'10m' -> 600, '90s' -> 90, '2h' -> 7200, '45' -> 45 (seconds)."""
+    text = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (write e.g. 90s, 10m or 2h)") from None
+
+
+def append_line(path: Path, record: dict) -> None:
+    """One JSON line, on disk before this returns."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_log(path: Path) -> list[dict]:
+    """The log's records; a last line cut by a crash is dropped."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            break
+    return records
+
+
+@dataclass
+class BurnIn:
+    """The burn-in's records, from the log: what was run and what each GPU did."""
+
+    duration_s: float
+    records: list[dict] = field(default_factory=list)
+    resumed_from_s: float = 0.0
+
+    @property
+    def chunks(self) -> list[dict]:
+        return [r for r in self.records if r.get("type") in ("gemm", "all_reduce", "memory")]
+
+    @property
+    def elapsed_s(self) -> float:
+        return sum(r.get("seconds", 0.0) for r in self.chunks if r.get("type") == "gemm")
+
+    @property
+    def finished(self) -> bool:
+        return any(r.get("type") == "end" for r in self.records)
+
+    def gpu_totals(self) -> dict[int, dict]:
+        totals: dict[int, dict] = {}
+        for chunk in self.chunks:
+            if chunk["type"] != "gemm":
+                continue
+            for g in chunk["result"]["gpus"]:
+                t = totals.setdefault(g["gpu"], {"gpu": g["gpu"], "name": g["name"], "iterations": 0, "checks": 0,
+                                                  "errors_self": 0, "errors_cross": 0, "tflops": [],
+                                                  "health": {}, "max_temperature_c": None})
+                for key in ("iterations", "checks", "errors_self", "errors_cross"):
+                    t[key] += g[key]
+                t["tflops"].append(g["tflops"])
+            for gpu, health in (chunk.get("health") or {}).items():
+                t = totals.get(int(gpu))
+                if t is None:
+                    continue
+                for counter, delta in health.get("rose", {}).items():
+                    t["health"][counter] = t["health"].get(counter, 0) + delta
+                temperature = health.get("temperature_c")
+                if temperature is not None:
+                    t["max_temperature_c"] = max(t["max_temperature_c"] or 0, temperature)
+        return totals
+
+
+def gemm_command(seconds: float, section: dict, plant_fault: int | None, gpu_count: int) -> list[str]:
+    command = [sys.executable, str(GEMM_SCRIPT), "--seconds", f"{seconds:.1f}",
+               "--size", str(section.get("gemm_size", 8192)), "--dtype", section.get("dtype", "bfloat16")]
+    if section.get("device", "cuda") == "cpu":
+        command += ["--device", "cpu", "--workers", str(gpu_count)]
+    if plant_fault is not None:
+        command += ["--plant-fault", str(plant_fault)]
+    return command
+
+
+def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int | None = None, health=None,
+                progress=None, sha256: str = "") -> BurnIn:
+    """Run (or resume) the burn-in; ``health``: a HealthReader whose reads bracket each GEMM chunk;
+    ``progress(burn_in, line)`` is told after each chunk. Raises GpuFabricError from a workload that failed,
+    after its failure was logged."""
+    from ..fabric.health import counter_deltas
+
+    section = profile.data.get("burn_in", {})
+    chunk_s = float(section.get("chunk_s", 60))
+    records = read_log(log_path)
+    start = records[0] if records else None
+    same = (start is not None and start.get("type") == "start" and start.get("profile_sha256") == sha256
+            and start.get("duration_s") == duration_s and not any(r.get("type") == "end" for r in records))
+    if not same:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("", encoding="utf-8")
+        records = []
+        append_line(log_path, {"type": "start", "profile": profile.name, "profile_sha256": sha256,
+                               "duration_s": duration_s, "plant_fault": plant_fault, "started_at": time.time()})
+        records = read_log(log_path)
+    burn_in = BurnIn(duration_s, records)
+    burn_in.resumed_from_s = burn_in.elapsed_s
+    env = workload_environment()
+    all_reduce = [t for op, t in profile.collective_thresholds() if op == "all_reduce"]
+    memory_done = any(r.get("type") == "memory" for r in records)
+    while burn_in.elapsed_s < duration_s:
+        seconds = min(chunk_s, duration_s - burn_in.elapsed_s)
+        before = health.read() if health else None
+        try:
+            result = run_workload(gemm_command(seconds, section, plant_fault, profile.gpu_count),
+                                  timeout_s=seconds + 300, env=env)
+        except GpuFabricError as exc:
+            append_line(log_path, {"type": "error", "workload": "gemm_burn", "error": str(exc), "time": time.time()})
+            raise
+        result.pop("stdout_tail", None)
+        record = {"type": "gemm", "seconds": result["seconds"], "result": result, "time": time.time()}
+        if health:
+            after = health.read()
+            record["health"] = {str(i): {"rose": counter_deltas(before[i], after[i]),
+                                         "temperature_c": after[i].temperature_c, "power_w": after[i].power_w,
+                                         "throttle": after[i].throttle} for i in after}
+        append_line(log_path, record)
+        burn_in.records.append(record)
+        if all_reduce and profile.gpu_count > 1 and section.get("device", "cuda") == "cuda":
+            burn_in.records.append(_all_reduce_chunk(profile, all_reduce, log_path))
+        wants_memory = "memory" in profile.data and section.get("memory", True)
+        if wants_memory and not memory_done and burn_in.elapsed_s >= duration_s / 2:
+            burn_in.records.append(_memory_chunk(profile, log_path))
+            memory_done = True
+        if progress:
+            progress(burn_in, record)
+    end = {"type": "end", "elapsed_s": burn_in.elapsed_s, "time": time.time()}
+    append_line(log_path, end)
+    burn_in.records.append(end)
+    return burn_in
+
+
+def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path) -> dict:
+    from .bandwidth import run_collectives
+
+    size = max(parse_bytes(t["size"]) for t in thresholds)
+    try:
+        result = run_collectives(profile.gpu_count, ["all_reduce"], [size], warmup=2, iters=10, timeout_s=300)
+        record = {"type": "all_reduce", "row": result["ops"]["all_reduce"][0], "time": time.time()}
+    except GpuFabricError as exc:
+        record = {"type": "all_reduce", "error": str(exc), "time": time.time()}
+    append_line(log_path, record)
+    return record
+
+
+def _memory_chunk(profile, log_path: Path) -> dict:
+    from .memory import measure_memory
+
+    try:
+        result = measure_memory(profile.data["memory"])
+        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", []),
+                  "time": time.time()}
+    except GpuFabricError as exc:
+        record = {"type": "memory", "error": str(exc), "time": time.time()}
+    append_line(log_path, record)
+    return record

@@ -1,0 +1,304 @@
+"""The customer's acceptance report and the results schema, on runs of bundles recorded from real machines:
+every results document validates against the shipped schema, the HTML report has its cover, measurements
+and skipped checks, and (where Chromium is installed) renders without console errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html import escape
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from pytest_gpufabric.fabric.nvml import nvml_available
+from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.report.html import format_value, margin
+from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DATA = REPO / "tests" / "data" / "results"
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+needs_no_driver = pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
+
+#: keys the results format gained after some of the committed live results were recorded
+NEWER_KEYS = {"skip_reasons", "durations", "verdict_reason"}
+
+
+def _results(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+
+
+def _assert_complete(document: dict) -> None:
+    """Valid, and the per-test maps cover every test: each skipped test says why."""
+    assert schema_errors(document) == []
+    tests = document["tests"]
+    assert set(document["durations"]) == set(tests)
+    skipped = {nodeid for nodeid, outcome in tests.items() if outcome == "skipped"}
+    assert set(document["skip_reasons"]) == skipped
+    assert all(reason.strip() and not reason.startswith("Skipped:") for reason in document["skip_reasons"].values())
+    summary = document["summary"]
+    assert sum(summary[k] for k in ("passed", "failed", "skipped", "error")) == len(tests)
+
+
+# --- the schema -----------------------------------------------------------------------------------------
+
+
+def test_schema_is_valid_draft_2020_12_and_shipped_in_the_package():
+    schema = results_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert SCHEMA_PATH.parent.name == "report" and SCHEMA_PATH.parent.parent.name == "pytest_gpufabric"
+
+
+@pytest.mark.parametrize("args, verdict", [
+    (("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink"), "ACCEPTED"),
+    (("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie"), "REJECTED"),
+    (("--gpu-replay", "rtx-2080ti-pcie"), None),
+    (("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2-bandwidth", "-k", "bandwidth"),
+     "ACCEPTED"),
+    (("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2"), "ACCEPTED"),
+], ids=["titan-accepted", "titan-on-2080ti-rejected", "2080ti-no-profile", "h200-bandwidth", "h200-nvml"])
+def test_results_of_replays_validate(pytester: pytest.Pytester, args, verdict):
+    pytester.runpytest(*args)
+    document = _results(pytester)
+    _assert_complete(document)
+    assert document["summary"]["verdict"] == verdict
+    assert document["run"]["mode"] == "replay" and document["machine"] is not None
+
+
+@needs_no_driver
+def test_results_of_a_live_run_without_a_driver_validate(pytester: pytest.Pytester):
+    result = pytester.runpytest_subprocess("--gpu-profile", "titan-rtx-nvlink")
+    assert result.ret != 0
+    document = _results(pytester)
+    _assert_complete(document)
+    assert document["machine"] is None and "NVML" in document["machine_error"]
+    assert document["run"]["mode"] == "live" and document["summary"]["verdict"] == "REJECTED"
+
+
+def test_results_under_xdist_keep_skip_reasons(pytester: pytest.Pytester):
+    """Under pytest-xdist the reports come from workers (a skip's longrepr travels serialized)."""
+    pytester.runpytest_subprocess("-n", "2", "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink")
+    document = _results(pytester)
+    _assert_complete(document)
+    assert document["skip_reasons"] and document["summary"]["verdict"] == "ACCEPTED"
+
+
+def test_schema_rejects_what_the_format_does_not_have(pytester: pytest.Pytester):
+    pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
+    document = _results(pytester)
+    broken = json.loads(json.dumps(document))
+    broken["summary"]["verdict"] = "MAYBE"
+    broken["checks"][0]["verdict"] = "ok"
+    broken["tests"]["x::y"] = "flaky"
+    broken["profile"]["sha256"] = "not-a-digest"
+    broken["surprise"] = 1
+    del broken["machine"]["gpus"][0]["serial"]
+    errors = "\n".join(schema_errors(broken))
+    for where in ("$.summary.verdict", "$.checks[0].verdict", "$.tests['x::y']", "$.profile", "$.machine",
+                  "'surprise' was unexpected"):
+        assert where in errors, errors
+
+
+def _committed_results() -> list[Path]:
+    return sorted(RESULTS_DATA.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", _committed_results(), ids=lambda p: p.stem)
+def test_committed_live_results_validate_where_they_have_the_current_format(path: Path):
+    document = json.loads(path.read_text())
+    if "schema_version" not in document:
+        pytest.skip(f"{path.name} is not a results document (a suite's measurement file)")
+    errors = list(results_validator().iter_errors(document))
+    missing = {e.message.split("'")[1] for e in errors if e.validator == "required"}
+    older = [e for e in errors if e.validator == "required" and e.message.split("'")[1] in NEWER_KEYS]
+    # Recorded before the format gained these keys: the schema describes today's documents and is not
+    # weakened for older ones (their parts are validated below). Anything else missing or wrong fails.
+    assert len(older) == len(errors), [f"{e.json_path}: {e.message}" for e in errors]
+    if errors:
+        pytest.skip(f"{path.name} was written before the format had {', '.join(sorted(missing))}")
+
+
+@pytest.mark.parametrize("path", _committed_results(), ids=lambda p: p.stem)
+def test_committed_live_results_parts_validate(path: Path):
+    """The machine (read through NVML on real GPUs), profile and check records of every committed live result
+    validate against the schema's definitions, whatever their age."""
+    document = json.loads(path.read_text())
+    if "schema_version" not in document:
+        pytest.skip(f"{path.name} is not a results document (a suite's measurement file)")
+    assert document["machine"] is not None
+    assert schema_errors(document["machine"], "machine") == []
+    for check in document["checks"]:
+        assert schema_errors(check, "check") == [], check["name"]
+    assert document["checks"], "a live acceptance run records checks"
+
+
+# --- the HTML report ------------------------------------------------------------------------------------
+
+
+def _html_run(pytester: pytest.Pytester, *args: str) -> tuple[str, dict]:
+    pytester.runpytest(*args, "--html", "reports/acceptance.html", "--self-contained-html")
+    return (pytester.path / "reports" / "acceptance.html").read_text(), _results(pytester)
+
+
+def _gpufabric_section(html: str) -> str:
+    start = html.index('<div class="gpufabric" id="gpufabric-report">')
+    return html[start:html.index("<script>", start)]
+
+
+def test_rejected_report_has_cover_measurements_and_skipped_reasons(pytester: pytest.Pytester):
+    html, document = _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
+                               "--gpu-customer", "ACME Labs")
+    section = _gpufabric_section(html)
+    # the cover: verdict and why, customer, profile and its digest, machine identity, date, version
+    assert '<div class="verdict rejected">Verdict: REJECTED</div>' in section
+    assert escape(document["summary"]["verdict_reason"]) in section
+    assert "<th>Customer</th><td>ACME Labs</td>" in section
+    assert load_profile("titan-rtx-nvlink").sha256 in section and "titan-rtx-nvlink" in section
+    for field in ("NVIDIA driver", "CUDA driver", "NCCL", "<th>serial</th>", "<th>UUID</th>", "<th>VBIOS</th>",
+                  "pytest-gpufabric", document["plugin_version"], document["started_at"][:10]):
+        assert field in section, field
+    assert section.index("Verdict: REJECTED") < section.index("Inventory") < section.index("Topology")
+    # every check, with its verdict; the mismatch highlighted
+    assert "<h2>Measurements</h2>" in section
+    table = section[section.index('<table class="measurements">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == len(document["checks"]) + 1
+    assert table.count(">FAIL</td>") == sum(c["verdict"] == "failed" for c in document["checks"])
+    assert "GPU0-GPU1 NV2" in table and "GPU0-GPU1 PHB" in table
+    assert 'class="mismatch">expected NV2, found PHB' in section
+    # every skipped test and why
+    assert "<h2>Skipped checks</h2>" in section and document["skip_reasons"]
+    for nodeid, reason in document["skip_reasons"].items():
+        assert escape(reason) in section, nodeid
+    # a customer reads tables, not Python reprs
+    assert "{'" not in section and "['" not in section and ">None<" not in section
+
+
+def test_accepted_report_shows_identity_nccl_and_margins(pytester: pytest.Pytester):
+    html, document = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
+                               "h200-nvswitch-x2-bandwidth", "-k", "bandwidth", "--gpu-customer", "ACME Labs")
+    section = _gpufabric_section(html)
+    assert '<div class="verdict accepted">Verdict: ACCEPTED</div>' in section
+    gpu = document["machine"]["gpus"][0]
+    for value in (gpu["serial"], gpu["uuid"], gpu["vbios_version"], document["machine"]["driver_version"],
+                  document["machine"]["cuda_driver_version"]):
+        assert f"<td>{value}</td>" in section, value
+    assert "<th>NCCL</th><td>2.28.9</td>" in section  # what the recorded collectives ran on
+    # all_reduce at 256 MiB: 297.4 GB/s busbw against a 285 GB/s floor; 1 MiB: 16.1 us against 68 us
+    assert ">+12.4 GB/s (+4.4%)</td>" in section
+    assert ">+51.9 us (+76.3%)</td>" in section
+    # the busbw-vs-size plots, embedded
+    assert "<h2>Plots</h2>" in section and 'src="data:image/png;base64,iVBORw0KGgo' in section
+
+
+def test_report_without_a_machine_says_why(pytester: pytest.Pytester):
+    html, document = _html_run(pytester, "--gpu-replay", "rtx-2080ti-pcie")
+    section = _gpufabric_section(html)
+    assert document["summary"]["verdict"] is None
+    assert '<div class="verdict none">No verdict</div>' in section
+    assert "none: nothing was promised" in section and "not given (--gpu-customer)" in section
+
+
+@pytest.mark.parametrize("check, text", [
+    ({"expected": {"min_busbw": "300 GB/s"}, "found": {"busbw_gbps": 270.0}, "unit": "GB/s"}, "−30.0 GB/s (−10.0%)"),
+    ({"expected": {"min_busbw": "100 GB/s", "min_fraction_of_peak": 0.5}, "found": {"busbw_gbps": 150.0,
+      "peak_gbps": 280.0}, "unit": "GB/s"}, "+10.0 GB/s (+7.1%)"),  # the tighter of the two floors
+    ({"expected": {"min": "50 GB/s"}, "found": {"GPU0": 55.0, "GPU1": 45.0}, "unit": "GB/s"}, "−5.0 GB/s (−10.0%)"),
+    ({"expected": {"min_bytes": 1000}, "found": {"tx_bytes": 3048, "rx_bytes": 2024}, "unit": "bytes"},
+     "+1.00 KiB (+102.4%)"),
+    ({"expected": 10 * 2**30, "found": 12 * 2**30, "unit": "bytes"}, "+2.00 GiB (+20.0%)"),
+    ({"expected": {"floors_gbit": [22.5]}, "found": {"bw_avg_gbit": 23.14}}, "+0.64 Gb/s (+2.8%)"),
+    ({"expected": {"max_slowdown": 4.0}, "found": {"ratio_vs_baseline": 3.0}}, "+1.00 x (+25.0%)"),
+    ({"expected": 0.1, "found": {"rows": [{"error": 0.02}, {"error": -0.04}, {"error": None}]}}, "+6.0 points"),
+])
+def test_margin_of_numeric_thresholds(check, text):
+    assert margin(check)[0] == text
+
+
+@pytest.mark.parametrize("check", [
+    {"expected": 2, "found": 2, "unit": None},
+    {"expected": {"links_per_gpu": 2}, "found": {"active_links": 0}},
+    {"expected": {"min_busbw": "fast"}, "found": {"busbw_gbps": 1.0}},
+    {"expected": {"min": "50 GB/s"}, "found": None, "unit": "GB/s"},
+    {"expected": None, "found": None},
+    {},
+])
+def test_margin_is_blank_where_there_is_no_numeric_threshold(check):
+    assert margin(check) is None
+
+
+def test_values_are_compact_text():
+    assert format_value({"GPU0": {"GPU0": "X", "GPU1": "NV2"}, "GPU1": {"GPU0": "NV2", "GPU1": "X"}}) == "GPU0-GPU1 NV2"
+    assert format_value({"busbw_gbps": 297.4319, "time_us": 902.51, "peak": "NVLink", "wrong": 0}) == (
+        "busbw: 297.43 GB/s; time: 902.51 us; peak: NVLink; wrong: 0")
+    assert format_value({"GPU0->GPU1 (p2p)": 393.11}, "GB/s") == "GPU0->GPU1 (p2p): 393.11 GB/s"
+    assert format_value(150754820096, "bytes") == "140.40 GiB"
+    assert format_value({"all_active": True, "inactive": []}) == "all_active: yes; inactive: none"
+    assert format_value(None) == "—"
+
+
+# --- rendered in a browser ------------------------------------------------------------------------------
+
+_CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                   "--hide-scrollbars", "--virtual-time-budget=5000"]
+# Chromium logs each console message as `[pid:tid:time:INFO:CONSOLE:1] "text", source: URL (1)` (older
+# versions: `CONSOLE(1)`), at INFO whatever the message's level, so console.error and uncaught exceptions are
+# told by their text.
+_CONSOLE = re.compile(r"CONSOLE[(:]\d+\)?\]\s*(.*)")
+
+
+def _chromium(profile_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *_CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", *args],
+                          capture_output=True, text=True, timeout=180, check=False)
+
+
+def _render(pytester: pytest.Pytester, html: Path, screenshot: Path) -> str:
+    """Render the report: the DOM after its scripts ran (with no console errors), then a screenshot."""
+    dom = _chromium(pytester.path / "chromium-dom", "--enable-logging=stderr", "--v=1", "--dump-dom",
+                    html.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [m.group(1) for m in map(_CONSOLE.search, dom.stderr.splitlines()) if m]
+    errors = [line for line in console if re.search(r"Uncaught|error|Error|Failed", line)]
+    assert errors == [], errors
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    screenshot.unlink(missing_ok=True)
+    shot = _chromium(pytester.path / "chromium-shot", f"--screenshot={screenshot}", "--window-size=1280,1600",
+                     html.as_uri())
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert screenshot.is_file() and screenshot.stat().st_size > 20_000
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return dom.stdout
+
+
+def _cover_first(dom: str) -> None:
+    """The cover sits under the title, above pytest-html's Environment table (the script moved it)."""
+    assert dom.index('id="gpufabric-report"') < dom.index('id="environment-header"')
+
+
+@needs_chromium
+def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
+    _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
+              "--gpu-customer", "ACME Labs")
+    dom = _render(pytester, pytester.path / "reports" / "acceptance.html", REPO / "reports" / "acceptance-report.png")
+    assert "Verdict: REJECTED" in dom and "ACME Labs" in dom
+    _cover_first(dom)
+    # pytest-html's own script ran too: it filled the Environment table from its JSON blob
+    assert "GPU profile sha256" in dom[dom.index('id="environment"'):]
+
+
+@needs_chromium
+def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
+    """The screenshot docs/acceptance-report.png was taken from (reports/acceptance-report-accepted.png)."""
+    _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
+              "--gpu-customer", "ACME Labs")
+    dom = _render(pytester, pytester.path / "reports" / "acceptance.html",
+                  REPO / "reports" / "acceptance-report-accepted.png")
+    assert "Verdict: ACCEPTED" in dom and "ACME Labs" in dom
+    _cover_first(dom)
