@@ -176,6 +176,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "promised_gpu" in metafunc.fixturenames:
         indices = range(profile.gpu_count) if profile else []
         metafunc.parametrize("promised_gpu", indices, ids=[f"GPU{i}" for i in indices], indirect=True)
+    if "gpu_index" in metafunc.fixturenames:
+        indices = list(range(profile.gpu_count)) if profile else []
+        metafunc.parametrize("gpu_index", indices, ids=[f"GPU{i}" for i in indices])
     if "collective_threshold" in metafunc.fixturenames:
         from .checks.bandwidth import size_label
         from .units import parse_bytes

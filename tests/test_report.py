@@ -141,8 +141,12 @@ def test_committed_live_results_parts_validate(path: Path):
 # --- the HTML report ------------------------------------------------------------------------------------
 
 
-def _html_run(pytester: pytest.Pytester, *args: str) -> tuple[str, dict]:
-    pytester.runpytest(*args, "--html", "reports/acceptance.html", "--self-contained-html")
+def _html_run(pytester: pytest.Pytester, *args: str, fresh_process: bool = False) -> tuple[str, dict]:
+    """The run's HTML report and results. ``fresh_process``: in a new process, for the plots: matplotlib cannot
+    be imported twice in one process ("cannot load module more than once per process"), and an in-process
+    pytester run drops the modules its run imported, so only the first such run in a process draws plots."""
+    run = pytester.runpytest_subprocess if fresh_process else pytester.runpytest
+    run(*args, "--html", "reports/acceptance.html", "--self-contained-html")
     return (pytester.path / "reports" / "acceptance.html").read_text(), _results(pytester)
 
 
@@ -182,7 +186,8 @@ def test_rejected_report_has_cover_measurements_and_skipped_reasons(pytester: py
 
 def test_accepted_report_shows_identity_nccl_and_margins(pytester: pytest.Pytester):
     html, document = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
-                               "h200-nvswitch-x2-bandwidth", "-k", "bandwidth", "--gpu-customer", "ACME Labs")
+                               "h200-nvswitch-x2-bandwidth", "-k", "bandwidth", "--gpu-customer", "ACME Labs",
+                               fresh_process=True)
     section = _gpufabric_section(html)
     assert '<div class="verdict accepted">Verdict: ACCEPTED</div>' in section
     gpu = document["machine"]["gpus"][0]
@@ -269,8 +274,9 @@ def _render(pytester: pytest.Pytester, html: Path, screenshot: Path) -> str:
     assert errors == [], errors
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     screenshot.unlink(missing_ok=True)
-    shot = _chromium(pytester.path / "chromium-shot", f"--screenshot={screenshot}", "--window-size=1280,1600",
-                     html.as_uri())
+    # without --run-all-compositor-stages-before-draw the capture may show tiles not yet painted
+    shot = _chromium(pytester.path / "chromium-shot", "--run-all-compositor-stages-before-draw",
+                     f"--screenshot={screenshot}", "--window-size=1280,1600", html.as_uri())
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert screenshot.is_file() and screenshot.stat().st_size > 20_000
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -285,7 +291,7 @@ def _cover_first(dom: str) -> None:
 @needs_chromium
 def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
     _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
-              "--gpu-customer", "ACME Labs")
+              "--gpu-customer", "ACME Labs", fresh_process=True)
     dom = _render(pytester, pytester.path / "reports" / "acceptance.html", REPO / "reports" / "acceptance-report.png")
     assert "Verdict: REJECTED" in dom and "ACME Labs" in dom
     _cover_first(dom)
@@ -297,7 +303,7 @@ def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
 def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
     """The screenshot docs/acceptance-report.png was taken from (reports/acceptance-report-accepted.png)."""
     _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
-              "--gpu-customer", "ACME Labs")
+              "--gpu-customer", "ACME Labs", fresh_process=True)
     dom = _render(pytester, pytester.path / "reports" / "acceptance.html",
                   REPO / "reports" / "acceptance-report-accepted.png")
     assert "Verdict: ACCEPTED" in dom and "ACME Labs" in dom

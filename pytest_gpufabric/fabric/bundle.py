@@ -17,6 +17,7 @@ topology works:
 - ``ib_write_bw.txt``         ib_write_bw client output (``ib_write_bw-client.txt`` is read too)
 - ``rdma-bw.json``            the RDMA suite's live ib_write_bw run, with the port counters around it
 - ``memory.json``             the memory suite's live run (estimate, OOM and recovery, offload runs)
+- ``gpufabric-burnin.jsonl``  a burn-in's log (--gpu-burn-in), one JSON line per chunk
 - ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
                               training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
 
@@ -50,6 +51,7 @@ IBV_DEVINFO_FILE = "ibv_devinfo-v.txt"
 IB_WRITE_BW_FILES = ("ib_write_bw.txt", "ib_write_bw-client.txt")
 RDMA_BW_FILE = "rdma-bw.json"
 MEMORY_FILE = "memory.json"
+BURN_IN_FILE = "gpufabric-burnin.jsonl"  # workloads/burn_in.py's LOG_FILE
 BANDWIDTH_FILE = "bandwidth.json"
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
 NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
@@ -64,7 +66,7 @@ def available_bundles() -> dict[str, Path]:
 
 
 def _holds_bundle(directory: Path) -> bool:
-    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE)
+    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE, BURN_IN_FILE)
     return any((directory / name).is_file() for name in names) or (directory / SYSFS_DIR).is_dir()
 
 
@@ -110,7 +112,8 @@ def bundle_directory(spec: str | Path) -> Path:
         path = _extract(path)
     if not path.is_dir():
         raise BundleError(f"{path}: a bundle is a directory or a .tar.gz")
-    evidence = (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE)
+    evidence = (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE,
+                BURN_IN_FILE)
     if not any((path / name).is_file() for name in evidence) and not (
             path / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
         present = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"

@@ -342,7 +342,7 @@ def skipped_html(skip_reasons: dict[str, str], tests: dict[str, str]) -> str:
     skipped = [nodeid for nodeid, outcome in tests.items() if outcome == "skipped"]
     skipped += [nodeid for nodeid in skip_reasons if nodeid not in tests]
     if not skipped:
-        return "<h2>Skipped checks</h2><p>None: every collected check ran.</p>"
+        return "<h2>Skipped checks</h2><p>No test was skipped.</p>"
     rows = [[_cell(_short_nodeid(n), title=n), _cell(skip_reasons.get(n) or "no reason recorded", "note")]
             for n in skipped]
     return (f"<h2>Skipped checks</h2><p>{len(skipped)} check(s) did not run: the profile does not promise what "
@@ -429,11 +429,15 @@ def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: s
         f"<h1>GPU server acceptance{': ' + escape(customer) if customer else ''}</h1>",
         f'<div class="verdict {css}">{"Verdict: " + escape(verdict) if verdict else "No verdict"}</div>',
         f'<p class="reason">{escape(reason)}</p>' if reason else "",
-        f"<p>Tests: {escape(counts)}</p>" if counts else "",
+        f"<p>Tests: {escape(counts)}</p>" if counts and "passed" not in reason else "",
         '<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th>{_cell(v)}</tr>" for k, v in facts) + "</table>",
     ]
     gpus = machine.get("gpus") or []
-    if gpus:
+    identity = ("name", "serial", "uuid", "vbios_version", "pci_bus_id")
+    if gpus and all(g.get(k) is None for g in gpus for k in identity):
+        parts.append(f"<p>{len(gpus)} GPU(s); their serials, UUIDs and VBIOS versions are not recorded by this "
+                     "evidence.</p>")
+    elif gpus:
         rows = [[f"GPU{g.get('index')}", _text(g.get("name")), _text(g.get("serial")), _text(g.get("uuid")),
                  _text(g.get("vbios_version")), _text(g.get("pci_bus_id"))] for g in gpus]
         parts.append("<h3>GPUs</h3>" + _table(["GPU", "model", "serial", "UUID", "VBIOS", "PCI bus id"], rows))

@@ -66,6 +66,11 @@ class BurnIn:
     resumed_from_s: float = 0.0
 
     @property
+    def serials(self) -> dict[int, str]:
+        start = next((r for r in self.records if r.get("type") == "start"), {})
+        return {int(gpu): serial for gpu, serial in (start.get("serials") or {}).items() if serial}
+
+    @property
     def chunks(self) -> list[dict]:
         return [r for r in self.records if r.get("type") in ("gemm", "all_reduce", "memory")]
 
@@ -75,7 +80,7 @@ class BurnIn:
 
     @property
     def finished(self) -> bool:
-        return any(r.get("type") == "end" for r in self.records)
+        return any(r.get("type") == "end" for r in self.records) or self.duration_s - self.elapsed_s < 1.0
 
     def gpu_totals(self) -> dict[int, dict]:
         totals: dict[int, dict] = {}
@@ -124,20 +129,27 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     start = records[0] if records else None
     same = (start is not None and start.get("type") == "start" and start.get("profile_sha256") == sha256
             and start.get("duration_s") == duration_s and not any(r.get("type") == "end" for r in records))
-    if not same:
+    if same:
+        # drop a line torn by the crash, so the lines appended now are read back after the good ones
+        log_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    else:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("", encoding="utf-8")
         records = []
+        serials = {str(i): s for i, s in (health.serials.items() if health else [])}
         append_line(log_path, {"type": "start", "profile": profile.name, "profile_sha256": sha256,
-                               "duration_s": duration_s, "plant_fault": plant_fault, "started_at": time.time()})
+                               "duration_s": duration_s, "plant_fault": plant_fault, "serials": serials,
+                               "started_at": time.time()})
         records = read_log(log_path)
     burn_in = BurnIn(duration_s, records)
     burn_in.resumed_from_s = burn_in.elapsed_s
     env = workload_environment()
     all_reduce = [t for op, t in profile.collective_thresholds() if op == "all_reduce"]
     memory_done = any(r.get("type") == "memory" for r in records)
-    while burn_in.elapsed_s < duration_s:
-        seconds = min(chunk_s, duration_s - burn_in.elapsed_s)
+    # a remainder under a second is done: four 150 s chunks measure 599.96 s, and a chunk of 0.04 s runs no
+    # GEMM at all, so waiting for the last 0.04 s would loop for ever (it did, on the first 10-minute run)
+    while duration_s - burn_in.elapsed_s >= 1.0:
+        seconds = max(1.0, min(chunk_s, duration_s - burn_in.elapsed_s))
         before = health.read() if health else None
         try:
             result = run_workload(gemm_command(seconds, section, plant_fault, profile.gpu_count),
