@@ -188,6 +188,8 @@ class FabricSession:
             "skip_reasons": dict(skip_reasons or {}),
             "durations": {nodeid: round(seconds, 6) for nodeid, seconds in (durations or {}).items()},
             "summary": {**counts, "verdict": verdict, "verdict_reason": reason},
+            # the watchdog's record (live runs): per test the counters that rose, the timeline, XID events
+            "health": self.health,
         }
 
     def _verdict(self, counts: dict[str, int], exitstatus: int) -> tuple[str | None, str]:

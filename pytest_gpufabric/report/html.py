@@ -445,6 +445,23 @@ def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: s
     return "".join(parts)
 
 
+def health_html(health: dict) -> str:
+    """The watchdog's table: per test and GPU, the counters that rose, the temperature and power after it."""
+    rows = []
+    for nodeid, gpus in (health.get("tests") or {}).items():
+        for gpu, record in sorted(gpus.items()):
+            rose = ", ".join(f"{name} +{delta}" for name, delta in sorted(record.get("rose", {}).items())) or "none"
+            rows.append([nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", rose if len(rose) < 300 else rose[:297] + "...",
+                         str(record.get("temperature_c")), str(record.get("power_w")),
+                         ", ".join(record.get("throttle") or []) or "-"])
+    if not rows:
+        return "<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>"
+    xid = health.get("xid_events") or []
+    head = (f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
+    return "<h2>Health</h2>" + head + _table(
+        ["test", "GPU", "counters that rose during the test", "temperature C", "power W", "clock events"], rows)
+
+
 class HtmlSections:
     """pytest-html hook implementations, bound to the run's FabricSession."""
 
@@ -494,6 +511,7 @@ class HtmlSections:
             expected = self.fabric_session.profile.matrix if self.fabric_session.profile else {}
             parts.append(topology_html(expected, fabric.matrix))
         parts.append(measurements_html(document.get("checks") or []))
+        parts.append(health_html(document.get("health") or {}))
         parts.append(skipped_html(document.get("skip_reasons") or {}, document.get("tests") or {}))
         parts.append(plots_html(self.plots))
         parts.append("</div>")
