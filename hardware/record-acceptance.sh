@@ -8,14 +8,8 @@
 set -u -o pipefail
 profile=$1
 out=$2
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site
+source "$(dirname "$0")/common.sh"
 log="$out/log.txt"
-# Run outside the checkout, so that the installed wheel (entry point, shipped profiles and bundles) is what runs.
-work=$(mktemp -d) && cd "$work" || exit 1
-step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
 {
   step nvidia-smi -L
   step python3 -m pytest_gpufabric snapshot bundle

@@ -6,12 +6,7 @@
 set -u -o pipefail
 profile=$1
 out=$2
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site
-work=$(mktemp -d) && cd "$work" || exit 1
-step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
+source "$(dirname "$0")/common.sh"
 selection="test_memory_estimate or test_oversized_batch or test_large_model_support or test_offload_changes"
 {
   step nvidia-smi -L

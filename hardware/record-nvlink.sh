@@ -6,13 +6,7 @@
 set -u -o pipefail
 profile=$1
 out=$2
-repo=$(pwd)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site
-work=$(mktemp -d) && cd "$work" || exit 1
-step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
+source "$(dirname "$0")/common.sh"
 {
   step python3 -m pytest_gpufabric snapshot training
   step python3 -m pytest --gpu-profile "$profile" -p no:cacheprovider -rA --durations=5 \

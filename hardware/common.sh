@@ -1,0 +1,10 @@
+# Sourced by the record-*.sh scripts, run on a borrowed GPU machine from the repository's root:
+# NVLink multicast off (it can take a shared host's GPUs out of service), the carried wheels installed into
+# /tmp/site, a scratch directory to run in (so the installed wheel, not the checkout, is what runs), and `step`.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+repo=$(pwd)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site
+work=$(mktemp -d) && cd "$work" || exit 1
+step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
