@@ -392,3 +392,42 @@ def test_importing_the_module_does_not_import_prometheus_client():
     code = ("import sys, pytest_gpufabric.report.metrics; "
             "sys.exit('prometheus_client' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_metrics_port_serves_a_replayed_run(pytester: pytest.Pytester):
+    """End to end: --gpu-metrics-port during a replay of the RoCE bundle; a test of the run scrapes it."""
+    pytest.importorskip("prometheus_client")
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pytester.makepyfile(
+        f"""
+        import urllib.request
+
+        def test_scrape(rdma_devices):
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({{}}))
+            text = opener.open("http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            assert 'gpufabric_info{{' in text and 'profile="a100-pcie-roce"' in text
+            assert [d.name for d in rdma_devices] == ["irdma0"]
+        """
+    )
+    result = pytester.runpytest_subprocess("--gpu-profile", "a100-pcie-roce", "--gpu-replay", "a100-pcie-roce",
+                                           "--gpu-metrics-port", str(port), "-k", "test_scrape",
+                                           "test_metrics_port_serves_a_replayed_run.py")
+    result.assert_outcomes(passed=1)
+
+
+def test_metrics_port_in_use_is_a_usage_error(pytester: pytest.Pytester):
+    pytest.importorskip("prometheus_client")
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = pytester.runpytest_subprocess("--gpu-profile", "a100-pcie-roce", "--gpu-replay", "a100-pcie-roce",
+                                               "--gpu-metrics-port", str(port))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--gpu-metrics-port {port}: *"])

@@ -11,6 +11,7 @@ the JSON say the same thing. Registered only when pytest-html is active (its hoo
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from html import escape
@@ -458,8 +459,14 @@ def health_html(health: dict) -> str:
         return "<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>"
     xid = health.get("xid_events") or []
     head = (f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
+    from .plots import health_timeline_png
+
+    png = health_timeline_png(health.get("timeline") or [])
+    plot = "" if png is None else (
+        '<figure><img alt="GPU health timeline" src="data:image/png;base64,'
+        + base64.b64encode(png).decode("ascii") + '"/><figcaption>GPU health timeline</figcaption></figure>')
     return "<h2>Health</h2>" + head + _table(
-        ["test", "GPU", "counters that rose during the test", "temperature C", "power W", "clock events"], rows)
+        ["test", "GPU", "counters that rose during the test", "temperature C", "power W", "clock events"], rows) + plot
 
 
 class HtmlSections:

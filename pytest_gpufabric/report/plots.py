@@ -87,3 +87,20 @@ def memory_png(measured: list[tuple[int, int]], predicted: list[tuple[int, int]]
         ax.scatter([batch], [peak / gib], marker="s", zorder=5, label=f"{label}: peak")
     ax.axhline(budget / gib, color="red", linestyle=":", label=f"budget {budget / gib:g} GiB")
     return _png(fig, ax, f"GPU memory vs batch ({title})", "batch size", "GiB")
+
+
+def health_timeline_png(points: list[dict]) -> bytes | None:
+    """Each GPU's temperature and power over the run, from the watchdog's background reads."""
+    drawing = _axes(3.2) if len(points) > 1 else None
+    if drawing is None:
+        return None
+    fig, ax = drawing
+    t0 = points[0]["t"]
+    gpus = sorted({gpu for p in points for gpu in p["gpus"]}, key=str)
+    power_ax = ax.twinx()
+    for gpu in gpus:
+        rows = [(p["t"] - t0, p["gpus"][gpu]) for p in points if gpu in p["gpus"]]
+        ax.plot([t for t, _ in rows], [g["temperature_c"] for _, g in rows], label=f"GPU{gpu} C")
+        power_ax.plot([t for t, _ in rows], [g["power_w"] for _, g in rows], linestyle=":", label=f"GPU{gpu} W")
+    power_ax.set_ylabel("power (W), dotted")
+    return _png(fig, ax, "GPU health during the run", "seconds since the first read", "temperature (C)")

@@ -28,6 +28,8 @@ class RunRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or report.outcome != "passed":
             outcome = "error" if report.failed and report.when != "call" else report.outcome
+            if report.nodeid not in self.outcomes and self.fabric_session.metrics is not None:
+                self.fabric_session.metrics.observe_test(report.nodeid, outcome)
             self.outcomes.setdefault(report.nodeid, outcome)
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + (report.duration or 0.0)
         if report.skipped:
