@@ -108,3 +108,17 @@ def test_burn_in_bundle_replays(judged, pytester: pytest.Pytester):
     judged(result, passed=4)
     results = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
     assert results["summary"]["verdict"] == "ACCEPTED"
+
+
+def test_the_report_health_table_shows_recorded_counters():
+    """The report's Health table, fed the counters the first burn-in chunk recorded (as the watchdog records a
+    test: per GPU the counters that rose, the temperature, power and clock events after it)."""
+    from pytest_gpufabric.report.html import health_html
+
+    chunk = next(r for r in read_log(REAL_LOG) if r["type"] == "gemm")
+    html = health_html({"tests": {"suites/test_x.py::test_burn": chunk["health"]}, "timeline": [],
+                        "xid_events": [], "xid_watch": "on"})
+    assert "<h2>Health</h2>" in html and "XID events: 0 (on)" in html
+    crc = chunk["health"]["1"]["rose"]["nvlink_crc_data:0"]
+    assert f"nvlink_crc_data:0 +{crc}" in html and f"<td>{chunk['health']['1']['temperature_c']}</td>" in html
+    assert "No health reads" in health_html({})
