@@ -31,32 +31,18 @@ import torch.distributed as dist
 
 try:  # run as a script (torchrun): its folder is on sys.path; imported as a module (tests): relative
     from handshake import handshake
+    from ranks import init_distributed
 except ImportError:
     from .handshake import handshake
+    from .ranks import init_distributed
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
-_LAUNCHER_RANKS = (  # (rank, world size, local rank) as other launchers name them
-    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
-    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-)
 
 
 def bus_factor(op: str, n: int) -> float:
     """busbw / algbw, from nccl-tests' doc/PERFORMANCE.md."""
     return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
             "broadcast": 1.0, "sendrecv": 1.0}[op]
-
-
-def _standard_environment() -> None:
-    """Map srun/mpirun rank variables to torch's, so any launcher can start the harness."""
-    if "RANK" in os.environ:
-        return
-    for rank, size, local in _LAUNCHER_RANKS:
-        if rank in os.environ and size in os.environ:
-            os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ[rank], os.environ[size]
-            os.environ.setdefault("LOCAL_RANK", os.environ.get(local, "0"))
-            return
 
 
 class Timer:
@@ -263,15 +249,7 @@ def main() -> int:
         parser.error(f"unknown op(s) {unknown}; known: {', '.join(OPS)}")
     sizes = [_size(s) for s in args.sizes.split(",") if s]
 
-    _standard_environment()
-    dist.init_process_group(backend=args.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+    rank, world, device = init_distributed(args.backend)
     handshake(dist.barrier, rank, args.handshake, "ready", "go")  # a sampler may bracket the measurements
     results = {op: [measure(op, size, args.warmup, args.iters, rank, world, device, args.timing) for size in sizes]
                for op in ops}

@@ -25,8 +25,10 @@ import torch.distributed as dist
 
 try:  # run as a script (torchrun): its folder is on sys.path; imported as a module (tests): relative
     from handshake import handshake
+    from ranks import init_distributed
 except ImportError:
     from .handshake import handshake
+    from .ranks import init_distributed
 
 
 def main() -> int:
@@ -41,21 +43,14 @@ def main() -> int:
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args()
 
-    dist.init_process_group(backend=args.backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+    rank, world, device = init_distributed(args.backend)
 
     torch.manual_seed(0)
     layers = []
     for _ in range(args.layers):
         layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers[:-1]).to(device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     generator = torch.Generator(device=device).manual_seed(1 + rank)
