@@ -115,7 +115,7 @@ class FabricSession:
             from .workloads.memory import measure_memory
 
             if self.replay:
-                return bundle.load_json_recording(self.bundle_dir, bundle.MEMORY_FILE)
+                return bundle.load_json_recording(self.bundle_dir, bundle.MEMORY_FILE, what="memory")
             measurement = measure_memory(self.profile.data["memory"])
             write_json(measurement, self.report_dir / bundle.MEMORY_FILE)
             return measurement

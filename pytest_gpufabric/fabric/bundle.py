@@ -206,11 +206,9 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
     from .nvlink_text import parse_nvlink_counters
 
     path = directory / NVLINK_TRAFFIC_FILE
-    if path.is_file():
+    data = load_json_recording(directory, NVLINK_TRAFFIC_FILE, what="NVLink", fmt=NVLINK_TRAFFIC_FORMAT)
+    if data is not None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("format") != NVLINK_TRAFFIC_FORMAT:
-                raise ValueError(f"format is {data.get('format')!r}, expected {NVLINK_TRAFFIC_FORMAT!r}")
             samples = [CounterSample.from_json(s) for s in data["samples"]]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric NVLink recording ({exc})") from None
@@ -235,11 +233,9 @@ def load_bandwidth_recording(directory: Path):
 
     path = directory / BANDWIDTH_FILE
     measurement = None
-    if path.is_file():
+    data = load_json_recording(directory, BANDWIDTH_FILE, what="bandwidth", fmt=BANDWIDTH_FORMAT)
+    if data is not None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("format") != BANDWIDTH_FORMAT:
-                raise ValueError(f"format is {data.get('format')!r}, expected {BANDWIDTH_FORMAT!r}")
             measurement = BandwidthMeasurement(collectives=data.get("collectives"), copy=data.get("copy"),
                                                nccl_tests=list(data.get("nccl_tests") or []), source=str(path),
                                                errors=dict(data.get("errors") or {}))
@@ -275,7 +271,7 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
     """The bundle's ib_write_bw result: the suite's rdma-bw.json, else a client output; None without."""
     from ..workloads.perftest import parse_perftest
 
-    recorded = load_json_recording(directory, RDMA_BW_FILE)
+    recorded = load_json_recording(directory, RDMA_BW_FILE, what="ib_write_bw")
     if recorded is not None:
         return recorded
     for name in IB_WRITE_BW_FILES:
@@ -288,15 +284,18 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
     return None
 
 
-def load_json_recording(directory: Path, name: str) -> dict | None:
-    """A suite's recording the bundle holds as JSON (memory.json ...), or None when it has none."""
+def load_json_recording(directory: Path, name: str, *, what: str = "", fmt: str | None = None) -> dict | None:
+    """A suite's recording the bundle holds as JSON (memory.json ...), or None when it has none; ``fmt``: the
+    ``format`` it must declare. Raises BundleError naming the file and the kind of recording."""
     path = directory / name
     if not path.is_file():
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("a JSON object was expected")
+        if fmt is not None and data.get("format") != fmt:
+            raise ValueError(f"format is {data.get('format')!r}, expected {fmt!r}")
     except ValueError as exc:
-        raise BundleError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise BundleError(f"{path}: not a gpufabric recording (a JSON object was expected)")
+        raise BundleError(f"{path}: not a gpufabric {what + ' ' if what else ''}recording ({exc})") from None
     return data
