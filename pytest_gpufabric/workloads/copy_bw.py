@@ -30,8 +30,9 @@ def _cpu_list(text: str) -> set[int]:
     return cpus
 
 
-def _median_seconds(copy, iters: int, warmup: int, stream) -> float:
-    """Median over iterations of a copy issued on ``stream``, timed by events on that stream."""
+def _median_seconds(copy, iters: int, warmup: int, stream, peers: tuple = ()) -> float:
+    """Median over iterations of a copy issued on ``stream`` (and on ``peers``, streams of other devices),
+    timed by events on ``stream``: the peers start after the start mark and the end mark waits for them."""
     for _ in range(warmup):
         copy()
     torch.cuda.synchronize()
@@ -39,7 +40,11 @@ def _median_seconds(copy, iters: int, warmup: int, stream) -> float:
     for _ in range(iters):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
+        for peer in peers:
+            peer.wait_event(start)
         copy()
+        for peer in peers:
+            stream.wait_stream(peer)
         end.record(stream)
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
@@ -86,20 +91,7 @@ def gpu_to_gpu_bidirectional(a_index: int, b_index: int, size: int, iters: int, 
         with torch.cuda.stream(stream_b):
             a_in.copy_(b, non_blocking=True)
 
-    for _ in range(warmup):
-        both()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream_a)
-        stream_b.wait_event(start)  # neither direction begins before the start mark
-        both()
-        stream_a.wait_stream(stream_b)  # ... and the end mark comes after both
-        end.record(stream_a)
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    seconds = statistics.median(times)
+    seconds = _median_seconds(both, iters, warmup, stream_a, peers=(stream_b,))
     return {"gpus": [a_index, b_index], "peer_access": torch.cuda.can_device_access_peer(a_index, b_index),
             "bytes": 2 * size, "time_us": seconds * 1e6, "gbps": 2 * size / seconds / 1e9}
 
