@@ -1,41 +1,22 @@
-"""The health watchdog: NVML error counters read before and after every test (and in the background for a
-timeline); a test during which a forbidden counter rose fails, naming GPU, serial, link and counter.
+"""The health watchdog: NVML error counters read when every test starts its set-up and when its call ends (and
+in the background for a timeline); a test during which a forbidden counter rose, the GPU ran hotter than allowed
+or a forbidden clock-event reason was active fails, naming GPU, serial, link and counter.
 
-Active when a profile is given and the machine is read live (a replay has no live counters). Registered by the
-plugin as a pytest plugin object of its own.
+The window opens at set-up because that is where session fixtures do their work: the burn-in's ten minutes of
+GEMMs run in the set-up of the first burn-in test. Active when a profile is given and the machine is read live
+(a replay has no live counters). Registered by the plugin as a pytest plugin object of its own.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from .checks.health import health_problems
 from .errors import HardwareUnavailable
-from .fabric.health import COUNTERS, DEFAULT_FORBIDDEN, base_counter, counter_deltas
+from .fabric.health import window_record
 
-
-def health_problems(before: dict, after: dict, section: dict) -> list[str]:
-    """What a test did to the GPUs' health that the profile forbids: one sentence each."""
-    forbidden = set(section.get("forbid", DEFAULT_FORBIDDEN))
-    max_temperature = section.get("max_temperature_c")
-    forbidden_throttle = set(section.get("forbid_throttle", ["hw_slowdown", "hw_thermal_slowdown",
-                                                             "hw_power_brake_slowdown"]))
-    problems = []
-    for index, now in after.items():
-        then = before.get(index)
-        if then is None:
-            continue
-        who = f"GPU{index} (serial {now.serial or 'unknown'})"
-        for name, delta in counter_deltas(then, now).items():
-            counter = base_counter(name)
-            if counter in forbidden:
-                link = f" link {name.split(':', 1)[1]}" if ":" in name else ""
-                problems.append(f"{who}{link}: {counter} rose by {delta} during this test ({COUNTERS[counter]})")
-        if max_temperature is not None and now.temperature_c is not None and now.temperature_c > max_temperature:
-            problems.append(f"{who}: {now.temperature_c} C after this test, above the {max_temperature} C allowed")
-        slowed = sorted(set(now.throttle) & forbidden_throttle)
-        if slowed:
-            problems.append(f"{who}: clocks held back by {', '.join(slowed)} at the end of this test")
-    return problems
+#: per test: the read that opened its window, and how many timeline points existed then
+_WINDOW_KEY = pytest.StashKey[tuple]()
 
 
 class HealthWatch:
@@ -69,22 +50,39 @@ class HealthWatch:
                     "temperature_c": health.temperature_c, "power_w": health.power_w,
                     "sm_clock_mhz": health.sm_clock_mhz, **{k: v for k, v in health.counters.items()}})
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item):
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: the window includes the fixtures' set-up
+    def pytest_runtest_setup(self, item):
         if self.reader is None:
             return (yield)
-        before = self.reader.read()
+        item.stash[_WINDOW_KEY] = (self.reader.read(), len(self.timeline.points))
+        try:
+            return (yield)
+        except pytest.skip.Exception:
+            del item.stash[_WINDOW_KEY]  # skipped: nothing of the test ran
+            raise
+        except BaseException:
+            self._close_window(item)  # the set-up failed by itself; what it did to the GPUs is still recorded
+            raise
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        if _WINDOW_KEY not in item.stash:
+            return (yield)
         try:
             result = yield
         finally:  # a test that failed by itself still has its health recorded
-            after = self.reader.read()
-            self.fabric_session.health["tests"][item.nodeid] = {
-                str(i): {"rose": counter_deltas(before[i], after[i]), "temperature_c": after[i].temperature_c,
-                         "power_w": after[i].power_w, "throttle": after[i].throttle} for i in after}
-        problems = health_problems(before, after, self.section)
+            window = self._close_window(item)
+        problems = health_problems(window, self.section)
         if problems:
-            pytest.fail("health: " + "; ".join(problems), pytrace=False)
+            pytest.fail("health: " + "\n".join(problems), pytrace=False)
         return result
+
+    def _close_window(self, item) -> dict:
+        before, first_point = item.stash[_WINDOW_KEY]
+        del item.stash[_WINDOW_KEY]
+        window = window_record(before, self.reader.read(), self.timeline.points[first_point:])
+        self.fabric_session.health["tests"][item.nodeid] = window
+        return window
 
     @pytest.hookimpl(tryfirst=True)  # before the results are written
     def pytest_sessionfinish(self, session) -> None:

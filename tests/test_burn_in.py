@@ -1,5 +1,5 @@
 """Burn-in: the loop, its log and resume on real CPU workers (gemm_burn.py --device cpu); the verdicts on the
-real 10-minute log of nvidia-h200-x2; the health watchdog's judgement on counters recorded there."""
+real 10-minute log of nvidia-h200-x2 and its planted-fault run. (The health watchdog: tests/test_watchdog.py.)"""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.checks.burn_in import check_burn_in_gpu
-from pytest_gpufabric.fabric.health import GpuHealth
 from pytest_gpufabric.profile.loader import load_profile
-from pytest_gpufabric.watchdog import health_problems
 from pytest_gpufabric.workloads.burn_in import BurnIn, parse_duration, read_log, run_burn_in
 
 REAL_LOG = Path(__file__).parent / "data" / "bundles" / "h200-burn-in-10min" / "gpufabric-burnin.jsonl"
+RESULTS = Path(__file__).parent / "data" / "results"
+LIVE_RESULTS = RESULTS / "burn-in-10min-live-on-h200-x2.json"
+PLANT_RESULTS = RESULTS / "burn-in-planted-fault-on-h200-x2.json"
+PLANT_LOG = RESULTS / "burn-in-planted-fault-on-h200-x2.jsonl"
 CPU_PROFILE = "name: cpu-burn\ngpus: {count: 2}\nburn_in: {chunk_s: 1, gemm_size: 256, device: cpu}\n"
 
 
@@ -85,40 +87,65 @@ def test_a_profile_forbidding_nvlink_crc_data_rejects_that_burn_in():
     totals = burn_in.gpu_totals()[1]
     check = check_burn_in_gpu(1, "1653824016216", totals, {}, {"forbid": ["nvlink_crc_data"]}, burn_in.elapsed_s)
     assert check.verdict == "failed"
-    assert "nvlink_crc_data link 0 rose by" in check.message and "NVLink data with CRC errors" in check.message
+    crc = {int(name.split(":")[1]): delta for name, delta in totals["health"].items() if name.startswith("nvlink_crc")}
+    assert f"nvlink_crc_data rose by {sum(crc.values())} on 18 links (0: +{crc[0]}, 1: +{crc[1]}," in check.message
+    assert f"17: +{crc[17]}) (NVLink data with CRC errors)" in check.message
 
 
-def test_health_problems_name_gpu_serial_link_and_counter():
-    """Before/after reads with the counter values recorded in the burn-in's first chunk (GPU 1)."""
-    chunk = next(r for r in read_log(REAL_LOG) if r["type"] == "gemm")
-    rose = chunk["health"]["1"]["rose"]
-    before = {1: GpuHealth(1, "1653824016216", {name: 0 for name in rose})}
-    after = {1: GpuHealth(1, "1653824016216", dict(rose), temperature_c=chunk["health"]["1"]["temperature_c"])}
-    problems = health_problems(before, after, {"forbid": ["nvlink_crc_data"], "max_temperature_c": 45})
-    assert any(p.startswith("GPU1 (serial 1653824016216) link 0: nvlink_crc_data rose by ") for p in problems)
-    assert f"GPU1 (serial 1653824016216): {chunk['health']['1']['temperature_c']} C after this test" in problems[-1]
-    assert health_problems(before, after, {"forbid": ["xid"]}) == []
-
-
-def test_burn_in_bundle_replays(judged, pytester: pytest.Pytester):
+def _replay(pytester: pytest.Pytester, log: Path, *args: str) -> tuple[pytest.RunResult, dict]:
     bundle = pytester.path / "burn-in"
     bundle.mkdir()
-    shutil.copy(REAL_LOG, bundle / REAL_LOG.name)
-    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), "-k", "burn_in")
+    shutil.copy(log, bundle / "gpufabric-burnin.jsonl")
+    result = pytester.runpytest("--gpu-replay", str(bundle), *args)
+    return result, json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+
+
+def _burn_in_checks(document: dict) -> list[tuple[str, str, str]]:
+    return [(c["subject"], c["verdict"], c["message"]) for c in document["checks"] if c["name"].startswith("burn-in")]
+
+
+def test_the_live_burn_in_was_accepted_and_its_log_replays_to_the_same_verdicts(judged, pytester: pytest.Pytester):
+    """`hardware/record-burn-in.sh start h200-nvswitch-x2 10m` on nvidia-h200-x2: the pytest run, and its log."""
+    live = json.loads(LIVE_RESULTS.read_text())
+    assert live["run"]["mode"] == "live" and live["summary"]["verdict"] == "ACCEPTED"
+    assert live["summary"]["passed"] == 18 and live["summary"]["failed"] == 0
+    result, replayed = _replay(pytester, REAL_LOG, "--gpu-profile", "h200-nvswitch-x2", "-k", "burn_in")
     judged(result, passed=4)
-    results = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
-    assert results["summary"]["verdict"] == "ACCEPTED"
+    assert replayed["summary"]["verdict"] == "ACCEPTED"
+    assert _burn_in_checks(replayed) == _burn_in_checks(live)
 
 
-def test_the_report_health_table_shows_recorded_counters():
-    """The report's Health table, fed the counters the first burn-in chunk recorded (as the watchdog records a
-    test: per GPU the counters that rose, the temperature, power and clock events after it)."""
+def test_the_planted_fault_rejects_gpu1_by_serial_live_and_replayed(judged, pytester: pytest.Pytester):
+    """The script's second run on nvidia-h200-x2: GPU1's GEMM workload returns a wrong element in every product
+    (--gpu-burn-in-plant-fault 1) for 30 s."""
+    live = json.loads(PLANT_RESULTS.read_text())
+    assert live["run"]["mode"] == "live" and live["summary"]["verdict"] == "REJECTED"
+    failed = [c for c in live["checks"] if c["verdict"] == "failed"]
+    serial = live["machine"]["gpus"][1]["serial"]
+    assert [c["subject"] for c in failed] == [f"GPU1 (serial {serial})"]
+    assert failed[0]["found"]["errors_self"] == failed[0]["found"]["errors_cross"] == failed[0]["found"]["checks"]
+    assert failed[0]["message"].startswith(f"GPU1 (serial {serial}) NVIDIA H200: ")
+    assert failed[0]["message"].endswith("REJECTED")
+    profile = pytester.path / "plant.yaml"  # as the script wrote it
+    profile.write_text("name: plant-fault\nextends: h200-nvswitch-x2\nburn_in: {chunk_s: 30, memory: false}\n")
+    result, replayed = _replay(pytester, PLANT_LOG, "--gpu-profile", str(profile), "-k", "test_burn_in_gpu")
+    judged(result, passed=1, failed=1)
+    assert result.ret == 1 and replayed["summary"]["verdict"] == "REJECTED"
+    assert _burn_in_checks(replayed) == _burn_in_checks(live)
+
+
+def test_the_report_health_section_of_the_live_burn_in():
+    """The report's Health section from the watchdog of the live run: real NVML counters per test and GPU, and
+    the timeline read every 2 s through the 12 minutes (the run predates the window opening at set-up, so the
+    burn-in's own counters are in its checks, not in the first test's row)."""
     from pytest_gpufabric.report.html import health_html
 
-    chunk = next(r for r in read_log(REAL_LOG) if r["type"] == "gemm")
-    html = health_html({"tests": {"suites/test_x.py::test_burn": chunk["health"]}, "timeline": [],
-                        "xid_events": [], "xid_watch": "on"})
-    assert "<h2>Health</h2>" in html and "XID events: 0 (on)" in html
-    crc = chunk["health"]["1"]["rose"]["nvlink_crc_data:0"]
-    assert f"nvlink_crc_data:0 +{crc}" in html and f"<td>{chunk['health']['1']['temperature_c']}</td>" in html
+    health = json.loads(LIVE_RESULTS.read_text())["health"]
+    assert health["xid_watch"] == "on" and health["xid_events"] == []
+    assert len(health["timeline"]) > 300
+    html = health_html(health)
+    assert "<h2>Health</h2>" in html and "XID events: 0 (on)" in html and 'alt="GPU health timeline"' in html
+    rows = health["tests"]["test_burn_in.py::test_burn_in_collectives"]
+    risen = [(gpu, name, delta) for gpu, record in rows.items() for name, delta in record["rose"].items()]
+    assert risen and all(f"{name} +{delta}" in html for _, name, delta in risen)
     assert "No health reads" in health_html({})

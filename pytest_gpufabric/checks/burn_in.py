@@ -3,7 +3,7 @@ burn-in, its rate; and the collectives that ran between the chunks."""
 
 from __future__ import annotations
 
-from ..fabric.health import COUNTERS, DEFAULT_FORBIDDEN, base_counter
+from .health import counter_problems, forbidden_counters, peak_problems
 from .result import CheckResult, failed, passed, unknown
 
 
@@ -19,27 +19,23 @@ def check_burn_in_gpu(index: int, serial: str | None, totals: dict | None, secti
         problems.append(f"{totals['errors_self']} element(s) differed from its own first product and "
                         f"{totals['errors_cross']} from GPU0's over {totals['checks']} checks: the GPU computes "
                         "wrong results (memory, clocks or a failing chip; see dmesg for Xid 13/31/43/48)")
-    forbidden = set(health_section.get("forbid", DEFAULT_FORBIDDEN))
-    for counter, delta in sorted(totals["health"].items()):
-        name = base_counter(counter)
-        if name in forbidden:
-            link = f" link {counter.split(':', 1)[1]}" if ":" in counter else ""
-            problems.append(f"{name}{link} rose by {delta} ({COUNTERS[name]})")
+    problems += counter_problems(totals["health"], health_section)
     floor = section.get("min_tflops")
     if floor is not None and rate < floor:
         problems.append(f"{rate:.0f} TFLOP/s, below the {floor:g} promised (clocks throttled? see the health "
                         "timeline)")
-    max_temperature = health_section.get("max_temperature_c")
     hottest = totals.get("max_temperature_c")
-    if max_temperature is not None and hottest is not None and hottest > max_temperature:
-        problems.append(f"reached {hottest} C, above the {max_temperature} C allowed")
+    clock_events = sorted(totals.get("throttle_seen", ()))
+    problems += peak_problems(hottest, clock_events, health_section)
     found = {"iterations": totals["iterations"], "checks": totals["checks"], "errors_self": totals["errors_self"],
              "errors_cross": totals["errors_cross"], "tflops": rate, "max_temperature_c": hottest,
-             "counters_rose": totals["health"]}
+             "clock_events": clock_events, "counters_rose": totals["health"]}
     summary = (f"{who} {totals['name']}: {totals['iterations']} GEMMs in {duration_s / 60:.1f} min at {rate:.0f} "
                f"TFLOP/s, {totals['checks']} checks, {totals['errors_self'] + totals['errors_cross']} wrong elements, "
-               f"hottest {hottest if hottest is not None else '?'} C")
-    expected = {"wrong_elements": 0, "min_tflops": floor, "forbidden_counters": sorted(forbidden)}
+               f"hottest {hottest if hottest is not None else '?'} C"
+               + (f", clock events: {', '.join(clock_events)}" if clock_events else ""))
+    expected = {"wrong_elements": 0, "min_tflops": floor,
+                "forbidden_counters": sorted(forbidden_counters(health_section))}
     if problems:
         return failed("burn-in-gpu", who, expected, found, f"{summary}: " + "; ".join(problems) + ". REJECTED",
                       details=problems)

@@ -39,6 +39,8 @@ COUNTERS = {
 }
 DEFAULT_FORBIDDEN = ("xid", "ecc_uncorrected", "remapped_rows_uncorrectable", "remapped_rows_pending",
                      "remapped_rows_failure", "retired_pages", "nvlink_recovery", "nvlink_crc_data")
+#: clock-event reasons a profile forbids unless it says otherwise: the GPU protecting itself, not its power policy
+DEFAULT_FORBIDDEN_THROTTLE = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 #: clock-event reason bits (nvml.h nvmlClocksEventReason*) that mean the GPU slowed itself down
 THROTTLE_REASONS = {0x8: "hw_slowdown", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
@@ -72,6 +74,39 @@ def counter_deltas(before: GpuHealth, after: GpuHealth) -> dict[str, int]:
         if delta > 0:
             rose[name] = delta
     return rose
+
+
+def window_record(before: dict[int, GpuHealth], after: dict[int, GpuHealth], points: list[dict]) -> dict[str, dict]:
+    """Per GPU (keyed by index as a string, as JSON keeps it): what a stretch of work did to its health.
+
+    ``serial``; ``rose``: the counters that rose between the reads that open and close the window; ``temperature_c``,
+    ``power_w``, ``throttle``: the closing read; ``peak_temperature_c``, ``peak_power_w``, ``throttle_seen``: the
+    worst of the background ``points`` taken inside the window and the closing read. The closing read alone
+    misses the load: on the H200s of tests/data/results/burn-in-10min-live-on-h200-x2.json the timeline shows
+    67 C and 690 W at the software power cap during each GEMM chunk, the read a second after it 51 C and 390 W.
+    """
+    record = {}
+    for index, now in after.items():
+        samples = [_point_gpu(point, index) for point in points]
+        samples = [s for s in samples if s] + [{"temperature_c": now.temperature_c, "power_w": now.power_w,
+                                                "throttle": now.throttle}]
+        temperatures = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
+        powers = [s["power_w"] for s in samples if s.get("power_w") is not None]
+        then = before.get(index)
+        record[str(index)] = {
+            "serial": now.serial, "rose": counter_deltas(then, now) if then is not None else {},
+            "temperature_c": now.temperature_c, "power_w": now.power_w, "throttle": now.throttle,
+            "peak_temperature_c": max(temperatures) if temperatures else None,
+            "peak_power_w": max(powers) if powers else None,
+            "throttle_seen": sorted({reason for s in samples for reason in s.get("throttle") or []}),
+        }
+    return record
+
+
+def _point_gpu(point: dict, index: int) -> dict | None:
+    """One GPU of a timeline point (its keys are ints while running, strings once read back from JSON)."""
+    gpus = point.get("gpus") or {}
+    return gpus.get(index, gpus.get(str(index)))
 
 
 def base_counter(name: str) -> str:

@@ -447,14 +447,18 @@ def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: s
 
 
 def health_html(health: dict) -> str:
-    """The watchdog's table: per test and GPU, the counters that rose, the temperature and power after it."""
+    """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
+    read during it, and the clock-event reasons seen (recordings without background peaks show the closing read)."""
     rows = []
     for nodeid, gpus in (health.get("tests") or {}).items():
         for gpu, record in sorted(gpus.items()):
             rose = ", ".join(f"{name} +{delta}" for name, delta in sorted(record.get("rose", {}).items())) or "none"
+            seen = record.get("throttle_seen", record.get("throttle")) or []
+            hottest = record.get("peak_temperature_c", record.get("temperature_c"))
+            power = record.get("peak_power_w", record.get("power_w"))
             rows.append([nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", rose if len(rose) < 300 else rose[:297] + "...",
-                         str(record.get("temperature_c")), str(record.get("power_w")),
-                         ", ".join(record.get("throttle") or []) or "-"])
+                         "-" if hottest is None else str(hottest), "-" if power is None else f"{power:.0f}",
+                         ", ".join(seen) or "-"])
     if not rows:
         return "<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>"
     xid = health.get("xid_events") or []
@@ -465,8 +469,9 @@ def health_html(health: dict) -> str:
     plot = "" if png is None else (
         '<figure><img alt="GPU health timeline" src="data:image/png;base64,'
         + base64.b64encode(png).decode("ascii") + '"/><figcaption>GPU health timeline</figcaption></figure>')
-    return "<h2>Health</h2>" + head + _table(
-        ["test", "GPU", "counters that rose during the test", "temperature C", "power W", "clock events"], rows) + plot
+    table = _table(["test", "GPU", "counters that rose during the test", "hottest C", "peak power W", "clock events"],
+                   rows)
+    return "<h2>Health</h2>" + head + table + plot
 
 
 class HtmlSections:

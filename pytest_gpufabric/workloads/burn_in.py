@@ -90,7 +90,8 @@ class BurnIn:
             for g in chunk["result"]["gpus"]:
                 t = totals.setdefault(g["gpu"], {"gpu": g["gpu"], "name": g["name"], "iterations": 0, "checks": 0,
                                                   "errors_self": 0, "errors_cross": 0, "tflops": [],
-                                                  "health": {}, "max_temperature_c": None})
+                                                  "health": {}, "max_temperature_c": None,
+                                                  "throttle_seen": set()})
                 for key in ("iterations", "checks", "errors_self", "errors_cross"):
                     t[key] += g[key]
                 t["tflops"].append(g["tflops"])
@@ -100,9 +101,11 @@ class BurnIn:
                     continue
                 for counter, delta in health.get("rose", {}).items():
                     t["health"][counter] = t["health"].get(counter, 0) + delta
-                temperature = health.get("temperature_c")
+                # the chunk's hottest background read; logs written before those were taken hold the closing read
+                temperature = health.get("peak_temperature_c", health.get("temperature_c"))
                 if temperature is not None:
                     t["max_temperature_c"] = max(t["max_temperature_c"] or 0, temperature)
+                t["throttle_seen"].update(health.get("throttle_seen", health.get("throttle") or []))
         return totals
 
 
@@ -118,10 +121,10 @@ def gemm_command(seconds: float, section: dict, plant_fault: int | None, gpu_cou
 
 def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int | None = None, health=None,
                 progress=None, sha256: str = "") -> BurnIn:
-    """Run (or resume) the burn-in; ``health``: a HealthReader whose reads bracket each GEMM chunk;
-    ``progress(burn_in, line)`` is told after each chunk. Raises GpuFabricError from a workload that failed,
-    after its failure was logged."""
-    from ..fabric.health import counter_deltas
+    """Run (or resume) the burn-in; ``health``: a HealthReader whose reads bracket each GEMM chunk and sample it
+    in the background (for its peak temperature and clock events); ``progress(burn_in, line)`` is told after each
+    chunk. Raises GpuFabricError from a workload that failed, after its failure was logged."""
+    from ..fabric.health import HealthTimeline, window_record
 
     section = profile.data.get("burn_in", {})
     chunk_s = float(section.get("chunk_s", 60))
@@ -151,19 +154,22 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     while duration_s - burn_in.elapsed_s >= 1.0:
         seconds = max(1.0, min(chunk_s, duration_s - burn_in.elapsed_s))
         before = health.read() if health else None
+        sampler = HealthTimeline(health, profile.data.get("health", {}).get("interval_s", 2.0)) if health else None
+        if sampler:
+            sampler.start()
         try:
             result = run_workload(gemm_command(seconds, section, plant_fault, profile.gpu_count),
                                   timeout_s=seconds + 300, env=env)
         except GpuFabricError as exc:
             append_line(log_path, {"type": "error", "workload": "gemm_burn", "error": str(exc), "time": time.time()})
             raise
+        finally:
+            if sampler:
+                sampler.stop()
         result.pop("stdout_tail", None)
         record = {"type": "gemm", "seconds": result["seconds"], "result": result, "time": time.time()}
         if health:
-            after = health.read()
-            record["health"] = {str(i): {"rose": counter_deltas(before[i], after[i]),
-                                         "temperature_c": after[i].temperature_c, "power_w": after[i].power_w,
-                                         "throttle": after[i].throttle} for i in after}
+            record["health"] = window_record(before, health.read(), sampler.points)
         append_line(log_path, record)
         burn_in.records.append(record)
         if all_reduce and profile.gpu_count > 1 and section.get("device", "cuda") == "cuda":

@@ -1,0 +1,153 @@
+"""The health watchdog and the burn-in's health sampling, on NVML reads recorded live on nvidia-h200-x2: the
+background timeline of the 10-minute burn-in (temperature, power, clock events every 2 s) and the NVLink
+counter rises its first GEMM chunk recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_gpufabric.checks.burn_in import check_burn_in_gpu
+from pytest_gpufabric.checks.health import health_problems
+from pytest_gpufabric.fabric import health as fabric_health
+from pytest_gpufabric.fabric.health import GpuHealth, window_record
+from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.workloads.burn_in import read_log, run_burn_in
+
+DATA = Path(__file__).parent / "data"
+LIVE = json.loads((DATA / "results" / "burn-in-10min-live-on-h200-x2.json").read_text())
+TIMELINE = LIVE["health"]["timeline"]
+SERIALS = {int(i): s for i, s in read_log(DATA / "bundles" / "h200-burn-in-10min" / "gpufabric-burnin.jsonl")[0]
+           ["serials"].items()}
+FIRST_CHUNK = next(r for r in read_log(DATA / "bundles" / "h200-burn-in-10min" / "gpufabric-burnin.jsonl")
+                   if r["type"] == "gemm")
+
+
+def _read(point: dict, counters_moved: bool) -> dict[int, GpuHealth]:
+    """One recorded timeline point as a HealthReader read; the counters at zero, or risen by the first chunk."""
+    return {int(i): GpuHealth(int(i), SERIALS[int(i)],
+                              dict(FIRST_CHUNK["health"][i]["rose"]) if counters_moved else
+                              {name: 0 for name in FIRST_CHUNK["health"][i]["rose"]},
+                              temperature_c=g["temperature_c"], power_w=g["power_w"], throttle=g["throttle"])
+            for i, g in point["gpus"].items()}
+
+
+class RecordedReader:
+    """Stands in for fabric.health.HealthReader: each read is the next point of the recorded timeline, with the
+    NVLink counters where they stood before the first chunk until ``work_done``, then where they stood after it."""
+
+    work_done = False
+
+    def __init__(self, first_point: int = 0) -> None:
+        self.next_point = first_point
+        self.handed_out: list[dict[int, GpuHealth]] = []
+        self.serials = SERIALS
+        self.xid_events: list[dict] = []
+
+    def read(self) -> dict[int, GpuHealth]:
+        reads = _read(TIMELINE[self.next_point % len(TIMELINE)], self.work_done)
+        self.next_point += 1
+        self.handed_out.append(reads)
+        return reads
+
+    def watch_xid(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_window_keeps_the_peaks_its_closing_read_misses():
+    """The closing read of a GEMM chunk is taken after the GPUs cooled: the window keeps the background peaks."""
+    idle, loaded = 0, next(i for i, p in enumerate(TIMELINE) if p["gpus"]["0"]["temperature_c"] >= 60)
+    cooled = next(i for i in range(loaded, len(TIMELINE)) if TIMELINE[i]["gpus"]["0"]["temperature_c"] < 45)
+    window = window_record(_read(TIMELINE[idle], False), _read(TIMELINE[cooled], True), TIMELINE[loaded:cooled])
+    hottest = max(p["gpus"]["0"]["temperature_c"] for p in TIMELINE[loaded:cooled])
+    gpu0 = window["0"]
+    assert gpu0["temperature_c"] < 45 < 60 <= hottest == gpu0["peak_temperature_c"]
+    assert gpu0["peak_power_w"] > 600 > gpu0["power_w"]  # the software power cap near 700 W, under load only
+    assert gpu0["throttle_seen"] == ["sw_power_cap"] and gpu0["serial"] == SERIALS[0]
+    assert gpu0["rose"] == FIRST_CHUNK["health"]["0"]["rose"]
+
+    # the h200 profile's own limits: a healthy machine under load passes
+    assert health_problems(window, load_profile("h200-nvswitch-x2").data["health"]) == []
+    problems = health_problems(window, {"max_temperature_c": hottest - 1, "forbid_throttle": ["sw_power_cap"],
+                                        "forbid": ["nvlink_crc_data"]})
+    crc = {int(n.split(":")[1]): d for n, d in FIRST_CHUNK["health"]["0"]["rose"].items() if "crc_data" in n}
+    assert len(crc) == 18 and len(problems) == 2  # one sentence per GPU
+    assert problems[0] == (
+        f"GPU0 (serial {SERIALS[0]}) during this test: nvlink_crc_data rose by {sum(crc.values())} on 18 links ("
+        + ", ".join(f"{link}: +{crc[link]}" for link in range(18)) + ") (NVLink data with CRC errors); "
+        f"reached {hottest} C, above the {hottest - 1} C allowed; clocks held back by sw_power_cap")
+
+
+def test_a_recording_without_peaks_is_judged_on_its_closing_read():
+    record = {"1": {"rose": {}, "temperature_c": 80, "power_w": 300.0, "throttle": ["hw_slowdown"]}}
+    assert health_problems(record, {"max_temperature_c": 75}) == [
+        "GPU1 (serial unknown) during this test: reached 80 C, above the 75 C allowed; clocks held back by hw_slowdown"]
+
+
+PROFILE = """name: watched
+extends: h200-nvswitch-x2
+health: {interval_s: 3600, forbid: [nvlink_crc_data]}
+"""
+TESTS = """
+import pytest
+from pytest_gpufabric.fabric import health
+
+
+@pytest.fixture(scope="session")
+def gemm_burn():
+    health.HealthReader.work_done = True  # the fixture's work moves the counters, as the burn-in's GEMMs do
+
+
+def test_needs_the_burn(gemm_burn):
+    pass
+
+
+def test_after_it():
+    pass
+"""
+
+
+def test_the_watchdog_window_opens_at_set_up(pytester: pytest.Pytester, monkeypatch):
+    """A session fixture's work (the burn-in runs in one) counts for the test whose set-up ran it."""
+    monkeypatch.setattr(fabric_health, "HealthReader", RecordedReader)
+    monkeypatch.setattr(RecordedReader, "work_done", False)
+    pytester.makefile(".yaml", watched=PROFILE)
+    pytester.makepyfile(test_watched=TESTS)
+    result = pytester.runpytest_inprocess("--gpu-profile", "watched.yaml", "test_watched.py", "-k", "watched")
+    result.assert_outcomes(passed=1, failed=1)
+    crc = FIRST_CHUNK["health"]["1"]["rose"]["nvlink_crc_data:0"]
+    result.stdout.fnmatch_lines([f"health: GPU0 (serial {SERIALS[0]}) during this test: nvlink_crc_data rose by *",
+                                 f"GPU1 (serial {SERIALS[1]}) during this test: nvlink_crc_data rose by * on 18 "
+                                 f"links (0: +{crc}, *) (NVLink data with CRC errors)"])
+    results = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    tests = results["health"]["tests"]
+    assert tests["test_watched.py::test_needs_the_burn"]["1"]["rose"] == FIRST_CHUNK["health"]["1"]["rose"]
+    assert tests["test_watched.py::test_after_it"]["1"]["rose"] == {}
+
+
+def test_each_burn_in_chunk_keeps_its_peaks(tmp_path):
+    """The burn-in samples its reader while a chunk runs (real CPU workers, the H200's recorded reads)."""
+    profile_path = tmp_path / "cpu-burn.yaml"
+    profile_path.write_text("name: cpu-burn\ngpus: {count: 2}\nhealth: {interval_s: 0.05}\n"
+                            "burn_in: {chunk_s: 1, gemm_size: 256, device: cpu}\n")
+    profile = load_profile(str(profile_path))
+    loaded = next(i for i, p in enumerate(TIMELINE) if "sw_power_cap" in p["gpus"]["0"]["throttle"])
+    reader = RecordedReader(first_point=loaded - 1)  # the chunk opens on an idle read and loads the GPUs
+    burn_in = run_burn_in(profile, 1.0, tmp_path / "gpufabric-burnin.jsonl", health=reader, sha256=profile.sha256)
+    chunk = next(r for r in read_log(tmp_path / "gpufabric-burnin.jsonl") if r["type"] == "gemm")
+    during = reader.handed_out[1:]  # the reads after the one that opened the chunk
+    assert len(during) >= 3  # at least two background reads in the chunk, and its closing read
+    assert chunk["health"]["0"]["peak_temperature_c"] == max(r[0].temperature_c for r in during)
+    assert chunk["health"]["0"]["throttle_seen"] == ["sw_power_cap"]
+
+    totals = burn_in.gpu_totals()[0]
+    assert totals["max_temperature_c"] == chunk["health"]["0"]["peak_temperature_c"]
+    allowed = check_burn_in_gpu(0, SERIALS[0], totals, {}, {}, burn_in.elapsed_s)
+    assert allowed.verdict == "passed" and allowed.message.endswith("clock events: sw_power_cap")
+    capped = check_burn_in_gpu(0, SERIALS[0], totals, {}, {"forbid_throttle": ["sw_power_cap"]}, burn_in.elapsed_s)
+    assert capped.verdict == "failed" and "clocks held back by sw_power_cap" in capped.message
