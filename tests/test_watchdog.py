@@ -151,3 +151,34 @@ def test_each_burn_in_chunk_keeps_its_peaks(tmp_path):
     assert allowed.verdict == "passed" and allowed.message.endswith("clock events: sw_power_cap")
     capped = check_burn_in_gpu(0, SERIALS[0], totals, {}, {"forbid_throttle": ["sw_power_cap"]}, burn_in.elapsed_s)
     assert capped.verdict == "failed" and "clocks held back by sw_power_cap" in capped.message
+
+
+def test_on_the_h200s_the_first_burn_in_test_carries_the_burn_in(judged, pytester: pytest.Pytester):
+    """`hardware/record-burn-in.sh start h200-nvswitch-x2 2m` after the window moved to set-up (another
+    nvidia-h200-x2 host): the first burn-in test's row holds the burn-in's counters and peaks; the burn-in's own
+    verdicts name the hottest background read and the power cap, and its log replays to them."""
+    live = json.loads((DATA / "results" / "burn-in-2min-window-from-set-up-on-h200-x2.json").read_text())
+    assert live["summary"]["verdict"] == "ACCEPTED" and live["run"]["mode"] == "live"
+    first, later = (live["health"]["tests"][f"test_burn_in.py::test_burn_in_gpu[GPU{i}]"] for i in (0, 1))
+    for gpu in ("0", "1"):
+        ecc = [name for name in first[gpu]["rose"] if name.startswith("nvlink_ecc_data:")]
+        assert len(ecc) == 18 and sum(first[gpu]["rose"].values()) > 10_000  # 2 min of GEMMs and an all_reduce
+        assert first[gpu]["peak_temperature_c"] >= 60 > first[gpu]["temperature_c"]
+        assert first[gpu]["peak_power_w"] > 600 and first[gpu]["throttle_seen"] == ["sw_power_cap"]
+        assert sum(later[gpu]["rose"].values()) < 10 and later[gpu]["peak_temperature_c"] < 50  # judged, not run
+    burn_in = {c["subject"]: c for c in live["checks"] if c["name"] == "burn-in-gpu"}
+    for index, gpu in enumerate(live["machine"]["gpus"]):
+        check = burn_in[f"GPU{index} (serial {gpu['serial']})"]
+        assert check["verdict"] == "passed" and check["found"]["clock_events"] == ["sw_power_cap"]
+        assert check["found"]["max_temperature_c"] >= 60
+        assert check["message"].endswith(f"hottest {check['found']['max_temperature_c']} C, clock events: "
+                                          "sw_power_cap")
+    bundle = pytester.path / "burn-in"
+    bundle.mkdir()
+    (bundle / "gpufabric-burnin.jsonl").write_text(
+        (DATA / "results" / "burn-in-2min-window-from-set-up-on-h200-x2.jsonl").read_text())
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), "-k", "burn_in")
+    judged(result, passed=4)
+    replayed = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    assert ([c["message"] for c in replayed["checks"] if c["name"].startswith("burn-in")]
+            == [c["message"] for c in live["checks"] if c["name"].startswith("burn-in")])
