@@ -336,8 +336,10 @@ def nvlink_traffic(request: pytest.FixtureRequest):
     then ``traffic.deltas`` / ``rates`` / ``timeline`` per GPU and link (bytes, bytes/s)."""
     from .fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
 
-    if _session(request.config).replay:
+    fabric_session = _session(request.config)
+    if fabric_session.replay:
         pytest.skip("--gpu-replay: there are no live NVLink counters to sample (see the nvlink_training fixture)")
+    metrics = fabric_session.metrics
     readers = []
 
     def make(gpu_indices: list[int] | None = None, interval_s: float = 0.1) -> NvlinkTraffic:
@@ -345,7 +347,8 @@ def nvlink_traffic(request: pytest.FixtureRequest):
             readers.append(NvmlCounterReader(gpu_indices))
         except GpuFabricError as exc:
             pytest.fail(str(exc), pytrace=False)
-        return NvlinkTraffic(readers[-1], interval_s=interval_s)
+        return NvlinkTraffic(readers[-1], interval_s=interval_s,
+                             on_sample=metrics.observe_nvlink if metrics is not None else None)
 
     yield make
     for reader in readers:

@@ -97,11 +97,9 @@ class FabricSession:
 
             if self.replay:
                 return recorded_training_traffic(bundle.load_nvlink_recording(self.bundle_dir))
-            measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}))
+            measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}),
+                                                   on_sample=self.metrics.observe_nvlink if self.metrics else None)
             write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
-            if self.metrics is not None:
-                for sample in measurement.traffic.samples:
-                    self.metrics.observe_nvlink(sample)
             return measurement
         if name == "burn_in":
             from .workloads.burn_in import LOG_FILE, BurnIn, read_log

@@ -149,11 +149,12 @@ def test_nvlink_counters_of_the_recorded_training_run(prom, exporter):
     assert sum(1 for name, _ in values if name.startswith("gpufabric_nvlink_")) == 2 * 2 * 18
 
 
-def test_nvlink_fed_from_the_sampler_thread(prom, exporter):
-    """The exporter inside NvlinkTraffic's reader: every observe_nvlink runs where the sampler reads."""
+def test_nvlink_served_while_the_sampler_runs(prom, exporter):
+    """NvlinkTraffic tells the exporter of every sample as its thread takes it (as the NVLink suite's training
+    step and the nvlink_traffic fixture wire it): a scrape during the work already shows the links' bytes."""
     samples = _training_samples()
-    served_all = threading.Event()
-    callers: set[str] = set()
+    observed_all = threading.Event()
+    observed_in: list[str] = []
 
     class ReplayReader:  # the recorded samples in order, then the last one again (the counters stood still)
         def __init__(self):
@@ -162,20 +163,22 @@ def test_nvlink_fed_from_the_sampler_thread(prom, exporter):
         def read(self) -> CounterSample:
             sample = samples[min(self.n, len(samples) - 1)]
             self.n += 1
-            if self.n >= len(samples):
-                served_all.set()
-            callers.add(threading.current_thread().name)
-            exporter.observe_nvlink(sample)
             return sample
 
-    with NvlinkTraffic(ReplayReader(), interval_s=0.001) as traffic:
-        assert served_all.wait(10)
+    def observe(sample: CounterSample) -> None:
+        exporter.observe_nvlink(sample)
+        observed_in.append(threading.current_thread().name)
+        if len(observed_in) >= len(samples):
+            observed_all.set()
+
+    with NvlinkTraffic(ReplayReader(), interval_s=0.001, on_sample=observe) as traffic:
+        assert observed_all.wait(10)
+        during = _values(prom, _scrape(exporter.port))  # the work is still running
     assert traffic.error is None
-    assert "nvlink-sampler" in callers
-    values = _values(prom, _scrape(exporter.port))
+    assert "nvlink-sampler" in observed_in
     for gpu, links in samples[-1].gpus.items():
         for link, count in links.items():
-            assert values[("gpufabric_nvlink_tx_bytes", (("gpu", str(gpu)), ("link", str(link))))] == count.tx_bytes
+            assert during[("gpufabric_nvlink_tx_bytes", (("gpu", str(gpu)), ("link", str(link))))] == count.tx_bytes
 
 
 def test_legacy_counter_set_in_bytes_is_exported_and_in_cycles_is_not(prom):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import HardwareUnavailable
@@ -116,11 +117,14 @@ class NvmlCounterReader:
 class NvlinkTraffic:
     """Counters around a piece of work: ``with traffic: work()``; then ``deltas``, ``rates``, ``timeline``.
 
-    ``reader`` is anything with ``read() -> CounterSample`` (live NVML, or a recorded series in replay).
+    ``reader`` is anything with ``read() -> CounterSample`` (live NVML, or a recorded series in replay);
+    ``on_sample`` is told of every sample as it is taken (the live metrics endpoint shows the link rates while
+    the work runs, not after it).
     """
 
     reader: object
     interval_s: float = 0.1
+    on_sample: Callable[[CounterSample], None] | None = None
     samples: list[CounterSample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -128,7 +132,8 @@ class NvlinkTraffic:
     error: BaseException | None = None
 
     def __enter__(self) -> NvlinkTraffic:
-        self.samples = [self.reader.read()]
+        self.samples = []
+        self._keep(self.reader.read())
         if self.interval_s > 0:
             self._stop.clear()
             self._thread = threading.Thread(target=self._sample_in_background, name="nvlink-sampler", daemon=True)
@@ -142,16 +147,19 @@ class NvlinkTraffic:
             except Exception as exc:  # reported by the caller; the before/after reads still stand
                 self.error = exc
                 return
-            with self._lock:
-                self.samples.append(sample)
+            self._keep(sample)
+
+    def _keep(self, sample: CounterSample) -> None:
+        with self._lock:
+            self.samples.append(sample)
+        if self.on_sample is not None:
+            self.on_sample(sample)
 
     def __exit__(self, *exc_info) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        last = self.reader.read()
-        with self._lock:
-            self.samples.append(last)
+        self._keep(self.reader.read())
 
     @property
     def kind(self) -> str:

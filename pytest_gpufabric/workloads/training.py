@@ -119,14 +119,15 @@ def recorded_training_traffic(recording) -> NvlinkMeasurement | None:
     return NvlinkMeasurement(traffic, recording.workload, recording.source)
 
 
-def measure_training_traffic(gpu_count: int, section: dict) -> NvlinkMeasurement:
-    """Train across ``gpu_count`` GPUs with NCCL while sampling every active NVLink of them."""
+def measure_training_traffic(gpu_count: int, section: dict, on_sample=None) -> NvlinkMeasurement:
+    """Train across ``gpu_count`` GPUs with NCCL while sampling every active NVLink of them; ``on_sample`` is
+    told of each counter sample as it is taken."""
     from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
 
     settings = TrainingSettings.from_profile(section)
     reader = NvmlCounterReader(list(range(gpu_count)))
     try:
-        traffic = NvlinkTraffic(reader, interval_s=section.get("sample_interval_s", 0.05))
+        traffic = NvlinkTraffic(reader, interval_s=section.get("sample_interval_s", 0.05), on_sample=on_sample)
         workload = run_ddp_training(gpu_count, settings, measure=traffic)
     finally:
         reader.close()
