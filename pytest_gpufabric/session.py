@@ -160,21 +160,27 @@ class FabricSession:
         self.extras.setdefault(nodeid, []).append(extra)
 
     def results_document(self, outcomes: dict[str, str], exitstatus: int, skip_reasons: dict[str, str] | None = None,
-                         durations: dict[str, float] | None = None) -> dict:
+                         durations: dict[str, float] | None = None, finished: bool = True) -> dict:
         """The JSON results: machine, profile, each check, and the verdict a customer signs.
 
         Its shape is ``report/results.schema.json`` (the tests validate every document they produce against it).
-        ``skip_reasons`` and ``durations`` (seconds, set-up + call + teardown) are by test node id."""
+        ``skip_reasons`` and ``durations`` (seconds, set-up + call + teardown) are by test node id. While the run
+        goes on (``finished`` False) the document has no end time and the verdict INCOMPLETE: what a crash or a
+        power loss leaves on disk says so, with everything measured until then."""
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
-        verdict, reason = self._verdict(counts, exitstatus)
+        if finished:
+            verdict, reason = self._verdict(counts, exitstatus)
+        else:
+            verdict, reason = "INCOMPLETE", (f"the run had not finished when this was written ({len(outcomes)} "
+                                             "test(s) reported): no verdict")
         fabric = self._fabric
         return {
             "schema_version": 1,
             "plugin_version": __version__,
             "started_at": self.started_at,
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,
             "run": {"mode": self.mode, "replay": self.replay, "host": platform.node(), "user": _user()},
             "profile": None if self.profile is None else {
                 "name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,

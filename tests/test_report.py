@@ -89,6 +89,38 @@ def test_results_under_xdist_keep_skip_reasons(pytester: pytest.Pytester):
     assert document["skip_reasons"] and document["summary"]["verdict"] == "ACCEPTED"
 
 
+def test_a_run_killed_midway_leaves_its_results_so_far(pytester: pytest.Pytester):
+    """The results are rewritten after every test: a run killed after its second passed test (os._exit, as a
+    power loss or the OOM killer would end it: no sessionfinish) leaves what ran until then, schema-valid,
+    INCOMPLETE."""
+    pytester.makepyfile(killer="""
+import os
+
+passed = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.passed:
+        passed.append(report.nodeid)
+
+
+def pytest_runtest_logfinish(nodeid):
+    if len(passed) == 2:
+        os._exit(137)
+""")
+    result = pytester.runpytest_subprocess("-p", "killer", "--gpu-profile", "titan-rtx-nvlink",
+                                           "--gpu-replay", "titan-rtx-nvlink")
+    assert result.ret == 137
+    document = _results(pytester)
+    _assert_complete(document)
+    assert document["summary"]["passed"] == 2 and document["finished_at"] is None
+    assert document["summary"]["verdict"] == "INCOMPLETE"
+    assert "had not finished" in document["summary"]["verdict_reason"]
+    judged = {check["test"] for check in document["checks"]}
+    assert judged and judged <= set(document["tests"])  # every check of a finished test is kept
+    assert not list((pytester.path / "reports").glob(".gpufabric-results.*"))  # no temporary file left behind
+
+
 def test_schema_rejects_what_the_format_does_not_have(pytester: pytest.Pytester):
     pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
     document = _results(pytester)

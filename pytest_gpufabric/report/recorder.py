@@ -38,6 +38,10 @@ class RunRecorder:
             for name, value in report.user_properties:
                 if name == CHECK_PROPERTY:
                     self.fabric_session.results.append({"test": report.nodeid, **value})
+            if not self.is_worker:
+                # on disk after every test: a run killed later (or a machine that lost power) keeps these
+                self._write(self.fabric_session.results_document(
+                    self.outcomes, 0, skip_reasons=self.skip_reasons, durations=self.durations, finished=False))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
@@ -45,7 +49,10 @@ class RunRecorder:
         document = self.fabric_session.results_document(self.outcomes, int(exitstatus),
                                                         skip_reasons=self.skip_reasons, durations=self.durations)
         self.verdict = self.fabric_session.verdict = document["summary"]["verdict"]
-        self.results_path = write_json(document, self.fabric_session.report_dir / RESULTS_FILE)
+        self.results_path = self._write(document)
+
+    def _write(self, document: dict):
+        return write_json(document, self.fabric_session.report_dir / RESULTS_FILE)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.results_path is None:

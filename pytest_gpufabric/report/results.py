@@ -21,12 +21,15 @@ def json_default(value: object) -> object:
 
 
 def write_json(document: dict, path: Path) -> Path:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
+    """Write via a temporary file, on disk before it is renamed over the old one: a reader, or a machine that
+    lost power, never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".gpufabric-results.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(document, handle, indent=2, default=json_default)
         handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
     return path
 
