@@ -359,7 +359,7 @@ def test_sampler_reads_in_the_background():
     time.sleep(0.02)
     assert reader.count() == reads  # stopped: nothing reads after exit
 
-    assert traffic.error is None
+    assert traffic.failed_reads == 0 and traffic.errors == []
     assert traffic.samples == reader.handed
     assert all(a is b for a, b in zip(traffic.samples, reader.handed, strict=True))
     assert all(a is b for a, b in zip(traffic.samples[:6], samples, strict=True))  # the six reads in order
@@ -407,10 +407,49 @@ def test_a_failing_background_read_keeps_the_before_and_after_reads():
     reader = _FailsInTheBackground(samples)
     traffic = NvlinkTraffic(reader, interval_s=0.001)
     with traffic:
-        _wait_until(lambda: traffic.error is not None)
-    assert isinstance(traffic.error, RuntimeError)
+        _wait_until(lambda: traffic.failed_reads >= 3)  # the sampler goes on after a failed read
+    assert traffic.errors[0] == "counter read failed: background read failed (raised by the test)"
+    assert len(traffic.errors) <= 5
     assert traffic.samples == samples[:2]
     assert traffic.deltas == link_deltas(samples[0], samples[1])
+    assert traffic.to_json()["sampler"]["failed_reads"] == traffic.failed_reads
+
+
+class _FailsOnce(TitanReader):
+    """The recorded reads, the second background read raising once (an NVML call that failed under load)."""
+
+    def read(self) -> CounterSample:
+        if threading.current_thread().name == "nvlink-sampler" and len(self.handed) == 2 and not self.failed:
+            self.failed = True
+            raise RuntimeError("NVLink 3 throughput counter not readable (raised by the test)")
+        return super().read()
+
+
+def test_the_sampler_reads_on_after_a_failed_read_and_says_so():
+    reader = _FailsOnce(titan_samples())
+    reader.failed = False
+    traffic = NvlinkTraffic(reader, interval_s=0.001)
+    with traffic:
+        _wait_until(lambda: reader.count() >= 5)
+    assert traffic.failed_reads == 1 and len(traffic.samples) >= 5
+    measurement = NvlinkMeasurement(traffic, None, "live: NVML throughput counters")
+    assert measurement.describe().endswith(
+        "; 1 background counter read(s) failed (counter read failed: NVLink 3 throughput counter not readable "
+        "(raised by the test)): the timeline has gaps, the totals are the reads before and after")
+
+
+def test_a_failing_observer_does_not_stop_the_sampler():
+    samples = titan_samples()
+    reader = TitanReader(samples)
+
+    def observe(sample):
+        raise ValueError("exporter broke (raised by the test)")
+
+    traffic = NvlinkTraffic(reader, interval_s=0.001, on_sample=observe)
+    with traffic:
+        _wait_until(lambda: reader.count() >= 6)
+    assert traffic.failed_reads == 0 and len(traffic.samples) >= 6
+    assert traffic.errors[0] == "on_sample failed: ValueError('exporter broke (raised by the test)')"
 
 
 def test_recorded_traffic_is_judged_by_the_same_code():

@@ -191,6 +191,7 @@ class NvlinkRecording:
     workload: dict | None
     interval_s: float
     source: str
+    sampler: dict | None = None  # the live sampler's failed background reads, when it had any
 
 
 def _sample_number(path: Path) -> int:
@@ -212,7 +213,8 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
             samples = [CounterSample.from_json(s) for s in data["samples"]]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric NVLink recording ({exc})") from None
-        return NvlinkRecording(samples, data.get("workload"), float(data.get("interval_s", 0)), str(path))
+        return NvlinkRecording(samples, data.get("workload"), float(data.get("interval_s", 0)), str(path),
+                               data.get("sampler"))
     for pattern in _COUNTER_SAMPLE_PATTERNS:
         files = sorted(directory.glob(pattern), key=_sample_number)
         if files:

@@ -129,7 +129,8 @@ class NvlinkTraffic:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    error: BaseException | None = None
+    failed_reads: int = 0  # background reads that raised; the sampler goes on (the timeline has a gap there)
+    errors: list[str] = field(default_factory=list)  # the first few of those, and of on_sample's failures
 
     def __enter__(self) -> NvlinkTraffic:
         self.samples = []
@@ -144,16 +145,24 @@ class NvlinkTraffic:
         while not self._stop.wait(self.interval_s):
             try:
                 sample = self.reader.read()
-            except Exception as exc:  # reported by the caller; the before/after reads still stand
-                self.error = exc
-                return
+            except Exception as exc:  # one failed read is a gap in the timeline; the before/after reads judge
+                self.failed_reads += 1
+                self._note(f"counter read failed: {exc}")
+                continue
             self._keep(sample)
 
     def _keep(self, sample: CounterSample) -> None:
         with self._lock:
             self.samples.append(sample)
         if self.on_sample is not None:
-            self.on_sample(sample)
+            try:
+                self.on_sample(sample)
+            except Exception as exc:  # the live metrics must never stop the measurement
+                self._note(f"on_sample failed: {exc!r}")
+
+    def _note(self, error: str) -> None:
+        if len(self.errors) < 5:
+            self.errors.append(error)
 
     def __exit__(self, *exc_info) -> None:
         self._stop.set()
@@ -186,7 +195,10 @@ class NvlinkTraffic:
         return timeline(self.samples)
 
     def to_json(self) -> dict:
-        return {"interval_s": self.interval_s, "samples": [s.to_json() for s in self.samples]}
+        document = {"interval_s": self.interval_s, "samples": [s.to_json() for s in self.samples]}
+        if self.failed_reads or self.errors:
+            document["sampler"] = {"failed_reads": self.failed_reads, "errors": self.errors}
+        return document
 
     @classmethod
     def recorded(cls, samples: list[CounterSample], interval_s: float = 0.0) -> NvlinkTraffic:

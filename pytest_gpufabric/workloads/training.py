@@ -97,11 +97,18 @@ class NvlinkMeasurement:
 
     def describe(self) -> str:
         if self.workload is None:
-            return f"while training ran ({len(self.traffic.samples)} counter reads, {self.source})"
+            return f"while training ran ({len(self.traffic.samples)} counter reads, {self.source})" + self._gaps()
         w = self.workload
         return (f"during {w['steps']} DDP steps on {w['world_size']} ranks "
                 f"({w['model']['layers']}x Linear({w['model']['width']}), {w['gradient_bytes'] / 1e6:.0f} MB "
-                "of gradients)")
+                "of gradients)" + self._gaps())
+
+    def _gaps(self) -> str:
+        failed = getattr(self.traffic, "failed_reads", 0)
+        if not failed:
+            return ""
+        return (f"; {failed} background counter read(s) failed ({self.traffic.errors[0]}): the timeline has "
+                "gaps, the totals are the reads before and after")
 
     def to_json(self) -> dict:
         from ..fabric.bundle import NVLINK_TRAFFIC_FORMAT
@@ -116,6 +123,9 @@ def recorded_training_traffic(recording) -> NvlinkMeasurement | None:
     if recording is None:
         return None
     traffic = NvlinkTraffic.recorded(recording.samples, recording.interval_s)
+    if recording.sampler:  # the live run's gaps, so the replay says what the live run said
+        traffic.failed_reads = int(recording.sampler.get("failed_reads", 0))
+        traffic.errors = list(recording.sampler.get("errors", []))
     return NvlinkMeasurement(traffic, recording.workload, recording.source)
 
 
