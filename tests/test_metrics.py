@@ -11,6 +11,7 @@ Inputs, all recorded on real machines (nothing made up):
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import socket
@@ -179,6 +180,53 @@ def test_nvlink_served_while_the_sampler_runs(prom, exporter):
     for gpu, links in samples[-1].gpus.items():
         for link, count in links.items():
             assert during[("gpufabric_nvlink_tx_bytes", (("gpu", str(gpu)), ("link", str(link))))] == count.tx_bytes
+
+
+LIVE_SCRAPES = DATA / "results" / "metrics-during-nvlink-training-on-h200-x2"
+
+
+def _recorded_scrapes(prom) -> list[tuple[float, dict]]:
+    """(time, values) of every scrape `hardware/record-metrics.sh` took from outside the live run, 4 a second."""
+    text = gzip.decompress((LIVE_SCRAPES / "scrapes.txt.gz").read_bytes()).decode()
+    scrapes = []
+    for block in re.split(r"^# scrape ", text, flags=re.M)[1:]:
+        stamp, exposition = block.split("\n", 1)
+        scrapes.append((float(stamp), _values(prom, exposition)))
+    return scrapes
+
+
+def test_a_scraper_saw_the_nvlink_bytes_rise_while_the_h200s_trained(prom):
+    """nvidia-h200-x2, 2000 DDP steps (9 s of training) with --gpu-metrics-port: every quarter second the
+    scraped link counters had moved, long before the first test reported, and the last scrape holds the very
+    counts the measurement recorded last."""
+    scrapes = _recorded_scrapes(prom)
+    live = json.loads((LIVE_SCRAPES / "results-live.json").read_text())
+    assert live["summary"]["verdict"] == "ACCEPTED" and len(scrapes) > 100
+    recording = json.loads(gzip.decompress((LIVE_SCRAPES / "nvlink-traffic.json.gz").read_bytes()))
+    assert recording.get("sampler") is None  # no background read failed
+
+    def tx(values, gpu, link):
+        return values.get(("gpufabric_nvlink_tx_bytes", (("gpu", str(gpu)), ("link", str(link)))))
+
+    def reported(values):
+        return any(name == "gpufabric_tests_total" for name, _ in values)
+
+    during = [values for _, values in scrapes if not reported(values) and tx(values, 1, 17) is not None]
+    rising = [tx(v, 1, 17) for v in during]
+    assert len(set(rising)) >= 20 and rising == sorted(rising)  # it moved, scrape after scrape
+    last = recording["samples"][-1]["gpus"]
+    final = scrapes[-1][1]
+    for gpu, links in last.items():
+        assert len(links["links"]) == 18
+        for link, count in links["links"].items():
+            assert tx(final, gpu, link) == count["tx_bytes"]
+    serials = {str(g["index"]): g["serial"] for g in live["machine"]["gpus"]}
+    health = {labels for name, labels in final if name == "gpufabric_gpu_health"}
+    temperatures = {(("gpu", gpu), ("metric", "temperature_c"), ("serial", serial)) for gpu, serial in serials.items()}
+    assert temperatures <= health
+    outcomes = {dict(labels)["outcome"]: value for (name, labels), value in final.items()
+                if name == "gpufabric_tests_total"}
+    assert outcomes == {"passed": live["summary"]["passed"]}
 
 
 def test_legacy_counter_set_in_bytes_is_exported_and_in_cycles_is_not(prom):
