@@ -498,7 +498,7 @@ def _not_recovered(data):
 
 
 def _slow_lms(data):
-    data["lms"][0]["ratio_vs_baseline"] = 5.0  # DERIVED
+    data["lms"][0]["ratio_vs_baseline"] = 10.0  # DERIVED: the offloaded time doubled, as on a link of half the speed
 
 
 def _changed_gradients(data):
@@ -507,9 +507,9 @@ def _changed_gradients(data):
 
 @pytest.mark.parametrize(("change", "failing", "words"), [
     (_not_recovered, "test_oversized_batch_fails_cleanly", "memory did not return to its baseline"),
-    (_slow_lms, "test_large_model_support[8MiB-0]", "slower than the 4.0x allowed"),
+    (_slow_lms, "test_large_model_support[8MiB-0]", "slower than the 6.0x allowed"),
     (_changed_gradients, "test_offload_changes_no_result", "offload changed the result"),
-], ids=["not-recovered", "lms-5x-slower", "gradient-difference"])
+], ids=["not-recovered", "lms-10x-slower", "gradient-difference"])
 def test_replay_of_a_derived_recording_fails_that_test(pytester: pytest.Pytester, change, failing, words):
     directory = _bundle(pytester, "derived", change)
     result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", str(directory), "-k", SELECTION)
@@ -551,3 +551,20 @@ def test_check_helpers_on_the_good_recording():
         assert check_lms(spec, run, good["baseline"]).verdict == PASSED
     assert check_lms_equality(good).verdict == PASSED
     assert good == before
+
+
+def test_the_offload_limit_follows_the_host_link_not_one_baseline():
+    """All suites live on nvidia-h200-x2 (before the baseline became the fastest of five steps and the limit
+    6.0x): offloading every tensor >= 8 MiB took 78.1 ms per image, as in every other run (78.0-78.8), but the
+    single timed step of batch 1 took 15.8 ms there against 23.7 ms before, so the 4.0x limit then in the profile
+    rejected a healthy machine. The same run judged with today's profile passes."""
+    live = json.loads((DATA / "results" / "h200-nvswitch-x2-all-suites-live-on-h200-x2.json").read_text())
+    lms = next(c for c in live["checks"] if c["test"] == "test_memory.py::test_large_model_support[8MiB-0]")
+    assert lms["verdict"] == "failed" and "slower than the 4.0x allowed" in lms["message"]
+    run = lms["found"]
+    assert 0.0780 <= run["time_per_image_s"] <= 0.0788 and round(run["ratio_vs_baseline"], 2) == 4.94
+    baseline = {"batch": 1, "time_per_image_s": run["time_per_image_s"] / run["ratio_vs_baseline"]}
+    spec = load_profile("h200-nvswitch-x2").data["memory"]["lms"][0]
+    assert spec["max_slowdown"] == 6.0
+    assert check_lms(spec, run, baseline).verdict == "passed"
+    assert check_lms(spec, {**run, "ratio_vs_baseline": 2 * run["ratio_vs_baseline"]}, baseline).verdict == "failed"
