@@ -568,3 +568,19 @@ def test_the_offload_limit_follows_the_host_link_not_one_baseline():
     assert spec["max_slowdown"] == 6.0
     assert check_lms(spec, run, baseline).verdict == "passed"
     assert check_lms(spec, {**run, "ratio_vs_baseline": 2 * run["ratio_vs_baseline"]}, baseline).verdict == "failed"
+
+
+def test_the_rerun_with_the_fastest_baseline_replays_to_its_live_verdicts(pytester: pytest.Pytester):
+    recorded = DATA / "results" / "h200-memory-fastest-baseline-on-h200"
+    measurement = json.loads((recorded / "memory.json").read_text())
+    assert 0.015 < measurement["baseline"]["time_per_image_s"] < 0.017
+    assert [round(run["ratio_vs_baseline"], 2) for run in measurement["lms"]] == [4.91, 2.87]
+    directory = pytester.path / "rerun"
+    directory.mkdir()
+    (directory / "memory.json").write_text((recorded / "memory.json").read_text())
+    result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", str(directory), "-k", SELECTION)
+    result.assert_outcomes(passed=5)
+    live = json.loads((recorded / "results-live.json").read_text())
+    assert live["summary"]["verdict"] == "ACCEPTED"
+    replayed = {c["test"].rsplit("/", 1)[-1]: c for c in _results(pytester)["checks"]}
+    assert {test: c["message"] for test, c in replayed.items()} == {c["test"]: c["message"] for c in live["checks"]}
