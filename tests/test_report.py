@@ -296,7 +296,7 @@ def _chromium(profile_dir: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180, check=False)
 
 
-def _render(pytester: pytest.Pytester, html: Path, screenshot: Path) -> str:
+def _render(pytester: pytest.Pytester, html: Path, screenshot: Path, window: str = "1280,1600") -> str:
     """Render the report: the DOM after its scripts ran (with no console errors), then a screenshot."""
     dom = _chromium(pytester.path / "chromium-dom", "--enable-logging=stderr", "--v=1", "--dump-dom",
                     html.as_uri())
@@ -308,7 +308,7 @@ def _render(pytester: pytest.Pytester, html: Path, screenshot: Path) -> str:
     screenshot.unlink(missing_ok=True)
     # without --run-all-compositor-stages-before-draw the capture may show tiles not yet painted
     shot = _chromium(pytester.path / "chromium-shot", "--run-all-compositor-stages-before-draw",
-                     f"--screenshot={screenshot}", "--window-size=1280,1600", html.as_uri())
+                     f"--screenshot={screenshot}", f"--window-size={window}", html.as_uri())
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert screenshot.is_file() and screenshot.stat().st_size > 20_000
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -340,3 +340,21 @@ def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
                   REPO / "reports" / "acceptance-report-accepted.png")
     assert "Verdict: ACCEPTED" in dom and "ACME Labs" in dom
     _cover_first(dom)
+
+
+@needs_chromium
+def test_the_live_burn_in_report_of_the_h200s_renders_in_chromium(pytester: pytest.Pytester):
+    """The report pytest-html wrote on nvidia-h200-x2 for the 2-minute burn-in (hardware/record-burn-in.sh):
+    the machine's own file, not a replay's, renders with no console errors, its verdict, its Health table with
+    the burn-in in the first burn-in test's row, and the health timeline drawn from the watchdog's reads."""
+    html = RESULTS_DATA / "burn-in-2min-window-from-set-up-on-h200-x2.html"
+    live = json.loads((RESULTS_DATA / "burn-in-2min-window-from-set-up-on-h200-x2.json").read_text())
+    dom = _render(pytester, html, REPO / "reports" / "burn-in-report-live.png", window="1280,4200")
+    assert "Verdict: ACCEPTED" in dom and "burn-in acceptance" in dom
+    _cover_first(dom)
+    health = dom[dom.index("<h2>Health</h2>"):]
+    first = live["health"]["tests"]["test_burn_in.py::test_burn_in_gpu[GPU0]"]["0"]
+    assert f"<td>{first['peak_temperature_c']}</td>" in health and "sw_power_cap" in health
+    assert 'alt="GPU health timeline"' in health
+    for gpu in live["machine"]["gpus"]:
+        assert gpu["serial"] in dom

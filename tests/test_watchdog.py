@@ -182,3 +182,17 @@ def test_on_the_h200s_the_first_burn_in_test_carries_the_burn_in(judged, pyteste
     replayed = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
     assert ([c["message"] for c in replayed["checks"] if c["name"].startswith("burn-in")]
             == [c["message"] for c in live["checks"] if c["name"].startswith("burn-in")])
+
+
+def test_the_health_table_sums_each_counter_over_its_links():
+    """The report's cell for the burn-in's row: one phrase per counter (36 links of two counters do not fit a
+    cell); each link's own figure is in the cell's title."""
+    from pytest_gpufabric.report.html import health_html
+
+    live = json.loads((DATA / "results" / "burn-in-2min-window-from-set-up-on-h200-x2.json").read_text())
+    html = health_html(live["health"])
+    rose = live["health"]["tests"]["test_burn_in.py::test_burn_in_gpu[GPU0]"]["1"]["rose"]
+    ecc = sum(d for n, d in rose.items() if n.startswith("nvlink_ecc_data:"))
+    crc = sum(d for n, d in rose.items() if n.startswith("nvlink_crc_data:"))
+    assert f">nvlink_crc_data +{crc:,} on 18 links, nvlink_ecc_data +{ecc:,} on 18 links</td>" in html
+    assert f"nvlink_ecc_data:9 +{rose['nvlink_ecc_data:9']}, nvlink_ecc_data:10 +" in html  # the title, in link order

@@ -446,17 +446,48 @@ def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: s
     return "".join(parts)
 
 
+def _counter_order(item: tuple[str, int]) -> tuple[str, int]:
+    """'nvlink_ecc_data:10' after 'nvlink_ecc_data:9' (links in number order, not text order)."""
+    name, _ = item
+    base, _, link = name.partition(":")
+    return base, int(link) if link.isdigit() else -1
+
+
+def _counters_risen(rose: dict[str, int]) -> str:
+    """One phrase per counter, its links summed: 'nvlink_ecc_data +53,886 on 18 links, pcie_replay +3'; the
+    per-link figures go in the cell's title (36 links of two counters do not fit a table cell)."""
+    totals: dict[str, list[int]] = {}
+    links: dict[str, list[str]] = {}
+    for name, delta in sorted(rose.items(), key=_counter_order):
+        base, _, link = name.partition(":")
+        totals.setdefault(base, []).append(delta)
+        if link:
+            links.setdefault(base, []).append(link)
+    phrases = []
+    for base, deltas in totals.items():
+        where = links.get(base, [])
+        if not where:
+            on = ""
+        elif len(where) <= 3:
+            on = f" on link{'s' if len(where) > 1 else ''} {', '.join(where)}"
+        else:
+            on = f" on {len(where)} links"
+        phrases.append(f"{base} +{sum(deltas):,}{on}")
+    return ", ".join(phrases) or "none"
+
+
 def health_html(health: dict) -> str:
     """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
     read during it, and the clock-event reasons seen (recordings without background peaks show the closing read)."""
     rows = []
     for nodeid, gpus in (health.get("tests") or {}).items():
         for gpu, record in sorted(gpus.items()):
-            rose = ", ".join(f"{name} +{delta}" for name, delta in sorted(record.get("rose", {}).items())) or "none"
+            rose = record.get("rose", {})
+            per_link = ", ".join(f"{name} +{delta}" for name, delta in sorted(rose.items(), key=_counter_order))
             seen = record.get("throttle_seen", record.get("throttle")) or []
             hottest = record.get("peak_temperature_c", record.get("temperature_c"))
             power = record.get("peak_power_w", record.get("power_w"))
-            rows.append([nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", rose if len(rose) < 300 else rose[:297] + "...",
+            rows.append([nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", _cell(_counters_risen(rose), title=per_link),
                          "-" if hottest is None else str(hottest), "-" if power is None else f"{power:.0f}",
                          ", ".join(seen) or "-"])
     if not rows:
