@@ -61,6 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
         except GpuFabricError as exc:
             raise pytest.UsageError(f"--gpu-profile: {exc}") from None
     report_dir = Path(_option(config, "gpu_report_dir") or config.rootpath / "reports")
+    from .report.results import check_writable_dir
+
+    try:
+        check_writable_dir(report_dir)  # now, not after the first test has run
+    except GpuFabricError as exc:
+        raise pytest.UsageError(f"--gpu-report-dir: {exc}") from None
     fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir)
     if replay:
         # A bundle is the user's input: read it now, so a bad one is a usage error before anything runs.
@@ -108,8 +114,11 @@ def _burn_in_options(config: pytest.Config, fabric_session) -> None:
             return
         done = min(burn_in.elapsed_s / burn_in.duration_s, 1.0)
         bar = "#" * int(done * 30) + "." * (30 - int(done * 30))
-        gpus = "  ".join(f"GPU{g['gpu']} {g['tflops']:.0f} TFLOP/s {g['errors_self'] + g['errors_cross']} wrong"
-                         for g in record["result"]["gpus"])
+        if record["type"] == "error":
+            gpus = f"the GEMM workload failed: {record['error']}"
+        else:
+            gpus = "  ".join(f"GPU{g['gpu']} {g['tflops']:.0f} TFLOP/s {g['errors_self'] + g['errors_cross']} wrong"
+                             for g in record["result"]["gpus"])
         minutes = f"{burn_in.elapsed_s / 60:5.1f}/{burn_in.duration_s / 60:.1f} min"
         reporter.write_line(f"[burn-in] [{bar}] {minutes}  {gpus}")
 

@@ -36,6 +36,9 @@ class FabricSession:
     burn_in_duration: str | None = None  # --gpu-burn-in
     plant_fault: int | None = None  # --gpu-burn-in-plant-fault
     progress: object = None  # (burn_in, chunk record) -> None: the terminal's progress bar
+    #: () -> None: rewrite the results JSON now (set by the recorder); called after every burn-in chunk
+    checkpoint: object = None
+    burn_in: object = None  # workloads.burn_in.BurnIn: the burn-in as far as it got (live), or the bundle's
     #: the health watchdog's records: per test the counters that rose, the timeline, XID events
     health: dict = field(default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
 
@@ -107,7 +110,8 @@ class FabricSession:
             if self.replay:
                 records = read_log(self.bundle_dir / LOG_FILE)
                 start = next((r for r in records if r.get("type") == "start"), None)
-                return BurnIn(start["duration_s"], records) if start else None
+                self.burn_in = BurnIn(start["duration_s"], records) if start else None
+                return self.burn_in
             return self._run_burn_in()
         if name == "memory":
             from .workloads.memory import measure_memory
@@ -150,11 +154,22 @@ class FabricSession:
         except GpuFabricError:
             health = None  # the burn-in runs; its verdicts say the counters were not read
         try:
-            return run_burn_in(self.profile, duration_s, self.report_dir / LOG_FILE, plant_fault=self.plant_fault,
-                               health=health, progress=self.progress, sha256=self.profile.sha256)
+            self.burn_in = run_burn_in(self.profile, duration_s, self.report_dir / LOG_FILE,
+                                       plant_fault=self.plant_fault, health=health, progress=self._burn_in_progress,
+                                       sha256=self.profile.sha256)
+            return self.burn_in
         finally:
             if health is not None:
                 health.close()
+
+    def _burn_in_progress(self, burn_in, record: dict) -> None:
+        """After each burn-in chunk: the terminal's progress line, and the results JSON rewritten with the chunks
+        so far (an hours-long burn-in runs inside one test, and the JSON is otherwise rewritten per test)."""
+        self.burn_in = burn_in
+        if self.progress:
+            self.progress(burn_in, record)
+        if self.checkpoint:
+            self.checkpoint()
 
     def add_extra(self, nodeid: str, extra: dict) -> None:
         self.extras.setdefault(nodeid, []).append(extra)
@@ -194,7 +209,14 @@ class FabricSession:
             "summary": {**counts, "verdict": verdict, "verdict_reason": reason},
             # the watchdog's record (live runs): per test the counters that rose, the timeline, XID events
             "health": self.health,
+            **({"burn_in": self._burn_in_summary()} if self.burn_in is not None else {}),
         }
+
+    def _burn_in_summary(self) -> dict:
+        from .workloads.burn_in import LOG_FILE
+
+        log = (self.bundle_dir if self.replay else self.report_dir) / LOG_FILE
+        return self.burn_in.summary(log)
 
     def _verdict(self, counts: dict[str, int], exitstatus: int) -> tuple[str | None, str]:
         """ACCEPTED only when a profile was judged, something passed, and nothing failed or broke."""

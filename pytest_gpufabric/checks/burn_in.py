@@ -8,13 +8,23 @@ from .result import CheckResult, failed, passed, unknown
 
 
 def check_burn_in_gpu(index: int, serial: str | None, totals: dict | None, section: dict, health_section: dict,
-                      duration_s: float) -> CheckResult:
-    who = f"GPU{index} (serial {serial or 'unknown'})"
+                      duration_s: float, workload_errors: list[str] = (),
+                      machine_serial: str | None = None) -> CheckResult:
+    """``serial``: the GPU's serial as the burn-in log recorded it; ``machine_serial``: as the machine (or the
+    bundle's inventory) reports it, when known. ``workload_errors``: GEMM workloads that failed during the
+    burn-in (a resumed one's included); they name no GPU (one process drives them all), so each GPU's verdict
+    carries them."""
+    who = f"GPU{index} (serial {serial or machine_serial or 'unknown'})"
+    if serial and machine_serial and serial != machine_serial:
+        return failed("burn-in-gpu", who, {"serial": machine_serial}, {"serial": serial},
+                      f"GPU{index}: the burn-in log was recorded on serial {serial}, but this machine's GPU{index} "
+                      f"is serial {machine_serial}: the log is another GPU's (a copied reports/ folder, a GPU "
+                      "swapped since, or a bundle put together from two machines)")
     if totals is None:
         return failed("burn-in-gpu", who, "GEMM burn", None, f"{who}: took no part in the burn-in (no GEMM "
                       "results): the GPU was not visible to the workload")
     rate = sum(totals["tflops"]) / len(totals["tflops"]) if totals["tflops"] else 0.0
-    problems = []
+    problems = [f"the GEMM workload failed during the burn-in ({error})" for error in workload_errors]
     if totals["errors_self"] or totals["errors_cross"]:
         problems.append(f"{totals['errors_self']} element(s) differed from its own first product and "
                         f"{totals['errors_cross']} from GPU0's over {totals['checks']} checks: the GPU computes "

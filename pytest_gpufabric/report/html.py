@@ -496,13 +496,89 @@ def health_html(health: dict) -> str:
     head = (f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
     from .plots import health_timeline_png
 
-    png = health_timeline_png(health.get("timeline") or [])
-    plot = "" if png is None else (
-        '<figure><img alt="GPU health timeline" src="data:image/png;base64,'
-        + base64.b64encode(png).decode("ascii") + '"/><figcaption>GPU health timeline</figcaption></figure>')
+    plot = _png_figure(health_timeline_png(health.get("timeline") or []), "GPU health timeline")
     table = _table(["test", "GPU", "counters that rose during the test", "hottest C", "peak power W", "clock events"],
                    rows)
     return "<h2>Health</h2>" + head + table + plot
+
+
+def _png_figure(png: bytes | None, caption: str) -> str:
+    if png is None:
+        return ""
+    content = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{content}"/>'
+            f"<figcaption>{escape(caption)}</figcaption></figure>")
+
+
+def _between_chunks(chunk: dict) -> tuple[str, str, bool]:
+    """(workload, result, went wrong) for a burn-in log line that is not a GEMM chunk."""
+    if chunk["type"] == "error":
+        return f"{chunk.get('workload', 'workload')}", f"failed: {chunk['error']}", True
+    if "error" in chunk:
+        return chunk["type"], f"failed: {chunk['error']}", True
+    if chunk["type"] == "all_reduce":
+        row = chunk["row"]
+        wrong = row.get("wrong", 0)
+        return (f"all_reduce {format_bytes(row['size'])}",
+                f"busbw {row['busbw']:.1f} GB/s, {wrong} wrong element(s)", bool(wrong))
+    oversized = chunk.get("oversized") or {}
+    completed = [r for r in chunk.get("lms") or [] if r.get("outcome") == "completed"]
+    recovered = "recovered" if oversized.get("recovered") else "NOT recovered"
+    return ("memory", f"oversized batch: {oversized.get('outcome')}, {recovered}; "
+            f"{len(completed)} of {len(chunk.get('lms') or [])} offload run(s) completed", False)
+
+
+def burn_in_html(burn_in: dict | None) -> str:
+    """The burn-in chunk by chunk: per GPU its rate, checks and wrong elements, the hottest read, the highest power,
+    the clock events and the counters that rose; the workloads run between the chunks; and a plot of temperature
+    and power through it, from the reads each chunk logged (so a replayed burn-in log shows them too)."""
+    if not burn_in:
+        return ""
+    minutes = f"{burn_in['elapsed_s'] / 60:.1f} of {burn_in['duration_s'] / 60:.1f} minutes of GEMM burn"
+    state = "finished" if burn_in["finished"] else "not finished: a rerun with the same profile and duration resumes it"
+    parts = [f"<h2>Burn-in</h2><p>{escape(minutes)} on every GPU ({escape(state)})"
+             + (f", resumed at {burn_in['resumed_from_s'] / 60:.1f} min" if burn_in.get("resumed_from_s") else "")
+             + f"; log: <code>{escape(burn_in['log'])}</code>.</p>"]
+    if burn_in.get("plant_fault") is not None:
+        parts.append(f'<p class="mismatch">A fault was planted on GPU{burn_in["plant_fault"]} '
+                     "(--gpu-burn-in-plant-fault): its products were corrupted on purpose, to show that the check "
+                     "catches a wrong result. This run accepts nothing.</p>")
+    serials = burn_in.get("serials") or {}
+    rows, between, points = [], [], []
+    chunk_number = 0
+    for chunk in burn_in["chunks"]:
+        if chunk["type"] != "gemm":
+            workload, result, wrong = _between_chunks(chunk)
+            between.append([str(chunk_number), workload, _cell(result, "mismatch" if wrong else "")])
+            continue
+        chunk_number += 1
+        points += chunk.get("timeline") or []
+        health = chunk.get("health") or {}
+        for gpu in chunk["result"]["gpus"]:
+            window = health.get(str(gpu["gpu"])) or {}
+            wrong = gpu["errors_self"] + gpu["errors_cross"]
+            hottest = window.get("peak_temperature_c", window.get("temperature_c"))
+            power = window.get("peak_power_w", window.get("power_w"))
+            rose = window.get("rose", {})
+            rows.append([
+                str(chunk_number), f"{chunk['seconds']:.0f}",
+                _cell(f"GPU{gpu['gpu']}", title=f"serial {serials.get(str(gpu['gpu'])) or 'not recorded'}"),
+                _cell(f"{gpu['tflops']:.0f}", "num"), _cell(f"{gpu['iterations']:,}", "num"),
+                _cell(f"{gpu['checks']:,}", "num"), _cell(f"{wrong:,}", "num mismatch" if wrong else "num"),
+                "-" if hottest is None else str(hottest), "-" if power is None else f"{power:.0f}",
+                ", ".join(window.get("throttle_seen", window.get("throttle")) or []) or "-",
+                _cell(_counters_risen(rose) if window else "not read",
+                      title=", ".join(f"{n} +{d}" for n, d in sorted(rose.items(), key=_counter_order))),
+            ])
+    parts.append(_table(["chunk", "s", "GPU", "TFLOP/s", "GEMMs", "checks", "wrong elements", "hottest C",
+                         "peak power W", "clock events", "counters that rose"], rows))
+    if between:
+        parts.append("<h3>Between the chunks</h3>" + _table(["after chunk", "workload", "result"], between))
+    from .plots import health_timeline_png
+
+    parts.append(_png_figure(health_timeline_png(points, "GPU health during the burn-in"),
+                             "Temperature and power through the burn-in (background reads of each chunk)"))
+    return "".join(parts)
 
 
 class HtmlSections:
@@ -555,6 +631,7 @@ class HtmlSections:
             parts.append(topology_html(expected, fabric.matrix))
         parts.append(measurements_html(document.get("checks") or []))
         parts.append(health_html(document.get("health") or {}))
+        parts.append(burn_in_html(document.get("burn_in")))
         parts.append(skipped_html(document.get("skip_reasons") or {}, document.get("tests") or {}))
         parts.append(plots_html(self.plots))
         parts.append("</div>")

@@ -89,8 +89,8 @@ def memory_png(measured: list[tuple[int, int]], predicted: list[tuple[int, int]]
     return _png(fig, ax, f"GPU memory vs batch ({title})", "batch size", "GiB")
 
 
-def health_timeline_png(points: list[dict]) -> bytes | None:
-    """Each GPU's temperature and power over the run, from the watchdog's background reads."""
+def health_timeline_png(points: list[dict], title: str = "GPU health during the run") -> bytes | None:
+    """Each GPU's temperature and power over time, from background reads (the watchdog's, or a burn-in's)."""
     drawing = _axes(3.2) if len(points) > 1 else None
     if drawing is None:
         return None
@@ -103,4 +103,4 @@ def health_timeline_png(points: list[dict]) -> bytes | None:
         ax.plot([t for t, _ in rows], [g["temperature_c"] for _, g in rows], label=f"GPU{gpu} C")
         power_ax.plot([t for t, _ in rows], [g["power_w"] for _, g in rows], linestyle=":", label=f"GPU{gpu} W")
     power_ax.set_ylabel("power (W), dotted")
-    return _png(fig, ax, "GPU health during the run", "seconds since the first read", "temperature (C)")
+    return _png(fig, ax, title, "seconds since the first read", "temperature (C)")

@@ -23,7 +23,10 @@ class RunRecorder:
         self.durations: dict[str, float] = {}  # node id -> seconds, set-up + call + teardown
         self.is_worker = hasattr(config, "workerinput")
         self.results_path = None
+        self.write_error: str | None = None  # the last failure to write the results
         self.verdict: str | None = None
+        if not self.is_worker:
+            fabric_session.checkpoint = self.checkpoint
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or report.outcome != "passed":
@@ -39,9 +42,13 @@ class RunRecorder:
                 if name == CHECK_PROPERTY:
                     self.fabric_session.results.append({"test": report.nodeid, **value})
             if not self.is_worker:
-                # on disk after every test: a run killed later (or a machine that lost power) keeps these
-                self._write(self.fabric_session.results_document(
-                    self.outcomes, 0, skip_reasons=self.skip_reasons, durations=self.durations, finished=False))
+                self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """The results so far, on disk (after every test, and every burn-in chunk): a run killed later, or a
+        machine that lost power, keeps them, with the verdict INCOMPLETE."""
+        self._write(self.fabric_session.results_document(
+            self.outcomes, 0, skip_reasons=self.skip_reasons, durations=self.durations, finished=False))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
@@ -52,9 +59,18 @@ class RunRecorder:
         self.results_path = self._write(document)
 
     def _write(self, document: dict):
-        return write_json(document, self.fabric_session.report_dir / RESULTS_FILE)
+        """The results on disk, or None when they cannot be written (a disk that filled up mid-run): the run
+        goes on, the last file written stays, and the terminal summary says what happened."""
+        path = self.fabric_session.report_dir / RESULTS_FILE
+        try:
+            return write_json(document, path)
+        except OSError as exc:
+            self.write_error = f"could not write {path}: {exc.strerror or exc}"
+            return None
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.write_error is not None:
+            terminalreporter.write_line(f"gpufabric: {self.write_error}", red=True, bold=True)
         if self.results_path is None:
             return
         profile = self.fabric_session.profile

@@ -34,6 +34,18 @@ def write_json(document: dict, path: Path) -> Path:
     return path
 
 
+def check_writable_dir(directory: Path) -> None:
+    """Make ``directory`` if needed and write a file in it, or raise GpuFabricError saying why not."""
+    from ..errors import GpuFabricError
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise GpuFabricError(f"cannot write results to {directory}: {exc.strerror or exc}") from None
+
+
 def results_schema() -> dict:
     """The JSON Schema of the results document."""
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))

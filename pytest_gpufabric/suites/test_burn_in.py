@@ -14,13 +14,14 @@ from pytest_gpufabric.units import parse_bytes, parse_gbps
 
 
 def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
-    """Judged from the burn-in's log, so a bundle holding only the log is judged too; the serial comes from
-    the log (recorded since the first hardware run) or the machine."""
+    """Judged from the burn-in's log, so a bundle holding only the log is judged too; the log's serial must be
+    the machine's where both are known."""
     gpu = fabric.gpu(gpu_index)
-    serial = burn_in.serials.get(gpu_index) or (gpu.serial if gpu is not None else None)
     totals = burn_in.gpu_totals().get(gpu_index)
-    gpufabric_check(check_burn_in_gpu(gpu_index, serial, totals, gpu_profile.data.get("burn_in", {}),
-                                      gpu_profile.data.get("health", {}), burn_in.elapsed_s))
+    gpufabric_check(check_burn_in_gpu(gpu_index, burn_in.serials.get(gpu_index), totals,
+                                      gpu_profile.data.get("burn_in", {}), gpu_profile.data.get("health", {}),
+                                      burn_in.elapsed_s, burn_in.workload_errors,
+                                      machine_serial=gpu.serial if gpu is not None else None))
 
 
 def test_burn_in_collectives(gpu_profile, burn_in, gpufabric_check):

@@ -1,9 +1,11 @@
 """Burn-in: the stress workloads in a loop for a duration, every chunk appended to a log as it ends.
 
 The log (``reports/gpufabric-burnin.jsonl``) is one JSON object a line: a ``start`` line (profile, its sha256,
-duration), one line per chunk (GEMM burn on every GPU; the profile's all_reduce; once, the memory workload),
-and an ``end`` line. Each line is flushed and fsync'ed when its chunk ends, so a crash or a power loss loses at
-most the chunk in flight; a rerun with the same profile and duration resumes from the log.
+duration), one line per chunk (GEMM burn on every GPU, with the health counters read around it and the
+background reads taken during it; the profile's all_reduce; once, the memory workload), and an ``end`` line.
+Each line is flushed and fsync'ed when its chunk ends, so a crash or a power loss loses at most the chunk in
+flight; a rerun with the same profile and duration resumes from the log. After each chunk the caller is told
+(``progress``), so the results JSON can carry the burn-in as it goes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from .training import workload_environment
 
 GEMM_SCRIPT = Path(__file__).with_name("gemm_burn.py")
 LOG_FILE = "gpufabric-burnin.jsonl"
+#: the log's records of work done ("error": a workload that failed, logged before the burn-in stopped)
+CHUNK_TYPES = ("gemm", "all_reduce", "memory", "error")
 
 
 def parse_duration(text: str) -> float:
@@ -72,7 +76,12 @@ class BurnIn:
 
     @property
     def chunks(self) -> list[dict]:
-        return [r for r in self.records if r.get("type") in ("gemm", "all_reduce", "memory")]
+        return [r for r in self.records if r.get("type") in CHUNK_TYPES]
+
+    @property
+    def workload_errors(self) -> list[str]:
+        """The GEMM workloads that failed (crashed, hung past their timeout), as logged, a resumed run's too."""
+        return [r["error"] for r in self.records if r.get("type") == "error"]
 
     @property
     def elapsed_s(self) -> float:
@@ -81,6 +90,16 @@ class BurnIn:
     @property
     def finished(self) -> bool:
         return any(r.get("type") == "end" for r in self.records) or self.duration_s - self.elapsed_s < 1.0
+
+    def summary(self, log_path: Path | str) -> dict:
+        """The burn-in as the results JSON carries it (``burn_in`` in results.schema.json): the plan, how far it
+        got, and every chunk as logged."""
+        start = next((r for r in self.records if r.get("type") == "start"), {})
+        return {"log": str(log_path), "duration_s": self.duration_s, "elapsed_s": self.elapsed_s,
+                "resumed_from_s": self.resumed_from_s, "finished": self.finished,
+                "started_at": start.get("started_at"), "plant_fault": start.get("plant_fault"),
+                "serials": start.get("serials") or {},
+                "chunks": self.chunks}
 
     def gpu_totals(self) -> dict[int, dict]:
         totals: dict[int, dict] = {}
@@ -130,8 +149,12 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     chunk_s = float(section.get("chunk_s", 60))
     records = read_log(log_path)
     start = records[0] if records else None
+    serials = {str(i): s for i, s in (health.serials.items() if health else [])}
+    # resume only the same burn-in on the same GPUs: a reports/ folder copied to another machine, or a GPU
+    # swapped since, starts afresh
     same = (start is not None and start.get("type") == "start" and start.get("profile_sha256") == sha256
-            and start.get("duration_s") == duration_s and not any(r.get("type") == "end" for r in records))
+            and start.get("duration_s") == duration_s and not any(r.get("type") == "end" for r in records)
+            and (not serials or start.get("serials") == serials))
     if same:
         # drop a line torn by the crash, so the lines appended now are read back after the good ones
         log_path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -139,7 +162,6 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text("", encoding="utf-8")
         records = []
-        serials = {str(i): s for i, s in (health.serials.items() if health else [])}
         append_line(log_path, {"type": "start", "profile": profile.name, "profile_sha256": sha256,
                                "duration_s": duration_s, "plant_fault": plant_fault, "serials": serials,
                                "started_at": time.time()})
@@ -161,7 +183,11 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
             result = run_workload(gemm_command(seconds, section, plant_fault, profile.gpu_count),
                                   timeout_s=seconds + 300, env=env)
         except GpuFabricError as exc:
-            append_line(log_path, {"type": "error", "workload": "gemm_burn", "error": str(exc), "time": time.time()})
+            failure = {"type": "error", "workload": "gemm_burn", "error": str(exc), "time": time.time()}
+            append_line(log_path, failure)
+            burn_in.records.append(failure)
+            if progress:
+                progress(burn_in, failure)
             raise
         finally:
             if sampler:
@@ -170,6 +196,7 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
         record = {"type": "gemm", "seconds": result["seconds"], "result": result, "time": time.time()}
         if health:
             record["health"] = window_record(before, health.read(), sampler.points)
+            record["timeline"] = sampler.points  # the report's health plot of the burn-in, live or replayed
         append_line(log_path, record)
         burn_in.records.append(record)
         if all_reduce and profile.gpu_count > 1 and section.get("device", "cuda") == "cuda":
