@@ -6,6 +6,7 @@ no NVML, no torch, no file I/O at start-up.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -96,31 +97,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _burn_in_options(config: pytest.Config, fabric_session) -> None:
     duration = _option(config, "gpu_burn_in")
+    fault = _option(config, "gpu_burn_in_plant_fault")
+    if fault is not None and not duration:
+        raise pytest.UsageError("--gpu-burn-in-plant-fault: plants a fault in a burn-in; give --gpu-burn-in DURATION")
     if not duration:
         return
     from .workloads.burn_in import parse_duration
 
     try:
         parse_duration(duration)
-        fault = _option(config, "gpu_burn_in_plant_fault")
-        fabric_session.plant_fault = int(fault) if fault is not None else None
     except ValueError as exc:
         raise pytest.UsageError(f"--gpu-burn-in: {exc}") from None
+    if fault is not None:
+        gpu_count = fabric_session.profile.gpu_count if fabric_session.profile else None
+        if not fault.isdigit() or (gpu_count is not None and int(fault) >= gpu_count):
+            promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
+            raise pytest.UsageError(f"--gpu-burn-in-plant-fault {fault}: not a GPU of the profile (give {promised})")
+        fabric_session.plant_fault = int(fault)
     fabric_session.burn_in_duration = duration
 
     def progress(burn_in, record) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
-        done = min(burn_in.elapsed_s / burn_in.duration_s, 1.0)
-        bar = "#" * int(done * 30) + "." * (30 - int(done * 30))
-        if record["type"] == "error":
-            gpus = f"the GEMM workload failed: {record['error']}"
-        else:
-            gpus = "  ".join(f"GPU{g['gpu']} {g['tflops']:.0f} TFLOP/s {g['errors_self'] + g['errors_cross']} wrong"
-                             for g in record["result"]["gpus"])
-        minutes = f"{burn_in.elapsed_s / 60:5.1f}/{burn_in.duration_s / 60:.1f} min"
-        reporter.write_line(f"[burn-in] [{bar}] {minutes}  {gpus}")
+        from .workloads.burn_in import progress_line
+
+        # the burn-in runs inside a test, whose output pytest captures: the line must reach the terminal now
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(progress_line(burn_in, record))
 
     fabric_session.progress = progress
 

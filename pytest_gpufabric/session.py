@@ -35,7 +35,7 @@ class FabricSession:
     metrics: object = None  # report.metrics.MetricsExporter, with --gpu-metrics-port
     burn_in_duration: str | None = None  # --gpu-burn-in
     plant_fault: int | None = None  # --gpu-burn-in-plant-fault
-    progress: object = None  # (burn_in, chunk record) -> None: the terminal's progress bar
+    progress: object = None  # (burn_in, chunk record or None at the start) -> None: the terminal's progress bar
     #: () -> None: rewrite the results JSON now (set by the recorder); called after every burn-in chunk
     checkpoint: object = None
     burn_in: object = None  # workloads.burn_in.BurnIn: the burn-in as far as it got (live), or the bundle's
@@ -162,9 +162,10 @@ class FabricSession:
             if health is not None:
                 health.close()
 
-    def _burn_in_progress(self, burn_in, record: dict) -> None:
-        """After each burn-in chunk: the terminal's progress line, and the results JSON rewritten with the chunks
-        so far (an hours-long burn-in runs inside one test, and the JSON is otherwise rewritten per test)."""
+    def _burn_in_progress(self, burn_in, record: dict | None) -> None:
+        """At the start of the burn-in and after each chunk: the terminal's progress line, and the results JSON
+        rewritten with the chunks so far (an hours-long burn-in runs inside one test, and the JSON is otherwise
+        rewritten per test)."""
         self.burn_in = burn_in
         if self.progress:
             self.progress(burn_in, record)

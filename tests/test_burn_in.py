@@ -11,6 +11,7 @@ import pytest
 
 from pytest_gpufabric.checks.burn_in import check_burn_in_gpu
 from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.report.results import schema_errors
 from pytest_gpufabric.workloads.burn_in import BurnIn, parse_duration, read_log, run_burn_in
 
 REAL_LOG = Path(__file__).parent / "data" / "bundles" / "h200-burn-in-10min" / "gpufabric-burnin.jsonl"
@@ -30,8 +31,25 @@ def cpu_profile(tmp_path):
 
 def test_parse_duration():
     assert [parse_duration(t) for t in ("90s", "10m", "2h", "45")] == [90, 600, 7200, 45]
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_duration("ten minutes")
+    for text in ("ten minutes", "0", "-5m", "0.5s", "infh", "nan", ""):
+        with pytest.raises(ValueError, match="not a duration of at least a second"):
+            parse_duration(text)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpu-burn-in", "0s"], "--gpu-burn-in: not a duration of at least a second: '0s' (write e.g. 90s, 10m or 2h)"),
+    (["--gpu-burn-in", "10m", "--gpu-burn-in-plant-fault", "2"],
+     "--gpu-burn-in-plant-fault 2: not a GPU of the profile (give 0 to 1)"),
+    (["--gpu-burn-in", "10m", "--gpu-burn-in-plant-fault", "one"],
+     "--gpu-burn-in-plant-fault one: not a GPU of the profile (give 0 to 1)"),
+    (["--gpu-burn-in-plant-fault", "1"], "--gpu-burn-in-plant-fault: plants a fault in a burn-in; give "
+                                         "--gpu-burn-in DURATION"),
+])
+def test_bad_burn_in_options_are_usage_errors(pytester: pytest.Pytester, args, message):
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "Traceback" not in result.stderr.str()
 
 
 def test_burn_in_logs_every_chunk_and_catches_a_planted_fault(cpu_profile, tmp_path):
@@ -40,7 +58,7 @@ def test_burn_in_logs_every_chunk_and_catches_a_planted_fault(cpu_profile, tmp_p
     burn_in = run_burn_in(cpu_profile, 2.5, log, plant_fault=1, sha256=cpu_profile.sha256,
                           progress=lambda b, r: seen.append(round(b.elapsed_s)))
     types = [r["type"] for r in read_log(log)]
-    assert types[0] == "start" and types[-1] == "end" and types.count("gemm") == 2 and seen == [1, 2]
+    assert types[0] == "start" and types[-1] == "end" and types.count("gemm") == 2 and seen == [0, 1, 2]
     totals = burn_in.gpu_totals()
     assert totals[0]["errors_self"] == totals[0]["errors_cross"] == 0 and totals[0]["iterations"] > 0
     assert totals[1]["errors_self"] == totals[1]["checks"] > 0  # one wrong element in every check
@@ -149,3 +167,100 @@ def test_the_report_health_section_of_the_live_burn_in():
     risen = [(gpu, name, delta) for gpu, record in rows.items() for name, delta in record["rose"].items()]
     assert risen and all(f"{name} +{delta}" in html for _, name, delta in risen)
     assert "No health reads" in health_html({})
+
+
+# --- the burn-in in the results JSON, as it goes ----------------------------------------------------------
+
+CHECKPOINTS = """
+import json
+
+import pytest
+
+from pytest_gpufabric.plugin import SESSION_KEY
+
+
+@pytest.hookimpl(trylast=True)  # after the plugin's recorder installed its checkpoint
+def pytest_configure(config):
+    session = config.stash[SESSION_KEY]
+    write = session.checkpoint
+    copies = []
+
+    def checkpoint():
+        write()
+        copies.append(json.loads((session.report_dir / "gpufabric-results.json").read_text()))
+        (session.report_dir / "checkpoints.json").write_text(json.dumps(copies))
+
+    session.checkpoint = checkpoint
+"""
+
+
+def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.Pytester):
+    """Real CPU workers, two 1 s chunks: after each one the results JSON on disk holds it (the burn-in runs
+    inside one test, so the per-test rewrite alone would leave hours of burn-in out of it until the end)."""
+    pytester.makefile(".yaml", **{"cpu-burn": CPU_PROFILE})
+    pytester.makeconftest(CHECKPOINTS)
+    pytester.makepyfile(test_checkpoints="def test_checkpoints(gpufabric_run):\n"
+                                         "    gpufabric_run.measurement('burn_in')\n")
+    result = pytester.runpytest_subprocess("--gpu-profile", "cpu-burn.yaml", "--gpu-burn-in", "2.5s",
+                                           "-k", "test_checkpoints", "test_checkpoints.py")
+    result.assert_outcomes(passed=1)
+    # on the terminal as the burn-in goes, not in the test's captured output
+    result.stdout.fnmatch_lines([
+        "[[]burn-in[]] [[]..............................[]]   0.0/0.0 min  GEMM burn on every GPU, results cross-checked",
+        "[[]burn-in[]] [[]############..................[]]   0.0/0.0 min  GPU0 * TFLOP/s 0 wrong  GPU1 * TFLOP/s 0 wrong",
+        "[[]burn-in[]] [[]##############################[]]   0.0/0.0 min  GPU0 * TFLOP/s 0 wrong  GPU1 * TFLOP/s 0 wrong",
+        ".*"])
+    copies = json.loads((pytester.path / "reports" / "checkpoints.json").read_text())
+    assert len(copies) == 3
+    assert copies[0]["burn_in"]["chunks"] == [] and copies[0]["burn_in"]["elapsed_s"] == 0
+    for number, copy in enumerate(copies[1:], start=1):
+        assert schema_errors(copy) == []
+        assert copy["summary"]["verdict"] == "INCOMPLETE" and copy["tests"] == {}  # mid-test: none reported yet
+        burn_in = copy["burn_in"]
+        assert [c["type"] for c in burn_in["chunks"]] == ["gemm"] * number
+        assert burn_in["finished"] == (number == 2) and burn_in["duration_s"] == 2.5
+        assert burn_in["log"] == str(pytester.path / "reports" / "gpufabric-burnin.jsonl")
+    final = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    assert schema_errors(final) == []
+    assert final["burn_in"]["chunks"] == copies[-1]["burn_in"]["chunks"] and final["burn_in"]["finished"]
+    assert final["burn_in"]["chunks"] == read_log(pytester.path / "reports" / "gpufabric-burnin.jsonl")[1:-1]
+
+
+def test_a_failed_workload_is_logged_in_the_results_and_fails_every_gpu(cpu_profile, tmp_path):
+    """The GEMM workload of a chunk failing for real (asked to corrupt a GPU it does not have): the log, the
+    burn-in's records and the results JSON keep it, and it is in every GPU's verdict."""
+    from pytest_gpufabric.errors import GpuFabricError
+    from pytest_gpufabric.session import FabricSession
+
+    session = FabricSession(profile=cpu_profile, replay=None, report_dir=tmp_path)
+    session.burn_in_duration, session.plant_fault = "2", 5
+    with pytest.raises(GpuFabricError, match="--plant-fault 5: there are 2 GPU"):
+        session.measurement("burn_in")
+    document = session.results_document({}, 0, finished=False)
+    assert schema_errors(document) == []
+    [error] = document["burn_in"]["chunks"]
+    assert error["type"] == "error" and error["workload"] == "gemm_burn" and not document["burn_in"]["finished"]
+    assert read_log(tmp_path / "gpufabric-burnin.jsonl")[-1] == error
+
+    good = run_burn_in(cpu_profile, 1.5, tmp_path / "good.jsonl", sha256=cpu_profile.sha256)
+    check = check_burn_in_gpu(0, None, good.gpu_totals()[0], {}, {}, good.elapsed_s, [error["error"]])
+    assert check.verdict == "failed" and "the GEMM workload failed during the burn-in (" in check.message
+    assert "--plant-fault 5: there are 2 GPU(s)" in check.message
+
+
+def test_a_log_of_other_gpus_is_rejected_by_serial(pytester: pytest.Pytester):
+    """Two real recordings of two nvidia-h200-x2 hosts put together: the 2-minute burn-in log of one and the
+    snapshot of the other. Each GPU's verdict names both serials."""
+    bundle = pytester.path / "mixed"
+    shutil.copytree(Path(__file__).parent / "data" / "bundles" / "h200-nvswitch-x2", bundle)
+    shutil.copy(RESULTS / "burn-in-2min-window-from-set-up-on-h200-x2.jsonl", bundle / "gpufabric-burnin.jsonl")
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle),
+                                "-k", "test_burn_in_gpu")
+    result.assert_outcomes(failed=2)
+    logged = read_log(bundle / "gpufabric-burnin.jsonl")[0]["serials"]
+    machine = json.loads((bundle / "nvml.json").read_text())
+    for index in (0, 1):
+        found = machine["gpus"][index]["serial"]
+        assert logged[str(index)] != found
+        result.stdout.fnmatch_lines([f"GPU{index}: the burn-in log was recorded on serial {logged[str(index)]}, but "
+                                     f"this machine's GPU{index} is serial {found}: the log is another GPU's *"])

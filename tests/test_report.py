@@ -121,6 +121,48 @@ def pytest_runtest_logfinish(nodeid):
     assert not list((pytester.path / "reports").glob(".gpufabric-results.*"))  # no temporary file left behind
 
 
+def test_a_report_dir_that_cannot_be_written_is_a_usage_error(pytester: pytest.Pytester):
+    (pytester.path / "taken").write_text("a file, not a folder")
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
+                                "--gpu-report-dir", "taken/reports")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --gpu-report-dir: cannot write results to taken/reports: Not a directory"])
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_results_that_can_no_longer_be_written_keep_the_last_file_and_fail_the_run(pytester: pytest.Pytester):
+    """The folder stops taking files after the first test (as a full disk would): the run goes on, the file
+    written after the first test stays, and the run ends with one red line and exit status 1, not a traceback."""
+    pytester.makepyfile(unwritable="""
+import pytest
+
+from pytest_gpufabric.plugin import SESSION_KEY
+
+sessions = []
+
+
+@pytest.hookimpl(trylast=True)  # after the plugin made its session
+def pytest_configure(config):
+    sessions.append(config.stash[SESSION_KEY])
+
+
+def pytest_runtest_logfinish(nodeid):
+    session = sessions[0]
+    if session.report_dir.name != "gone":  # below a file: every write from now on fails
+        session.report_dir = session.report_dir / "gpufabric-results.json" / "gone"
+""")
+    result = pytester.runpytest_subprocess("-p", "unwritable", "--gpu-profile", "titan-rtx-nvlink",
+                                           "--gpu-replay", "titan-rtx-nvlink")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile titan-rtx-nvlink, *",
+                                 "gpufabric: could not write */gpufabric-results.json/gone/gpufabric-results.json: "
+                                 "Not a directory (the run's own results are not on disk: exit status 1)"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    document = _results(pytester)
+    assert schema_errors(document) == [] and document["summary"]["verdict"] == "INCOMPLETE"
+    assert len(document["tests"]) == 1
+
+
 def test_schema_rejects_what_the_format_does_not_have(pytester: pytest.Pytester):
     pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
     document = _results(pytester)

@@ -145,6 +145,9 @@ def test_each_burn_in_chunk_keeps_its_peaks(tmp_path):
     assert chunk["health"]["0"]["peak_temperature_c"] == max(r[0].temperature_c for r in during)
     assert chunk["health"]["0"]["throttle_seen"] == ["sw_power_cap"]
 
+    # the background reads themselves, for the report's plot of the burn-in (a replayed log draws it too)
+    assert [p["gpus"]["0"]["temperature_c"] for p in chunk["timeline"]] == [r[0].temperature_c for r in during[:-1]]
+
     totals = burn_in.gpu_totals()[0]
     assert totals["max_temperature_c"] == chunk["health"]["0"]["peak_temperature_c"]
     allowed = check_burn_in_gpu(0, SERIALS[0], totals, {}, {}, burn_in.elapsed_s)
@@ -196,3 +199,31 @@ def test_the_health_table_sums_each_counter_over_its_links():
     crc = sum(d for n, d in rose.items() if n.startswith("nvlink_crc_data:"))
     assert f">nvlink_crc_data +{crc:,} on 18 links, nvlink_ecc_data +{ecc:,} on 18 links</td>" in html
     assert f"nvlink_ecc_data:9 +{rose['nvlink_ecc_data:9']}, nvlink_ecc_data:10 +" in html  # the title, in link order
+
+
+class OtherGpusReader(RecordedReader):
+    """The same reads, from GPUs with other serials: the reports/ folder was copied to another machine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.serials = {0: "1653824016477", 1: "1653824016216"}
+
+
+def test_a_burn_in_resumes_only_on_the_gpus_it_began_on(tmp_path):
+    profile_path = tmp_path / "cpu-burn.yaml"
+    profile_path.write_text("name: cpu-burn\ngpus: {count: 2}\nhealth: {interval_s: 0.05}\n"
+                            "burn_in: {chunk_s: 1, gemm_size: 256, device: cpu}\n")
+    profile = load_profile(str(profile_path))
+    log = tmp_path / "gpufabric-burnin.jsonl"
+    run_burn_in(profile, 2.5, log, health=RecordedReader(), sha256=profile.sha256)
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines[:2]) + "\n")  # stopped after its first chunk
+    assert read_log(log)[0]["serials"] == {str(i): s for i, s in SERIALS.items()}
+
+    elsewhere = run_burn_in(profile, 2.5, log, health=OtherGpusReader(), sha256=profile.sha256)
+    assert elsewhere.resumed_from_s == 0  # started afresh, on these GPUs
+    assert read_log(log)[0]["serials"] == {"0": "1653824016477", "1": "1653824016216"}
+
+    log.write_text("\n".join(log.read_text().splitlines()[:2]) + "\n")
+    same = run_burn_in(profile, 2.5, log, health=OtherGpusReader(), sha256=profile.sha256)
+    assert same.resumed_from_s >= 1.0 and same.finished

@@ -57,21 +57,23 @@ class RunRecorder:
                                                         skip_reasons=self.skip_reasons, durations=self.durations)
         self.verdict = self.fabric_session.verdict = document["summary"]["verdict"]
         self.results_path = self._write(document)
+        if self.results_path is None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a verdict not on disk is no verdict to sign
 
     def _write(self, document: dict):
         """The results on disk, or None when they cannot be written (a disk that filled up mid-run): the run
-        goes on, the last file written stays, and the terminal summary says what happened."""
+        goes on, the last file written stays, and where the last write failed the terminal summary says so."""
         path = self.fabric_session.report_dir / RESULTS_FILE
         try:
-            return write_json(document, path)
+            written = write_json(document, path)
         except OSError as exc:
             self.write_error = f"could not write {path}: {exc.strerror or exc}"
             return None
+        self.write_error = None
+        return written
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if self.write_error is not None:
-            terminalreporter.write_line(f"gpufabric: {self.write_error}", red=True, bold=True)
-        if self.results_path is None:
+        if self.is_worker:
             return
         profile = self.fabric_session.profile
         fabric = self.fabric_session.fabric
@@ -80,7 +82,11 @@ class RunRecorder:
         verdict = self.verdict or "no verdict (nothing promised)"
         terminalreporter.write_sep("=", f"gpufabric: {verdict} ({what}, {source})", bold=True,
                                    red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED")
-        terminalreporter.write_line(f"results: {self.results_path}")
+        if self.results_path is not None:
+            terminalreporter.write_line(f"results: {self.results_path}")
+        if self.write_error is not None:
+            unwritten = " (the run's own results are not on disk: exit status 1)" if self.results_path is None else ""
+            terminalreporter.write_line(f"gpufabric: {self.write_error}{unwritten}", red=True, bold=True)
 
 
 def skip_reason(report: pytest.TestReport) -> str:

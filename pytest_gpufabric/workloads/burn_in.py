@@ -29,15 +29,16 @@ CHUNK_TYPES = ("gemm", "all_reduce", "memory", "error")
 
 
 def parse_duration(text: str) -> float:
-    """'10m' -> 600, '90s' -> 90, '2h' -> 7200, '45' -> 45 (seconds)."""
+    """'10m' -> 600, '90s' -> 90, '2h' -> 7200, '45' -> 45 (seconds); at least one second."""
     text = text.strip().lower()
     units = {"s": 1, "m": 60, "h": 3600}
     try:
-        if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
+        seconds = float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text)
     except ValueError:
-        raise ValueError(f"not a duration: {text!r} (write e.g. 90s, 10m or 2h)") from None
+        seconds = None
+    if seconds is None or not 1 <= seconds < float("inf"):
+        raise ValueError(f"not a duration of at least a second: {text!r} (write e.g. 90s, 10m or 2h)")
+    return seconds
 
 
 def append_line(path: Path, record: dict) -> None:
@@ -128,6 +129,23 @@ class BurnIn:
         return totals
 
 
+def progress_line(burn_in: BurnIn, record: dict | None) -> str:
+    """The terminal's line at the start of the burn-in (``record`` None) and after each chunk: a bar of the time
+    done, and each GPU's rate and wrong elements in the chunk."""
+    done = 1.0 if burn_in.finished else min(burn_in.elapsed_s / burn_in.duration_s, 1.0)
+    bar = "#" * int(done * 30) + "." * (30 - int(done * 30))
+    minutes = f"{burn_in.elapsed_s / 60:5.1f}/{burn_in.duration_s / 60:.1f} min"
+    if record is None:
+        resumed = f", resuming at {burn_in.resumed_from_s / 60:.1f} min" if burn_in.resumed_from_s else ""
+        what = f"GEMM burn on every GPU, results cross-checked{resumed}"
+    elif record["type"] == "error":
+        what = f"the GEMM workload failed: {record['error']}"
+    else:
+        what = "  ".join(f"GPU{g['gpu']} {g['tflops']:.0f} TFLOP/s {g['errors_self'] + g['errors_cross']} wrong"
+                         for g in record["result"]["gpus"])
+    return f"[burn-in] [{bar}] {minutes}  {what}"
+
+
 def gemm_command(seconds: float, section: dict, plant_fault: int | None, gpu_count: int) -> list[str]:
     command = [sys.executable, str(GEMM_SCRIPT), "--seconds", f"{seconds:.1f}",
                "--size", str(section.get("gemm_size", 8192)), "--dtype", section.get("dtype", "bfloat16")]
@@ -141,8 +159,9 @@ def gemm_command(seconds: float, section: dict, plant_fault: int | None, gpu_cou
 def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int | None = None, health=None,
                 progress=None, sha256: str = "") -> BurnIn:
     """Run (or resume) the burn-in; ``health``: a HealthReader whose reads bracket each GEMM chunk and sample it
-    in the background (for its peak temperature and clock events); ``progress(burn_in, line)`` is told after each
-    chunk. Raises GpuFabricError from a workload that failed, after its failure was logged."""
+    in the background (for its peak temperature and clock events); ``progress(burn_in, line)`` is told at the
+    start (line None) and after each chunk. Raises GpuFabricError from a workload that failed, after its failure
+    was logged."""
     from ..fabric.health import HealthTimeline, window_record
 
     section = profile.data.get("burn_in", {})
@@ -150,10 +169,11 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     records = read_log(log_path)
     start = records[0] if records else None
     serials = {str(i): s for i, s in (health.serials.items() if health else [])}
-    # resume only the same burn-in on the same GPUs: a reports/ folder copied to another machine, or a GPU
-    # swapped since, starts afresh
+    # resume only the same burn-in (profile, duration, planted fault) on the same GPUs: a reports/ folder copied
+    # to another machine, or a GPU swapped since, starts afresh
     same = (start is not None and start.get("type") == "start" and start.get("profile_sha256") == sha256
-            and start.get("duration_s") == duration_s and not any(r.get("type") == "end" for r in records)
+            and start.get("duration_s") == duration_s and start.get("plant_fault") == plant_fault
+            and not any(r.get("type") == "end" for r in records)
             and (not serials or start.get("serials") == serials))
     if same:
         # drop a line torn by the crash, so the lines appended now are read back after the good ones
@@ -168,6 +188,8 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
         records = read_log(log_path)
     burn_in = BurnIn(duration_s, records)
     burn_in.resumed_from_s = burn_in.elapsed_s
+    if progress:
+        progress(burn_in, None)
     env = workload_environment()
     all_reduce = [t for op, t in profile.collective_thresholds() if op == "all_reduce"]
     memory_done = any(r.get("type") == "memory" for r in records)

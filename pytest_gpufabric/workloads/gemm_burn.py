@@ -52,6 +52,8 @@ def main() -> int:
         names = ["cpu"] * args.workers
     if not devices:
         parser.exit(2, "gemm_burn: no CUDA device\n")
+    if args.plant_fault is not None and not 0 <= args.plant_fault < len(devices):
+        parser.exit(2, f"gemm_burn: --plant-fault {args.plant_fault}: there are {len(devices)} GPU(s)\n")
     generator = torch.Generator().manual_seed(1234)
     a_host = torch.randn(args.size, args.size, generator=generator).to(dtype)
     b_host = torch.randn(args.size, args.size, generator=generator).to(dtype)
