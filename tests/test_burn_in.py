@@ -207,7 +207,8 @@ def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.P
     # on the terminal as the burn-in goes, not in the test's captured output
     chunk = "GPU0 * TFLOP/s 0 wrong  GPU1 * TFLOP/s 0 wrong"
     result.stdout.fnmatch_lines([
-        "[[]burn-in[]] [[]..............................[]]   0.0/0.0 min  GEMM burn on every GPU, results cross-checked",
+        "[[]burn-in[]] [[]..............................[]]   0.0/0.0 min  GEMM burn on every GPU, results "
+        "cross-checked",
         f"[[]burn-in[]] [[]############..................[]]   0.0/0.0 min  {chunk}",
         f"[[]burn-in[]] [[]##############################[]]   0.0/0.0 min  {chunk}",
         ".*"])
