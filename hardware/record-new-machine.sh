@@ -6,7 +6,8 @@
 # 1. `gpufabric snapshot` of the machine, and `gpufabric profile init -o NAME.yaml` from it;
 # 2. NAME-measured.yaml: NAME.yaml plus the NVLink traffic and bandwidth suites with floors low enough to record
 #    what the machine does (the thresholds of a real profile come from these numbers, not before them);
-# 3. the suites live against it, with the HTML report and JUnit XML; the snapshot replayed against it;
+# 3. the suites live against it, with a 1-minute burn-in, the HTML report and JUnit XML; the snapshot
+#    replayed against it;
 # 4. the shipped profiles of other machines against this one: each must fail, naming what differs.
 # Everything lands in OUTDIR/new-machine.tar.gz.
 set -u -o pipefail
@@ -37,8 +38,8 @@ bandwidth:
     device_to_host: {min: 20 GB/s}
 YAML
   step python3 -m pytest_gpufabric profile validate "$name.yaml" "$name-measured.yaml"
-  step python3 -m pytest --gpu-profile "$name-measured.yaml" -p no:cacheprovider -rA --durations=5 \
-       --html acceptance.html --self-contained-html --junitxml junit.xml
+  step python3 -m pytest --gpu-profile "$name-measured.yaml" --gpu-burn-in 1m -p no:cacheprovider -rA \
+       --durations=5 --html acceptance.html --self-contained-html --junitxml junit.xml
   cp reports/gpufabric-results.json results-live.json
   step python3 -m pytest --gpu-profile "$name-measured.yaml" --gpu-replay snapshot -p no:cacheprovider -q
   cp reports/gpufabric-results.json results-replay.json
