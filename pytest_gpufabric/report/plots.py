@@ -97,10 +97,26 @@ def health_timeline_png(points: list[dict], title: str = "GPU health during the 
     fig, ax = drawing
     t0 = points[0]["t"]
     gpus = sorted({gpu for p in points for gpu in p["gpus"]}, key=str)
+    steps = sorted(b["t"] - a["t"] for a, b in zip(points, points[1:], strict=False))
+    gap_s = 3 * steps[len(steps) // 2]  # no reads for longer (a burn-in between its chunks): no line across
     power_ax = ax.twinx()
     for gpu in gpus:
-        rows = [(p["t"] - t0, p["gpus"][gpu]) for p in points if gpu in p["gpus"]]
-        ax.plot([t for t, _ in rows], [g["temperature_c"] for _, g in rows], label=f"GPU{gpu} C")
-        power_ax.plot([t for t, _ in rows], [g["power_w"] for _, g in rows], linestyle=":", label=f"GPU{gpu} W")
+        times, temperatures, powers = [], [], []
+        for point in (p for p in points if gpu in p["gpus"]):
+            if times and point["t"] - t0 - times[-1] > gap_s:
+                times.append(times[-1])
+                temperatures.append(float("nan"))
+                powers.append(float("nan"))
+            read = point["gpus"][gpu]
+            times.append(point["t"] - t0)
+            temperatures.append(_or_nan(read["temperature_c"]))
+            powers.append(_or_nan(read["power_w"]))
+        ax.plot(times, temperatures, label=f"GPU{gpu} C")
+        power_ax.plot(times, powers, linestyle=":", label=f"GPU{gpu} W")
     power_ax.set_ylabel("power (W), dotted")
     return _png(fig, ax, title, "seconds since the first read", "temperature (C)")
+
+
+def _or_nan(value: float | None) -> float:
+    """A read NVML could not take (None) is a gap in the line, not a crash in the report."""
+    return float("nan") if value is None else float(value)
