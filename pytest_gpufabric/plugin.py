@@ -61,7 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
             profile = load_profile(profile_spec, config.rootpath)
         except GpuFabricError as exc:
             raise pytest.UsageError(f"--gpu-profile: {exc}") from None
-    report_dir = Path(_option(config, "gpu_report_dir") or config.rootpath / "reports")
+    # where pytest was started, as --html=reports/... is: not the rootdir, which pytest may take from the folder of
+    # the --gpu-profile PATH it was given
+    report_dir = Path(_option(config, "gpu_report_dir") or config.invocation_params.dir / "reports")
     from .report.results import check_writable_dir
 
     try:

@@ -17,8 +17,6 @@ from pytest_gpufabric.workloads.burn_in import BurnIn, parse_duration, read_log,
 REAL_LOG = Path(__file__).parent / "data" / "bundles" / "h200-burn-in-10min" / "gpufabric-burnin.jsonl"
 RESULTS = Path(__file__).parent / "data" / "results"
 LIVE_RESULTS = RESULTS / "burn-in-10min-live-on-h200-x2.json"
-PLANT_RESULTS = RESULTS / "burn-in-planted-fault-on-h200-x2.json"
-PLANT_LOG = RESULTS / "burn-in-planted-fault-on-h200-x2.jsonl"
 CPU_PROFILE = "name: cpu-burn\ngpus: {count: 2}\nburn_in: {chunk_s: 1, gemm_size: 256, device: cpu}\n"
 
 
@@ -133,10 +131,12 @@ def test_the_live_burn_in_was_accepted_and_its_log_replays_to_the_same_verdicts(
     assert _burn_in_checks(replayed) == _burn_in_checks(live)
 
 
-def test_the_planted_fault_rejects_gpu1_by_serial_live_and_replayed(judged, pytester: pytest.Pytester):
-    """The script's second run on nvidia-h200-x2: GPU1's GEMM workload returns a wrong element in every product
-    (--gpu-burn-in-plant-fault 1) for 30 s."""
-    live = json.loads(PLANT_RESULTS.read_text())
+@pytest.mark.parametrize("recording", ["burn-in-planted-fault-on-h200-x2",
+                                       "burn-in-planted-fault-third-host-on-h200-x2"])
+def test_the_planted_fault_rejects_gpu1_by_serial_live_and_replayed(judged, pytester: pytest.Pytester, recording):
+    """The script's second run on nvidia-h200-x2 (on two hosts): GPU1's GEMM workload returns a wrong element in
+    every product (--gpu-burn-in-plant-fault 1) for 30 s."""
+    live = json.loads((RESULTS / f"{recording}.json").read_text())
     assert live["run"]["mode"] == "live" and live["summary"]["verdict"] == "REJECTED"
     failed = [c for c in live["checks"] if c["verdict"] == "failed"]
     serial = live["machine"]["gpus"][1]["serial"]
@@ -146,7 +146,8 @@ def test_the_planted_fault_rejects_gpu1_by_serial_live_and_replayed(judged, pyte
     assert failed[0]["message"].endswith("REJECTED")
     profile = pytester.path / "plant.yaml"  # as the script wrote it
     profile.write_text("name: plant-fault\nextends: h200-nvswitch-x2\nburn_in: {chunk_s: 30, memory: false}\n")
-    result, replayed = _replay(pytester, PLANT_LOG, "--gpu-profile", str(profile), "-k", "test_burn_in_gpu")
+    result, replayed = _replay(pytester, RESULTS / f"{recording}.jsonl", "--gpu-profile", str(profile),
+                               "-k", "test_burn_in_gpu")
     judged(result, passed=1, failed=1)
     assert result.ret == 1 and replayed["summary"]["verdict"] == "REJECTED"
     assert _burn_in_checks(replayed) == _burn_in_checks(live)
@@ -166,7 +167,8 @@ def test_the_report_health_section_of_the_live_burn_in():
     rows = health["tests"]["test_burn_in.py::test_burn_in_collectives"]
     risen = [(gpu, name, delta) for gpu, record in rows.items() for name, delta in record["rose"].items()]
     assert risen and all(f"{name} +{delta}" in html for _, name, delta in risen)
-    assert "No health reads" in health_html({})
+    assert "No health reads: the watchdog runs around each test of a live run" in health_html({})
+    assert "No health reads in a replay" in health_html({}, replay=True)
 
 
 # --- the burn-in in the results JSON, as it goes ----------------------------------------------------------
@@ -266,3 +268,25 @@ def test_a_log_of_other_gpus_is_rejected_by_serial(pytester: pytest.Pytester):
         assert logged[str(index)] != found
         result.stdout.fnmatch_lines([f"GPU{index}: the burn-in log was recorded on serial {logged[str(index)]}, but "
                                      f"this machine's GPU{index} is serial {found}: the log is another GPU's *"])
+
+
+def test_the_live_ten_minute_burn_in_is_in_its_results_json_chunk_by_chunk():
+    """hardware/record-burn-in.sh on nvidia-h200-x2, every suite with --gpu-burn-in 10m: the results JSON the
+    machine wrote holds the burn-in's chunks as logged (with each chunk's background health reads), the four
+    GEMM chunks at 609-611 TFLOP/s with no wrong element, and each GPU's verdict by the serial NVML reported."""
+    live = json.loads((RESULTS / "acceptance-with-10min-burn-in-on-h200-x2.json").read_text())
+    assert schema_errors(live) == [] and live["summary"]["verdict"] == "ACCEPTED" and live["summary"]["passed"] == 35
+    burn_in = live["burn_in"]
+    log = read_log(REAL_LOG.parents[1] / "h200-nvswitch-x2-acceptance" / "gpufabric-burnin.jsonl")
+    assert burn_in["chunks"] == [r for r in log if r["type"] != "start" and r["type"] != "end"]
+    assert burn_in["finished"] and burn_in["resumed_from_s"] == 0 and round(burn_in["elapsed_s"]) == 600
+    gemm = [c for c in burn_in["chunks"] if c["type"] == "gemm"]
+    assert [c["type"] for c in burn_in["chunks"]].count("all_reduce") == 4 and len(gemm) == 4
+    for chunk in gemm:
+        assert len(chunk["timeline"]) >= 60  # a read about every 2 s (2 s apart, plus the read) through 150 s
+        for gpu in chunk["result"]["gpus"]:
+            assert gpu["errors_self"] == gpu["errors_cross"] == 0 and 600 < gpu["tflops"] < 620
+    serials = {str(g["index"]): g["serial"] for g in live["machine"]["gpus"]}
+    assert burn_in["serials"] == serials
+    verdicts = {c["subject"]: c["verdict"] for c in live["checks"] if c["name"] == "burn-in-gpu"}
+    assert verdicts == {f"GPU{i} (serial {s})": "passed" for i, s in serials.items()}

@@ -26,17 +26,27 @@ RECORDED_RUNS = [
                  id="h200-x2-p2p-disabled-fails"),
     pytest.param("h200-nvswitch-x2-bandwidth", "h200-nvswitch-x2-bandwidth-live-on-h200-x2.json", "bandwidth",
                  id="h200-x2-bandwidth-passes"),
+    # every suite and a 10-minute burn-in in one run (hardware/record-burn-in.sh), bundled with the snapshot
+    pytest.param("h200-nvswitch-x2-acceptance", "acceptance-with-10min-burn-in-on-h200-x2.json", None,
+                 id="h200-x2-acceptance-passes"),
 ]
+X4_PROFILES = RESULTS / "h200-x4-profiles"
 
 
 def _outcomes(document: dict) -> dict[str, str]:
     return {nodeid.rsplit("/", 1)[-1]: outcome for nodeid, outcome in document["tests"].items()}
 
 
-def _replay(pytester: pytest.Pytester, bundle: str | Path, select: str | None) -> dict:
+def _replay(pytester: pytest.Pytester, bundle: str | Path, select: str | None,
+            profile: str = "h200-nvswitch-x2") -> dict:
     selection = ["-k", select] if select else []
-    pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), *selection)
+    pytester.runpytest("--gpu-profile", profile, "--gpu-replay", str(bundle), *selection)
     return json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+
+
+def _messages(document: dict) -> list[tuple[str, str, str]]:
+    """Every check's message, without the source each names last ('[live]' or the bundle's file)."""
+    return sorted((c["name"], c["subject"], c["message"].rsplit(" [", 1)[0]) for c in document["checks"])
 
 
 @pytest.mark.parametrize(("bundle", "live_results", "select"), RECORDED_RUNS)
@@ -47,6 +57,8 @@ def test_bundle_replays_to_the_live_verdict(pytester: pytest.Pytester, bundle, l
     assert _outcomes(replay) == _outcomes(live)
     assert [g["serial"] for g in replay["machine"]["gpus"]] == [g["serial"] for g in live["machine"]["gpus"]]
     assert replay["machine"]["matrix"] == live["machine"]["matrix"]
+    if select is None:  # a whole run: every check says what it said on the machine
+        assert _messages(replay) == _messages(live)
 
 
 @pytest.mark.parametrize(("bundle", "live_results", "select"), RECORDED_RUNS[:2])
@@ -78,3 +90,57 @@ def test_profile_init_on_the_machine_passes_its_own_bundle(judged, pytester: pyt
                                 "--gpu-replay", "h200-nvswitch-x2")
     # NVLink traffic: not in this bundle (4); bandwidth: not in the written profile (3)
     judged(result, passed=14)
+
+
+def test_the_four_gpu_machine_replays_to_its_live_run(pytester: pytest.Pytester):
+    """nvidia-h200-x4 (hardware/record-new-machine.sh): the profile `profile init` wrote there, with floors low
+    enough to record the bandwidth, was ACCEPTED live with every suite and a 1-minute burn-in; its bundle replays
+    to the same outcomes and messages."""
+    live = json.loads((RESULTS / "h200-nvswitch-x4-measured-live-on-h200-x4.json").read_text())
+    assert live["summary"]["verdict"] == "ACCEPTED" and live["summary"]["passed"] == 46
+    assert len(live["machine"]["gpus"]) == 4 and len(live["burn_in"]["chunks"]) == 2  # a GEMM chunk, an all_reduce
+    replay = _replay(pytester, "h200-nvswitch-x4", None, str(X4_PROFILES / "h200-nvswitch-x4-measured.yaml"))
+    assert {key: replay["summary"][key] for key in live["summary"]} == live["summary"]
+    assert _outcomes(replay) == _outcomes(live)
+    assert _messages(replay) == _messages(live)
+
+
+def test_the_shipped_four_gpu_profile_accepts_the_machine_it_was_written_from(judged, pytester: pytest.Pytester):
+    """profiles/h200-nvswitch-x4 (thresholds at 95 % of the slower of the two machines) against the bundle: every
+    check passes, the burn-in's all_reduce now judged against the 4 GiB floor too."""
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x4", "--gpu-replay", "h200-nvswitch-x4")
+    judged(result, passed=47)
+    document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    busbw = {c["subject"]: c["found"]["busbw_gbps"] for c in document["checks"] if c["name"] == "bandwidth-all_reduce"}
+    assert 338 < busbw["all_reduce 256MiB"] < 340 and 362 < busbw["all_reduce 4GiB"] < 364
+
+
+@pytest.mark.parametrize(("profile", "failures"), [
+    ("h200-nvswitch-x2", ["*expected 2 GPUs, found 4 (GPU0 NVIDIA H200, *",
+                          "*GPU0: CPU affinity 0-63, expected 0-31*"]),
+    ("titan-rtx-nvlink", ["*GPU0-GPU1: expected NV2, found NV18*", "*GPU0: expected a TITAN RTX, found NVIDIA H200*"]),
+    ("rtx-2080ti-pcie", ["*GPU0-GPU1: expected PHB, found NV18*", "*18 active NVLinks, expected 0*"]),
+])
+def test_other_machines_profiles_fail_on_the_four_gpu_machine(pytester: pytest.Pytester, profile, failures):
+    """As on the machine itself (its log: tests/data/results/h200-nvswitch-x4-live-on-h200-x4.log)."""
+    result = pytester.runpytest("--gpu-profile", profile, "--gpu-replay", "h200-nvswitch-x4", "-k", "test_topology")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines_random(failures)
+
+
+def test_nvlink_crc_data_at_idle_no_longer_fails_a_healthy_machine():
+    """The first nvidia-h200-x4 run, under the old default that forbade NVLink CRC_DATA: every one of its 42 tests
+    failed on the health check, the topology tests too (1 to 7 per GPU while nothing ran), with every measurement
+    passing. Judged again from its recorded windows: nothing under today's defaults, the same rises when forbidden."""
+    from pytest_gpufabric.checks.health import health_problems
+
+    run = json.loads((RESULTS / "h200-nvswitch-x4-crc-data-forbidden-by-default-on-h200-x4.json").read_text())
+    assert run["summary"]["failed"] == 42 and run["summary"]["passed"] == 0
+    assert {c["verdict"] for c in run["checks"]} == {"passed"}
+    windows = run["health"]["tests"]
+    failed = [t for t, outcome in run["tests"].items() if outcome == "failed"]
+    idle = [windows[t] for t in failed if "test_topology" in t]
+    assert len(idle) == 26 and all(any(name.startswith("nvlink_crc_data:") for g in w.values() for name in g["rose"])
+                                   for w in idle)
+    assert all(health_problems(w, {}) == [] for w in windows.values())
+    assert all(health_problems(windows[t], {"forbid": ["nvlink_crc_data"]}) for t in failed)

@@ -375,13 +375,21 @@ def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
 
 @needs_chromium
 def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
-    """The screenshot docs/acceptance-report.png was taken from (reports/acceptance-report-accepted.png)."""
-    _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
-              "--gpu-customer", "ACME Labs", fresh_process=True)
+    """The screenshot docs/acceptance-report.png was taken from (reports/acceptance-report-accepted.png): the
+    replay of a whole acceptance run of an nvidia-h200-x2 machine, its 10-minute burn-in included."""
+    _, document = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
+                            "h200-nvswitch-x2-acceptance", "--gpu-customer", "ACME Labs", fresh_process=True)
     dom = _render(pytester, pytester.path / "reports" / "acceptance.html",
-                  REPO / "reports" / "acceptance-report-accepted.png")
-    assert "Verdict: ACCEPTED" in dom and "ACME Labs" in dom
+                  REPO / "reports" / "acceptance-report-accepted.png", window="1280,3500")
+    assert "Verdict: ACCEPTED" in dom and "ACME Labs" in dom and "<td>2.28.9</td>" in dom
     _cover_first(dom)
+    for gpu in document["machine"]["gpus"]:
+        assert gpu["serial"] in dom and gpu["uuid"] in dom
+    burn_in = dom[dom.index("<h2>Burn-in</h2>"):dom.index("<h2>Skipped checks</h2>")]
+    assert "10.0 of 10.0 minutes of GEMM burn on every GPU (finished)" in burn_in
+    assert burn_in.count("<td>sw_power_cap</td>") == 8  # 4 chunks x 2 GPUs, each at the power cap under load
+    assert burn_in.count("busbw 34") == 4 and 'alt="Temperature and power through the burn-in' in burn_in
+    assert 'alt="all_reduce busbw vs size"' in dom and 'alt="peak memory vs batch"' in dom  # the suites' plots
 
 
 @needs_chromium

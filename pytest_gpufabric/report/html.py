@@ -476,7 +476,7 @@ def _counters_risen(rose: dict[str, int]) -> str:
     return ", ".join(phrases) or "none"
 
 
-def health_html(health: dict) -> str:
+def health_html(health: dict, replay: bool = False) -> str:
     """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
     read during it, and the clock-event reasons seen (recordings without background peaks show the closing read)."""
     rows = []
@@ -491,6 +491,9 @@ def health_html(health: dict) -> str:
                          "-" if hottest is None else str(hottest), "-" if power is None else f"{power:.0f}",
                          ", ".join(seen) or "-"])
     if not rows:
+        if replay:
+            return ("<h2>Health</h2><p>No health reads in a replay: the watchdog reads every GPU around each test of "
+                    "a live run (that run's results JSON keeps them). A burn-in's own reads are under Burn-in.</p>")
         return "<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>"
     xid = health.get("xid_events") or []
     head = (f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
@@ -630,7 +633,7 @@ class HtmlSections:
             expected = self.fabric_session.profile.matrix if self.fabric_session.profile else {}
             parts.append(topology_html(expected, fabric.matrix))
         parts.append(measurements_html(document.get("checks") or []))
-        parts.append(health_html(document.get("health") or {}))
+        parts.append(health_html(document.get("health") or {}, (document.get("run") or {}).get("mode") == "replay"))
         parts.append(burn_in_html(document.get("burn_in")))
         parts.append(skipped_html(document.get("skip_reasons") or {}, document.get("tests") or {}))
         parts.append(plots_html(self.plots))
