@@ -175,8 +175,9 @@ DEFAULT_PROFILE = "h200-nvswitch-x2"
 def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     """The main job: the acceptance suites against a profile, with the HTML report and JSON results.
 
-    With no --replay, the machine is read live; where it has no NVIDIA driver, the shipped bundle of the
-    same name as the profile is replayed instead, and the run says so.
+    With no --replay, the machine is read live; where it has no NVIDIA driver, the shipped bundle recorded for
+    the profile is replayed instead, and the run says so: ``<profile>-acceptance`` (a whole acceptance run of such
+    a machine, burn-in included) where there is one, else the bundle of the profile's name.
     """
     import pytest
 
@@ -190,11 +191,14 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
 
         usable, why = nvml_available()
         if not usable:
-            if args.profile not in available_bundles():
+            shipped = available_bundles()
+            replay = next((b for b in (f"{args.profile}-acceptance", args.profile) if b in shipped), None)
+            if replay is None:
                 raise HardwareUnavailable(f"{why}; use --replay BUNDLE to check a recorded bundle")
-            print(f"gpufabric: {why}; replaying the shipped bundle {args.profile} instead", file=sys.stderr)
-            replay = args.profile
-    argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html"]
+            print(f"gpufabric: {why}; replaying the shipped bundle {replay} instead", file=sys.stderr)
+    # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
+    quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
+    argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html", "-W", quiet]
     if replay:
         argv += ["--gpu-replay", replay]
     return int(pytest.main(argv + pytest_args))

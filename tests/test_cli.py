@@ -83,15 +83,26 @@ def test_profile_validate_names_the_problem(tmp_path, capsys):
 
 @needs_no_driver
 def test_accept_without_driver_replays_the_shipped_bundle(tmp_path):
-    """The README's first command: runs end to end on a machine without a GPU."""
+    """The README's first command: runs end to end on a machine without a GPU, on the whole acceptance run of an
+    nvidia-h200-x2 machine (every suite, the 10-minute burn-in)."""
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-q", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "replaying the shipped bundle h200-nvswitch-x2 instead" in done.stderr
+    assert "replaying the shipped bundle h200-nvswitch-x2-acceptance instead" in done.stderr
     assert "gpufabric: ACCEPTED (profile h200-nvswitch-x2" in done.stdout
+    assert " warning" not in done.stdout  # pytest's note that this command imported the plugin first is dropped
     assert (tmp_path / "reports" / "acceptance.html").is_file()
     results = json.loads((tmp_path / "reports" / "gpufabric-results.json").read_text())
-    assert results["summary"]["verdict"] == "ACCEPTED" and results["summary"]["passed"] == 14
+    assert results["summary"]["verdict"] == "ACCEPTED" and results["summary"]["passed"] == 35
+    assert results["burn_in"]["finished"] and len(results["burn_in"]["chunks"]) == 9
+
+
+@needs_no_driver
+def test_accept_without_driver_replays_the_bundle_of_the_profiles_name(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", "h200-nvswitch-x4",
+                           "-q", "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying the shipped bundle h200-nvswitch-x4 instead" in done.stderr
 
 
 def test_accept_rejects_the_wrong_machine(tmp_path):
