@@ -144,3 +144,19 @@ def test_nvlink_crc_data_at_idle_no_longer_fails_a_healthy_machine():
                                    for w in idle)
     assert all(health_problems(w, {}) == [] for w in windows.values())
     assert all(health_problems(windows[t], {"forbid": ["nvlink_crc_data"]}) for t in failed)
+
+
+def test_the_shipped_four_gpu_profile_accepted_a_third_machine_live():
+    """profiles/h200-nvswitch-x4 as shipped, live on a third nvidia-h200-x4 host (topology, NVLink traffic and
+    bandwidth; the burn-in, memory and RDMA suites not selected): ACCEPTED, with NVLink CRC_DATA rising on every
+    GPU and, as the default says, watched rather than failed."""
+    live = json.loads((RESULTS / "h200-nvswitch-x4-shipped-profile-live-on-h200-x4.json").read_text())
+    assert live["profile"]["name"] == "h200-nvswitch-x4" and live["run"]["mode"] == "live"
+    assert live["summary"]["verdict"] == "ACCEPTED" and live["summary"]["passed"] == 38
+    assert live["summary"]["failed"] == live["summary"]["error"] == 0
+    assert len(live["machine"]["gpus"]) == 4
+    shipped = json.loads((RESULTS / "h200-nvswitch-x4-measured-live-on-h200-x4.json").read_text())
+    assert {g["serial"] for g in live["machine"]["gpus"]}.isdisjoint(g["serial"] for g in shipped["machine"]["gpus"])
+    crc = {gpu for window in live["health"]["tests"].values() for gpu, record in window.items()
+           if any(name.startswith("nvlink_crc_data:") for name in record["rose"])}
+    assert crc == {"0", "1", "2", "3"}
