@@ -476,20 +476,30 @@ def _counters_risen(rose: dict[str, int]) -> str:
     return ", ".join(phrases) or "none"
 
 
+#: the columns _window_cells fills, after the caller's own
+_WINDOW_COLUMNS = ["counters that rose", "hottest C", "peak power W", "clock events"]
+
+
+def _window_cells(window: dict | None) -> list[str]:
+    """One GPU's health over a stretch of work (a test, a burn-in chunk: fabric.health.window_record), as table
+    cells: the counters that rose (each link's figure in the title), the hottest read, the highest power and the
+    clock-event reasons seen. Recordings without background peaks show their closing read; None: not read."""
+    if window is None:
+        return [_cell("not read"), "-", "-", "-"]
+    rose = window.get("rose", {})
+    per_link = ", ".join(f"{name} +{delta}" for name, delta in sorted(rose.items(), key=_counter_order))
+    hottest = window.get("peak_temperature_c", window.get("temperature_c"))
+    power = window.get("peak_power_w", window.get("power_w"))
+    seen = window.get("throttle_seen", window.get("throttle")) or []
+    return [_cell(_counters_risen(rose), title=per_link), "-" if hottest is None else str(hottest),
+            "-" if power is None else f"{power:.0f}", ", ".join(seen) or "-"]
+
+
 def health_html(health: dict, replay: bool = False) -> str:
     """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
-    read during it, and the clock-event reasons seen (recordings without background peaks show the closing read)."""
-    rows = []
-    for nodeid, gpus in (health.get("tests") or {}).items():
-        for gpu, record in sorted(gpus.items()):
-            rose = record.get("rose", {})
-            per_link = ", ".join(f"{name} +{delta}" for name, delta in sorted(rose.items(), key=_counter_order))
-            seen = record.get("throttle_seen", record.get("throttle")) or []
-            hottest = record.get("peak_temperature_c", record.get("temperature_c"))
-            power = record.get("peak_power_w", record.get("power_w"))
-            rows.append([nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", _cell(_counters_risen(rose), title=per_link),
-                         "-" if hottest is None else str(hottest), "-" if power is None else f"{power:.0f}",
-                         ", ".join(seen) or "-"])
+    read during it, and the clock-event reasons seen."""
+    rows = [[nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", *_window_cells(record)]
+            for nodeid, gpus in (health.get("tests") or {}).items() for gpu, record in sorted(gpus.items())]
     if not rows:
         if replay:
             return ("<h2>Health</h2><p>No health reads in a replay: the watchdog reads every GPU around each test of "
@@ -500,8 +510,7 @@ def health_html(health: dict, replay: bool = False) -> str:
     from .plots import health_timeline_png
 
     plot = _png_figure(health_timeline_png(health.get("timeline") or []), "GPU health timeline")
-    table = _table(["test", "GPU", "counters that rose during the test", "hottest C", "peak power W", "clock events"],
-                   rows)
+    table = _table(["test", "GPU", "counters that rose during the test", *_WINDOW_COLUMNS[1:]], rows)
     return "<h2>Health</h2>" + head + table + plot
 
 
@@ -515,10 +524,8 @@ def _png_figure(png: bytes | None, caption: str) -> str:
 
 def _between_chunks(chunk: dict) -> tuple[str, str, bool]:
     """(workload, result, went wrong) for a burn-in log line that is not a GEMM chunk."""
-    if chunk["type"] == "error":
-        return f"{chunk.get('workload', 'workload')}", f"failed: {chunk['error']}", True
-    if "error" in chunk:
-        return chunk["type"], f"failed: {chunk['error']}", True
+    if "error" in chunk:  # a workload that failed: the GEMM burn's own line, or an all_reduce or memory run
+        return chunk.get("workload", chunk["type"]), f"failed: {chunk['error']}", True
     if chunk["type"] == "all_reduce":
         row = chunk["row"]
         wrong = row.get("wrong", 0)
@@ -558,23 +565,16 @@ def burn_in_html(burn_in: dict | None) -> str:
         points += chunk.get("timeline") or []
         health = chunk.get("health") or {}
         for gpu in chunk["result"]["gpus"]:
-            window = health.get(str(gpu["gpu"])) or {}
             wrong = gpu["errors_self"] + gpu["errors_cross"]
-            hottest = window.get("peak_temperature_c", window.get("temperature_c"))
-            power = window.get("peak_power_w", window.get("power_w"))
-            rose = window.get("rose", {})
             rows.append([
                 str(chunk_number), f"{chunk['seconds']:.0f}",
                 _cell(f"GPU{gpu['gpu']}", title=f"serial {serials.get(str(gpu['gpu'])) or 'not recorded'}"),
                 _cell(f"{gpu['tflops']:.0f}", "num"), _cell(f"{gpu['iterations']:,}", "num"),
                 _cell(f"{gpu['checks']:,}", "num"), _cell(f"{wrong:,}", "num mismatch" if wrong else "num"),
-                "-" if hottest is None else str(hottest), "-" if power is None else f"{power:.0f}",
-                ", ".join(window.get("throttle_seen", window.get("throttle")) or []) or "-",
-                _cell(_counters_risen(rose) if window else "not read",
-                      title=", ".join(f"{n} +{d}" for n, d in sorted(rose.items(), key=_counter_order))),
+                *_window_cells(health.get(str(gpu["gpu"]))),
             ])
-    parts.append(_table(["chunk", "s", "GPU", "TFLOP/s", "GEMMs", "checks", "wrong elements", "hottest C",
-                         "peak power W", "clock events", "counters that rose"], rows))
+    parts.append(_table(["chunk", "s", "GPU", "TFLOP/s", "GEMMs", "checks", "wrong elements", *_WINDOW_COLUMNS],
+                        rows))
     if between:
         parts.append("<h3>Between the chunks</h3>" + _table(["after chunk", "workload", "result"], between))
     from .plots import health_timeline_png
