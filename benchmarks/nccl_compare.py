@@ -19,9 +19,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from pytest_gpufabric.formats.nccl_tests import parse_nccl_tests
 from pytest_gpufabric.units import GIB, MIB
-from pytest_gpufabric.workloads.bandwidth import run_collectives, run_copy, run_nccl_tests
-from pytest_gpufabric.workloads.nccl_tests import parse_nccl_tests
+from pytest_gpufabric.workloads.bandwidth import run_collectives, run_copy
+from pytest_gpufabric.workloads.nccl_tests import run_nccl_tests
 
 REFERENCE = (Path(__file__).resolve().parent.parent / "tests" / "data" / "captures" / "h200-nvswitch-x2"
              / "nccl-tests-2.19.6-all_reduce_perf-and-sendrecv.txt")

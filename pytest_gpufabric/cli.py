@@ -142,10 +142,10 @@ def cmd_profile_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    from .fabric.nvlink_text import parse_nvlink_any
-    from .fabric.smi import parse_topo_m
-    from .workloads.nccl_tests import parse_nccl_tests_json
-    from .workloads.perftest import parse_perftest
+    from .formats.nccl_tests import parse_nccl_tests_json
+    from .formats.nvlink import parse_nvlink_any
+    from .formats.perftest import parse_perftest
+    from .formats.topo import parse_topo_m
 
     # kind -> (the command whose output it reads, its parser)
     parsers = {

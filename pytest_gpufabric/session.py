@@ -254,6 +254,7 @@ def machine_summary(fabric: Fabric) -> dict:
         "cpu_affinity": fabric.cpu_affinity,
         "numa_affinity": fabric.numa_affinity,
         "provenance": fabric.provenance,
+        "damaged": fabric.damaged,
     }
 
 

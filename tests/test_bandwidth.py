@@ -26,16 +26,16 @@ import pytest
 from pytest_gpufabric.checks.bandwidth import check_collective, check_copy, link_peak, size_label
 from pytest_gpufabric.checks.result import FAILED, PASSED, UNKNOWN
 from pytest_gpufabric.fabric.bundle import load_bandwidth_recording, load_bundle
+from pytest_gpufabric.formats.nccl_tests import parse_nccl_tests
+from pytest_gpufabric.formats.recordings import BANDWIDTH_FORMAT
 from pytest_gpufabric.units import GIB, MIB, parse_seconds, pcie_peak_gbps
 from pytest_gpufabric.workloads.bandwidth import (
-    BANDWIDTH_FORMAT,
     COLLECTIVES_SCRIPT,
     collectives_command,
     run_collectives,
     sweep_sizes,
 )
 from pytest_gpufabric.workloads.collectives import OPS, bus_factor
-from pytest_gpufabric.workloads.nccl_tests import parse_nccl_tests
 
 DATA = Path(__file__).parent / "data"
 BANDWIDTH_BUNDLE = DATA / "bundles" / "h200-nvswitch-x2-bandwidth"

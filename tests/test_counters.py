@@ -23,7 +23,7 @@ import pytest
 from pytest_gpufabric.checks.nvlink_traffic import check_allreduce_volume, check_links_carry_traffic
 from pytest_gpufabric.checks.result import FAILED, PASSED, UNKNOWN
 from pytest_gpufabric.errors import BundleError
-from pytest_gpufabric.fabric.bundle import NVLINK_TRAFFIC_FORMAT, load_nvlink_recording
+from pytest_gpufabric.fabric.bundle import load_nvlink_recording
 from pytest_gpufabric.fabric.counters import (
     LEGACY,
     RAW,
@@ -36,7 +36,8 @@ from pytest_gpufabric.fabric.counters import (
     timeline,
 )
 from pytest_gpufabric.fabric.nvlink_sampler import NvlinkTraffic
-from pytest_gpufabric.fabric.nvlink_text import parse_nvlink_counters
+from pytest_gpufabric.formats.nvlink import parse_nvlink_counters
+from pytest_gpufabric.formats.recordings import NVLINK_TRAFFIC_FORMAT
 from pytest_gpufabric.units import KIB
 from pytest_gpufabric.workloads.training import NvlinkMeasurement
 

@@ -10,13 +10,8 @@ import stat
 import pytest
 
 from pytest_gpufabric.cli import EXIT_BAD_INPUT, main
-from pytest_gpufabric.workloads.nccl_tests import (
-    _wrong,
-    find_all_reduce_perf,
-    nccl_tests_command,
-    parse_nccl_tests,
-    parse_nccl_tests_json,
-)
+from pytest_gpufabric.formats.nccl_tests import _wrong, parse_nccl_tests, parse_nccl_tests_json
+from pytest_gpufabric.workloads.nccl_tests import find_all_reduce_perf, nccl_tests_command
 
 CAPTURE = "h200-nvswitch-x2/nccl-tests-2.19.6-all_reduce_perf-and-sendrecv.txt"
 

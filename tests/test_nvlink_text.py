@@ -14,7 +14,7 @@ import pytest
 
 from pytest_gpufabric.cli import EXIT_BAD_INPUT, main
 from pytest_gpufabric.fabric.counters import LEGACY, RAW, THROUGHPUT, link_deltas, summed_deltas
-from pytest_gpufabric.fabric.nvlink_text import (
+from pytest_gpufabric.formats.nvlink import (
     EMPTY_OUTPUT,
     parse_nvlink_any,
     parse_nvlink_counters,

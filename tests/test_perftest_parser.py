@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.cli import EXIT_BAD_INPUT, main
-from pytest_gpufabric.workloads.perftest import NO_DEVICE_MESSAGES, NoRdmaDevice, parse_perftest, to_gbps
+from pytest_gpufabric.formats.perftest import NO_DEVICE_MESSAGES, NoRdmaDevice, parse_perftest, to_gbps
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 CLIENT = CAPTURES / "a100-pcie-roce-2node" / "ib_write_bw-client.txt"

@@ -272,7 +272,7 @@ def test_gpu_pair_is_parametrized_over_the_profile_pairs(judged, pytester: pytes
 
 def test_single_gpu_machine_fails_the_two_gpu_profile(pytester: pytest.Pytester, bundles):
     """A bundle with GPU1 removed stands for a machine that lost a GPU: count and topology fail, by name."""
-    from pytest_gpufabric.fabric.smi import parse_topo_m
+    from pytest_gpufabric.formats.topo import parse_topo_m
 
     topo = (bundles / "h200-nvswitch-x2" / "nvidia-smi-topo-m.txt").read_text()
     # DERIVED from the real H200 capture: keep the header's GPU0 column and the GPU0 row only

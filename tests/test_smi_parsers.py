@@ -11,16 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpufabric.fabric.from_text import fabric_from_text
 from pytest_gpufabric.fabric.model import Fabric
-from pytest_gpufabric.fabric.smi import (
-    TopoMatrix,
-    fabric_from_text,
-    normalize_label,
-    parse_nvidia_smi_q_xml,
-    parse_nvlink_remote,
-    parse_nvlink_status,
-    parse_topo_m,
-)
+from pytest_gpufabric.formats.nvidia_smi_q import parse_nvidia_smi_q_xml
+from pytest_gpufabric.formats.nvlink import parse_nvlink_remote, parse_nvlink_status
+from pytest_gpufabric.formats.topo import TopoMatrix, normalize_label, parse_topo_m
 from pytest_gpufabric.units import MIB, NA
 
 CAPTURES = Path(__file__).parent / "data" / "captures"

@@ -7,7 +7,7 @@ Fabric means the evidence did not record the fact (verdict UNKNOWN), never that 
 from __future__ import annotations
 
 from ..fabric.model import Fabric, Gpu, nvlink_count_of_label
-from ..fabric.smi import normalize_label
+from ..formats.topo import normalize_label
 from ..profile.model import Profile
 from ..units import format_bytes, is_na, parse_cpu_list
 from .result import CheckResult, failed, passed, unknown
@@ -162,17 +162,35 @@ def _matrix_cause(expected: str, found: str | None) -> str:
     return "PCIE"
 
 
+def _damaged_cell(fabric: Fabric, row: str, col: str) -> str | None:
+    """Why the text could not give this cell (the evidence is damaged there), or None."""
+    return fabric.damaged.get(f"{row}-{col}") or fabric.damaged.get(row)
+
+
 def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
+    """Every cell the profile names against the machine's; a cell the recorded text holds damaged is neither a
+    pass nor a mismatch: the check names it and, when nothing else differs, does not judge."""
     expected = profile.matrix
-    diff = matrix_diff(expected, fabric.matrix)
-    if not diff:
+    differences = _matrix_differences(expected, fabric.matrix)
+    damaged = [f"{row}-{col}: expected {want}, not readable ({why})" for row, col, want, seen in differences
+               if seen is None and (why := _damaged_cell(fabric, row, col))]
+    real = [(row, col, want, seen) for row, col, want, seen in differences
+            if not (seen is None and _damaged_cell(fabric, row, col))]
+    diff = [f"{row}-{col}: expected {want}, found {seen if seen is not None else 'no such device'}"
+            for row, col, want, seen in real]
+    if not diff and not damaged:
         return passed("topology-matrix", "machine", expected, fabric.matrix, "the topology matrix matches the profile")
-    causes = {_matrix_cause(want, seen) for _, _, want, seen in _matrix_differences(expected, fabric.matrix)}
+    if not diff:
+        return unknown("topology-matrix", "machine", expected,
+                       f"every readable cell matches profile {profile.name}, but {len(damaged)} cell(s) of "
+                       f"{fabric.source} are damaged and cannot be judged:\n  " + "\n  ".join(damaged))
+    causes = {_matrix_cause(want, seen) for _, _, want, seen in real}
     return failed(
         "topology-matrix", "machine", expected, fabric.matrix,
         f"{len(diff)} topology cell(s) differ from profile {profile.name}:\n  " + "\n  ".join(diff)
-        + "\nUsual causes: " + " ".join(_MATRIX_CAUSES[c] for c in sorted(causes)),
-        details=diff,
+        + "\nUsual causes: " + " ".join(_MATRIX_CAUSES[c] for c in sorted(causes))
+        + ("\nNot readable in the recorded text:\n  " + "\n  ".join(damaged) if damaged else ""),
+        details=diff + damaged,
     )
 
 
@@ -230,6 +248,10 @@ def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     )
 
 
+#: the topo -m column each affinity comes from (how Fabric.damaged names it)
+_AFFINITY_HEADERS = {"cpu_affinity": "CPU Affinity", "numa_affinity": "NUMA Affinity"}
+
+
 def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     """CPU and NUMA affinity as `nvidia-smi topo -m` prints them; CPU lists compare as sets of CPUs."""
     topo = profile.topology
@@ -238,6 +260,12 @@ def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     }
     found_map = {"cpu_affinity": fabric.cpu_affinity, "numa_affinity": fabric.numa_affinity}
     found = {key: found_map[key].get(gpu.label) for key in expected}
+    damaged = [why for key in expected if found[key] is None
+               and (why := fabric.damaged.get(f"{gpu.label} {_AFFINITY_HEADERS[key]}"))]
+    if damaged and all(value is None for value in found.values()):
+        return unknown("affinity", gpu.label, expected,
+                       f"{gpu.label}: the affinity in {fabric.source} is damaged and cannot be judged: "
+                       + "; ".join(damaged))
     if all(value is None for value in found.values()):
         return unknown("affinity", gpu.label, expected, _NOT_RECORDED.format(
             source=fabric.source, files="nvidia-smi-topo-m.txt with affinity columns or nvml.json"))

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import BundleError
+from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
 from ..paths import shipped_bundles_dir
 from .model import Fabric
 
@@ -54,7 +55,6 @@ MEMORY_FILE = "memory.json"
 BURN_IN_FILE = "gpufabric-burnin.jsonl"  # workloads/burn_in.py's LOG_FILE
 BANDWIDTH_FILE = "bandwidth.json"
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
-NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
 _COUNTER_SAMPLE_PATTERNS = ("nvidia-smi-nvlink-gt-d.sample*.txt", "nvidia-smi-nvlink-g0.sample*.txt")
 
 
@@ -136,8 +136,8 @@ def _read(directory: Path, name: str) -> str | None:
 
 def load_bundle(spec: str | Path) -> Fabric:
     """Rebuild the machine's Fabric from a bundle. Raises BundleError naming the file at fault."""
+    from .from_text import fabric_from_text
     from .nvml import fabric_from_record
-    from .smi import fabric_from_text
 
     directory = bundle_directory(spec)
     topo = _read(directory, TOPO_FILE)
@@ -180,6 +180,7 @@ def load_bundle(spec: str | Path) -> Fabric:
         numa_affinity=text_fabric.numa_affinity or nvml_fabric.numa_affinity,
         nics=text_fabric.nics or nvml_fabric.nics,
         provenance=provenance,
+        damaged=text_fabric.damaged,
     )
 
 
@@ -203,8 +204,8 @@ def _sample_number(path: Path) -> int:
 
 def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
     """The bundle's NVLink counter samples, or None when it holds none. Raises BundleError on a bad file."""
+    from ..formats.nvlink import parse_nvlink_counters
     from .counters import CounterSample
-    from .nvlink_text import parse_nvlink_counters
 
     path = directory / NVLINK_TRAFFIC_FILE
     data = load_json_recording(directory, NVLINK_TRAFFIC_FILE, what="NVLink", fmt=NVLINK_TRAFFIC_FORMAT)
@@ -230,8 +231,8 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
 
 def load_bandwidth_recording(directory: Path):
     """The bundle's bandwidth measurements (bandwidth.json and nccl-tests output), or None when it has none."""
-    from ..workloads.bandwidth import BANDWIDTH_FORMAT, BandwidthMeasurement
-    from ..workloads.nccl_tests import parse_nccl_tests
+    from ..formats.nccl_tests import parse_nccl_tests
+    from ..formats.recordings import BANDWIDTH_FORMAT, BandwidthMeasurement
 
     path = directory / BANDWIDTH_FILE
     measurement = None
@@ -271,7 +272,7 @@ def load_rdma_devices(directory: Path) -> list | None:
 
 def load_rdma_bandwidth(directory: Path) -> dict | None:
     """The bundle's ib_write_bw result: the suite's rdma-bw.json, else a client output; None without."""
-    from ..workloads.perftest import parse_perftest
+    from ..formats.perftest import parse_perftest
 
     recorded = load_json_recording(directory, RDMA_BW_FILE, what="ib_write_bw")
     if recorded is not None:

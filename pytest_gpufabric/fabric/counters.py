@@ -7,7 +7,7 @@ Where the numbers come from (one interface, three sources):
 - Pascal to Ampere: nvmlDeviceGetNvLinkUtilizationCounter on counter set 0 or 1, in the units its control
   says (set by an administrator with `nvidia-smi nvlink -sc 0bz`: bytes); NOT_SUPPORTED on Hopper;
 - text: `nvidia-smi nvlink -g 0` ("Link 0: Rx0: 49020 KBytes, Tx0: 202616 KBytes") and `nvidia-smi nvlink
-  -gt d|r` ("Link 0: Data Tx: 12120504 KiB"), parsed by fabric/nvlink_text.py.
+  -gt d|r` ("Link 0: Data Tx: 12120504 KiB"), parsed by formats/nvlink.py.
 
 Counters are cumulative and never zeroed by this plugin (zeroing needs root and changes the machine): every
 measurement is a difference of two samples. A counter that went down between two samples was reset (or

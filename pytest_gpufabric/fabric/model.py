@@ -98,6 +98,9 @@ class Fabric:
     gpus_recorded: bool = True  # False: the evidence holds no GPU list at all (an RDMA-only bundle)
     #: which recorded file or facility each part came from, e.g. {"matrix": "nvidia-smi-topo-m.txt"}
     provenance: dict[str, str] = field(default_factory=dict)
+    #: what the evidence holds but could not be read, and why ("GPU0-NIC7": a cell run into the next one in the
+    #: topo -m text, "GPU0 CPU Affinity": a value cut in the paste); checks say so instead of judging it
+    damaged: dict[str, str] = field(default_factory=dict)
 
     def gpu(self, index: int) -> Gpu | None:
         for gpu in self.gpus:

@@ -17,7 +17,7 @@ import math
 from html import escape
 
 from ..fabric.model import Fabric
-from ..fabric.smi import normalize_label
+from ..formats.topo import normalize_label
 from ..units import format_bytes, parse_gbps, parse_seconds
 
 REPORT_ID = "gpufabric-report"

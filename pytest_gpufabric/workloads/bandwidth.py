@@ -4,19 +4,16 @@ Each runs in a child process group that its timeout kills whole."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import WorkloadError
+from ..formats.recordings import BandwidthMeasurement
 from ..units import GIB, MIB, parse_bytes
+from .environment import workload_environment
 from .runner import run_workload
-from .training import workload_environment
 
 COLLECTIVES_SCRIPT = Path(__file__).with_name("collectives.py")
 COPY_SCRIPT = Path(__file__).with_name("copy_bw.py")
-BANDWIDTH_FORMAT = "gpufabric-bandwidth/1"
 
 
 def collectives_command(nprocs: int, ops: list[str], sizes: list[int], *, backend: str, warmup: int,
@@ -41,26 +38,6 @@ def run_copy(size: int, *, iters: int = 20, warmup: int = 3, cpu_affinity: dict[
     return run_workload(command, timeout_s=timeout_s, env=workload_environment())
 
 
-def run_nccl_tests(binary: str, ngpus: int, sizes: list[int], *, iters: int, warmup: int, timeout_s: float) -> dict:
-    """all_reduce_perf over the sizes (factor 2 from the smallest), parsed; its text output kept for bundles."""
-    from .nccl_tests import nccl_tests_command, parse_nccl_tests
-
-    command = nccl_tests_command(binary, ngpus, min(sizes), max(sizes), factor=2, iters=iters, warmup=warmup)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, start_new_session=True,
-                              env=workload_environment())
-    except subprocess.TimeoutExpired as exc:
-        raise WorkloadError(command, None, str(exc.stdout or ""), str(exc.stderr or ""),
-                            f"timed out after {timeout_s:.0f} s") from None
-    if done.returncode != 0:
-        raise WorkloadError(command, done.returncode, done.stdout, done.stderr, "all_reduce_perf failed")
-    try:
-        runs = parse_nccl_tests(done.stdout)
-    except ValueError as exc:
-        raise WorkloadError(command, done.returncode, done.stdout, done.stderr, f"unreadable output: {exc}") from None
-    return {"command": command, "runs": runs, "output": done.stdout}
-
-
 def sweep_sizes(threshold_sizes: list[int], extra: list[int] | None = None) -> list[int]:
     """The thresholds' sizes, the profile's extra sizes, and 1 MiB x 4^k up to the largest: enough points for
     a busbw-vs-size curve without measuring every power of two."""
@@ -73,26 +50,11 @@ def sweep_sizes(threshold_sizes: list[int], extra: list[int] | None = None) -> l
     return sorted(sizes)
 
 
-@dataclass
-class BandwidthMeasurement:
-    """What the bandwidth suite judges: live, or as a bundle recorded it (bandwidth.json, nccl-tests output)."""
-
-    collectives: dict | None = None  # collectives.py's result
-    copy: dict | None = None  # copy_bw.py's result
-    nccl_tests: list[dict] = field(default_factory=list)  # parsed all_reduce_perf runs
-    source: str = "live"
-    errors: dict[str, str] = field(default_factory=dict)  # part -> why it could not be measured
-
-    def to_json(self) -> dict:
-        return {"format": BANDWIDTH_FORMAT, "collectives": self.collectives, "copy": self.copy,
-                "nccl_tests": self.nccl_tests, "errors": self.errors}
-
-
 def measure_bandwidth(profile, fabric) -> BandwidthMeasurement:
     """Everything the profile's `bandwidth` section promises, on the GPUs it names. A part that fails is kept
     as an error for its own tests; the other parts are still measured."""
     from ..errors import GpuFabricError
-    from .nccl_tests import find_all_reduce_perf
+    from .nccl_tests import find_all_reduce_perf, run_nccl_tests
 
     section = profile.bandwidth
     warmup, iters, timeout_s = section.get("warmup", 5), section.get("iters", 20), section.get("timeout_s", 300)

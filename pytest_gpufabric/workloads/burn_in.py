@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ..errors import GpuFabricError
 from ..units import parse_bytes
+from .environment import workload_environment
 from .runner import run_workload
-from .training import workload_environment
 
 GEMM_SCRIPT = Path(__file__).with_name("gemm_burn.py")
 LOG_FILE = "gpufabric-burnin.jsonl"

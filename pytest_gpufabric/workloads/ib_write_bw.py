@@ -6,7 +6,7 @@ Three set-ups, chosen by the profile's `rdma.ib_write_bw` section:
 - `peer` + `ssh`: the server is started on the peer over ssh (`ssh: "ssh -o BatchMode=yes node0"`), then the
   client here connects to it: the usual two-node acceptance;
 - `peer` alone: a server is already listening there (started by hand: `ib_write_bw -d mlx5_0 --report_gbits`).
-Both processes run in their own process groups, killed on timeout. Results are parsed by workloads.perftest.
+Both processes run in their own process groups, killed on timeout. Results are parsed by formats.perftest.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _stop(process: subprocess.Popen) -> str:
 
 
 def _raise_for_output(cmd: list[str], returncode: int | None, output: str, role: str) -> None:
-    from .perftest import NoRdmaDevice, parse_perftest
+    from ..formats.perftest import NoRdmaDevice, parse_perftest
 
     try:
         parse_perftest(output)
@@ -123,7 +123,7 @@ def run_ib_write_bw(settings: IbWriteBwSettings, *, on_begin=None, on_end=None) 
 
     ``on_begin``/``on_end`` bracket the client's run (counter sampling). Raises RdmaUnavailable when the
     binary or the device is missing (the binary's own message), WorkloadError on any other failure."""
-    from .perftest import parse_perftest
+    from ..formats.perftest import parse_perftest
 
     binary = find_binary(settings)
     settings = IbWriteBwSettings(**{**settings.__dict__, "binary": binary})

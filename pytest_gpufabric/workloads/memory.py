@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from ..units import parse_bytes
+from .environment import workload_environment
 from .runner import run_workload
-from .training import workload_environment
 
 MEMORY_SCRIPT = Path(__file__).with_name("memory_step.py")
 MEMORY_FORMAT = "gpufabric-memory/1"

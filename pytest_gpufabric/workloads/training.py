@@ -4,12 +4,13 @@ with the NVLink sampler bracketing exactly the measured steps."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import WorkloadError
+from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
+from .environment import workload_environment
 from .runner import run_workload
 
 DDP_STEP_SCRIPT = Path(__file__).with_name("ddp_step.py")
@@ -46,16 +47,6 @@ class TrainingSettings:
     def gradient_bytes(self) -> int:
         """fp32 weights and biases of the Linear layers: what DDP all-reduces every step."""
         return self.layers * (self.width * self.width + self.width) * 4
-
-
-def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The pytest process's environment (so NCCL_* settings a user exports reach the ranks), with NVLink
-    multicast off unless set: NVLS on shared machines can take the host's GPUs out of service."""
-    env = dict(os.environ)
-    env.setdefault("NCCL_NVLS_ENABLE", "0")
-    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-    env.update(extra or {})
-    return env
 
 
 def ddp_command(nprocs: int, settings: TrainingSettings, backend: str) -> list[str]:
@@ -111,8 +102,6 @@ class NvlinkMeasurement:
                 "gaps, the totals are the reads before and after")
 
     def to_json(self) -> dict:
-        from ..fabric.bundle import NVLINK_TRAFFIC_FORMAT
-
         return {"format": NVLINK_TRAFFIC_FORMAT, **self.traffic.to_json(), "workload": self.workload}
 
 

@@ -1,16 +1,16 @@
-"""Pure parsers for the NVLink counter and error text of ``nvidia-smi nvlink``, in bytes.
+"""``nvidia-smi nvlink``: link status (``-s``), remotes (``-R``), counters (``-g``, ``-gt``) and errors (``-e``).
 
 Why text: on Pascal to Ampere machines the only counters many users ever saw are the ones a delivery check or
 a training script printed with ``nvidia-smi nvlink -g 0``, and on Hopper ``nvidia-smi nvlink -gt d`` is what a
-support ticket carries. Parsing them into :class:`.counters.CounterSample` lets a recorded run be judged with
-the same deltas (:func:`.counters.link_deltas`) as a live one.
+support ticket carries. Parsing them into :class:`..fabric.counters.CounterSample` lets a recorded run be judged with
+the same deltas (:func:`..fabric.counters.link_deltas`) as a live one.
 
 Units: every count leaves this module in bytes. nvidia-smi prints KiB (``-gt``: "KiB"; ``-g``: "KBytes", which
 is also 1024 bytes), and a value taken over unconverted would be off by 1024 in every report built on it.
 
-Like :mod:`.smi`, these functions read no files, run no tools, and raise ``ValueError`` naming the line and
-what was expected on anything that is not what the tool prints: a wrong file must be a clear error, never an
-empty or shifted sample.
+Like every parser in :mod:`pytest_gpufabric.formats`, these functions read no files, run no tools, and raise
+``ValueError`` naming the line and what was expected on anything that is not what the tool prints: a wrong file
+must be a clear error, never an empty or shifted sample.
 """
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..units import KIB, is_na
-from .counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount
-from .smi import _ALL_INACTIVE, _GPU_HEADER, _LINK_LINE, _gpu_blocks, parse_nvlink_status
+from ..fabric.counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount
+from ..fabric.model import NvLink
+from ..units import KIB, NA, is_na, parse_gbps
+from .paste import ANSI, paste_noise
 
 __all__ = [
     "EMPTY_OUTPUT",
     "parse_nvlink_any",
     "parse_nvlink_counters",
     "parse_nvlink_errors",
+    "parse_nvlink_remote",
+    "parse_nvlink_status",
     "parse_training_log_counters",
 ]
 
@@ -47,6 +50,98 @@ _ERROR_LINE = re.compile(r"^(.+?) Errors: (\S+)$")
 _STATUS_VALUE = re.compile(r"^(?:\d+(?:\.\d+)?\s*[A-Za-z]+/s|<inactive>|N/A|<N/A>)$", re.IGNORECASE)
 
 _KINDS_BY_WORD = {"Data": THROUGHPUT, "Raw": RAW}
+
+
+_GPU_HEADER = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: (\S+)\))?\s*$")
+_LINK_LINE = re.compile(r"^\s*Link (\d+): (.*?)\s*$")
+_REMOTE = re.compile(r"^Remote Device ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+): Link (\d+)$")
+_ALL_INACTIVE = re.compile(r"all links are inactive", re.IGNORECASE)
+
+
+def _gpu_blocks(text: str, tool: str) -> list[tuple[int, str, str | None, list[tuple[int, int, str]]]]:
+    """Split per-GPU nvidia-smi nvlink output into (index, name, uuid, [(line number, link, value)]).
+
+    What a person pastes around the output (the prompt and command line, a loop's banners between GPUs, ``...``
+    where GPUs were left out: :func:`.paste.paste_noise`) is stepped over; any other line is an error."""
+    blocks: list[tuple[int, str, str | None, list[tuple[int, int, str]]]] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = ANSI.sub("", raw)
+        if not line.strip() or paste_noise(line):
+            continue
+        m = _GPU_HEADER.match(line.strip())
+        if m:
+            blocks.append((int(m.group(1)), m.group(2), m.group(3), []))
+            continue
+        m = _LINK_LINE.match(line)
+        if m and blocks:
+            blocks[-1][3].append((lineno, int(m.group(1)), m.group(2)))
+            continue
+        if blocks and _ALL_INACTIVE.search(line):
+            continue  # "NVML: Unable to retrieve NVLink information as all links are inActive"
+        expected = "'GPU n: <name> (UUID: ...)'" if not blocks else "'Link n: ...' or 'GPU n: ...'"
+        raise ValueError(f"{tool} line {lineno}: expected {expected}, got {line.strip()[:80]!r}")
+    if not blocks:
+        raise ValueError(f"{tool}: no 'GPU n: <name> (UUID: ...)' line; this does not look like its output")
+    seen: set[int] = set()
+    for index, *_ in blocks:
+        if index in seen:
+            raise ValueError(f"{tool}: GPU {index} appears twice")
+        seen.add(index)
+    return blocks
+
+
+def parse_nvlink_status(text: str) -> dict[int, dict]:
+    """Parse ``nvidia-smi nvlink -s``: per GPU index, {"name", "uuid", "links": [NvLink, ...]}.
+
+    ``Link 3: <inactive>`` gives ``active=False`` (speed not recorded); ``26.562 GB/s`` gives ``active=True``
+    with the speed; ``N/A`` gives ``NA`` for both. A GPU without link lines gets ``links == []``.
+    """
+    out: dict[int, dict] = {}
+    if not text.strip():
+        # What a GPU without NVLink prints: nothing at all (seen on the H100 PCIe, driver 580.159.04,
+        # tests/data/bundles/h100-x1), exit code 0.
+        return out
+    for index, name, uuid, links in _gpu_blocks(text, "nvidia-smi nvlink -s"):
+        records: list[NvLink] = []
+        for lineno, link, value in links:
+            if value.lower() == "<inactive>":
+                records.append(NvLink(link=link, active=False))
+            elif value in ("N/A", "<N/A>"):
+                records.append(NvLink(link=link, active=NA, speed_gbps=NA))
+            else:
+                try:
+                    speed = parse_gbps(value)
+                except ValueError:
+                    raise ValueError(
+                        f"nvidia-smi nvlink -s line {lineno} (GPU {index} link {link}): expected a speed "
+                        f"such as '26.562 GB/s' or '<inactive>', got {value!r}"
+                    ) from None
+                records.append(NvLink(link=link, active=speed > 0, speed_gbps=speed))
+        out[index] = {"name": name, "uuid": uuid, "links": records}
+    return out
+
+
+def parse_nvlink_remote(text: str) -> dict[int, dict[int, str]]:
+    """Parse ``nvidia-smi nvlink -R``: GPU index -> link -> remote PCI bus id.
+
+    ``FFFFFFFF:FF:FF.0`` is what NVSwitch systems report (the peer is a switch, not a GPU); it is kept as
+    printed. Inactive links print no remote and are left out.
+    """
+    out: dict[int, dict[int, str]] = {}
+    for index, _name, _uuid, links in _gpu_blocks(text, "nvidia-smi nvlink -R"):
+        remotes: dict[int, str] = {}
+        for lineno, link, value in links:
+            if value.lower() == "<inactive>":
+                continue
+            m = _REMOTE.match(value)
+            if not m:
+                raise ValueError(
+                    f"nvidia-smi nvlink -R line {lineno} (GPU {index} link {link}): expected "
+                    f"'Remote Device <pci bus id>: Link n', got {value!r}"
+                )
+            remotes[link] = m.group(1)
+        out[index] = remotes
+    return out
 
 
 @dataclass

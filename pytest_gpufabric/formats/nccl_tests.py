@@ -1,0 +1,359 @@
+"""The result tables that nccl-tests (github.com/NVIDIA/nccl-tests) prints.
+
+nccl-tests is what vendors and cluster operators quote bus bandwidth from, so an acceptance run must be able to
+judge its output as printed, including output saved from a real job: the table is then interleaved with NCCL's
+own log (``host:pid:tid [dev] NCCL INFO ...``, which shares the test's stdout buffer and can land in the middle
+of a row), UCX log lines, MPI launcher chatter, and per-line launcher prefixes (Open MPI ``--tag-output``,
+``srun --label``). The parser keeps what is table and skips the rest, but never guesses numbers: a data row it
+cannot read is an error with its line number, not a silently dropped size.
+
+The layout it reads is the one in nccl-tests' ``src/common.cu`` / ``src/util.cu`` (2.13 and later):
+
+    # nccl-tests version 2.19.6 nccl-headers=22803 nccl-library=22803
+    # Collective test starting: all_reduce_perf
+    # nThread 1 nGpus 2 minBytes 1048576 maxBytes 4294967296 step: 4(factor) ...
+    #  Rank  0 Group  0 Pid   1308 on         vm device  0 [0000:00:06] NVIDIA H200
+    #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw ...
+       268435456      67108864     float     sum      -1   892.74  300.69  300.69       0   892.99  300.60 ...
+    # Avg bus bandwidth    : 232.869
+    # Collective test concluded: all_reduce_perf
+
+Older builds (before the ``root`` and ``#wrong`` columns, when the last column was ``error``, a maximum deviation
+rather than a count) are refused with a message instead of being read into the wrong fields.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+#: Columns every data row starts with, in this order.
+PREAMBLE = ("size", "count", "type", "redop", "root")
+#: The labels nccl-tests uses for the time column (``-C 1`` reports CPU time).
+TIME_LABELS = ("time", "cputime")
+#: What one out-of-place or in-place group holds when the header gives no other layout.
+DEFAULT_GROUP = ("time", "algbw", "busbw", "#wrong")
+# Where fields end when no header line was seen, from nccl-tests' printf widths: "%12li  %12li  %8s  %6s  %6i"
+# then "  %7s  %6s  %6s  %6g" twice (#wrong was "%5li" in some releases, hence 84 and 85, 117 and 118).
+_DEFAULT_ENDS = [12, 26, 36, 44, 52, 61, 69, 77, 84, 85, 94, 102, 110, 117, 118]
+_DEFAULT_OOP_END, _DEFAULT_IP_END = 85, 118
+
+# Per-line prefixes that launchers put before the program's own text: Open MPI --tag-output (optionally with
+# --timestamp-output before it) and srun --label. Data rows never start with either, so stripping is safe.
+_LAUNCHER_PREFIX = re.compile(
+    r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d+,\d+\]<std(?:out|err)>:"
+    r"|^\s*\d+: "
+)
+# NCCL's logger: "host:pid:tid [cudaDev] NCCL INFO ...", warnings add "file.cc:line " before "NCCL WARN".
+# It writes to the same stdout FILE* as nccl-tests, so its lines can be spliced into a half-printed row.
+_NCCL_LOG = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL ")
+# A data row starts with size, count and a type name; whatever follows is then read or rejected, never skipped.
+_ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s|$)")
+_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
+_NTHREAD = re.compile(r"^#\s*nThread\s+\d+\s+nGpus\s+\d+")
+_AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+_RANK = re.compile(
+    r"^#\s+Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_CLOCK = re.compile(r"^\d{2}:\d{2}:\d{2}$")
+
+# Start-of-run markers in the order nccl-tests prints them: a marker at or before the latest one seen opens a new run.
+_MARK_VERSION, _MARK_STARTING, _MARK_NTHREAD, _MARK_TABLE = range(4)
+
+
+class _Layout:
+    """Where the fields of a data row are, as told by the table's column-header line.
+
+    Data rows are printed with the same right-aligned widths as the header, so the header's label end columns
+    also say where a row's fields end: that is how a row that holds only one group is told to be in-place
+    (nccl-tests prints blanks for out-of-place in trace-replay mode) or out-of-place, and where NCCL's log text
+    starts when it was spliced into a row.
+    """
+
+    def __init__(self, group: tuple[str, ...] = DEFAULT_GROUP, ends: list[int] | None = None,
+                 oop_end: int | None = None, ip_end: int | None = None, timestamp: bool = False) -> None:
+        """Without arguments: nccl-tests' own printf widths, for a table whose header line was cut off."""
+        self.group = group
+        self.ends = ends if ends is not None else _DEFAULT_ENDS
+        self.oop_end = oop_end if oop_end is not None else _DEFAULT_OOP_END
+        self.ip_end = ip_end if ip_end is not None else _DEFAULT_IP_END
+        self.timestamp = timestamp
+
+    @classmethod
+    def from_header(cls, line: str, lineno: int) -> _Layout:
+        hashes = len(line) - len(line.lstrip().lstrip("#"))
+        labels = list(re.finditer(r"\S+", " " * hashes + line[hashes:]))
+        names = [m.group() for m in labels]
+        ends = [m.end() for m in labels]
+        if "error" in names or tuple(names[:5]) != PREAMBLE:
+            raise ValueError(
+                f"line {lineno}: column layout {' '.join(names)!r} is not the one of nccl-tests 2.13 and later "
+                "(size count type redop root, then time algbw busbw #wrong twice); older builds print `error`, "
+                "a maximum deviation, where this parser reads a count of wrong elements"
+            )
+        timestamp = names[-1] == "timestamp"
+        body = names[5:-1] if timestamp else names[5:]
+        starts = [i for i, name in enumerate(body) if name in TIME_LABELS]
+        if len(starts) != 2 or starts[0] != 0 or body[: starts[1]] != body[starts[1]:]:
+            raise ValueError(f"line {lineno}: cannot find the out-of-place and in-place groups in {' '.join(names)!r}")
+        group = tuple(body[: starts[1]])
+        if group[1:4] != ("algbw", "busbw", "#wrong"):
+            raise ValueError(f"line {lineno}: unexpected result columns {' '.join(group)!r}")
+        oop_end = ends[5 + starts[1] - 1]
+        ip_end = ends[5 + len(body) - 1]
+        return cls(group, ends, oop_end, ip_end, timestamp)
+
+
+def _number(token: str, lineno: int, what: str) -> float:
+    try:
+        value = float(token)
+    except ValueError:
+        raise ValueError(f"line {lineno}: {what} {token!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"line {lineno}: {what} {token!r} is not a finite number")
+    return value
+
+
+def _wrong(token: str, lineno: int) -> int | None:
+    """`#wrong` is a count printed with %g (so 1e+06 for a million), or N/A when the test does not check data."""
+    if token == "N/A":
+        return None
+    value = _number(token, lineno, "#wrong")
+    if value != int(value):
+        raise ValueError(f"line {lineno}: #wrong {token!r} is not a whole count")
+    return int(value)
+
+
+def _integer(token: str, lineno: int, what: str) -> int:
+    try:
+        return int(token)
+    except ValueError:
+        raise ValueError(f"line {lineno}: {what} {token!r} is not an integer") from None
+
+
+def _group(tokens: list[str], lineno: int) -> dict[str, Any]:
+    """One out-of-place or in-place result; columns past #wrong (#bitdiff, per-iteration stats) are not kept."""
+    return {
+        "time_us": _number(tokens[0], lineno, "time"),
+        "algbw": _number(tokens[1], lineno, "algbw"),
+        "busbw": _number(tokens[2], lineno, "busbw"),
+        "wrong": _wrong(tokens[3], lineno),
+    }
+
+
+def _splice_at(line: str, layout: _Layout) -> int | None:
+    """Column where NCCL log text was glued onto a half-printed row, or None when the row is whole.
+
+    The glued host name may start with a digit (``10-4-3-3:97095:...``), so where the row's last field ends is
+    taken from the header's column ends when one of them falls inside the match; else at the first letter.
+    """
+    match = _NCCL_LOG.search(line)
+    if match is None or match.start() == 0 or not line[: match.start()].strip():
+        return None
+    host_end = line.index(":", match.start())
+    for end in sorted(layout.ends, reverse=True):
+        if match.start() <= end < host_end and _NCCL_LOG.match(line, end):
+            return end
+    for pos in range(match.start(), host_end):
+        if line[pos].isalpha():
+            return pos
+    return match.start()
+
+
+def _is_continuation(tokens: list[str]) -> bool:
+    def numeric(token: str) -> bool:
+        if token == "N/A":
+            return True
+        try:
+            float(token)
+        except ValueError:
+            return False
+        return True
+
+    return bool(tokens) and all(numeric(t) for t in tokens)
+
+
+class _Run:
+    """One test's output as it is read: its header facts, its rows, and whether its trailer was seen."""
+
+    def __init__(self, lineno: int) -> None:
+        self.lineno = lineno
+        self.marks: set[int] = set()
+        self.op: str | None = None
+        self.version: str | None = None
+        self.devices: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []
+        self.avg_busbw: float | None = None
+        self.closed = False
+
+    def started_by(self, mark: int) -> bool:
+        """True when `mark` belongs to a later run: this one has rows, is over, or already passed that marker."""
+        return bool(self.rows) or self.closed or any(m >= mark for m in self.marks)
+
+    def result(self, op_hint: str | None) -> dict[str, Any]:
+        if not self.rows:
+            raise ValueError(f"line {self.lineno}: the {self.op or 'nccl-tests'} run starting here has no result rows")
+        op = self.op or op_hint
+        if op is None:
+            raise ValueError(
+                f"line {self.lineno}: no `# Collective test starting:` line says which test this is; "
+                "pass the op (e.g. all_reduce)"
+            )
+        out: dict[str, Any] = {"op": op}
+        if self.version is not None:
+            out["version"] = self.version
+        if self.devices:
+            out["nranks"] = len(self.devices)
+            out["devices"] = self.devices
+        out["rows"] = self.rows
+        out["avg_busbw"] = self.avg_busbw
+        return out
+
+
+def _op_name(program: str) -> str:
+    """`./build/all_reduce_perf` -> `all_reduce`: the test binary's name less its `_perf`."""
+    name = program.replace("\\", "/").rsplit("/", 1)[-1]
+    return name[: -len("_perf")] if name.endswith("_perf") else name
+
+
+def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
+    """Every nccl-tests run found in `text`, in order (a saved log often holds several).
+
+    Each run is ``{"op": "all_reduce", "rows": [...], "avg_busbw": 232.869}``, plus ``"version"`` when the
+    ``# nccl-tests version`` line is there and ``"nranks"``/``"devices"`` when the ``#  Rank ...`` lines are.
+    A row is ``{"size": bytes, "count": elements, "type": "float", "redop": "sum", "root": -1,
+    "oop": {"time_us", "algbw", "busbw", "wrong"}, "ip": {...}}``; ``wrong`` is None where nccl-tests printed
+    N/A (data not checked), ``oop`` is None for a row that has only in-place results (trace replay prints blanks
+    there), ``ip`` None for a row cut short after out-of-place. ``avg_busbw`` is None when the trailer is missing.
+
+    `op` names the test (``all_reduce`` or ``all_reduce_perf``) for output whose header was cut off; the
+    ``# Collective test starting:`` line wins where there is one. Raises ValueError, naming the line, for a data
+    row that cannot be read, a run with no rows, a run whose test is unknown, or text with no rows at all.
+    """
+    op_hint = _op_name(op) if op else None
+    runs: list[_Run] = []
+    run: _Run | None = None
+    layout = _Layout()
+    pending: tuple[int, list[str]] | None = None  # a row NCCL's log was spliced into: (line, tokens so far)
+
+    def open_run(mark: int, lineno: int) -> _Run:
+        nonlocal run, layout
+        if run is None or run.started_by(mark):
+            run = _Run(lineno)
+            runs.append(run)
+            layout = _Layout()
+        run.marks.add(mark)
+        return run
+
+    def add_row(lineno: int, tokens: list[str], columns: list[int] | None) -> None:
+        nonlocal run
+        if run is None or run.closed:
+            run = _Run(lineno)
+            runs.append(run)
+        if len(tokens) < len(PREAMBLE):
+            raise ValueError(f"line {lineno}: data row ends after {len(tokens)} fields: {' '.join(tokens)!r}")
+        size, count = _integer(tokens[0], lineno, "size"), _integer(tokens[1], lineno, "count")
+        root = _integer(tokens[4], lineno, "root")
+        results, ends = tokens[5:], (columns or [])[5:]
+        if layout.timestamp and len(results) >= 2 and _DATE.match(results[-2]) and _CLOCK.match(results[-1]):
+            results, ends = results[:-2], ends[:-2]
+        width = len(layout.group)
+        oop = ip = None
+        if len(results) == 2 * width:
+            oop, ip = _group(results[:width], lineno), _group(results[width:], lineno)
+        elif len(results) == width:
+            # One group: in-place when it ends under the in-place header columns, else out-of-place.
+            in_place = bool(ends) and abs(ends[-1] - layout.ip_end) < abs(ends[-1] - layout.oop_end)
+            if in_place:
+                ip = _group(results, lineno)
+            else:
+                oop = _group(results, lineno)
+        else:
+            raise ValueError(
+                f"line {lineno}: data row has {len(results)} result fields after size..root, "
+                f"expected {2 * width} ({' '.join(layout.group)} out-of-place and in-place)"
+            )
+        run.rows.append({"size": size, "count": count, "type": tokens[2], "redop": tokens[3], "root": root,
+                         "oop": oop, "ip": ip})
+
+    def flush_pending() -> None:
+        nonlocal pending
+        if pending is not None:
+            lineno, tokens = pending
+            pending = None
+            add_row(lineno, tokens, None)
+
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = _LAUNCHER_PREFIX.sub("", raw, count=1).rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            flush_pending()
+            body = stripped
+            if m := _VERSION.match(body):
+                open_run(_MARK_VERSION, lineno).version = m.group(1)
+            elif m := _STARTING.match(body):
+                open_run(_MARK_STARTING, lineno).op = _op_name(m.group(1))
+            elif _NTHREAD.match(body):
+                open_run(_MARK_NTHREAD, lineno)
+            elif body.lstrip("#").split()[:2] == ["size", "count"]:
+                new_layout = _Layout.from_header(line, lineno)
+                open_run(_MARK_TABLE, lineno)
+                layout = new_layout
+            elif (m := _RANK.match(body)) and run is not None and not run.rows:
+                rank, group, pid, host, device, pci, name = m.groups()
+                run.devices.append({"rank": int(rank), "group": int(group) if group is not None else None,
+                                    "pid": int(pid), "host": host, "device": int(device), "pci_bus_id": pci,
+                                    "name": name})
+            elif (m := _AVG_BUSBW.match(body)) and run is not None:
+                # a summary, not a measurement: `-nan` (nothing averaged) leaves it None instead of failing the rows
+                try:
+                    run.avg_busbw = _number(m.group(1), lineno, "Avg bus bandwidth")
+                except ValueError:
+                    run.avg_busbw = None
+            elif (m := _CONCLUDED.match(body)) and run is not None:
+                run.op = run.op or _op_name(m.group(1))
+                run.closed = True
+            continue
+        cut = _splice_at(line, layout)
+        text_part = line[:cut] if cut is not None else line
+        if pending is not None and not _ROW_START.match(text_part):
+            tokens = text_part.split()
+            if cut is None and _NCCL_LOG.match(stripped):
+                continue  # more of NCCL's log between the two halves of the row
+            if _is_continuation(tokens):
+                pending[1].extend(tokens)
+                if cut is None or len(pending[1]) >= len(PREAMBLE) + 2 * len(layout.group):
+                    flush_pending()
+            continue  # launcher or library noise while the row waits for its rest
+        flush_pending()
+        if not _ROW_START.match(text_part):
+            continue  # not table: NCCL/UCX/MPI log, launcher chatter
+        matches = list(re.finditer(r"\S+", text_part))
+        tokens = [m.group() for m in matches]
+        if cut is not None:
+            pending = (lineno, tokens)
+            continue
+        add_row(lineno, tokens, [m.end() for m in matches])
+    flush_pending()
+
+    if not any(r.rows for r in runs):
+        raise ValueError("no nccl-tests result rows found")
+    return [r.result(op_hint) for r in runs]
+
+
+def parse_nccl_tests_json(text: str, op: str | None = None) -> dict[str, Any]:
+    """The public JSON of ``gpufabric parse nccl-tests FILE``.
+
+    A file with one run gives that run's dict (see parse_nccl_tests): ``{"op", "rows", "avg_busbw"}`` plus
+    ``version``/``nranks``/``devices`` when printed. A file with several runs (one log holding e.g. two
+    all_reduce_perf and a sendrecv_perf) gives ``{"runs": [run, run, ...]}`` in the order they were printed,
+    so a caller can always tell the two shapes apart by the ``runs`` key.
+    """
+    runs = parse_nccl_tests(text, op)
+    return runs[0] if len(runs) == 1 else {"runs": runs}

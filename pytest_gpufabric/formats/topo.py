@@ -1,0 +1,361 @@
+"""``nvidia-smi topo -m``: the path label between every two devices, the affinity columns, the NIC legend.
+
+Why text at all: a bundle recorded on a customer's machine, or pasted from a ticket, is often the only
+evidence there is; the live path (NVML) cannot replay it. This module reads no files and runs no tools, so the
+same code serves live captures, recorded bundles and tests built on real outputs.
+
+It raises ``ValueError`` naming the line and what it expected when the text is not what the tool prints: a
+wrong file in a bundle must be a clear error, never an empty or shifted matrix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .paste import ANSI, paste_noise
+
+__all__ = ["TopoMatrix", "normalize_label", "parse_topo_m"]
+
+# ---------------------------------------------------------------------------------------------------------
+# nvidia-smi topo -m
+# ---------------------------------------------------------------------------------------------------------
+
+#: The non-device columns nvidia-smi prints after the matrix, and the TopoMatrix attribute each one fills.
+_AFFINITY_COLUMNS = {
+    "CPU Affinity": "cpu_affinity",
+    "NUMA Affinity": "numa_affinity",
+    "GPU NUMA ID": "gpu_numa_id",
+}
+GPU_LABEL = re.compile(r"^GPU(\d+)$")
+NIC_LABEL = re.compile(r"^NIC\d+$")
+#: A matrix cell: X, NV12, PIX, PXB, PHB, NODE, SYS, SOC (and any future upper-case label). An affinity
+#: value ("0-31", "N/A") in a matrix cell means the columns were misread, so it is refused, not stored.
+_MATRIX_LABEL = re.compile(r"^[A-Z][A-Z0-9#]*$")
+_NIC_LEGEND_ENTRY = re.compile(r"^\s*(\S+)\s*:\s*(\S+)\s*$")
+
+
+def normalize_label(label: str | None) -> str | None:
+    """The label to compare with: drivers before 2017 printed ``SOC`` for what is now ``SYS``.
+
+    The matrix keeps the label as printed (a report must show what the machine said); comparisons against a
+    profile go through this function so that an old driver's ``SOC`` meets a profile's ``SYS``.
+    """
+    if label is None:
+        return None
+    text = label.strip()
+    return "SYS" if text.upper() == "SOC" else text
+
+
+@dataclass
+class TopoMatrix:
+    """``nvidia-smi topo -m`` as printed: the path label between every two devices plus the affinity columns.
+
+    ``devices`` keeps the column order (GPUs first, then NICs as ``NIC0`` or, on older drivers, ``mlx5_0``).
+    The affinity dicts hold only rows that printed a value, as text ("N/A" stays "N/A"); ``columns_present``
+    tells "the driver has no such column" apart from "the column is there but this row is empty".
+    """
+
+    devices: list[str]
+    matrix: dict[str, dict[str, str]]
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    gpu_numa_id: dict[str, str] = field(default_factory=dict)
+    nic_names: dict[str, str] = field(default_factory=dict)
+    #: which of "cpu_affinity", "numa_affinity", "gpu_numa_id", "nic_names" the output has
+    columns_present: set[str] = field(default_factory=set)
+    #: trailing columns this parser does not know, by header name -> row -> text (kept, not guessed at)
+    other_columns: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: what the text holds but could not be read, and why: "GPU0-NIC7" (a cell), "GPU0 CPU Affinity", "NIC0" (a row)
+    damaged: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> list[str]:
+        """The GPU labels in column order ("GPU0", "GPU1", ...)."""
+        return [d for d in self.devices if GPU_LABEL.match(d)]
+
+    @property
+    def nics(self) -> list[str]:
+        """The non-GPU devices in column order ("NIC0" or "mlx5_0")."""
+        return [d for d in self.devices if not GPU_LABEL.match(d)]
+
+    def to_json(self) -> dict:
+        """The public JSON form; each affinity key is absent when the output has no such column, ``damaged`` when
+        nothing was."""
+        out: dict = {
+            "devices": list(self.devices),
+            "matrix": {row: dict(cols) for row, cols in self.matrix.items()},
+        }
+        for key in ("cpu_affinity", "numa_affinity", "gpu_numa_id", "nic_names"):
+            if key in self.columns_present:
+                out[key] = dict(getattr(self, key))
+        if self.damaged:
+            out["damaged"] = dict(self.damaged)
+        return out
+
+
+def _split_header_words(piece: str) -> list[str]:
+    """Split one space-separated header piece into column names.
+
+    Column names contain single spaces ("CPU Affinity", "GPU NUMA ID"), so whitespace alone cannot split a
+    header; runs of 2+ spaces usually do, and this handles pieces where device names are one space apart.
+    """
+    words = piece.split()
+    names: list[str] = []
+    pending: list[str] = []
+    phrases = sorted((p.split() for p in _AFFINITY_COLUMNS), key=len, reverse=True)
+    i = 0
+    while i < len(words):
+        phrase = next((p for p in phrases if words[i : i + len(p)] == p), None)
+        if phrase is not None or GPU_LABEL.match(words[i]) or NIC_LABEL.match(words[i]):
+            if pending:
+                names.append(" ".join(pending))
+                pending = []
+            if phrase is not None:
+                names.append(" ".join(phrase))
+                i += len(phrase)
+            else:
+                names.append(words[i])
+                i += 1
+        else:
+            pending.append(words[i])
+            i += 1
+    if pending:
+        names.append(" ".join(pending))
+    return names
+
+
+def _header_columns(line: str) -> list[tuple[str, int]]:
+    """The header's column names with the character column each starts at (tabs expanded to 8, as a terminal
+    shows them: a copy from a terminal keeps those positions in spaces)."""
+    if "\t" in line:
+        columns = []
+        position = 0
+        for cell in line.split("\t"):
+            if cell.strip():
+                columns.append((cell.strip(), position + len(cell) - len(cell.lstrip())))
+            position = (position + len(cell)) // 8 * 8 + 8
+        return columns
+    columns = []
+    for piece in re.finditer(r"\S+(?: \S+)*", line):
+        offset = piece.start()
+        for name in _split_header_words(piece.group()):
+            at = line.index(name.split()[0], offset)
+            columns.append((name, at))
+            offset = at + len(name.split()[0])
+    return columns
+
+
+def _column_names(line: str) -> list[str]:
+    return [name for name, _ in _header_columns(line)]
+
+
+def _assign_trailing(values: list[tuple[str, int]], columns: list[tuple[str, int]], *, tabbed: bool,
+                     where: str) -> dict[str, str]:
+    """Map the cells after the matrix part of a row to the trailing columns (CPU Affinity, ...).
+
+    Tab-separated output keeps empty cells, and drivers of the 5xx series print an extra empty cell after
+    NUMA Affinity (``0\t\tN/A``): that cell is dropped so N/A lands in GPU NUMA ID, not one column late.
+    Space-separated output loses empty cells (CPU Affinity left blank on a Slurm node, NIC rows): values are
+    taken in order when their count matches, else each goes to the column whose header starts where it starts.
+    """
+    texts = [text for text, _ in values]
+    names = [name for name, _ in columns]
+    n = len(columns)
+    if not any(texts):
+        return {}  # NIC rows, and rows of a driver printing no affinity
+    if tabbed:
+        if len(texts) > n and "NUMA Affinity" in names:
+            k = names.index("NUMA Affinity")
+            if k + 1 < len(texts) and texts[k + 1] == "":
+                del texts[k + 1]
+        while len(texts) > n and texts[-1] == "":
+            texts.pop()
+        if len(texts) <= n:
+            return {col: val for col, val in zip(names, texts, strict=False) if val}
+        nonempty = [v for v in texts if v]
+        if len(nonempty) == n:
+            return dict(zip(names, nonempty, strict=True))
+    elif len(texts) == n:
+        return dict(zip(names, texts, strict=True))
+    else:
+        by_position: dict[str, str] = {}
+        for text, at in values:
+            nearest = min(columns, key=lambda column: abs(column[1] - at))
+            if abs(nearest[1] - at) <= 3 and nearest[0] not in by_position:
+                by_position[nearest[0]] = text
+            else:
+                by_position = {}
+                break
+        if by_position:
+            return by_position
+    raise ValueError(
+        f"{where}: values {texts!r} after the matrix cells, but the header has {n} trailing column(s) "
+        f"{names!r}; cannot tell which value belongs to which column"
+        + ("" if tabbed else " (neither their count nor their positions under the header tell: use the "
+           "tab-separated original)")
+    )
+
+
+#: what each trailing column may hold; anything else was cut or run together in the paste
+_AFFINITY_VALUE = {
+    "CPU Affinity": re.compile(r"^(?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*|N/A)$"),
+    "NUMA Affinity": re.compile(r"^(?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*|N/A)$"),
+    "GPU NUMA ID": re.compile(r"^(?:\d+|N/A)$"),
+}
+#: a path label run into the value after it, as nvidia-smi itself prints on some machines ("PH0-115": PHB's "B"
+#: and the tab lost before CPU Affinity "0-115"), or two labels run together ("PXBNODE")
+_GLUED = re.compile(r"^[A-Z]+\d*(?:[A-Z]+|[\d,-]+)$")
+
+
+def _row_cells(line: str) -> tuple[str, list[tuple[str, int]]]:
+    """(label, [(cell text, start column)]) of one matrix row, tab-separated or space-separated."""
+    if "\t" in line:
+        cells = [cell.strip() for cell in line.split("\t")]
+        # a leading indent (topo -p2p style " GPU0\t...") belongs to the label cell
+        return cells[0], [(cell, -1) for cell in cells[1:]]
+    tokens = [(m.group(), m.start()) for m in re.finditer(r"\S+", line)]
+    return tokens[0][0], tokens[1:]
+
+
+def parse_topo_m(text: str) -> TopoMatrix:
+    """Parse ``nvidia-smi topo -m``: the matrix, the affinity columns and the NIC legend.
+
+    Accepts the tab-separated original (with its ANSI-underlined header and empty cells) and what people paste:
+    tabs turned into spaces (blank cells placed by the header's character columns), the prompt and command line
+    above it, blank lines between rows, an indent on every line. Stops at ``Legend:``.
+
+    Damage in the text is named, not guessed at, and does not cost the rest of the matrix: a cell that is no
+    path label (``PH0-115``, a label run into the next value) and what follows it in its row, a value that
+    cannot be an affinity (a paste cut at the left), a row whose device has no column (a paste cut at the right)
+    go into ``damaged`` ({"GPU0-NIC7": why, "GPU0 CPU Affinity": why, ...}) and are left out. Raises
+    ValueError, naming the line, on anything that is not topo -m output.
+    """
+    if not text or not text.strip():
+        raise ValueError("nvidia-smi topo -m: empty text (expected a header line with GPU0 and a matrix)")
+    lines = [ANSI.sub("", line).rstrip("\r") for line in text.splitlines()]
+
+    header_at = None
+    for i, line in enumerate(lines):
+        if line.strip() == "Legend:":
+            break
+        if paste_noise(line):
+            continue
+        if "GPU0" in _column_names(line):
+            header_at = i
+            break
+    if header_at is None:
+        first = next((line for line in lines if line.strip() and not paste_noise(line)), "")
+        raise ValueError(
+            "nvidia-smi topo -m: no header line with a GPU0 column before 'Legend:' "
+            f"(first line is {first[:80]!r}); this does not look like topo -m output"
+        )
+    header = lines[header_at]
+    columns = _header_columns(header)
+    names = [name for name, _ in columns]
+
+    # Data rows: from the line after the header to "Legend:" (blank lines between rows are skipped: pasted
+    # into a web page, each row often becomes a paragraph), or to a pasted line that is not output.
+    rows: list[tuple[int, str, list[tuple[str, int]]]] = []  # (line number, label, cells after the label)
+    end = len(lines)
+    for i in range(header_at + 1, len(lines)):
+        line = lines[i]
+        if not line.strip():
+            continue
+        if line.strip() == "Legend:" or (rows and paste_noise(line)):
+            end = i
+            break
+        if paste_noise(line):
+            continue
+        label, rest = _row_cells(line)
+        if not label:
+            raise ValueError(f"nvidia-smi topo -m line {i + 1}: row without a device label: {line!r}")
+        rows.append((i + 1, label, rest))
+    if not rows:
+        raise ValueError(
+            f"nvidia-smi topo -m line {header_at + 2}: expected matrix rows (GPU0 ...) after the header"
+        )
+
+    row_labels = [label for _, label, _ in rows]
+    n_dev = 0
+    for name in names:
+        if name in _AFFINITY_COLUMNS or name not in row_labels:
+            break
+        n_dev += 1
+    devices = names[:n_dev]
+    trailing = columns[n_dev:]
+    if "GPU0" not in devices:
+        raise ValueError(f"nvidia-smi topo -m line {header_at + 1}: header has GPU0 but no row labelled GPU0")
+    missing = [d for d in devices if d not in row_labels]
+    if missing:
+        raise ValueError(f"nvidia-smi topo -m: columns {missing} have no row (truncated output?)")
+
+    topo = TopoMatrix(devices=devices, matrix={})
+    for name, _ in trailing:
+        if name in _AFFINITY_COLUMNS:
+            topo.columns_present.add(_AFFINITY_COLUMNS[name])
+        else:
+            topo.other_columns[name] = {}
+
+    for lineno, label, rest in rows:
+        where = f"nvidia-smi topo -m line {lineno} ({label})"
+        if label not in devices:
+            if GPU_LABEL.match(label) or NIC_LABEL.match(label) or all(
+                    _MATRIX_LABEL.match(cell) for cell, _ in rest if cell):
+                topo.damaged[label] = (f"line {lineno}: row {label} has no column in the header (the paste was "
+                                       "cut at the right, or the header at the left); its row is not read")
+                continue
+            raise ValueError(f"{where}: row label {label!r} is not one of the header's devices {devices}")
+        if label in topo.matrix:
+            raise ValueError(f"{where}: second row for {label}")
+        cells = rest[:n_dev]
+        if len(cells) < n_dev:
+            raise ValueError(f"{where}: {len(cells)} matrix cells, expected {n_dev} ({', '.join(devices)})")
+        topo.matrix[label] = {}
+        for k, (col, (cell, _)) in enumerate(zip(devices, cells, strict=True)):
+            if _MATRIX_LABEL.match(cell):
+                topo.matrix[label][col] = cell
+                continue
+            if not _GLUED.match(cell):
+                raise ValueError(
+                    f"{where}, column {col}: {cell!r} is not a path label (expected X, NV#, PIX, PXB, PHB, "
+                    "NODE, SYS or SOC)"
+                )
+            # the row's cells after this one are shifted by the lost separator: none of them is read
+            topo.damaged[f"{label}-{col}"] = (f"line {lineno}: {cell!r} is a path label run into the next cell "
+                                             "(its separator lost, as nvidia-smi prints on some machines)")
+            for later in devices[k + 1:]:
+                topo.damaged[f"{label}-{later}"] = f"line {lineno}: after the damaged cell {label}-{col}"
+            for name, _ in trailing:
+                topo.damaged[f"{label} {name}"] = f"line {lineno}: after the damaged cell {label}-{col}"
+            break
+        if any(key.startswith(f"{label}-") for key in topo.damaged):
+            continue
+        tabbed = "\t" in lines[lineno - 1]
+        for name, value in _assign_trailing(rest[n_dev:], trailing, tabbed=tabbed, where=where).items():
+            pattern = _AFFINITY_VALUE.get(name)
+            if pattern is not None and not pattern.match(value):
+                topo.damaged[f"{label} {name}"] = (f"line {lineno}: {name} {value!r} is not a CPU or NUMA list "
+                                                   "(cut or run together in the paste); not read")
+            elif name in _AFFINITY_COLUMNS:
+                getattr(topo, _AFFINITY_COLUMNS[name])[label] = value
+            else:
+                topo.other_columns[name][label] = value
+
+    # The NIC legend follows the Legend section: "NIC Legend:" then "  NIC0: mlx5_0" lines.
+    in_legend = False
+    for i in range(end, len(lines)):
+        stripped = lines[i].strip()
+        if stripped == "NIC Legend:":
+            in_legend = True
+            topo.columns_present.add("nic_names")
+            continue
+        if not in_legend or not stripped:
+            continue
+        m = _NIC_LEGEND_ENTRY.match(lines[i])
+        if not m:
+            break
+        topo.nic_names[m.group(1)] = m.group(2)
+    return topo
+
+
