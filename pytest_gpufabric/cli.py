@@ -151,7 +151,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     parsers = {
         "topo": ("nvidia-smi topo -m", lambda text: parse_topo_m(text).to_json()),
         "nvlink": ("nvidia-smi nvlink -g 0|-gt d|-gt r|-s|-e", parse_nvlink_any),
-        "nccl-tests": ("nccl-tests *_perf", parse_nccl_tests_json),
+        "nccl-tests": ("nccl-tests *_perf", lambda text: parse_nccl_tests_json(text, args.nccl_op)),
         "perftest": ("perftest ib_*_bw", parse_perftest),
     }
     try:
@@ -308,12 +308,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "{\"runs\": [...]} for a log of several); perftest: one ib_write_bw/ib_read_bw/ib_send_bw run, "
                        "client or server side, bandwidths in Gb/s")
     parse.add_argument("file", help="the saved output, or - for standard input")
+    parse.add_argument("--op", dest="nccl_op", help="nccl-tests: the test (all_reduce or all_reduce_perf) of a "
+                       "run whose output does not say (before nccl-tests 2.16 no `# Collective test starting:` "
+                       "line names it); the output's own line, then a `*_perf` command line in the log, win over it")
     parse.set_defaults(func=cmd_parse)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args, extra = build_parser().parse_known_args(argv)
+    if getattr(args, "nccl_op", None) is not None and args.kind != "nccl-tests":
+        build_parser().error("--op is for `gpufabric parse nccl-tests`")
     if extra and not getattr(args, "takes_pytest_args", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
     try:

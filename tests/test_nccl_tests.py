@@ -94,7 +94,8 @@ def test_sendrecv_in_place_wrong_is_none(capture_text):
 
 def test_header_gives_version_and_devices(capture_text):
     run = parse_nccl_tests(capture_text)[0]
-    assert set(run) == {"op", "version", "nranks", "devices", "rows", "avg_busbw"}
+    assert set(run) == {"op", "op_from", "version", "nranks", "devices", "rows", "avg_busbw"}
+    assert run["op_from"] == "output"
     assert run["version"] == "2.19.6" and run["nranks"] == 2
     assert run["devices"][1] == {"rank": 1, "group": 0, "pid": 1308, "host": "vm", "device": 1,
                                  "pci_bus_id": "0000:00:07", "name": "NVIDIA H200"}
@@ -171,10 +172,12 @@ def test_row_cut_after_out_of_place_has_ip_none(capture_text):
 def test_op_comes_from_the_hint_when_the_header_is_cut_off(capture_text):
     table = capture_text.split("\n\n")[0]
     headless = "\n".join(line for line in table.splitlines() if "Collective test" not in line)
-    with pytest.raises(ValueError, match="pass the op"):
-        parse_nccl_tests(headless)
+    # the table does not need the op to be read: it says null, and where it came from
+    unnamed = parse_nccl_tests(headless)
+    assert [(r["op"], r["op_from"]) for r in unnamed] == [(None, None)]
     runs = parse_nccl_tests(headless, op="all_reduce_perf")
-    assert [r["op"] for r in runs] == ["all_reduce"]
+    assert [(r["op"], r["op_from"]) for r in runs] == [("all_reduce", "given")]
+    assert unnamed[0]["rows"] == runs[0]["rows"]
     assert runs[0]["rows"] == parse_nccl_tests(capture_text)[0]["rows"]
     assert parse_nccl_tests(table, op="sendrecv")[0]["op"] == "all_reduce"  # the header wins over the hint
     rows_only = "\n".join(line for line in table.splitlines() if not line.startswith("#"))
@@ -207,15 +210,24 @@ def test_run_without_rows_among_good_ones_is_an_error(capture_text):
         parse_nccl_tests(text)
 
 
-def test_legacy_error_column_is_refused():
-    # nccl-tests before 2.13: no redop/root split, `error` (a max deviation) where #wrong is now. Header and row
+def test_legacy_error_column_is_read_as_a_deviation_not_a_count():
+    # nccl-tests before 2.13: root without redop, `error` (a max deviation) where #wrong is now. Header and row
     # as printed by broadcast_perf in https://github.com/NVIDIA/nccl-tests/issues/82
     legacy = (
         "#       size         count    type    root     time   algbw   busbw  error     time   algbw   busbw  error\n"
         "           8             2   float       0    45.82    0.00    0.00    N/A    38.17    0.00    0.00    N/A\n"
     )
-    with pytest.raises(ValueError, match="line 1: .*older builds print `error`"):
-        parse_nccl_tests(legacy)
+    (run,) = parse_nccl_tests(legacy)
+    assert run["op"] is None
+    assert run["rows"] == [{"size": 8, "count": 2, "type": "float", "redop": None, "root": 0,
+                            "oop": {"time_us": 45.82, "algbw": 0.0, "busbw": 0.0, "wrong": None, "error": None},
+                            "ip": {"time_us": 38.17, "algbw": 0.0, "busbw": 0.0, "wrong": None, "error": None}}]
+
+
+def test_unknown_column_layout_names_the_line():
+    with pytest.raises(ValueError, match=r"^line 2: column layout 'size count type bogus time"):
+        parse_nccl_tests("#\n#  size  count  type  bogus  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n"
+                         "  8  2  float  x  1.0  0.0  0.0  0  1.0  0.0  0.0  0\n")
 
 
 def test_wrong_counts_printed_with_g_format():

@@ -353,7 +353,7 @@ def test_any_refuses_empty_text_instead_of_guessing():
     [
         ("nvidia-smi-nvlink-R.txt", r"line 2: the first link line 'Remote Device .* is not one of"),
         ("nvidia-smi-nvlink-p.txt", r"line 2: the first link line 'FFFFFFFF:FF:FF.0' is not one of"),
-        ("nvidia-smi-nvlink-c.txt", r"no 'Link n: ...' line"),
+        ("nvidia-smi-nvlink-c.txt", r"line 2: `nvidia-smi nvlink -c` \(capabilities\) output is not read here"),
         ("nvidia-smi-topo-m.txt", r"no 'Link n: ...' line"),
     ],
 )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import re
 import shutil
 import tarfile
 import tempfile
@@ -241,12 +242,16 @@ def load_bandwidth_recording(directory: Path):
         try:
             measurement = BandwidthMeasurement(collectives=data.get("collectives"), copy=data.get("copy"),
                                                nccl_tests=list(data.get("nccl_tests") or []), source=str(path),
-                                               errors=dict(data.get("errors") or {}))
+                                               errors=dict(data.get("errors") or {}),
+                                               nccl_tests_missing=dict(data.get("nccl_tests_missing") or {}))
         except (ValueError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric bandwidth recording ({exc})") from None
     for text_file in sorted(directory.glob(_NCCL_TESTS_PATTERN)):
         try:
-            runs = parse_nccl_tests(text_file.read_text(encoding="utf-8", errors="replace"))
+            # output that does not name its test is told it by the file name (nccl-tests-sendrecv_perf.txt)
+            named = re.search(r"([a-z][a-z0-9_]*?)_perf", text_file.name)
+            runs = parse_nccl_tests(text_file.read_text(encoding="utf-8", errors="replace"),
+                                    named.group(0) if named else None)
         except ValueError as exc:
             raise BundleError(f"{text_file}: {exc}") from None
         if measurement is None:

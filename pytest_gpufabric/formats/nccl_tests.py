@@ -28,10 +28,15 @@ import math
 import re
 from typing import Any
 
-#: Columns every data row starts with, in this order.
+#: Columns every data row starts with, in this order; then, per test and version, ``redop`` and/or ``root``.
 PREAMBLE = ("size", "count", "type", "redop", "root")
+#: NCCL 1's test programs (2015-2018) and nccl-tests 1.0 named them so; read as the names above.
+_OLD_NAMES = {"bytes": "size", "N": "count", "op": "redop"}
 #: The labels nccl-tests uses for the time column (``-C 1`` reports CPU time).
 TIME_LABELS = ("time", "cputime")
+#: The last column of a group: ``#wrong`` (a count, 2.13 and later), ``error`` (the largest deviation from the
+#: expected result, 2.0 to 2.12), ``res`` (the same, NCCL 1's tests).
+CHECK_LABELS = ("#wrong", "error", "res")
 #: What one out-of-place or in-place group holds when the header gives no other layout.
 DEFAULT_GROUP = ("time", "algbw", "busbw", "#wrong")
 # Where fields end when no header line was seen, from nccl-tests' printf widths: "%12li  %12li  %8s  %6s  %6i"
@@ -70,42 +75,82 @@ class _Layout:
 
     Data rows are printed with the same right-aligned widths as the header, so the header's label end columns
     also say where a row's fields end: that is how a row that holds only one group is told to be in-place
-    (nccl-tests prints blanks for out-of-place in trace-replay mode) or out-of-place, and where NCCL's log text
-    starts when it was spliced into a row.
+    (nccl-tests prints blanks for out-of-place in trace-replay mode) or out-of-place, which of ``redop`` and
+    ``root`` a row left blank, and where NCCL's log text starts when it was spliced into a row.
+
+    The columns changed over the years (NVIDIA/nccl-tests history): 2.13 and later print ``size count type
+    redop root`` for every test and ``#wrong``; 2.0 to 2.12 print ``redop`` and ``root`` only for the tests that
+    have them (all_gather: neither, broadcast: root, reduce: both) and ``error``, a maximum deviation; NCCL 1's
+    tests print ``bytes N type op`` and ``res``, with the time in milliseconds.
     """
 
-    def __init__(self, group: tuple[str, ...] = DEFAULT_GROUP, ends: list[int] | None = None,
-                 oop_end: int | None = None, ip_end: int | None = None, timestamp: bool = False) -> None:
-        """Without arguments: nccl-tests' own printf widths, for a table whose header line was cut off."""
+    def __init__(self, preamble: tuple[str, ...] = PREAMBLE, group: tuple[str, ...] = DEFAULT_GROUP,
+                 ends: list[int] | None = None, oop_end: int | None = None, ip_end: int | None = None,
+                 timestamp: bool = False, time_scale: float = 1.0) -> None:
+        """Without arguments: nccl-tests' own printf widths (2.13 and later), for a table whose header was cut."""
+        self.preamble = preamble
         self.group = group
         self.ends = ends if ends is not None else _DEFAULT_ENDS
         self.oop_end = oop_end if oop_end is not None else _DEFAULT_OOP_END
         self.ip_end = ip_end if ip_end is not None else _DEFAULT_IP_END
         self.timestamp = timestamp
+        self.time_scale = time_scale  # to microseconds
 
     @classmethod
     def from_header(cls, line: str, lineno: int) -> _Layout:
         hashes = len(line) - len(line.lstrip().lstrip("#"))
         labels = list(re.finditer(r"\S+", " " * hashes + line[hashes:]))
-        names = [m.group() for m in labels]
+        names = [_OLD_NAMES.get(m.group(), m.group()) for m in labels]
         ends = [m.end() for m in labels]
-        if "error" in names or tuple(names[:5]) != PREAMBLE:
-            raise ValueError(
-                f"line {lineno}: column layout {' '.join(names)!r} is not the one of nccl-tests 2.13 and later "
-                "(size count type redop root, then time algbw busbw #wrong twice); older builds print `error`, "
-                "a maximum deviation, where this parser reads a count of wrong elements"
-            )
         timestamp = names[-1] == "timestamp"
-        body = names[5:-1] if timestamp else names[5:]
+        first_time = next((i for i, name in enumerate(names) if name in TIME_LABELS), None)
+        preamble = tuple(names[:first_time]) if first_time is not None else ()
+        if (preamble[:3] != PREAMBLE[:3] or len(set(preamble[3:])) != len(preamble[3:])
+                or not set(preamble[3:]) <= set(PREAMBLE[3:])):
+            raise ValueError(
+                f"line {lineno}: column layout {' '.join(names)!r} is not one of nccl-tests' (size count type, "
+                "then redop and/or root, then time algbw busbw and #wrong or error, out-of-place and in-place)"
+            )
+        body = names[first_time:-1] if timestamp else names[first_time:]
         starts = [i for i, name in enumerate(body) if name in TIME_LABELS]
         if len(starts) != 2 or starts[0] != 0 or body[: starts[1]] != body[starts[1]:]:
             raise ValueError(f"line {lineno}: cannot find the out-of-place and in-place groups in {' '.join(names)!r}")
         group = tuple(body[: starts[1]])
-        if group[1:4] != ("algbw", "busbw", "#wrong"):
+        if group[1:3] != ("algbw", "busbw") or len(group) < 4 or group[3] not in CHECK_LABELS:
             raise ValueError(f"line {lineno}: unexpected result columns {' '.join(group)!r}")
-        oop_end = ends[5 + starts[1] - 1]
-        ip_end = ends[5 + len(body) - 1]
-        return cls(group, ends, oop_end, ip_end, timestamp)
+        oop_end = ends[first_time + starts[1] - 1]
+        ip_end = ends[first_time + len(body) - 1]
+        # NCCL 1's tests print milliseconds and no units line; every later version prints "(us)"
+        time_scale = 1000.0 if "bytes" in line.split() else 1.0
+        return cls(preamble, group, ends, oop_end, ip_end, timestamp, time_scale)
+
+    def split(self, tokens: list[str], ends: list[int] | None, lineno: int) -> tuple[dict[str, str], int]:
+        """The row's preamble values by column name, and how many tokens they took.
+
+        A row may leave ``redop`` or ``root`` blank under a header that names it (2.0-era alltoall): the column is
+        then absent from the row, found by the token's shape and, where the row's layout is known, by where it
+        ends under the header."""
+        width = len(self.group)
+        optional = list(self.preamble[3:])
+        candidates = [optional] + [[c for c in optional if c != gone] for gone in optional] + ([[]] if optional else [])
+        for present in candidates:
+            n = 3 + len(present)
+            if len(tokens) - n not in (width, 2 * width):
+                continue
+            values = dict(zip(present, tokens[3:n], strict=True))
+            if "redop" in values and not re.fullmatch(r"[A-Za-z]\w*", values["redop"]):
+                continue
+            if "root" in values and not re.fullmatch(r"-?\d+", values["root"]):
+                continue
+            if present != optional and ends:
+                header_ends = dict(zip(self.preamble, self.ends, strict=False))
+                if any(abs(ends[3 + k] - header_ends[name]) > 2 for k, name in enumerate(present)):
+                    continue
+            return {"size": tokens[0], "count": tokens[1], "type": tokens[2], **values}, n
+        raise ValueError(
+            f"line {lineno}: data row has {len(tokens)} fields, expected {' '.join(self.preamble)} then "
+            f"{2 * width} result fields ({' '.join(self.group)} out-of-place and in-place)"
+        )
 
 
 def _number(token: str, lineno: int, what: str) -> float:
@@ -135,14 +180,26 @@ def _integer(token: str, lineno: int, what: str) -> int:
         raise ValueError(f"line {lineno}: {what} {token!r} is not an integer") from None
 
 
-def _group(tokens: list[str], lineno: int) -> dict[str, Any]:
-    """One out-of-place or in-place result; columns past #wrong (#bitdiff, per-iteration stats) are not kept."""
-    return {
-        "time_us": _number(tokens[0], lineno, "time"),
+def _deviation(token: str, lineno: int) -> float | None:
+    """`error` / `res`: the largest deviation from the expected result (2e-07), N/A when data was not checked."""
+    return None if token == "N/A" else _number(token, lineno, "error")
+
+
+def _group(tokens: list[str], lineno: int, layout: _Layout) -> dict[str, Any]:
+    """One out-of-place or in-place result; columns past the check column (#bitdiff, per-iteration stats) are not
+    kept. ``wrong`` (a count) is None where the output printed N/A or an ``error`` deviation instead: a deviation is
+    kept as ``error`` and is not a count of wrong elements."""
+    group = {
+        "time_us": _number(tokens[0], lineno, "time") * layout.time_scale,
         "algbw": _number(tokens[1], lineno, "algbw"),
         "busbw": _number(tokens[2], lineno, "busbw"),
-        "wrong": _wrong(tokens[3], lineno),
     }
+    if layout.group[3] == "#wrong":
+        group["wrong"] = _wrong(tokens[3], lineno)
+    else:
+        group["wrong"] = None
+        group["error"] = _deviation(tokens[3], lineno)
+    return group
 
 
 def _splice_at(line: str, layout: _Layout) -> int | None:
@@ -183,7 +240,8 @@ class _Run:
     def __init__(self, lineno: int) -> None:
         self.lineno = lineno
         self.marks: set[int] = set()
-        self.op: str | None = None
+        self.op: str | None = None  # from `# Collective test starting:` (or `concluded:`)
+        self.announced: str | None = None  # from the command line that started it (`./build/sendrecv_perf -g 2`)
         self.version: str | None = None
         self.devices: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
@@ -197,13 +255,11 @@ class _Run:
     def result(self, op_hint: str | None) -> dict[str, Any]:
         if not self.rows:
             raise ValueError(f"line {self.lineno}: the {self.op or 'nccl-tests'} run starting here has no result rows")
-        op = self.op or op_hint
-        if op is None:
-            raise ValueError(
-                f"line {self.lineno}: no `# Collective test starting:` line says which test this is; "
-                "pass the op (e.g. all_reduce)"
-            )
-        out: dict[str, Any] = {"op": op}
+        # what the output says first, then its command line, then the caller; None where nothing says
+        said = [(op, source) for op, source in ((self.op, "output"), (self.announced, "command line"),
+                                                 (op_hint, "given")) if op is not None]
+        op, source = said[0] if said else (None, None)
+        out: dict[str, Any] = {"op": op, "op_from": source}
         if self.version is not None:
             out["version"] = self.version
         if self.devices:
@@ -215,9 +271,25 @@ class _Run:
 
 
 def _op_name(program: str) -> str:
-    """`./build/all_reduce_perf` -> `all_reduce`: the test binary's name less its `_perf`."""
+    """`./build/all_reduce_perf` -> `all_reduce`: the test binary's name less its `_perf` (`_test` for NCCL 1's)."""
     name = program.replace("\\", "/").rsplit("/", 1)[-1]
-    return name[: -len("_perf")] if name.endswith("_perf") else name
+    for suffix in ("_perf", "_test"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+#: a test binary named on a command line: `mpirun -np 8 ./build/all_reduce_perf -b 8`, a run script's
+#: `Running: ... ./build/sendrecv_perf ...`, NCCL 1's `./build/test/single/all_reduce_test 10000000`
+_PERF_BINARY = re.compile(r"(?:^|[\s/=`'\"])([a-z][a-z0-9]*(?:_[a-z0-9]+)*)_(?:perf|test)(?=[\s`'\"]|$)")
+
+
+def _announced_op(line: str) -> str | None:
+    """The test a command line in the log starts, or None when the line names no nccl-tests binary."""
+    if _NCCL_LOG.match(line.strip()):
+        return None
+    m = _PERF_BINARY.search(line)
+    return m.group(1) if m else None
 
 
 def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
@@ -237,14 +309,21 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     op_hint = _op_name(op) if op else None
     runs: list[_Run] = []
     run: _Run | None = None
+    announced: str | None = None  # a command line's test, for the run it starts
     layout = _Layout()
     pending: tuple[int, list[str]] | None = None  # a row NCCL's log was spliced into: (line, tokens so far)
+
+    def new_run(lineno: int) -> _Run:
+        nonlocal run, announced
+        run = _Run(lineno)
+        run.announced, announced = announced, None
+        runs.append(run)
+        return run
 
     def open_run(mark: int, lineno: int) -> _Run:
         nonlocal run, layout
         if run is None or run.started_by(mark):
-            run = _Run(lineno)
-            runs.append(run)
+            run = new_run(lineno)
             layout = _Layout()
         run.marks.add(mark)
         return run
@@ -252,33 +331,30 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     def add_row(lineno: int, tokens: list[str], columns: list[int] | None) -> None:
         nonlocal run
         if run is None or run.closed:
-            run = _Run(lineno)
-            runs.append(run)
-        if len(tokens) < len(PREAMBLE):
+            run = new_run(lineno)
+        ends = list(columns or [])
+        if layout.timestamp and len(tokens) >= 2 and _DATE.match(tokens[-2]) and _CLOCK.match(tokens[-1]):
+            tokens, ends = tokens[:-2], ends[:-2]
+        if len(tokens) < 3:
             raise ValueError(f"line {lineno}: data row ends after {len(tokens)} fields: {' '.join(tokens)!r}")
-        size, count = _integer(tokens[0], lineno, "size"), _integer(tokens[1], lineno, "count")
-        root = _integer(tokens[4], lineno, "root")
-        results, ends = tokens[5:], (columns or [])[5:]
-        if layout.timestamp and len(results) >= 2 and _DATE.match(results[-2]) and _CLOCK.match(results[-1]):
-            results, ends = results[:-2], ends[:-2]
+        preamble, n = layout.split(tokens, ends, lineno)
+        results, ends = tokens[n:], ends[n:]
         width = len(layout.group)
         oop = ip = None
         if len(results) == 2 * width:
-            oop, ip = _group(results[:width], lineno), _group(results[width:], lineno)
-        elif len(results) == width:
+            oop, ip = _group(results[:width], lineno, layout), _group(results[width:], lineno, layout)
+        else:
             # One group: in-place when it ends under the in-place header columns, else out-of-place.
             in_place = bool(ends) and abs(ends[-1] - layout.ip_end) < abs(ends[-1] - layout.oop_end)
             if in_place:
-                ip = _group(results, lineno)
+                ip = _group(results, lineno, layout)
             else:
-                oop = _group(results, lineno)
-        else:
-            raise ValueError(
-                f"line {lineno}: data row has {len(results)} result fields after size..root, "
-                f"expected {2 * width} ({' '.join(layout.group)} out-of-place and in-place)"
-            )
-        run.rows.append({"size": size, "count": count, "type": tokens[2], "redop": tokens[3], "root": root,
-                         "oop": oop, "ip": ip})
+                oop = _group(results, lineno, layout)
+        root = preamble.get("root")
+        run.rows.append({"size": _integer(preamble["size"], lineno, "size"),
+                         "count": _integer(preamble["count"], lineno, "count"), "type": preamble["type"],
+                         "redop": preamble.get("redop"),
+                         "root": None if root is None else _integer(root, lineno, "root"), "oop": oop, "ip": ip})
 
     def flush_pending() -> None:
         nonlocal pending
@@ -301,7 +377,7 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
                 open_run(_MARK_STARTING, lineno).op = _op_name(m.group(1))
             elif _NTHREAD.match(body):
                 open_run(_MARK_NTHREAD, lineno)
-            elif body.lstrip("#").split()[:2] == ["size", "count"]:
+            elif body.lstrip("#").split()[:2] in (["size", "count"], ["bytes", "N"]):
                 new_layout = _Layout.from_header(line, lineno)
                 open_run(_MARK_TABLE, lineno)
                 layout = new_layout
@@ -328,12 +404,18 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
                 continue  # more of NCCL's log between the two halves of the row
             if _is_continuation(tokens):
                 pending[1].extend(tokens)
-                if cut is None or len(pending[1]) >= len(PREAMBLE) + 2 * len(layout.group):
+                if cut is None or len(pending[1]) >= len(layout.preamble) + 2 * len(layout.group):
                     flush_pending()
             continue  # launcher or library noise while the row waits for its rest
         flush_pending()
         if not _ROW_START.match(text_part):
-            continue  # not table: NCCL/UCX/MPI log, launcher chatter
+            # not table: NCCL/UCX/MPI log, launcher chatter, or the command line that starts the next test
+            if (named := _announced_op(line)) is not None:
+                if run is not None and not run.rows and not run.closed and run.op is None:
+                    run.announced = named
+                else:
+                    announced = named
+            continue
         matches = list(re.finditer(r"\S+", text_part))
         tokens = [m.group() for m in matches]
         if cut is not None:

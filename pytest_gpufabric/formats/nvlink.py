@@ -55,6 +55,8 @@ _KINDS_BY_WORD = {"Data": THROUGHPUT, "Raw": RAW}
 _GPU_HEADER = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: (\S+)\))?\s*$")
 _LINK_LINE = re.compile(r"^\s*Link (\d+): (.*?)\s*$")
 _REMOTE = re.compile(r"^Remote Device ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+): Link (\d+)$")
+#: ``-c``: "Link 0, P2P is supported: true"
+_CAPABILITY_LINE = re.compile(r"^\s*Link \d+, ")
 _ALL_INACTIVE = re.compile(r"all links are inactive", re.IGNORECASE)
 
 
@@ -377,7 +379,14 @@ def _detect(text: str) -> str:
             f"nvidia-smi nvlink line {lineno}: the first link line {value!r} is not one of `-g`, `-gt d|r`, "
             "`-s` or `-e` (-R, -p and -c are not parsed here)"
         )
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    lines = list(enumerate(text.splitlines(), 1))
+    capability = next((n for n, line in lines if _CAPABILITY_LINE.match(line)), None)
+    if capability is not None:
+        raise ValueError(
+            f"nvidia-smi nvlink line {capability}: `nvidia-smi nvlink -c` (capabilities) output is not read here; "
+            "expected the output of `nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e`"
+        )
+    first = next((line.strip() for _, line in lines if line.strip() and not paste_noise(line)), "")
     raise ValueError(
         f"nvidia-smi nvlink: no 'Link n: ...' line (first line is {first[:80]!r}); expected the output of "
         "`nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e`"

@@ -18,10 +18,13 @@ class BandwidthMeasurement:
 
     collectives: dict | None = None  # collectives.py's result
     copy: dict | None = None  # copy_bw.py's result
-    nccl_tests: list[dict] = field(default_factory=list)  # parsed all_reduce_perf runs
+    nccl_tests: list[dict] = field(default_factory=list)  # parsed runs of <op>_perf binaries
     source: str = "live"
-    errors: dict[str, str] = field(default_factory=dict)  # part -> why it could not be measured
+    #: part -> why it could not be measured ("collectives", "copy", "nccl_tests" for a configured binary that is
+    #: not there, "nccl_tests:<op>" for one op's binary that failed)
+    errors: dict[str, str] = field(default_factory=dict)
+    nccl_tests_missing: dict[str, str] = field(default_factory=dict)  # op -> where its <op>_perf was looked for
 
     def to_json(self) -> dict:
         return {"format": BANDWIDTH_FORMAT, "collectives": self.collectives, "copy": self.copy,
-                "nccl_tests": self.nccl_tests, "errors": self.errors}
+                "nccl_tests": self.nccl_tests, "errors": self.errors, "nccl_tests_missing": self.nccl_tests_missing}

@@ -125,75 +125,66 @@ def _split_header_words(piece: str) -> list[str]:
     return names
 
 
-def _header_columns(line: str) -> list[tuple[str, int]]:
-    """The header's column names with the character column each starts at (tabs expanded to 8, as a terminal
-    shows them: a copy from a terminal keeps those positions in spaces)."""
+def _header_columns(line: str) -> list[str]:
     if "\t" in line:
-        columns = []
-        position = 0
-        for cell in line.split("\t"):
-            if cell.strip():
-                columns.append((cell.strip(), position + len(cell) - len(cell.lstrip())))
-            position = (position + len(cell)) // 8 * 8 + 8
-        return columns
-    columns = []
-    for piece in re.finditer(r"\S+(?: \S+)*", line):
-        offset = piece.start()
-        for name in _split_header_words(piece.group()):
-            at = line.index(name.split()[0], offset)
-            columns.append((name, at))
-            offset = at + len(name.split()[0])
+        return [cell.strip() for cell in line.split("\t") if cell.strip()]
+    columns: list[str] = []
+    for piece in re.split(r"\s{2,}", line.strip()):
+        columns.extend(_split_header_words(piece))
     return columns
 
 
-def _column_names(line: str) -> list[str]:
-    return [name for name, _ in _header_columns(line)]
+def _untab(line: str, indent: int) -> list[str] | None:
+    """The tab-separated cells of a line whose tabs a terminal turned into spaces (tab stops every 8 columns,
+    counted from ``indent``), empty cells included; None when the spaces are not a terminal's tabs.
+
+    nvidia-smi separates every cell with one tab, so in a terminal each cell starts on a tab stop (" X " one
+    column after it) and an empty cell is a tab stop with nothing on it: that is how a blank CPU Affinity is
+    told from a missing column in a copy that has no tabs left."""
+    cells: list[str] = []
+    stop = indent
+    for m in re.finditer(r"\S+", line):
+        start = m.start() - (1 if m.group() == "X" else 0)
+        if start < stop or (start - indent) % 8:
+            return None
+        while stop < start:
+            cells.append("")
+            stop += 8
+        cells.append(m.group())
+        stop = indent + (m.end() - indent) // 8 * 8 + 8
+    return cells
 
 
-def _assign_trailing(values: list[tuple[str, int]], columns: list[tuple[str, int]], *, tabbed: bool,
-                     where: str) -> dict[str, str]:
+def _assign_trailing(values: list[str], columns: list[str], *, tabbed: bool, where: str) -> dict[str, str]:
     """Map the cells after the matrix part of a row to the trailing columns (CPU Affinity, ...).
 
-    Tab-separated output keeps empty cells, and drivers of the 5xx series print an extra empty cell after
-    NUMA Affinity (``0\t\tN/A``): that cell is dropped so N/A lands in GPU NUMA ID, not one column late.
-    Space-separated output loses empty cells (CPU Affinity left blank on a Slurm node, NIC rows): values are
-    taken in order when their count matches, else each goes to the column whose header starts where it starts.
+    Tab-separated output (or spaces that were a terminal's tabs) keeps empty cells, and drivers of the 5xx
+    series print an extra empty cell after NUMA Affinity (``0\t\tN/A``): that cell is dropped so N/A lands in
+    GPU NUMA ID, not one column late. Other space-separated output loses empty cells, so values are taken in
+    order only when their count matches.
     """
-    texts = [text for text, _ in values]
-    names = [name for name, _ in columns]
+    values = list(values)
     n = len(columns)
-    if not any(texts):
+    if not any(values):
         return {}  # NIC rows, and rows of a driver printing no affinity
     if tabbed:
-        if len(texts) > n and "NUMA Affinity" in names:
-            k = names.index("NUMA Affinity")
-            if k + 1 < len(texts) and texts[k + 1] == "":
-                del texts[k + 1]
-        while len(texts) > n and texts[-1] == "":
-            texts.pop()
-        if len(texts) <= n:
-            return {col: val for col, val in zip(names, texts, strict=False) if val}
-        nonempty = [v for v in texts if v]
+        if len(values) > n and "NUMA Affinity" in columns:
+            k = columns.index("NUMA Affinity")
+            if k + 1 < len(values) and values[k + 1] == "":
+                del values[k + 1]
+        while len(values) > n and values[-1] == "":
+            values.pop()
+        if len(values) <= n:
+            return {col: val for col, val in zip(columns, values, strict=False) if val}
+        nonempty = [v for v in values if v]
         if len(nonempty) == n:
-            return dict(zip(names, nonempty, strict=True))
-    elif len(texts) == n:
-        return dict(zip(names, texts, strict=True))
-    else:
-        by_position: dict[str, str] = {}
-        for text, at in values:
-            nearest = min(columns, key=lambda column: abs(column[1] - at))
-            if abs(nearest[1] - at) <= 3 and nearest[0] not in by_position:
-                by_position[nearest[0]] = text
-            else:
-                by_position = {}
-                break
-        if by_position:
-            return by_position
+            return dict(zip(columns, nonempty, strict=True))
+    elif len(values) == n:
+        return dict(zip(columns, values, strict=True))
     raise ValueError(
-        f"{where}: values {texts!r} after the matrix cells, but the header has {n} trailing column(s) "
-        f"{names!r}; cannot tell which value belongs to which column"
-        + ("" if tabbed else " (neither their count nor their positions under the header tell: use the "
-           "tab-separated original)")
+        f"{where}: values {values!r} after the matrix cells, but the header has {n} trailing column(s) "
+        f"{columns!r}; cannot tell which value belongs to which column"
+        + ("" if tabbed else " (space-separated output drops empty cells: use the tab-separated original)")
     )
 
 
@@ -208,21 +199,23 @@ _AFFINITY_VALUE = {
 _GLUED = re.compile(r"^[A-Z]+\d*(?:[A-Z]+|[\d,-]+)$")
 
 
-def _row_cells(line: str) -> tuple[str, list[tuple[str, int]]]:
-    """(label, [(cell text, start column)]) of one matrix row, tab-separated or space-separated."""
+def _row_cells(line: str, indent: int | None) -> tuple[list[str], bool]:
+    """(cells, tabbed) of one line: split at its tabs, at a terminal's expanded tabs, else at spaces."""
     if "\t" in line:
-        cells = [cell.strip() for cell in line.split("\t")]
         # a leading indent (topo -p2p style " GPU0\t...") belongs to the label cell
-        return cells[0], [(cell, -1) for cell in cells[1:]]
-    tokens = [(m.group(), m.start()) for m in re.finditer(r"\S+", line)]
-    return tokens[0][0], tokens[1:]
+        return [cell.strip() for cell in line.split("\t")], True
+    cells = _untab(line, indent) if indent is not None else None
+    if cells is not None:
+        return cells, True
+    return line.split(), False
 
 
 def parse_topo_m(text: str) -> TopoMatrix:
     """Parse ``nvidia-smi topo -m``: the matrix, the affinity columns and the NIC legend.
 
     Accepts the tab-separated original (with its ANSI-underlined header and empty cells) and what people paste:
-    tabs turned into spaces (blank cells placed by the header's character columns), the prompt and command line
+    tabs turned into spaces (a terminal's copy keeps each cell on a tab stop, so blank cells are still told
+    apart), the prompt and command line
     above it, blank lines between rows, an indent on every line. Stops at ``Legend:``.
 
     Damage in the text is named, not guessed at, and does not cost the rest of the matrix: a cell that is no
@@ -241,7 +234,7 @@ def parse_topo_m(text: str) -> TopoMatrix:
             break
         if paste_noise(line):
             continue
-        if "GPU0" in _column_names(line):
+        if "GPU0" in _header_columns(line):
             header_at = i
             break
     if header_at is None:
@@ -251,12 +244,11 @@ def parse_topo_m(text: str) -> TopoMatrix:
             f"(first line is {first[:80]!r}); this does not look like topo -m output"
         )
     header = lines[header_at]
-    columns = _header_columns(header)
-    names = [name for name, _ in columns]
 
     # Data rows: from the line after the header to "Legend:" (blank lines between rows are skipped: pasted
     # into a web page, each row often becomes a paragraph), or to a pasted line that is not output.
-    rows: list[tuple[int, str, list[tuple[str, int]]]] = []  # (line number, label, cells after the label)
+    rows: list[tuple[int, str, list[str], bool]] = []  # (line number, label, cells after the label, tabbed)
+    indent: int | None = None  # where the rows' labels start: the first tab stop of a terminal's copy
     end = len(lines)
     for i in range(header_at + 1, len(lines)):
         line = lines[i]
@@ -267,23 +259,28 @@ def parse_topo_m(text: str) -> TopoMatrix:
             break
         if paste_noise(line):
             continue
-        label, rest = _row_cells(line)
-        if not label:
+        if indent is None:
+            indent = len(line) - len(line.lstrip(" "))
+        cells, tabbed = _row_cells(line, indent)
+        if not cells or not cells[0]:
             raise ValueError(f"nvidia-smi topo -m line {i + 1}: row without a device label: {line!r}")
-        rows.append((i + 1, label, rest))
+        rows.append((i + 1, cells[0], cells[1:], tabbed))
     if not rows:
         raise ValueError(
             f"nvidia-smi topo -m line {header_at + 2}: expected matrix rows (GPU0 ...) after the header"
         )
+    names = _header_columns(header)
+    if "\t" not in header and indent is not None and (cells := _untab(header, indent)) is not None:
+        names = [cell for cell in cells if cell]  # column names with single spaces stay whole ("CPU Affinity")
 
-    row_labels = [label for _, label, _ in rows]
+    row_labels = [label for _, label, _, _ in rows]
     n_dev = 0
     for name in names:
         if name in _AFFINITY_COLUMNS or name not in row_labels:
             break
         n_dev += 1
     devices = names[:n_dev]
-    trailing = columns[n_dev:]
+    trailing = names[n_dev:]
     if "GPU0" not in devices:
         raise ValueError(f"nvidia-smi topo -m line {header_at + 1}: header has GPU0 but no row labelled GPU0")
     missing = [d for d in devices if d not in row_labels]
@@ -291,17 +288,17 @@ def parse_topo_m(text: str) -> TopoMatrix:
         raise ValueError(f"nvidia-smi topo -m: columns {missing} have no row (truncated output?)")
 
     topo = TopoMatrix(devices=devices, matrix={})
-    for name, _ in trailing:
+    for name in trailing:
         if name in _AFFINITY_COLUMNS:
             topo.columns_present.add(_AFFINITY_COLUMNS[name])
         else:
             topo.other_columns[name] = {}
 
-    for lineno, label, rest in rows:
+    for lineno, label, rest, tabbed in rows:
         where = f"nvidia-smi topo -m line {lineno} ({label})"
         if label not in devices:
             if GPU_LABEL.match(label) or NIC_LABEL.match(label) or all(
-                    _MATRIX_LABEL.match(cell) for cell, _ in rest if cell):
+                    _MATRIX_LABEL.match(cell) for cell in rest if cell):
                 topo.damaged[label] = (f"line {lineno}: row {label} has no column in the header (the paste was "
                                        "cut at the right, or the header at the left); its row is not read")
                 continue
@@ -312,7 +309,7 @@ def parse_topo_m(text: str) -> TopoMatrix:
         if len(cells) < n_dev:
             raise ValueError(f"{where}: {len(cells)} matrix cells, expected {n_dev} ({', '.join(devices)})")
         topo.matrix[label] = {}
-        for k, (col, (cell, _)) in enumerate(zip(devices, cells, strict=True)):
+        for k, (col, cell) in enumerate(zip(devices, cells, strict=True)):
             if _MATRIX_LABEL.match(cell):
                 topo.matrix[label][col] = cell
                 continue
@@ -326,12 +323,11 @@ def parse_topo_m(text: str) -> TopoMatrix:
                                              "(its separator lost, as nvidia-smi prints on some machines)")
             for later in devices[k + 1:]:
                 topo.damaged[f"{label}-{later}"] = f"line {lineno}: after the damaged cell {label}-{col}"
-            for name, _ in trailing:
+            for name in trailing:
                 topo.damaged[f"{label} {name}"] = f"line {lineno}: after the damaged cell {label}-{col}"
             break
         if any(key.startswith(f"{label}-") for key in topo.damaged):
             continue
-        tabbed = "\t" in lines[lineno - 1]
         for name, value in _assign_trailing(rest[n_dev:], trailing, tabbed=tabbed, where=where).items():
             pattern = _AFFINITY_VALUE.get(name)
             if pattern is not None and not pattern.match(value):

@@ -84,12 +84,16 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
 def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request, gpufabric_check):
     bandwidth = _measurement(request, gpu_profile, "collective bandwidth", collective_threshold)
     op, threshold = collective_threshold
-    if "nccl_tests" in bandwidth.errors:
-        pytest.fail(bandwidth.errors["nccl_tests"], pytrace=False)
+    for part in ("nccl_tests", f"nccl_tests:{op}"):
+        if part in bandwidth.errors:
+            pytest.fail(bandwidth.errors[part], pytrace=False)
     rows = _nccl_tests_rows(bandwidth, op)
     if not rows:
-        pytest.skip(f"no nccl-tests {op}_perf output: none configured (bandwidth.nccl_tests.binary), on PATH, "
-                    "or in the bundle")
+        unnamed = sum(1 for run in bandwidth.nccl_tests if run.get("op") is None)
+        where = bandwidth.nccl_tests_missing.get(op) or (
+            f"no nccl-tests {op}_perf output: none configured (bandwidth.nccl_tests.binary), on PATH, or in the bundle")
+        pytest.skip(where + (f"; {unnamed} nccl-tests run(s) there do not say which test they are (name the file "
+                             "nccl-tests-<op>_perf.txt)" if unnamed else ""))
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
     gpufabric_check(check_collective(op, threshold, _row_at(rows, parse_bytes(threshold["size"])),
                                      gpu_profile.gpu_count, peak, peak_what, f"nccl-tests {op}_perf"))

@@ -54,7 +54,7 @@ def measure_bandwidth(profile, fabric) -> BandwidthMeasurement:
     """Everything the profile's `bandwidth` section promises, on the GPUs it names. A part that fails is kept
     as an error for its own tests; the other parts are still measured."""
     from ..errors import GpuFabricError
-    from .nccl_tests import find_all_reduce_perf, run_nccl_tests
+    from .nccl_tests import find_perf_binary, run_nccl_tests
 
     section = profile.bandwidth
     warmup, iters, timeout_s = section.get("warmup", 5), section.get("iters", 20), section.get("timeout_s", 300)
@@ -69,16 +69,22 @@ def measure_bandwidth(profile, fabric) -> BandwidthMeasurement:
                                                       timeout_s=timeout_s)
         except GpuFabricError as exc:
             measurement.errors["collectives"] = str(exc)
-        all_reduce_sizes = [parse_bytes(t["size"]) for op, t in thresholds if op == "all_reduce"]
-        try:
-            binary = find_all_reduce_perf(section.get("nccl_tests", {}).get("binary"))
-            if binary and all_reduce_sizes:
-                measurement.nccl_tests = run_nccl_tests(binary, profile.gpu_count, all_reduce_sizes, iters=iters,
-                                                        warmup=warmup, timeout_s=timeout_s)["runs"]
-        except ValueError as exc:  # a configured binary that is not there
-            measurement.errors["nccl_tests"] = str(exc)
-        except GpuFabricError as exc:
-            measurement.errors["nccl_tests"] = str(exc)
+        configured = section.get("nccl_tests", {}).get("binary")
+        for op in ops:
+            op_sizes = [parse_bytes(t["size"]) for o, t in thresholds if o == op]
+            try:
+                binary, looked = find_perf_binary(op, configured)
+            except ValueError as exc:  # a configured all_reduce_perf that is not there: no op is measured
+                measurement.errors["nccl_tests"] = str(exc)
+                break
+            if binary is None:
+                measurement.nccl_tests_missing[op] = f"no {op}_perf {looked}"
+                continue
+            try:
+                measurement.nccl_tests += run_nccl_tests(binary, profile.gpu_count, op_sizes, iters=iters,
+                                                         warmup=warmup, timeout_s=timeout_s)["runs"]
+            except GpuFabricError as exc:
+                measurement.errors[f"nccl_tests:{op}"] = str(exc)
     if profile.copy_thresholds():
         affinity = {gpu.index: gpu.cpu_affinity for gpu in fabric.gpus if isinstance(gpu.cpu_affinity, str)}
         size = parse_bytes(section.get("copy", {}).get("size", "1 GiB"))

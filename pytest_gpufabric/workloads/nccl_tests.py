@@ -34,6 +34,25 @@ def find_all_reduce_perf(configured: str | None) -> str | None:
     return shutil.which("all_reduce_perf")
 
 
+def find_perf_binary(op: str, configured: str | None) -> tuple[str | None, str]:
+    """(where ``<op>_perf`` is, where it was looked for): all_reduce_perf as :func:`find_all_reduce_perf` finds
+    it; another op's binary beside it (nccl-tests builds them all into one folder), else on PATH.
+
+    Raises ValueError for a configured all_reduce_perf that is not there (see find_all_reduce_perf)."""
+    all_reduce = find_all_reduce_perf(configured)
+    if op == "all_reduce":
+        return all_reduce, f"configured as {configured}" if configured else "on PATH"
+    name = f"{op}_perf"
+    looked = []
+    if all_reduce is not None:
+        beside = Path(all_reduce).with_name(name)
+        looked.append(f"beside {all_reduce}")
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside), looked[-1]
+    looked.append("on PATH")
+    return shutil.which(name), " or ".join(looked)
+
+
 def nccl_tests_command(binary: str, ngpus: int, min_bytes: int, max_bytes: int, factor: int = 2,
                        iters: int = 20, warmup: int = 5) -> list[str]:
     """The argv for one single-process nccl-tests sweep over `ngpus` GPUs.
@@ -53,7 +72,8 @@ def nccl_tests_command(binary: str, ngpus: int, min_bytes: int, max_bytes: int, 
 
 
 def run_nccl_tests(binary: str, ngpus: int, sizes: list[int], *, iters: int, warmup: int, timeout_s: float) -> dict:
-    """all_reduce_perf over the sizes (factor 2 from the smallest), parsed; its text output kept for bundles."""
+    """One nccl-tests binary over the sizes (factor 2 from the smallest), parsed (its op from its own name where
+    the output does not say it); its text output kept for bundles."""
     command = nccl_tests_command(binary, ngpus, min(sizes), max(sizes), factor=2, iters=iters, warmup=warmup)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, start_new_session=True,
@@ -62,9 +82,9 @@ def run_nccl_tests(binary: str, ngpus: int, sizes: list[int], *, iters: int, war
         raise WorkloadError(command, None, str(exc.stdout or ""), str(exc.stderr or ""),
                             f"timed out after {timeout_s:.0f} s") from None
     if done.returncode != 0:
-        raise WorkloadError(command, done.returncode, done.stdout, done.stderr, "all_reduce_perf failed")
+        raise WorkloadError(command, done.returncode, done.stdout, done.stderr, f"{Path(binary).name} failed")
     try:
-        runs = parse_nccl_tests(done.stdout)
+        runs = parse_nccl_tests(done.stdout, Path(binary).name)
     except ValueError as exc:
         raise WorkloadError(command, done.returncode, done.stdout, done.stderr, f"unreadable output: {exc}") from None
     return {"command": command, "runs": runs, "output": done.stdout}
