@@ -39,10 +39,17 @@ class HardwareUnavailable(GpuFabricError):
 class WorkloadError(GpuFabricError):
     """A workload child process failed, timed out or returned no result."""
 
-    def __init__(self, cmd: list[str], returncode: int | None, stdout: str, stderr: str, reason: str) -> None:
+    def __init__(self, cmd: list[str], returncode: int | None, stdout: str, stderr: str, reason: str,
+                 failures: dict[str, str] | None = None) -> None:
+        """``failures``: each failing rank's own last error lines (rank -> text), as the workload left them; they
+        say why where a launcher's summary does not (torchrun: "exitcode: 1 ... To enable traceback see ...")."""
         self.cmd = cmd
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
-        tail = (stderr or stdout).strip().splitlines()[-20:]
-        super().__init__(f"{reason}: {' '.join(cmd)} (exit {returncode})\n" + "\n".join(tail))
+        self.failures = dict(failures or {})
+        if self.failures:
+            detail = [f"rank {rank}: {text}" for rank, text in sorted(self.failures.items())]
+        else:
+            detail = (stderr or stdout).strip().splitlines()[-20:]
+        super().__init__(f"{reason}: {' '.join(cmd)} (exit {returncode})\n" + "\n".join(detail))

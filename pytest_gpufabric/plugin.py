@@ -16,6 +16,7 @@ from .errors import GpuFabricError, HardwareUnavailable
 from .markers import MARKERS, decide, marker_arguments
 
 SESSION_KEY = pytest.StashKey["FabricSession"]()
+IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
 BROKEN_PROMISES_KEY = pytest.StashKey[list]()
 
 
@@ -245,7 +246,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _fail_in_call(item: pytest.Item, reason: str) -> None:
-    """A promise the machine breaks is the test's failure, not a set-up error: fail when the test runs."""
+    """A promise the machine breaks is the test's failure, not a set-up error: fail when the test runs (at once
+    when it runs already: a fixture the test asked for in its body, request.getfixturevalue)."""
+    if item.stash.get(IN_CALL_KEY, False):
+        pytest.fail(reason, pytrace=False)
     item.stash.setdefault(BROKEN_PROMISES_KEY, []).append(reason)
 
 
@@ -254,6 +258,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     reasons = item.stash.get(BROKEN_PROMISES_KEY, None)
     if reasons:
         pytest.fail("\n".join(reasons), pytrace=False)
+    item.stash[IN_CALL_KEY] = True
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -380,7 +385,11 @@ def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: st
     try:
         measurement = _session(request.config).measurement(name)
     except GpuFabricError as exc:
-        _fail_in_call(request.node, str(exc))
+        failure = str(exc)
+    else:
+        failure = None
+    if failure is not None:  # outside the except: a failure now is one line, not a chained traceback
+        _fail_in_call(request.node, failure)
         return None
     if measurement is None:
         pytest.skip(nothing_recorded)

@@ -100,7 +100,7 @@ class FabricSession:
 
             if self.replay:
                 return recorded_training_traffic(bundle.load_nvlink_recording(self.bundle_dir))
-            measurement = measure_training_traffic(self.profile.gpu_count, self.profile.data.get("nvlink_traffic", {}),
+            measurement = measure_training_traffic(self.boards(), self.profile.data.get("nvlink_traffic", {}),
                                                    on_sample=self.metrics.observe_nvlink if self.metrics else None)
             write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
             return measurement
@@ -114,11 +114,12 @@ class FabricSession:
                 return self.burn_in
             return self._run_burn_in()
         if name == "memory":
+            from .workloads.environment import gpu_environment
             from .workloads.memory import measure_memory
 
             if self.replay:
                 return bundle.load_json_recording(self.bundle_dir, bundle.MEMORY_FILE, what="memory")
-            measurement = measure_memory(self.profile.data["memory"])
+            measurement = measure_memory(self.profile.data["memory"], gpu_environment(self.boards()))
             write_json(measurement, self.report_dir / bundle.MEMORY_FILE)
             return measurement
         if name == "rdma":
@@ -140,14 +141,26 @@ class FabricSession:
 
         if self.replay:
             return bundle.load_bandwidth_recording(self.bundle_dir)
-        measurement = measure_bandwidth(self.profile, self.fabric)
+        measurement = measure_bandwidth(self.profile, self.fabric, self.boards())
         write_json(measurement.to_json(), self.report_dir / bundle.BANDWIDTH_FILE)
         return measurement
+
+    def boards(self) -> list[dict]:
+        """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES
+        honoured). Raises HiddenGpu, naming them, when it hides a promised GPU: every workload test fails so."""
+        from .workloads.environment import promised_boards
+
+        if self.fabric is None:
+            raise self.discovery_error
+        return promised_boards(self.fabric, self.profile.gpu_count, self.profile.name)
 
     def _run_burn_in(self):
         from .fabric.health import HealthReader
         from .workloads.burn_in import LOG_FILE, parse_duration, run_burn_in
+        from .workloads.environment import gpu_environment
 
+        on_cpus = self.profile.data.get("burn_in", {}).get("device", "cuda") == "cpu"  # the tests' CPU workers
+        boards = None if on_cpus else self.boards()
         duration_s = parse_duration(self.burn_in_duration)
         try:
             health = HealthReader()
@@ -156,7 +169,8 @@ class FabricSession:
         try:
             self.burn_in = run_burn_in(self.profile, duration_s, self.report_dir / LOG_FILE,
                                        plant_fault=self.plant_fault, health=health, progress=self._burn_in_progress,
-                                       sha256=self.profile.sha256)
+                                       sha256=self.profile.sha256,
+                                       env=None if on_cpus else gpu_environment(boards), boards=boards)
             return self.burn_in
         finally:
             if health is not None:

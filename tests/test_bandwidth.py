@@ -541,3 +541,18 @@ def test_bad_bandwidth_section_is_a_usage_error(pytester: pytest.Pytester, thres
     err = result.stderr.str()
     assert f"{profile} at {json_path}: " in err and problem in err
     assert "Traceback" not in err and "must not run" not in result.stdout.str()
+
+
+def test_a_measurement_that_cannot_be_read_fails_each_test_with_its_reason(pytester: pytest.Pytester):
+    """The bandwidth tests ask for the measurement in their own body: its failure must be theirs, one line, not
+    an AttributeError on the missing measurement."""
+    bundle = pytester.path / "bundle"
+    shutil.copytree(BANDWIDTH_BUNDLE, bundle)
+    text = (bundle / "bandwidth.json").read_text(encoding="utf-8")
+    (bundle / "bandwidth.json").write_text(text[: len(text) // 2], encoding="utf-8")  # DERIVED: cut in half
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), "-k", "copy",
+                                "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(["*bundle/bandwidth.json: not a gpufabric bandwidth recording (Expecting*"])
+    result.stdout.no_fnmatch_line("*AttributeError*")
+    result.stdout.no_fnmatch_line("*During handling of the above exception*")

@@ -211,7 +211,8 @@ def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.P
     result.stdout.fnmatch_lines([
         "[[]burn-in[]] [[]..............................[]]   0.0/0.0 min  GEMM burn on every GPU, results "
         "cross-checked",
-        f"[[]burn-in[]] [[]############..................[]]   0.0/0.0 min  {chunk}",
+        # at least 12 of 30: the first chunk asked for 1 of 2.5 s, and a CPU GEMM under load overshoots it
+        f"[[]burn-in[]] [[]############*.[]]   0.0/0.0 min  {chunk}",
         f"[[]burn-in[]] [[]##############################[]]   0.0/0.0 min  {chunk}",
         ".*"])
     copies = json.loads((pytester.path / "reports" / "checkpoints.json").read_text())

@@ -4,23 +4,28 @@ and skipped checks, and (where Chromium is installed) renders without console er
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
 import subprocess
 from html import escape
+from html.parser import HTMLParser
 from pathlib import Path
+from xml.sax.saxutils import escape as xml_escape
 
 import pytest
 from jsonschema import Draft202012Validator
 
+from pytest_gpufabric.fabric.bundle import load_bundle
 from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
-from pytest_gpufabric.report.html import format_value, margin
+from pytest_gpufabric.report.html import Html, _cell, _table, format_value, inventory_html, margin
 from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DATA = REPO / "tests" / "data" / "results"
+BUNDLES = REPO / "tests" / "data" / "bundles"
 CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 needs_no_driver = pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
@@ -408,3 +413,180 @@ def test_the_live_burn_in_report_of_the_h200s_renders_in_chromium(pytester: pyte
     assert 'alt="GPU health timeline"' in health
     for gpu in live["machine"]["gpus"]:
         assert gpu["serial"] in dom
+
+
+# --- text from the evidence, the profile and the customer is never markup --------------------------------
+
+# Were any of it markup, the page would gain an element: <b>, an <img> whose failed load runs its onerror, a
+# <script>. The scripts mark the page (data-pwned on <body>), so a DOM that ran them says so.
+_PAYLOAD = ("<img src=x onerror=\"document.body.dataset.pwned='img'\">"
+            "<script>document.body.dataset.pwned='script'</script><b>bold</b>")
+_RAW = ("<b>bold</b>", "<img src=x", "<script>document.body")
+
+
+class _Elements(HTMLParser):
+    """The elements of a page as a browser's parser sees them; the text inside each <script>."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+        if self._in_script:
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+def _assert_nothing_injected(page: str) -> None:
+    elements = _Elements(page)
+    assert not [attrs for tag, attrs in elements.tags if tag == "img" and attrs.get("src") == "x"]
+    assert not [attrs for tag, attrs in elements.tags if "onerror" in attrs]
+    assert not [attrs for tag, attrs in elements.tags if "data-pwned" in attrs]
+    assert not [script for script in elements.scripts if "pwned" in script]
+    # pytest-html's and this plugin's own pages have no <b> at all
+    assert not [attrs for tag, attrs in elements.tags if tag == "b"]
+
+
+def _marked_up_evidence(pytester: pytest.Pytester) -> dict[str, str | Path]:
+    """A real bundle and a shipped profile, copied below a folder whose name is markup too, with markup put into
+    the host's name, GPU0's name (it starts with '<td', the issue's case), the profile's description and GPU
+    model; and the customer's name."""
+    folder = pytester.path / "evidence <img src=x onerror=\"document.body.dataset.pwned='path'\">"
+    bundle = folder / "h200-nvswitch-x2"
+    shutil.copytree(BUNDLES / "h200-nvswitch-x2", bundle)
+    gpu_name = "<td>" + _PAYLOAD  # DERIVED: GPU0 of nvidia-h200-x2 is an "NVIDIA H200"
+    hostname = _PAYLOAD  # DERIVED: the host is "vm"
+    nvml = json.loads((bundle / "nvml.json").read_text())
+    nvml["hostname"] = hostname
+    nvml["gpus"][0]["name"] = gpu_name
+    (bundle / "nvml.json").write_text(json.dumps(nvml, indent=2))
+    query = (bundle / "nvidia-smi-q.xml").read_text()
+    # DERIVED: the same name in the first GPU's product_name (the bundle's files agree)
+    query = query.replace("<product_name>NVIDIA H200</product_name>",
+                          f"<product_name>{xml_escape(gpu_name)}</product_name>", 1)
+    (bundle / "nvidia-smi-q.xml").write_text(query)
+
+    model = "NVIDIA H200 " + _PAYLOAD  # DERIVED: the profile promises an "NVIDIA H200"
+    profile = folder / "h200-nvswitch-x2.yaml"
+    text = (REPO / "profiles" / "h200-nvswitch-x2.yaml").read_text()
+    # DERIVED: markup in the description and the GPU model (a JSON string is a YAML double-quoted scalar)
+    text = text.replace("\ndescription: 2x NVIDIA H200 SXM 141 GB on NVSwitch (NV18)\n",
+                        f"\ndescription: {json.dumps(_PAYLOAD)}\n", 1)
+    text = text.replace("\n  model: NVIDIA H200\n", f"\n  model: {json.dumps(model)}\n", 1)
+    profile.write_text(text)
+    assert load_profile(str(profile)).gpu_model == model
+    return {"bundle": bundle, "profile": profile, "gpu_name": gpu_name, "hostname": hostname, "model": model,
+            "customer": "ACME " + _PAYLOAD}
+
+
+def _run_marked_up(pytester: pytest.Pytester, evidence: dict) -> tuple[str, dict]:
+    return _html_run(pytester, "--gpu-profile", str(evidence["profile"]), "--gpu-replay", str(evidence["bundle"]),
+                     "--gpu-customer", evidence["customer"])
+
+
+def test_table_cells_are_text_unless_the_report_built_them():
+    """The issue: a cell whose text starts with '<td' was passed through as markup."""
+    table = _table(["GPU", "name"], [["GPU0", "<td><script>alert(1)</script>"], ["GPU1", _cell("H200", "match")]])
+    assert "<script>" not in table
+    assert "<tr><td>GPU0</td><td>&lt;td&gt;&lt;script&gt;alert(1)&lt;/script&gt;</td></tr>" in table
+    assert '<tr><td>GPU1</td><td class="match">H200</td></tr>' in table
+    assert isinstance(table, Html) and isinstance(_cell("x"), Html)
+    assert _cell("a", title='"><b>') == '<td title="&quot;&gt;&lt;b&gt;">a</td>'
+
+
+def test_inventory_says_not_recorded_for_missing_values_only():
+    """A missing name reads 'not recorded'; a GPU whose name is the text 'None' keeps it."""
+    fabric = load_bundle(BUNDLES / "h200-nvswitch-x2")
+    gpus = [dataclasses.replace(fabric.gpus[0], name=None),  # DERIVED: GPU0's name not recorded
+            dataclasses.replace(fabric.gpus[1], name="None")]  # DERIVED: GPU1 named "None"
+    html = inventory_html(dataclasses.replace(fabric, gpus=gpus))
+    assert "<tr><td>GPU0</td><td>not recorded</td>" in html
+    assert "<tr><td>GPU1</td><td>None</td>" in html
+
+
+def test_marked_up_evidence_profile_and_customer_are_shown_as_text(pytester: pytest.Pytester):
+    evidence = _marked_up_evidence(pytester)
+    html, document = _run_marked_up(pytester, evidence)
+    assert document["machine"]["hostname"] == evidence["hostname"]
+    assert document["machine"]["gpus"][0]["name"] == evidence["gpu_name"]
+    # the promised model is not the recorded one: the GPU model checks fail, the rest of the report is drawn
+    assert document["summary"]["verdict"] == "REJECTED"
+    for raw in _RAW:
+        assert raw not in html, raw
+    _assert_nothing_injected(html)
+    section = _gpufabric_section(html)
+    assert "&lt;script&gt;" in section and "&lt;b&gt;bold&lt;/b&gt;" in section
+    customer = escape(evidence["customer"])
+    assert f"<h1>GPU server acceptance: {customer}</h1>" in section
+    assert f"<th>Customer</th><td>{customer}</td>" in section
+    assert f"<th>Machine</th><td>{escape(evidence['hostname'])}</td>" in section
+    assert f"replay of bundle {escape(str(evidence['bundle']))} (not this host)" in section
+    assert f"<th>Profile</th><td>h200-nvswitch-x2 ({escape(str(evidence['profile']))})</td>" in section
+    # the cover's GPU table and the inventory; the gpu-model checks' Found (GPU0) and Expected (both GPUs)
+    assert section.count(f"<tr><td>GPU0</td><td>{escape(evidence['gpu_name'])}</td>") == 2
+    assert section.count(f"<td>{escape(evidence['gpu_name'])}</td>") == 3
+    assert section.count(f"<td>{escape(evidence['model'])}</td>") == 2
+
+
+def test_marked_up_values_stay_plain_text_without_an_html_report(pytester: pytest.Pytester):
+    """Only pytest-html's Environment table reads the metadata as HTML; pytest-metadata's header shows it as it is."""
+    result = pytester.runpytest("-v", "--collect-only", "--gpu-replay", str(BUNDLES / "h200-nvswitch-x2"),
+                                "--gpu-customer", "ACME & <Sons>")
+    assert "'Customer': 'ACME & <Sons>'" in result.stdout.str()
+
+
+@needs_chromium
+def test_marked_up_evidence_renders_as_text_in_chromium(pytester: pytest.Pytester):
+    """In the browser, after pytest-html's script drew its Environment table (each value through innerHTML) and
+    the cover was moved up: no element from the markup, no script of it run, the text shown as it was given."""
+    evidence = _marked_up_evidence(pytester)
+    _run_marked_up(pytester, evidence)
+    dom = _render(pytester, pytester.path / "reports" / "acceptance.html", pytester.path / "marked-up.png")
+    _cover_first(dom)
+    _assert_nothing_injected(dom)
+    assert "data-pwned" not in dom  # no script of the markup ran (each would have marked <body>)
+    text = _text_of(dom)
+    for value in (evidence["customer"], evidence["hostname"], evidence["gpu_name"], evidence["model"],
+                  str(evidence["profile"]), str(evidence["bundle"])):
+        assert value in text, value
+    environment = dom[dom.index('id="environment"'):]
+    environment = _text_of(environment[:environment.index("</table>")])
+    for value in (evidence["customer"], f"GPU0 {evidence['gpu_name']} (serial", str(evidence["bundle"])):
+        assert value in environment, value
+
+
+def _text_of(page: str) -> str:
+    """The page's text as a reader sees it (scripts and styles left out)."""
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+            self._skip = False
+
+        def handle_starttag(self, tag, attrs):
+            self._skip = tag in ("script", "style")
+
+        def handle_endtag(self, tag):
+            self._skip = False
+
+        def handle_data(self, data):
+            if not self._skip:
+                self.parts.append(data)
+
+    parser = Text()
+    parser.feed(page)
+    parser.close()
+    return "".join(parser.parts)

@@ -7,6 +7,10 @@ every check against its threshold with the margin, the skipped checks with their
 
 The cover is drawn from the results document the run wrote (reports/gpufabric-results.json), so the report and
 the JSON say the same thing. Registered only when pytest-html is active (its hooks are unknown otherwise).
+
+Markup comes only from this module's own code, typed Html; every other str is text and is escaped where the parts
+are joined (_table, _join). What a bundle, a profile, the customer or the machine says (a hostname, a GPU's
+name, a serial, a message, a path) is such text: a GPU named `<script>...` shows as that name, never runs.
 """
 
 from __future__ import annotations
@@ -22,7 +26,21 @@ from ..units import format_bytes, parse_gbps, parse_seconds
 
 REPORT_ID = "gpufabric-report"
 
-_STYLE = (
+
+class Html(str):
+    """HTML the report built itself. Where the report joins parts (_table, _join) an Html passes through as it is
+    and any other str is text, escaped: a value read from a bundle, a profile, the customer or the machine never
+    becomes markup, whatever it starts with. Build one only from literals and escaped or Html parts."""
+
+    __slots__ = ()
+
+
+def _join(*parts: str) -> Html:
+    """The parts as one Html: Html parts as they are, any other str escaped as text."""
+    return Html("".join(part if isinstance(part, Html) else escape(part) for part in parts))
+
+
+_STYLE = Html(
     "<style>"
     ".gpufabric{color:#212529;font-size:13px;max-width:1240px}"
     ".gpufabric h2{font-size:18px;margin:22px 0 6px;border-bottom:2px solid #dee2e6;padding-bottom:3px}"
@@ -53,7 +71,7 @@ _STYLE = (
 )
 
 # pytest-html puts the summary below its Environment table; the cover belongs first, under the title.
-_MOVE_TO_TOP = (
+_MOVE_TO_TOP = Html(
     "<script>(function(){var r=document.getElementById('" + REPORT_ID + "'),"
     "e=document.getElementById('environment-header');"
     "if(r&&e&&e.parentNode){e.parentNode.insertBefore(r,e);}})();</script>"
@@ -73,48 +91,58 @@ def customer_name(config) -> str | None:
 
 
 def add_environment(config, fabric_session) -> None:
-    """Machine and profile facts for pytest-html's Environment table (via pytest-metadata)."""
+    """Machine and profile facts for pytest-html's Environment table (via pytest-metadata).
+
+    pytest-html 4.x draws that table in the browser, each value through innerHTML (`<div>${value}</div>` in its
+    app.js): a value is HTML there. So where pytest-html writes a report (--html), the values are stored escaped
+    (<, > and &; text without them is unchanged) and a GPU or host named with markup shows as its name. Otherwise
+    they stay plain text (pytest-metadata's -v header, its JUnit properties)."""
     try:
         from pytest_metadata.plugin import metadata_key
     except ImportError:
         return
     if metadata_key not in config.stash:
         return
-    metadata = config.stash[metadata_key]
+    facts: dict[str, str] = {}
     customer = customer_name(config)
     if customer:
-        metadata["Customer"] = customer
+        facts["Customer"] = customer
     profile = fabric_session.profile
     if profile is not None:
-        metadata["GPU profile"] = f"{profile.name} ({profile.path})"
-        metadata["GPU profile sha256"] = profile.sha256
+        facts["GPU profile"] = f"{profile.name} ({profile.path})"
+        facts["GPU profile sha256"] = profile.sha256
     fabric = fabric_session.fabric
     if fabric is not None:
-        metadata["Machine source"] = fabric.source
-        metadata["NVIDIA driver"] = str(fabric.driver_version or "not recorded")
-        metadata["CUDA driver"] = str(fabric.cuda_driver_version or "not recorded")
-        metadata["GPUs"] = ", ".join(f"{g.label} {g.name or '?'} (serial {g.serial or '?'})" for g in fabric.gpus)
+        facts["Machine source"] = fabric.source
+        facts["NVIDIA driver"] = str(fabric.driver_version or "not recorded")
+        facts["CUDA driver"] = str(fabric.cuda_driver_version or "not recorded")
+        facts["GPUs"] = ", ".join(f"{g.label} {g.name or '?'} (serial {g.serial or '?'})" for g in fabric.gpus)
     elif fabric_session.discovery_error is not None:
-        metadata["Machine"] = str(fabric_session.discovery_error)
+        facts["Machine"] = str(fabric_session.discovery_error)
+    as_html = config.pluginmanager.hasplugin("html") and bool(config.getoption("htmlpath", None))
+    config.stash[metadata_key].update({key: escape(str(value), quote=False) if as_html else str(value)
+                                       for key, value in facts.items()})
 
 
 # --- tables and values ----------------------------------------------------------------------------------
 
 
-def _cell(text: str, css: str = "", title: str = "") -> str:
-    """A <td> with escaped text (raw HTML cells are built as '<td...' strings by the callers)."""
-    attrs = f' class="{css}"' if css else ""
+def _cell(text: str, css: str = "", title: str = "") -> Html:
+    """A <td> of text, escaped, with a CSS class and a tooltip (escaped as attribute values)."""
+    attrs = f' class="{escape(css, quote=True)}"' if css else ""
     if title and title != text:
-        attrs += f' title="{escape(title[:2000])}"'
-    return f"<td{attrs}>{escape(text)}</td>"
+        attrs += f' title="{escape(title[:2000], quote=True)}"'
+    return Html(f"<td{attrs}>{escape(text)}</td>")
 
 
-def _table(header: list[str], rows: list[list[str]], css: str = "") -> str:
+def _table(header: list[str], rows: list[list[str]], css: str = "") -> Html:
+    """A table: the header's cells are text; a row's cells are text (escaped into a <td>) or a <td> the report
+    built (an Html, from _cell). A str that merely starts with '<td' is text like any other."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(cell if cell.startswith("<td") else f"<td>{escape(cell)}</td>" for cell in row)
-                   + "</tr>" for row in rows)
-    attrs = f' class="{css}"' if css else ""
-    return f"<table{attrs}><tr>{head}</tr>{body}</table>"
+    body = "".join("<tr>" + "".join(cell if isinstance(cell, Html) else _cell(cell) for cell in row) + "</tr>"
+                   for row in rows)
+    attrs = f' class="{escape(css, quote=True)}"' if css else ""
+    return Html(f"<table{attrs}><tr>{head}</tr>{body}</table>")
 
 
 def _text(value: object, missing: str = "not recorded") -> str:
@@ -191,7 +219,7 @@ def _truncated(text: str, limit: int = _TRUNCATE) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _value_cell(value: object, unit: str | None) -> str:
+def _value_cell(value: object, unit: str | None) -> Html:
     text = format_value(value, unit)
     return _cell(_truncated(text), title=text)
 
@@ -274,23 +302,30 @@ def margin(check: dict) -> tuple[str, str, bool] | None:
 # --- sections -------------------------------------------------------------------------------------------
 
 
-def inventory_html(fabric: Fabric) -> str:
+def _recorded(value: object) -> str:
+    """A value of the inventory as text; None (the evidence does not have it): 'not recorded'. A value that is
+    the text 'None' (a GPU so named) stays 'None'."""
+    return "not recorded" if value is None else str(value)
+
+
+def inventory_html(fabric: Fabric) -> Html:
     rows = [
-        [g.label, str(g.name), str(g.serial), str(g.uuid), str(g.pci_bus_id), format_bytes(g.memory_bytes)
-         if g.memory_bytes is not None else "None",
-         "None" if g.pcie_gen_max is None and g.pcie_width_max is None else f"gen {g.pcie_gen_max} x{g.pcie_width_max}",
-         str(g.vbios_version),
-         str(len(g.active_nvlinks())) if g.nvlinks is not None else "None"]
+        [g.label, _recorded(g.name), _recorded(g.serial), _recorded(g.uuid), _recorded(g.pci_bus_id),
+         _recorded(None if g.memory_bytes is None else format_bytes(g.memory_bytes)),
+         _recorded(None if g.pcie_gen_max is None and g.pcie_width_max is None
+                   else f"gen {g.pcie_gen_max} x{g.pcie_width_max}"),
+         _recorded(g.vbios_version),
+         _recorded(None if g.nvlinks is None else len(g.active_nvlinks()))]
         for g in fabric.gpus
     ]
     header = ["GPU", "name", "serial", "UUID", "PCI bus id", "memory", "PCIe max", "VBIOS", "NVLinks active"]
-    nics = ""
+    nics = Html("")
     if fabric.nics:
         nics = _table(["NIC", "device"], [[n.label, _text(n.device)] for n in fabric.nics])
-    return "<h2>Inventory</h2>" + _table(header, rows).replace(">None<", ">not recorded<") + nics
+    return _join(Html("<h2>Inventory</h2>"), _table(header, rows), nics)
 
 
-def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> str:
+def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> Html:
     """The matrix as `topo -m` lays it out, each cell 'found' or 'expected → found' where they differ."""
     devices = list(dict.fromkeys([*expected, *found]))
     rows = []
@@ -302,19 +337,19 @@ def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str
             if want is None:
                 cells.append(have or "")
             elif normalize_label(want) == normalize_label(have):
-                cells.append(f'<td class="match">{escape(have)}</td>')
+                cells.append(_cell(str(have), "match"))
             else:
-                cells.append(f'<td class="mismatch">expected {escape(want)}, found {escape(str(have))}</td>')
+                cells.append(_cell(f"expected {want}, found {have}", "mismatch"))
         rows.append(cells)
     if not devices:
-        return "<h2>Topology: expected vs found</h2><p>No topology was promised or recorded.</p>"
-    return "<h2>Topology: expected vs found</h2>" + _table(["", *devices], rows)
+        return Html("<h2>Topology: expected vs found</h2><p>No topology was promised or recorded.</p>")
+    return _join(Html("<h2>Topology: expected vs found</h2>"), _table(["", *devices], rows))
 
 
-def measurements_html(checks: list[dict]) -> str:
+def measurements_html(checks: list[dict]) -> Html:
     """Every check record: what was promised, what was found, the margin to the threshold, the verdict."""
     if not checks:
-        return "<h2>Measurements</h2><p>No check recorded a measurement.</p>"
+        return Html("<h2>Measurements</h2><p>No check recorded a measurement.</p>")
     rows = []
     for check in checks:
         verdict, css = _VERDICTS.get(check.get("verdict"), (str(check.get("verdict")), ""))
@@ -329,9 +364,9 @@ def measurements_html(checks: list[dict]) -> str:
             _cell(verdict, css, message), _cell(_truncated(note, 300), "note", note),
         ])
     header = ["Check", "Subject", "Expected", "Found", "Margin", "Result", "Note"]
-    return ("<h2>Measurements</h2><p>Every check against what the profile promises. Margin: how far the worst "
-            "measured value is from its limit (negative: short of it); blank where the check has no numeric "
-            "limit. Hover a cell for the whole value.</p>" + _table(header, rows, "measurements"))
+    return _join(Html("<h2>Measurements</h2><p>Every check against what the profile promises. Margin: how far the "
+                      "worst measured value is from its limit (negative: short of it); blank where the check has "
+                      "no numeric limit. Hover a cell for the whole value.</p>"), _table(header, rows, "measurements"))
 
 
 def _short_nodeid(nodeid: str) -> str:
@@ -339,27 +374,29 @@ def _short_nodeid(nodeid: str) -> str:
     return path.rsplit("/", 1)[-1] + sep + rest
 
 
-def skipped_html(skip_reasons: dict[str, str], tests: dict[str, str]) -> str:
+def skipped_html(skip_reasons: dict[str, str], tests: dict[str, str]) -> Html:
     skipped = [nodeid for nodeid, outcome in tests.items() if outcome == "skipped"]
     skipped += [nodeid for nodeid in skip_reasons if nodeid not in tests]
     if not skipped:
-        return "<h2>Skipped checks</h2><p>No test was skipped.</p>"
+        return Html("<h2>Skipped checks</h2><p>No test was skipped.</p>")
     rows = [[_cell(_short_nodeid(n), title=n), _cell(skip_reasons.get(n) or "no reason recorded", "note")]
             for n in skipped]
-    return (f"<h2>Skipped checks</h2><p>{len(skipped)} check(s) did not run: the profile does not promise what "
-            "they test, or the evidence does not record it. A skip is never a pass.</p>"
-            + _table(["Test", "Reason"], rows, "skipped"))
+    return _join(Html(f"<h2>Skipped checks</h2><p>{len(skipped)} check(s) did not run: the profile does not promise "
+                      "what they test, or the evidence does not record it. A skip is never a pass.</p>"),
+                 _table(["Test", "Reason"], rows, "skipped"))
 
 
-def plots_html(plots: list[tuple[str, str, str]]) -> str:
+def plots_html(plots: list[tuple[str, str, str]]) -> Html:
+    """The tests' PNG extras: a test's name for its plot and its content (base64 from any test) are text."""
     if not plots:
-        return ""
+        return Html("")
     figures = "".join(
-        f'<figure><img alt="{escape(name or nodeid)}" src="data:image/png;base64,{content}"/>'
+        f'<figure><img alt="{escape(name or nodeid, quote=True)}" '
+        f'src="data:image/png;base64,{escape(content, quote=True)}"/>'
         f"<figcaption>{escape(name)}{' — ' if name else ''}{escape(_short_nodeid(nodeid))}</figcaption></figure>"
         for nodeid, name, content in plots[:_MAX_PLOTS]
     )
-    return "<h2>Plots</h2>" + figures
+    return Html("<h2>Plots</h2>" + figures)
 
 
 def _when(document: dict) -> str:
@@ -396,7 +433,7 @@ def nccl_versions(measured: dict) -> list[str]:
     return found
 
 
-def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: str | None = None) -> str:
+def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: str | None = None) -> Html:
     summary = document.get("summary") or {}
     verdict = summary.get("verdict", verdict)
     css = {"ACCEPTED": "accepted", "REJECTED": "rejected"}.get(verdict or "", "none")
@@ -426,24 +463,25 @@ def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: s
         ("pytest-gpufabric", _text(document.get("plugin_version"))),
     ]
     parts = [
-        '<div class="cover">',
-        f"<h1>GPU server acceptance{': ' + escape(customer) if customer else ''}</h1>",
-        f'<div class="verdict {css}">{"Verdict: " + escape(verdict) if verdict else "No verdict"}</div>',
-        f'<p class="reason">{escape(reason)}</p>' if reason else "",
-        f"<p>Tests: {escape(counts)}</p>" if counts and "passed" not in reason else "",
-        '<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th>{_cell(v)}</tr>" for k, v in facts) + "</table>",
+        Html('<div class="cover">'),
+        Html(f"<h1>GPU server acceptance{': ' + escape(customer) if customer else ''}</h1>"),
+        Html(f'<div class="verdict {css}">{"Verdict: " + escape(verdict) if verdict else "No verdict"}</div>'),
+        Html(f'<p class="reason">{escape(reason)}</p>' if reason else ""),
+        Html(f"<p>Tests: {escape(counts)}</p>" if counts and "passed" not in reason else ""),
+        Html('<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th>{_cell(v)}</tr>" for k, v in facts)
+             + "</table>"),
     ]
     gpus = machine.get("gpus") or []
     identity = ("name", "serial", "uuid", "vbios_version", "pci_bus_id")
     if gpus and all(g.get(k) is None for g in gpus for k in identity):
-        parts.append(f"<p>{len(gpus)} GPU(s); their serials, UUIDs and VBIOS versions are not recorded by this "
-                     "evidence.</p>")
+        parts.append(Html(f"<p>{len(gpus)} GPU(s); their serials, UUIDs and VBIOS versions are not recorded by this "
+                          "evidence.</p>"))
     elif gpus:
         rows = [[f"GPU{g.get('index')}", _text(g.get("name")), _text(g.get("serial")), _text(g.get("uuid")),
                  _text(g.get("vbios_version")), _text(g.get("pci_bus_id"))] for g in gpus]
-        parts.append("<h3>GPUs</h3>" + _table(["GPU", "model", "serial", "UUID", "VBIOS", "PCI bus id"], rows))
-    parts.append("</div>")
-    return "".join(parts)
+        parts += [Html("<h3>GPUs</h3>"), _table(["GPU", "model", "serial", "UUID", "VBIOS", "PCI bus id"], rows)]
+    parts.append(Html("</div>"))
+    return _join(*parts)
 
 
 def _counter_order(item: tuple[str, int]) -> tuple[str, int]:
@@ -480,46 +518,47 @@ def _counters_risen(rose: dict[str, int]) -> str:
 _WINDOW_COLUMNS = ["counters that rose", "hottest C", "peak power W", "clock events"]
 
 
-def _window_cells(window: dict | None) -> list[str]:
+def _window_cells(window: dict | None) -> list[Html]:
     """One GPU's health over a stretch of work (a test, a burn-in chunk: fabric.health.window_record), as table
     cells: the counters that rose (each link's figure in the title), the hottest read, the highest power and the
     clock-event reasons seen. Recordings without background peaks show their closing read; None: not read."""
     if window is None:
-        return [_cell("not read"), "-", "-", "-"]
+        return [_cell("not read"), _cell("-"), _cell("-"), _cell("-")]
     rose = window.get("rose", {})
     per_link = ", ".join(f"{name} +{delta}" for name, delta in sorted(rose.items(), key=_counter_order))
     hottest = window.get("peak_temperature_c", window.get("temperature_c"))
     power = window.get("peak_power_w", window.get("power_w"))
     seen = window.get("throttle_seen", window.get("throttle")) or []
-    return [_cell(_counters_risen(rose), title=per_link), "-" if hottest is None else str(hottest),
-            "-" if power is None else f"{power:.0f}", ", ".join(seen) or "-"]
+    return [_cell(_counters_risen(rose), title=per_link), _cell("-" if hottest is None else str(hottest)),
+            _cell("-" if power is None else f"{power:.0f}"), _cell(", ".join(map(str, seen)) or "-")]
 
 
-def health_html(health: dict, replay: bool = False) -> str:
+def health_html(health: dict, replay: bool = False) -> Html:
     """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
     read during it, and the clock-event reasons seen."""
     rows = [[nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", *_window_cells(record)]
             for nodeid, gpus in (health.get("tests") or {}).items() for gpu, record in sorted(gpus.items())]
     if not rows:
         if replay:
-            return ("<h2>Health</h2><p>No health reads in a replay: the watchdog reads every GPU around each test of "
-                    "a live run (that run's results JSON keeps them). A burn-in's own reads are under Burn-in.</p>")
-        return "<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>"
+            return Html("<h2>Health</h2><p>No health reads in a replay: the watchdog reads every GPU around each "
+                        "test of a live run (that run's results JSON keeps them). A burn-in's own reads are under "
+                        "Burn-in.</p>")
+        return Html("<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>")
     xid = health.get("xid_events") or []
-    head = (f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
+    head = Html(f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
     from .plots import health_timeline_png
 
     plot = _png_figure(health_timeline_png(health.get("timeline") or []), "GPU health timeline")
     table = _table(["test", "GPU", "counters that rose during the test", *_WINDOW_COLUMNS[1:]], rows)
-    return "<h2>Health</h2>" + head + table + plot
+    return _join(Html("<h2>Health</h2>"), head, table, plot)
 
 
-def _png_figure(png: bytes | None, caption: str) -> str:
+def _png_figure(png: bytes | None, caption: str) -> Html:
     if png is None:
-        return ""
+        return Html("")
     content = base64.b64encode(png).decode("ascii")
-    return (f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{content}"/>'
-            f"<figcaption>{escape(caption)}</figcaption></figure>")
+    return Html(f'<figure><img alt="{escape(caption, quote=True)}" src="data:image/png;base64,{content}"/>'
+                f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 
 def _between_chunks(chunk: dict) -> tuple[str, str, bool]:
@@ -538,28 +577,38 @@ def _between_chunks(chunk: dict) -> tuple[str, str, bool]:
             f"{len(completed)} of {len(chunk.get('lms') or [])} offload run(s) completed", False)
 
 
-def burn_in_html(burn_in: dict | None) -> str:
+def _board_title(gpu: dict, serials: dict) -> str:
+    """A burn-in row's board: its serial (the chunk's own, else the log's start line) and the CUDA device the
+    GEMMs ran on, where the log says."""
+    serial = gpu.get("serial") or serials.get(str(gpu["gpu"])) or "not recorded"
+    return f"serial {serial}" + (f", CUDA device {gpu['cuda_index']}" if "cuda_index" in gpu else "")
+
+
+def burn_in_html(burn_in: dict | None) -> Html:
     """The burn-in chunk by chunk: per GPU its rate, checks and wrong elements, the hottest read, the highest power,
     the clock events and the counters that rose; the workloads run between the chunks; and a plot of temperature
     and power through it, from the reads each chunk logged (so a replayed burn-in log shows them too)."""
     if not burn_in:
-        return ""
+        return Html("")
     minutes = f"{burn_in['elapsed_s'] / 60:.1f} of {burn_in['duration_s'] / 60:.1f} minutes of GEMM burn"
     state = "finished" if burn_in["finished"] else "not finished: a rerun with the same profile and duration resumes it"
-    parts = [f"<h2>Burn-in</h2><p>{escape(minutes)} on every GPU ({escape(state)})"
-             + (f", resumed at {burn_in['resumed_from_s'] / 60:.1f} min" if burn_in.get("resumed_from_s") else "")
-             + f"; log: <code>{escape(burn_in['log'])}</code>.</p>"]
+    parts = [Html(f"<h2>Burn-in</h2><p>{escape(minutes)} on every GPU ({escape(state)})"
+                  + (f", resumed at {burn_in['resumed_from_s'] / 60:.1f} min" if burn_in.get("resumed_from_s") else "")
+                  + f"; log: <code>{escape(str(burn_in['log']))}</code>.</p>")]
     if burn_in.get("plant_fault") is not None:
-        parts.append(f'<p class="mismatch">A fault was planted on GPU{burn_in["plant_fault"]} '
-                     "(--gpu-burn-in-plant-fault): its products were corrupted on purpose, to show that the check "
-                     "catches a wrong result. This run accepts nothing.</p>")
+        board = burn_in.get("plant_fault_board")
+        where = (f"CUDA device {burn_in['plant_fault']}, which is GPU{board['index']} (serial "
+                 f"{board.get('serial') or 'not recorded'})" if board else f"GPU{burn_in['plant_fault']}")
+        parts.append(_join(Html('<p class="mismatch">A fault was planted on '), where,
+                           Html(" (--gpu-burn-in-plant-fault): its products were corrupted on purpose, to show that "
+                                "the check catches a wrong result. This run accepts nothing.</p>")))
     serials = burn_in.get("serials") or {}
     rows, between, points = [], [], []
     chunk_number = 0
     for chunk in burn_in["chunks"]:
         if chunk["type"] != "gemm":
             workload, result, wrong = _between_chunks(chunk)
-            between.append([str(chunk_number), workload, _cell(result, "mismatch" if wrong else "")])
+            between.append([str(chunk_number), str(workload), _cell(str(result), "mismatch" if wrong else "")])
             continue
         chunk_number += 1
         points += chunk.get("timeline") or []
@@ -568,7 +617,7 @@ def burn_in_html(burn_in: dict | None) -> str:
             wrong = gpu["errors_self"] + gpu["errors_cross"]
             rows.append([
                 str(chunk_number), f"{chunk['seconds']:.0f}",
-                _cell(f"GPU{gpu['gpu']}", title=f"serial {serials.get(str(gpu['gpu'])) or 'not recorded'}"),
+                _cell(f"GPU{gpu['gpu']}", title=_board_title(gpu, serials)),
                 _cell(f"{gpu['tflops']:.0f}", "num"), _cell(f"{gpu['iterations']:,}", "num"),
                 _cell(f"{gpu['checks']:,}", "num"), _cell(f"{wrong:,}", "num mismatch" if wrong else "num"),
                 *_window_cells(health.get(str(gpu["gpu"]))),
@@ -576,12 +625,12 @@ def burn_in_html(burn_in: dict | None) -> str:
     parts.append(_table(["chunk", "s", "GPU", "TFLOP/s", "GEMMs", "checks", "wrong elements", *_WINDOW_COLUMNS],
                         rows))
     if between:
-        parts.append("<h3>Between the chunks</h3>" + _table(["after chunk", "workload", "result"], between))
+        parts += [Html("<h3>Between the chunks</h3>"), _table(["after chunk", "workload", "result"], between)]
     from .plots import health_timeline_png
 
     parts.append(_png_figure(health_timeline_png(points, "GPU health during the burn-in"),
                              "Temperature and power through the burn-in (background reads of each chunk)"))
-    return "".join(parts)
+    return _join(*parts)
 
 
 class HtmlSections:
@@ -623,11 +672,11 @@ class HtmlSections:
         document = self._document(session)
         fabric = self.fabric_session.fabric
         nccl = nccl_versions(getattr(self.fabric_session, "_measured", {}) or {})
-        parts = [_STYLE, f'<div class="gpufabric" id="{REPORT_ID}">',
+        parts = [_STYLE, Html(f'<div class="gpufabric" id="{REPORT_ID}">'),
                  cover_html(document, customer_name(session.config), nccl)]
         if fabric is None:
             error = document.get("machine_error") or self.fabric_session.discovery_error
-            parts.append(f"<h2>Inventory</h2><p>No machine: {escape(str(error))}</p>")
+            parts.append(Html(f"<h2>Inventory</h2><p>No machine: {escape(str(error))}</p>"))
         else:
             parts.append(inventory_html(fabric))
             expected = self.fabric_session.profile.matrix if self.fabric_session.profile else {}
@@ -637,6 +686,6 @@ class HtmlSections:
         parts.append(burn_in_html(document.get("burn_in")))
         parts.append(skipped_html(document.get("skip_reasons") or {}, document.get("tests") or {}))
         parts.append(plots_html(self.plots))
-        parts.append("</div>")
+        parts.append(Html("</div>"))
         parts.append(_MOVE_TO_TOP)
-        prefix.append("".join(parts))
+        prefix.append(str(_join(*parts)))  # pytest-html writes it unescaped (`{{ p|safe }}`)

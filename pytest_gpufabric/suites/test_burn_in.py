@@ -18,7 +18,9 @@ def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     the machine's where both are known."""
     gpu = fabric.gpu(gpu_index)
     totals = burn_in.gpu_totals().get(gpu_index)
-    gpufabric_check(check_burn_in_gpu(gpu_index, burn_in.serials.get(gpu_index), totals,
+    # the serial the log recorded for this board: the health reads' (NVML), else the GEMM workload's own
+    serial = burn_in.serials.get(gpu_index) or (totals or {}).get("serial")
+    gpufabric_check(check_burn_in_gpu(gpu_index, serial, totals,
                                       gpu_profile.data.get("burn_in", {}), gpu_profile.data.get("health", {}),
                                       burn_in.elapsed_s, burn_in.workload_errors,
                                       machine_serial=gpu.serial if gpu is not None else None))

@@ -29,14 +29,15 @@ def _section(gpu_profile) -> dict:
 def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabric_extra):
     check = check_estimate(_section(gpu_profile), memory_behaviour)
     rows = "".join(
-        f"<tr><td>{r['batch']}</td><td>{escape(format_bytes(r['predicted_bytes']))}</td>"
+        f"<tr><td>{escape(str(r['batch']))}</td><td>{escape(format_bytes(r['predicted_bytes']))}</td>"
         f"<td>{escape(format_bytes(r['measured_peak_bytes']) if r['measured_peak_bytes'] else '-')}</td>"
-        f"<td>{r['predicted']}</td><td>{r['outcome']}</td></tr>"
+        f"<td>{escape(str(r['predicted']))}</td><td>{escape(str(r['outcome']))}</td></tr>"
         for r in (check.found or {}).get("rows", []))
-    layers = "".join(f"<tr><td>{escape(r['layer'])}</td><td>{escape(r['type'])}</td><td>{r['output_shape']}</td>"
-                     f"<td>{escape(format_bytes(r['new_bytes']))}</td></tr>"
+    layers = "".join(f"<tr><td>{escape(r['layer'])}</td><td>{escape(r['type'])}</td>"
+                     f"<td>{escape(str(r['output_shape']))}</td><td>{escape(format_bytes(r['new_bytes']))}</td></tr>"
                      for r in memory_behaviour["estimate"]["per_layer"])
-    gpufabric_extra(html=f"<p>estimate vs measured peak (budget {format_bytes(memory_behaviour['budget_bytes'])})"
+    budget = escape(format_bytes(memory_behaviour["budget_bytes"]))
+    gpufabric_extra(html=f"<p>estimate vs measured peak (budget {budget})"
                          f"</p><table><tr><th>batch</th><th>predicted</th><th>measured peak</th><th>predicted</th>"
                          f"<th>outcome</th></tr>{rows}</table><p>largest layers at batch 1 (memory for data)</p>"
                          f"<table><tr><th>layer</th><th>type</th><th>output</th><th>new bytes</th></tr>{layers}"

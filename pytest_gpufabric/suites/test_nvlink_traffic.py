@@ -28,7 +28,7 @@ def nvlink_gpu(gpu_profile, promised_gpu):
 
 def _link_table(gpu: int, links) -> str:
     rows = "".join(
-        f"<tr><td>{link}</td><td>{escape(format_bytes(d.tx_bytes))}</td><td>{escape(format_bytes(d.rx_bytes))}</td>"
+        f"<tr><td>{escape(str(link))}</td><td>{escape(format_bytes(d.tx_bytes))}</td><td>{escape(format_bytes(d.rx_bytes))}</td>"
         f"<td>{'reset seen' if d.reset else ''}</td></tr>"
         for link, d in sorted(links.items())
     )

@@ -25,17 +25,19 @@ def collectives_command(nprocs: int, ops: list[str], sizes: list[int], *, backen
 
 
 def run_collectives(nprocs: int, ops: list[str], sizes: list[int], *, backend: str = "nccl", warmup: int = 5,
-                    iters: int = 20, timeout_s: float = 300.0) -> dict:
+                    iters: int = 20, timeout_s: float = 300.0, env: dict[str, str] | None = None) -> dict:
+    """``env``: the workload's environment (environment.gpu_environment: which boards it runs on)."""
     command = collectives_command(nprocs, ops, sizes, backend=backend, warmup=warmup, iters=iters)
-    return run_workload(command, timeout_s=timeout_s, env=workload_environment())
+    return run_workload(command, timeout_s=timeout_s, env=env or workload_environment())
 
 
 def run_copy(size: int, *, iters: int = 20, warmup: int = 3, cpu_affinity: dict[int, str] | None = None,
-             timeout_s: float = 300.0) -> dict:
+             timeout_s: float = 300.0, env: dict[str, str] | None = None) -> dict:
+    """``cpu_affinity``: by CUDA index (the order ``env`` shows the boards in)."""
     command = [sys.executable, str(COPY_SCRIPT), "--size", str(size), "--iters", str(iters), "--warmup", str(warmup)]
     for gpu, cpus in sorted((cpu_affinity or {}).items()):
         command += ["--cpu-affinity", f"{gpu}={cpus}"]
-    return run_workload(command, timeout_s=timeout_s, env=workload_environment())
+    return run_workload(command, timeout_s=timeout_s, env=env or workload_environment())
 
 
 def sweep_sizes(threshold_sizes: list[int], extra: list[int] | None = None) -> list[int]:
@@ -50,15 +52,18 @@ def sweep_sizes(threshold_sizes: list[int], extra: list[int] | None = None) -> l
     return sorted(sizes)
 
 
-def measure_bandwidth(profile, fabric) -> BandwidthMeasurement:
-    """Everything the profile's `bandwidth` section promises, on the GPUs it names. A part that fails is kept
-    as an error for its own tests; the other parts are still measured."""
+def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasurement:
+    """Everything the profile's `bandwidth` section promises, on the boards it promises (environment.
+    promised_boards, in CUDA's order). A part that fails is kept as an error for its own tests; the other parts
+    are still measured."""
     from ..errors import GpuFabricError
+    from .environment import gpu_environment
     from .nccl_tests import find_perf_binary, run_nccl_tests
 
     section = profile.bandwidth
     warmup, iters, timeout_s = section.get("warmup", 5), section.get("iters", 20), section.get("timeout_s", 300)
     measurement = BandwidthMeasurement()
+    env = gpu_environment(boards)
     thresholds = profile.collective_thresholds()
     if thresholds:
         ops = list(dict.fromkeys(op for op, _ in thresholds))
@@ -66,7 +71,7 @@ def measure_bandwidth(profile, fabric) -> BandwidthMeasurement:
                             [parse_bytes(s) for s in section.get("sweep", [])])
         try:
             measurement.collectives = run_collectives(profile.gpu_count, ops, sizes, warmup=warmup, iters=iters,
-                                                      timeout_s=timeout_s)
+                                                      timeout_s=timeout_s, env=env)
         except GpuFabricError as exc:
             measurement.errors["collectives"] = str(exc)
         configured = section.get("nccl_tests", {}).get("binary")
@@ -82,14 +87,17 @@ def measure_bandwidth(profile, fabric) -> BandwidthMeasurement:
                 continue
             try:
                 measurement.nccl_tests += run_nccl_tests(binary, profile.gpu_count, op_sizes, iters=iters,
-                                                         warmup=warmup, timeout_s=timeout_s)["runs"]
+                                                         warmup=warmup, timeout_s=timeout_s, env=env)["runs"]
             except GpuFabricError as exc:
                 measurement.errors[f"nccl_tests:{op}"] = str(exc)
     if profile.copy_thresholds():
-        affinity = {gpu.index: gpu.cpu_affinity for gpu in fabric.gpus if isinstance(gpu.cpu_affinity, str)}
+        # by CUDA index: the copy workload numbers the boards in the order env shows them
+        cpus = {gpu.index: gpu.cpu_affinity for gpu in fabric.gpus if isinstance(gpu.cpu_affinity, str)}
+        affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(boards) if b["index"] in cpus}
         size = parse_bytes(section.get("copy", {}).get("size", "1 GiB"))
         try:
-            measurement.copy = run_copy(size, iters=iters, warmup=3, cpu_affinity=affinity, timeout_s=timeout_s)
+            measurement.copy = run_copy(size, iters=iters, warmup=3, cpu_affinity=affinity, timeout_s=timeout_s,
+                                        env=env)
         except GpuFabricError as exc:
             measurement.errors["copy"] = str(exc)
     return measurement

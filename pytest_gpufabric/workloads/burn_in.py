@@ -99,6 +99,7 @@ class BurnIn:
         return {"log": str(log_path), "duration_s": self.duration_s, "elapsed_s": self.elapsed_s,
                 "resumed_from_s": self.resumed_from_s, "finished": self.finished,
                 "started_at": start.get("started_at"), "plant_fault": start.get("plant_fault"),
+                "plant_fault_board": start.get("plant_fault_board"),
                 "serials": start.get("serials") or {},
                 "chunks": self.chunks}
 
@@ -108,7 +109,8 @@ class BurnIn:
             if chunk["type"] != "gemm":
                 continue
             for g in chunk["result"]["gpus"]:
-                t = totals.setdefault(g["gpu"], {"gpu": g["gpu"], "name": g["name"], "iterations": 0, "checks": 0,
+                t = totals.setdefault(g["gpu"], {"gpu": g["gpu"], "name": g["name"], "serial": g.get("serial"),
+                                                  "iterations": 0, "checks": 0,
                                                   "errors_self": 0, "errors_cross": 0, "tflops": [],
                                                   "health": {}, "max_temperature_c": None,
                                                   "throttle_seen": set()})
@@ -157,10 +159,13 @@ def gemm_command(seconds: float, section: dict, plant_fault: int | None, gpu_cou
 
 
 def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int | None = None, health=None,
-                progress=None, sha256: str = "") -> BurnIn:
+                progress=None, sha256: str = "", env: dict[str, str] | None = None,
+                boards: list[dict] | None = None) -> BurnIn:
     """Run (or resume) the burn-in; ``health``: a HealthReader whose reads bracket each GEMM chunk and sample it
     in the background (for its peak temperature and clock events); ``progress(burn_in, line)`` is told at the
-    start (line None) and after each chunk. Raises GpuFabricError from a workload that failed, after its failure
+    start (line None) and after each chunk. ``env`` and ``boards``: the workloads' environment and the boards in
+    their CUDA order (environment.promised_boards); ``plant_fault`` is a CUDA index, logged with its board.
+    Raises GpuFabricError from a workload that failed, after its failure
     was logged."""
     from ..fabric.health import HealthTimeline, window_record
 
@@ -184,13 +189,15 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
         records = []
         append_line(log_path, {"type": "start", "profile": profile.name, "profile_sha256": sha256,
                                "duration_s": duration_s, "plant_fault": plant_fault, "serials": serials,
+                               "plant_fault_board": (boards[plant_fault] if plant_fault is not None and boards
+                                                     and plant_fault < len(boards) else None),
                                "started_at": time.time()})
         records = read_log(log_path)
     burn_in = BurnIn(duration_s, records)
     burn_in.resumed_from_s = burn_in.elapsed_s
     if progress:
         progress(burn_in, None)
-    env = workload_environment()
+    env = env or workload_environment()
     all_reduce = [t for op, t in profile.collective_thresholds() if op == "all_reduce"]
     memory_done = any(r.get("type") == "memory" for r in records)
     # a remainder under a second is done: four 150 s chunks measure 599.96 s, and a chunk of 0.04 s runs no
@@ -222,10 +229,10 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
         append_line(log_path, record)
         burn_in.records.append(record)
         if all_reduce and profile.gpu_count > 1 and section.get("device", "cuda") == "cuda":
-            burn_in.records.append(_all_reduce_chunk(profile, all_reduce, log_path))
+            burn_in.records.append(_all_reduce_chunk(profile, all_reduce, log_path, env))
         wants_memory = "memory" in profile.data and section.get("memory", True)
         if wants_memory and not memory_done and burn_in.elapsed_s >= duration_s / 2:
-            burn_in.records.append(_memory_chunk(profile, log_path))
+            burn_in.records.append(_memory_chunk(profile, log_path, env))
             memory_done = True
         if progress:
             progress(burn_in, record)
@@ -235,12 +242,13 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     return burn_in
 
 
-def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path) -> dict:
+def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path, env: dict[str, str]) -> dict:
     from .bandwidth import run_collectives
 
     size = max(parse_bytes(t["size"]) for t in thresholds)
     try:
-        result = run_collectives(profile.gpu_count, ["all_reduce"], [size], warmup=2, iters=10, timeout_s=300)
+        result = run_collectives(profile.gpu_count, ["all_reduce"], [size], warmup=2, iters=10, timeout_s=300,
+                                 env=env)
         record = {"type": "all_reduce", "row": result["ops"]["all_reduce"][0], "time": time.time()}
     except GpuFabricError as exc:
         record = {"type": "all_reduce", "error": str(exc), "time": time.time()}
@@ -248,11 +256,11 @@ def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path) -> dict:
     return record
 
 
-def _memory_chunk(profile, log_path: Path) -> dict:
+def _memory_chunk(profile, log_path: Path, env: dict[str, str]) -> dict:
     from .memory import measure_memory
 
     try:
-        result = measure_memory(profile.data["memory"])
+        result = measure_memory(profile.data["memory"], env)
         record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", []),
                   "time": time.time()}
     except GpuFabricError as exc:

@@ -30,11 +30,11 @@ import torch
 import torch.distributed as dist
 
 try:  # run as a script (torchrun): its folder is on sys.path; imported as a module (tests): relative
-    from handshake import handshake
-    from ranks import init_distributed
+    from handshake import handshake, reporting_failure
+    from ranks import init_distributed, rank_boards
 except ImportError:
-    from .handshake import handshake
-    from .ranks import init_distributed
+    from .handshake import handshake, reporting_failure
+    from .ranks import init_distributed, rank_boards
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
 
@@ -250,6 +250,7 @@ def main() -> int:
     sizes = [_size(s) for s in args.sizes.split(",") if s]
 
     rank, world, device = init_distributed(args.backend)
+    boards = rank_boards(device)  # before anything is measured: each number is filed under its board
     handshake(dist.barrier, rank, args.handshake, "ready", "go")  # a sampler may bracket the measurements
     results = {op: [measure(op, size, args.warmup, args.iters, rank, world, device, args.timing) for size in sizes]
                for op in ops}
@@ -267,6 +268,7 @@ def main() -> int:
             "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
             "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
             if device.type == "cuda" else ["cpu"],
+            "ranks": [{"rank": r, "host": hosts[r], "board": boards[r]} for r in range(world)],
             "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
         }, indent=2))
     dist.barrier()
@@ -275,4 +277,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(reporting_failure(main))

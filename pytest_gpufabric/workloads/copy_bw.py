@@ -21,6 +21,13 @@ from pathlib import Path
 
 import torch
 
+try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from handshake import reporting_failure
+    from identity import cuda_boards
+except ImportError:
+    from .handshake import reporting_failure
+    from .identity import cuda_boards
+
 
 def _cpu_list(text: str) -> set[int]:
     cpus: set[int] = set()
@@ -111,6 +118,21 @@ def host_device(gpu: int, size: int, iters: int, warmup: int, cpus: set[int] | N
     return result
 
 
+def by_board(result: dict, boards: list[dict]) -> None:
+    """Name every row by its boards' NVML indexes (``src``, ``dst``, ``gpus``, ``gpu``), as the verdicts do; the
+    CUDA indexes the copies ran on stay under ``cuda``."""
+    nvml = [board["nvml_index"] for board in boards]
+    for row in result["gpu_to_gpu"]:
+        row["cuda"] = [row["src"], row["dst"]]
+        row["src"], row["dst"] = nvml[row["src"]], nvml[row["dst"]]
+    for row in result["gpu_to_gpu_bidirectional"]:
+        row["cuda"] = list(row["gpus"])
+        row["gpus"] = [nvml[i] for i in row["gpus"]]
+    for row in result["host_device"]:
+        row["cuda"] = row["gpu"]
+        row["gpu"] = nvml[row["gpu"]]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1 << 30)
@@ -125,16 +147,18 @@ def main() -> int:
     count = torch.cuda.device_count()
     if count == 0:
         parser.exit(2, "copy_bw: no CUDA device: copy bandwidth needs GPUs\n")
+    boards = cuda_boards(torch)  # before anything is measured
     pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
     result = {
         "harness": "copy", "size": args.size, "iters": args.iters, "warmup": args.warmup,
-        "devices": [torch.cuda.get_device_name(i) for i in range(count)],
+        "devices": [torch.cuda.get_device_name(i) for i in range(count)], "boards": boards,
         "gpu_to_gpu": [gpu_to_gpu(i, j, args.size, args.iters, args.warmup) for i, j in pairs],
         "gpu_to_gpu_bidirectional": [gpu_to_gpu_bidirectional(i, j, args.size, args.iters, args.warmup)
                                      for i, j in pairs if i < j],
         "host_device": [host_device(g, args.size, args.iters, args.warmup, affinity.get(g)) for g in range(count)],
         "torch_version": torch.__version__,
     }
+    by_board(result, boards)
     for row in result["gpu_to_gpu"]:
         print(f"GPU{row['src']} -> GPU{row['dst']} ({row['path']}): {row['gbps']:.1f} GB/s", flush=True)
     for row in result["gpu_to_gpu_bidirectional"]:
@@ -147,4 +171,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(reporting_failure(main))

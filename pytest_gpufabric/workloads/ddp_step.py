@@ -24,11 +24,11 @@ import torch
 import torch.distributed as dist
 
 try:  # run as a script (torchrun): its folder is on sys.path; imported as a module (tests): relative
-    from handshake import handshake
-    from ranks import init_distributed
+    from handshake import handshake, reporting_failure
+    from ranks import init_distributed, rank_boards
 except ImportError:
-    from .handshake import handshake
-    from .ranks import init_distributed
+    from .handshake import handshake, reporting_failure
+    from .ranks import init_distributed, rank_boards
 
 
 def main() -> int:
@@ -44,6 +44,7 @@ def main() -> int:
     args = parser.parse_args()
 
     rank, world, device = init_distributed(args.backend)
+    boards = rank_boards(device)  # before anything is measured: the NVLink counters are read by board
 
     torch.manual_seed(0)
     layers = []
@@ -99,6 +100,7 @@ def main() -> int:
             "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,
             "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
             if device.type == "cuda" else ["cpu"],
+            "ranks": [{"rank": r, "board": boards[r]} for r in range(world)],
             "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
         }
         args.result.write_text(json.dumps(result, indent=2))
@@ -108,4 +110,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(reporting_failure(main))

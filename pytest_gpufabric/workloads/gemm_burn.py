@@ -21,6 +21,13 @@ from pathlib import Path
 
 import torch
 
+try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from handshake import reporting_failure
+    from identity import cuda_boards
+except ImportError:
+    from .handshake import reporting_failure
+    from .identity import cuda_boards
+
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -47,9 +54,11 @@ def main() -> int:
     if args.device == "cuda":
         devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
         names = [torch.cuda.get_device_name(d) for d in devices]
+        boards = cuda_boards(torch) if devices else []  # before anything is measured
     else:
         devices = [torch.device("cpu")] * args.workers
         names = ["cpu"] * args.workers
+        boards = [{"cuda_index": i, "nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
     if not devices:
         parser.exit(2, "gemm_burn: no CUDA device\n")
     if args.plant_fault is not None and not 0 <= args.plant_fault < len(devices):
@@ -71,7 +80,10 @@ def main() -> int:
     synchronize()
     first = [o.clone() for o in out]
     exact_cross = len(set(names)) == 1
-    gpus = [{"gpu": i, "name": names[i], "iterations": 0, "checks": 0, "errors_self": 0, "errors_cross": 0,
+    # "gpu": the board's NVML index (what the verdicts name); "cuda_index": the device the GEMMs ran on
+    gpus = [{"gpu": boards[i]["nvml_index"], "cuda_index": i, "uuid": boards[i]["uuid"],
+             "serial": boards[i]["serial"], "name": names[i], "iterations": 0, "checks": 0, "errors_self": 0,
+             "errors_cross": 0,
              "first_mismatch_cross": first[i].ne(first[0].to(devices[i])).sum().item() if exact_cross else None}
             for i in range(len(devices))]
     start = time.perf_counter()
@@ -96,10 +108,11 @@ def main() -> int:
         g["tflops"] = g["iterations"] * flops / elapsed / 1e12
     result = {"workload": "gemm_burn", "seconds": elapsed, "size": args.size,
               "dtype": str(dtype).replace("torch.", ""), "device": args.device, "plant_fault": args.plant_fault,
+              "plant_fault_board": None if args.plant_fault is None else boards[args.plant_fault],
               "exact_cross_check": exact_cross, "gpus": gpus, "torch_version": torch.__version__}
     args.result.write_text(json.dumps(result, indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(reporting_failure(main))

@@ -1,4 +1,5 @@
-"""The memory suite's measurement: memory_step.py in a child process group, on GPU 0, with the profile's budget."""
+"""The memory suite's measurement: memory_step.py in a child process group, on CUDA device 0, with the profile's
+budget."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ def memory_command(section: dict) -> list[str]:
     return command
 
 
-def measure_memory(section: dict) -> dict:
+def measure_memory(section: dict, env: dict[str, str] | None = None) -> dict:
+    """``env``: the workload's environment (environment.gpu_environment); the memory suite runs on its CUDA
+    device 0, the first promised board in CUDA's order, and the result names that board."""
     result = run_workload(memory_command(section), timeout_s=section.get("timeout_s", 900),
-                          env=workload_environment())
+                          env=env or workload_environment())
     result.pop("stdout_tail", None)
     return {"format": MEMORY_FORMAT, **result}

@@ -32,8 +32,12 @@ import torch
 from torch import nn
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from handshake import reporting_failure
+    from identity import cuda_boards
     from lms import LargeModelSupport
 except ImportError:
+    from .handshake import reporting_failure
+    from .identity import cuda_boards
     from .lms import LargeModelSupport
 
 
@@ -255,12 +259,13 @@ def main() -> int:
     train = args.mode == "train"
     device = torch.device("cuda", 0)
     total = torch.cuda.get_device_properties(device).total_memory
+    board = cuda_boards(torch)[0]  # before anything is measured: the board the results belong to
     torch.cuda.set_per_process_memory_fraction(min(1.0, args.budget / total), device)
     model, model_name = build_model(args.model)
     model = model.to(device).train(train)
     allocated_at = {"model loaded": torch.cuda.memory_allocated(device)}
     result = {
-        "workload": "memory", "device": torch.cuda.get_device_name(device), "total_bytes": total,
+        "workload": "memory", "device": torch.cuda.get_device_name(device), "board": board, "total_bytes": total,
         "budget_bytes": args.budget, "model": model_name, "mode": args.mode, "input": shape,
         "fit_batch": args.fit_batch, "estimate": estimate(model, shape, device, train),
         "torch_version": torch.__version__,
@@ -302,4 +307,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(reporting_failure(main))

@@ -71,13 +71,14 @@ def nccl_tests_command(binary: str, ngpus: int, min_bytes: int, max_bytes: int, 
             "-n", str(iters), "-w", str(warmup)]
 
 
-def run_nccl_tests(binary: str, ngpus: int, sizes: list[int], *, iters: int, warmup: int, timeout_s: float) -> dict:
+def run_nccl_tests(binary: str, ngpus: int, sizes: list[int], *, iters: int, warmup: int, timeout_s: float,
+                   env: dict[str, str] | None = None) -> dict:
     """One nccl-tests binary over the sizes (factor 2 from the smallest), parsed (its op from its own name where
     the output does not say it); its text output kept for bundles."""
     command = nccl_tests_command(binary, ngpus, min(sizes), max(sizes), factor=2, iters=iters, warmup=warmup)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, start_new_session=True,
-                              env=workload_environment())
+                              env=env or workload_environment())
     except subprocess.TimeoutExpired as exc:
         raise WorkloadError(command, None, str(exc.stdout or ""), str(exc.stderr or ""),
                             f"timed out after {timeout_s:.0f} s") from None

@@ -12,6 +12,11 @@ import os
 import torch
 import torch.distributed as dist
 
+try:  # run as a script's sibling: its folder is on sys.path; imported as a module (tests): relative
+    from identity import cuda_boards
+except ImportError:
+    from .identity import cuda_boards
+
 _LAUNCHER_RANKS = (  # (rank, world size, local rank) as other launchers name them
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
     ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
@@ -41,3 +46,12 @@ def init_distributed(backend: str) -> tuple[int, int, torch.device]:
     else:
         device = torch.device("cpu")
     return dist.get_rank(), dist.get_world_size(), device
+
+
+def rank_boards(device: torch.device) -> list[dict | None]:
+    """Every rank's board (CUDA device mapped to NVML's index, UUID and serial), in rank order; None on CPUs.
+    Raises identity.IdentityError on the rank whose devices cannot be named: nothing is measured then."""
+    board = cuda_boards(torch)[device.index] if device.type == "cuda" else None
+    boards: list = [None] * dist.get_world_size()
+    dist.all_gather_object(boards, board)
+    return boards

@@ -88,10 +88,12 @@ def run_workload(
             if began and not ended and on_end:
                 on_end()  # the workload exited mid-measurement: stop the sampler all the same
         stdout, stderr = out_path.read_text(), err_path.read_text()
+        failures = {path.stem.removeprefix("failure-rank"): path.read_text(errors="replace").strip()
+                    for path in handshake.glob("failure-rank*.txt")}
         if process.returncode != 0:
-            raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload failed")
+            raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload failed", failures)
         if not result_file.is_file():
-            raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload wrote no result")
+            raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload wrote no result", failures)
         result = json.loads(result_file.read_text())
         result["stdout_tail"] = stdout[-4000:]
         return result

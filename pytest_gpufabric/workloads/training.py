@@ -60,6 +60,7 @@ def ddp_command(nprocs: int, settings: TrainingSettings, backend: str) -> list[s
 
 def run_ddp_training(nprocs: int, settings: TrainingSettings, *, backend: str = "nccl", measure=None,
                      env: dict[str, str] | None = None) -> dict:
+    """``env``: the workload's whole environment (default: workload_environment())."""
     """Run the training steps; ``measure`` (a context manager such as NvlinkTraffic) brackets the steps."""
     if importlib.util.find_spec("torch") is None:
         raise WorkloadError([sys.executable], None, "", "", "torch is not installed in this Python "
@@ -67,7 +68,7 @@ def run_ddp_training(nprocs: int, settings: TrainingSettings, *, backend: str = 
     on_begin = measure.__enter__ if measure is not None else None
     on_end = (lambda: measure.__exit__(None, None, None)) if measure is not None else None
     return run_workload(ddp_command(nprocs, settings, backend), timeout_s=settings.timeout_s,
-                        env=workload_environment(env), on_begin=on_begin, on_end=on_end)
+                        env=env or workload_environment(), on_begin=on_begin, on_end=on_end)
 
 
 @dataclass
@@ -118,16 +119,17 @@ def recorded_training_traffic(recording) -> NvlinkMeasurement | None:
     return NvlinkMeasurement(traffic, recording.workload, recording.source)
 
 
-def measure_training_traffic(gpu_count: int, section: dict, on_sample=None) -> NvlinkMeasurement:
-    """Train across ``gpu_count`` GPUs with NCCL while sampling every active NVLink of them; ``on_sample`` is
-    told of each counter sample as it is taken."""
+def measure_training_traffic(boards: list[dict], section: dict, on_sample=None) -> NvlinkMeasurement:
+    """Train across the promised ``boards`` (environment.promised_boards) with NCCL while sampling every active
+    NVLink of them; ``on_sample`` is told of each counter sample as it is taken."""
     from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
+    from .environment import gpu_environment
 
     settings = TrainingSettings.from_profile(section)
-    reader = NvmlCounterReader(list(range(gpu_count)))
+    reader = NvmlCounterReader(sorted(b["index"] for b in boards))
     try:
         traffic = NvlinkTraffic(reader, interval_s=section.get("sample_interval_s", 0.05), on_sample=on_sample)
-        workload = run_ddp_training(gpu_count, settings, measure=traffic)
+        workload = run_ddp_training(len(boards), settings, measure=traffic, env=gpu_environment(boards))
     finally:
         reader.close()
     return NvlinkMeasurement(traffic, workload, "live: NVML " + traffic.kind + " counters")

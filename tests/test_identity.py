@@ -1,0 +1,151 @@
+"""GPU identity: CUDA's device numbers mapped to NVML's boards under CUDA_VISIBLE_DEVICES, on the boards of the
+recorded 2x H200 and 4x H200 machines (their UUIDs and serials from the bundles' nvml.json); a promised GPU that
+CUDA_VISIBLE_DEVICES hides fails naming it; a failing rank's own last lines reach the failure's message."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_gpufabric.errors import WorkloadError
+from pytest_gpufabric.fabric.bundle import load_bundle
+from pytest_gpufabric.workloads.environment import HiddenGpu, gpu_environment, promised_boards, workload_environment
+from pytest_gpufabric.workloads.identity import IdentityError, map_devices, resolve_visible
+from pytest_gpufabric.workloads.runner import run_workload
+
+BUNDLES = Path(__file__).parent / "data" / "bundles"
+X2 = BUNDLES / "h200-nvswitch-x2"
+X4 = BUNDLES / "h200-nvswitch-x4"
+
+
+def _boards(bundle: Path) -> list[dict]:
+    record = json.loads((bundle / "nvml.json").read_text(encoding="utf-8"))
+    return [{"index": g["index"], "uuid": g["uuid"], "serial": g["serial"], "pci_bus_id": g["pci_bus_id"],
+             "name": g["name"]} for g in record["gpus"]]
+
+
+@pytest.fixture
+def x2() -> list[dict]:
+    return _boards(X2)
+
+
+def _bare(uuid: str) -> str:
+    """The UUID as torch's device properties give it: without nvidia-smi's "GPU-"."""
+    return uuid.removeprefix("GPU-")
+
+
+def test_cuda_visible_devices_read_as_cuda_reads_it(x2):
+    x4 = _boards(X4)
+    indexes = lambda boards: [b["index"] for b in boards]  # noqa: E731
+    assert indexes(resolve_visible(None, x4)) == [0, 1, 2, 3]
+    assert indexes(resolve_visible("1,0", x2)) == [1, 0]
+    assert indexes(resolve_visible("1", x2)) == [1]
+    assert indexes(resolve_visible("", x2)) == []
+    assert indexes(resolve_visible(f"{x4[2]['uuid']},{x4[0]['uuid'][:12]}", x4)) == [2, 0]  # a unique prefix
+    # CUDA stops at the first entry naming no device, or one already named
+    assert indexes(resolve_visible("3,7,1", x4)) == [3]
+    assert indexes(resolve_visible("1,1,0", x2)) == [1]
+    assert indexes(resolve_visible("GPU-,0", x2)) == []
+    with pytest.raises(IdentityError, match="MIG instance"):
+        resolve_visible("MIG-4b6ebbfe-8eac-8fed-1939-b4c545eafa7f", x2)
+
+
+def test_each_cuda_device_is_named_by_its_board(x2):
+    mapped = map_devices([_bare(x2[1]["uuid"]), _bare(x2[0]["uuid"])], x2, "1,0", "PCI_BUS_ID")
+    assert [(m["cuda_index"], m["nvml_index"], m["serial"]) for m in mapped] == [
+        (0, 1, x2[1]["serial"]), (1, 0, x2[0]["serial"])]
+    assert mapped[0]["uuid"] == x2[1]["uuid"] and mapped[0]["pci_bus_id"] == x2[1]["pci_bus_id"]
+
+
+def test_the_mapping_refuses_to_hold_what_it_cannot(x2):
+    uuids = [_bare(b["uuid"]) for b in x2]
+    with pytest.raises(IdentityError, match="CUDA_DEVICE_ORDER is unset .FASTEST_FIRST., not PCI_BUS_ID"):
+        map_devices(uuids, x2, None, None)
+    # CUDA numbered the boards otherwise than CUDA_VISIBLE_DEVICES and PCI order say: nothing is filed under them
+    with pytest.raises(IdentityError, match=rf"CUDA device 0 is GPU1 \(serial {x2[1]['serial']}\), but "
+                                            r"CUDA_VISIBLE_DEVICES=0,1 in PCI order makes CUDA's devices GPU0, GPU1"):
+        map_devices(uuids[::-1], x2, "0,1", "PCI_BUS_ID")
+    with pytest.raises(IdentityError, match="CUDA device 0 .GPU-00000000-.* is none of the 2 GPU.s. NVML lists"):
+        map_devices(["00000000-0000-0000-0000-000000000000"], x2, None, "PCI_BUS_ID")
+    with pytest.raises(IdentityError, match="CUDA shows 1 device.s. where CUDA_VISIBLE_DEVICES=None names 2"):
+        map_devices(uuids[:1], x2, None, "PCI_BUS_ID")
+
+
+def test_a_promised_gpu_hidden_from_cuda_fails_naming_it(monkeypatch):
+    fabric = load_bundle(X2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    with pytest.raises(HiddenGpu) as info:
+        promised_boards(fabric, 2, "h200-nvswitch-x2")
+    serial0, serial1 = fabric.gpu(0).serial, fabric.gpu(1).serial
+    assert str(info.value).startswith(
+        f"GPU0 (serial {serial0}) promised by profile h200-nvswitch-x2 but hidden from CUDA by "
+        f"CUDA_VISIBLE_DEVICES=1: no workload can measure it (CUDA sees GPU1 (serial {serial1}))")
+    # a one-GPU profile is measured on GPU0 only: hiding GPU1 costs it nothing
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert [b["index"] for b in promised_boards(fabric, 1, "one")] == [0]
+
+
+def test_the_workloads_see_the_promised_boards_in_the_users_order(monkeypatch):
+    fabric = load_bundle(X4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1,2,0")
+    boards = promised_boards(fabric, 2, "two-of-four")
+    assert [b["index"] for b in boards] == [1, 0]  # the promised GPU0 and GPU1, as CUDA_VISIBLE_DEVICES orders them
+    env = gpu_environment(boards)
+    assert env["CUDA_VISIBLE_DEVICES"] == f"{fabric.gpu(1).uuid},{fabric.gpu(0).uuid}"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and env["NCCL_NVLS_ENABLE"] == "0"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    assert workload_environment()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+def test_the_session_fails_every_workload_test_on_a_hidden_gpu(pytester, monkeypatch):
+    """The rule: a promised GPU CUDA cannot reach fails the tests that need it, with the reason, and a replay of
+    the same machine's topology passes (NVML sees both GPUs; only the workloads are blind to one)."""
+    from pytest_gpufabric.profile.loader import load_profile
+    from pytest_gpufabric.session import FabricSession
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    session = FabricSession(profile=load_profile("h200-nvswitch-x2"), replay=None, report_dir=pytester.path)
+    session._fabric, session._discovered = load_bundle(X2), True  # the recorded machine, as if read live
+    with pytest.raises(HiddenGpu, match=r"GPU0 \(serial \d+\) promised by profile h200-nvswitch-x2 but hidden"):
+        session.measurement("bandwidth")
+    with pytest.raises(HiddenGpu, match="hidden from CUDA by CUDA_VISIBLE_DEVICES=1"):
+        session.measurement("nvlink")
+
+
+FAILING_RANK = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {workloads!r})
+    import torch
+    from handshake import reporting_failure
+
+    def main():
+        if os.environ["RANK"] == "1":
+            torch.zeros(2) @ torch.zeros(3)  # a real error, raised by torch on this rank only
+        return 0
+
+    raise SystemExit(reporting_failure(main))
+""")
+
+
+def test_a_failing_rank_says_why_in_the_failure(tmp_path):
+    """torchrun's own summary says "exitcode: 1 ... To enable traceback see ..."; the failure names the rank and
+    carries its own last error lines."""
+    from pytest_gpufabric.workloads import identity
+
+    script = tmp_path / "fails_on_rank_1.py"
+    script.write_text(FAILING_RANK.format(workloads=str(Path(identity.__file__).parent)), encoding="utf-8")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)]
+    with pytest.raises(WorkloadError) as info:
+        run_workload(command, timeout_s=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert list(info.value.failures) == ["1"]
+    message = str(info.value)
+    assert "\nrank 1: " in message and message.rstrip().endswith(
+        "RuntimeError: inconsistent tensor size, expected tensor [2] and src [3] to have the same number of "
+        "elements, but got 2 and 3 elements respectively")
+    assert "To enable traceback" not in message
