@@ -122,6 +122,8 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
     from .profile.init import build_profile_document, profile_yaml_from_fabric
     from .profile.loader import load_profile, validate_document
 
+    if args.from_fleet:
+        return _profile_from_fleet(args)
     fabric = _fabric(args.replay)
     output = Path(args.output)
     name = args.name or output.stem
@@ -129,6 +131,28 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
     output.write_text(profile_yaml_from_fabric(fabric, name), encoding="utf-8")
     profile = load_profile(str(output))
     print(f"wrote {output} (profile {profile.name}, sha256 {profile.sha256})")
+    return EXIT_OK
+
+
+def _profile_from_fleet(args: argparse.Namespace) -> int:
+    """`profile init --from-fleet DIR`: floors from the fleet's distribution (fleet/golden.py)."""
+    import yaml
+
+    from .fleet.golden import golden_profile_yaml
+    from .profile.loader import load_profile, validate_document
+
+    if args.replay:
+        raise GpuFabricError("--from-fleet and --replay: a profile comes from one of them")
+    output = Path(args.output)
+    try:
+        text, document = golden_profile_yaml(Path(args.from_fleet), args.name or output.stem, args.percentile,
+                                             args.margin)
+    except ValueError as exc:
+        raise GpuFabricError(str(exc)) from None
+    validate_document(yaml.safe_load(text), output, partial=True)  # nothing is written for a bad document
+    output.write_text(text, encoding="utf-8")
+    profile = load_profile(str(output))
+    print(f"wrote {output} (profile {profile.name}, extends {document['extends']}, sha256 {profile.sha256})")
     return EXIT_OK
 
 
@@ -167,6 +191,41 @@ def cmd_parse(args: argparse.Namespace) -> int:
         raise GpuFabricError(f"{args.file}: {what}{exc}") from None
     print(json.dumps(result, indent=2))
     return EXIT_OK
+
+
+EXIT_REJECTED, EXIT_USAGE = 1, 4  # `gpufabric fleet report`, as pytest's
+
+
+def cmd_fleet_report(args: argparse.Namespace) -> int:
+    """One verdict for a fleet from its nodes' results folders; exit 0 accepted, 1 rejected, 4 usage error."""
+    import os
+
+    from .fleet.report import build_fleet_document, expected_nodes, write_fleet_report
+
+    try:
+        expected = expected_nodes(args.expect, dict(os.environ))
+        document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile)
+    except (ValueError, GpuFabricError) as exc:
+        print(f"gpufabric fleet report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        paths = write_fleet_report(document, Path(args.output))
+    except OSError as exc:
+        print(f"gpufabric fleet report: cannot write {exc.filename or args.output}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    counts = document["counts"]
+    print(f"fleet: {document['verdict']}: {document['reason']}")
+    print(f"  {counts['nodes']} node(s) reported, {counts['accepted']} accepted, {counts['missing']} missing, "
+          f"{counts['outlier_nodes']} with outliers, {counts['drifted_nodes']} drifted (judged by "
+          f"{document['settings_from']})")
+    for node in document["nodes"]:
+        for outlier in node["outliers"][:3]:
+            print(f"  outlier {node['name']}: {outlier['check']} {outlier['subject']} {outlier['metric']} "
+                  f"{outlier['value']:.4g} {outlier['unit']} against the fleet's median {outlier['median']:.4g}")
+        for drift in node["drift"][:3]:
+            print(f"  drift {node['name']}: {drift['field']} {drift['value']} (fleet: {drift['majority']})")
+    print("  " + ", ".join(str(path) for path in paths.values()))
+    return EXIT_OK if document["verdict"] == "ACCEPTED" else EXIT_REJECTED
 
 
 DEFAULT_PROFILE = "h200-nvswitch-x2"
@@ -296,10 +355,31 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--replay", metavar="BUNDLE")
     init.add_argument("-o", "--output", required=True, metavar="FILE")
     init.add_argument("--name", help="profile name (default: the output file's stem)")
+    init.add_argument("--from-fleet", metavar="DIR", help="floors from a fleet's results (the folder `gpufabric "
+                      "fleet report` read): the profile extends the one the nodes ran")
+    init.add_argument("--percentile", type=float, default=5.0,
+                      help="with --from-fleet: floors at this percentile of the accepted nodes (default %(default)s)")
+    init.add_argument("--margin", type=float, default=0.95,
+                      help="with --from-fleet: floors times this margin (default %(default)s)")
     init.set_defaults(func=cmd_profile_init)
     validate = profile_sub.add_parser("validate", help="check profile files against the schema")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(func=cmd_profile_validate)
+
+    fleet = sub.add_parser("fleet", help="one verdict for many servers from their results")
+    fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True)
+    report = fleet_sub.add_parser(
+        "report", help="judge a fleet from its nodes' results folders",
+        description="Each DIR is a node's results folder (gpufabric-results.json; the node's name is the folder's), "
+                    "or a folder of them (reports/fleet/ of --gpu-report-dir reports/fleet/{host}).")
+    report.add_argument("dirs", nargs="+", metavar="DIR")
+    report.add_argument("--expect", metavar="HOSTLIST", help="the nodes that must report, in Slurm's hostlist "
+                        "syntax (node[01-64]); default: SLURM_JOB_NODELIST when set")
+    report.add_argument("--profile", help="the profile whose fleet: section judges outliers and drift (default: "
+                        "the one the nodes ran, where it can be read)")
+    report.add_argument("-o", "--output", default="reports/fleet-report", metavar="OUTDIR",
+                        help="where fleet.html, fleet-results.json and fleet-junit.xml go (default %(default)s)")
+    report.set_defaults(func=cmd_fleet_report)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
     parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest"], help="topo: `nvidia-smi topo "
@@ -316,7 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, extra = build_parser().parse_known_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args, extra = build_parser().parse_known_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2 and argv[:1] == ["fleet"]:
+            return EXIT_USAGE  # `gpufabric fleet` speaks pytest's exit codes: 4, a usage error
+        raise
     if getattr(args, "nccl_op", None) is not None and args.kind != "nccl-tests":
         build_parser().error("--op is for `gpufabric parse nccl-tests`")
     if extra and not getattr(args, "takes_pytest_args", False):

@@ -27,7 +27,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
          "machine profile to accept against; runs the shipped acceptance suites"),
         ("--gpu-replay", "gpu_replay", "NAME|PATH",
          "judge a recorded bundle (directory or .tar.gz, or a shipped bundle's name) instead of this machine"),
-        ("--gpu-report-dir", "gpu_report_dir", "DIR", "where gpufabric-results.json goes (default: reports/)"),
+        ("--gpu-report-dir", "gpu_report_dir", "DIR",
+         "where gpufabric-results.json goes (default: reports/); {host}, {task} and {fleet} are filled in, so that "
+         "every node of a fleet run writes its own folder: reports/fleet/{host}"),
+        ("--gpu-fleet-id", "gpu_fleet_id", "ID",
+         "the fleet run these results belong to (default: SLURM_JOB_ID)"),
         ("--gpu-customer", "gpu_customer", "NAME", "the customer named on the HTML report's cover"),
         ("--gpu-burn-in", "gpu_burn_in", "DURATION",
          "run the burn-in for DURATION (90s, 10m, 2h): GEMM on every GPU cross-checked, plus the profile's "
@@ -64,14 +68,20 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--gpu-profile: {exc}") from None
     # where pytest was started, as --html=reports/... is: not the rootdir, which pytest may take from the folder of
     # the --gpu-profile PATH it was given
-    report_dir = Path(_option(config, "gpu_report_dir") or config.invocation_params.dir / "reports")
+    import os
+
+    from .fleet.launch import expand_report_dir, fleet_id
     from .report.results import check_writable_dir
 
+    given_fleet_id = _option(config, "gpu_fleet_id")
     try:
+        report_dir = Path(expand_report_dir(_option(config, "gpu_report_dir") or "", dict(os.environ),
+                                            given_fleet_id) or config.invocation_params.dir / "reports")
         check_writable_dir(report_dir)  # now, not after the first test has run
-    except GpuFabricError as exc:
+    except (GpuFabricError, ValueError) as exc:
         raise pytest.UsageError(f"--gpu-report-dir: {exc}") from None
-    fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir)
+    fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir,
+                                   fleet_id=fleet_id(given_fleet_id, dict(os.environ)))
     if replay:
         # A bundle is the user's input: read it now, so a bad one is a usage error before anything runs.
         fabric_session.discover()

@@ -23,6 +23,7 @@ class FabricSession:
     profile: Profile | None
     replay: str | None
     report_dir: Path
+    fleet_id: str | None = None  # the fleet run this node's results belong to (--gpu-fleet-id, SLURM_JOB_ID)
     started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     results: list[dict] = field(default_factory=list)
     _fabric: Fabric | None = None
@@ -197,6 +198,8 @@ class FabricSession:
         ``skip_reasons`` and ``durations`` (seconds, set-up + call + teardown) are by test node id. While the run
         goes on (``finished`` False) the document has no end time and the verdict INCOMPLETE: what a crash or a
         power loss leaves on disk says so, with everything measured until then."""
+        from .report.results import nccl_versions
+
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
@@ -211,11 +214,13 @@ class FabricSession:
             "plugin_version": __version__,
             "started_at": self.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,
-            "run": {"mode": self.mode, "replay": self.replay, "host": platform.node(), "user": _user()},
+            "run": {"mode": self.mode, "replay": self.replay, "host": platform.node(), "user": _user(),
+                    "fleet_id": self.fleet_id},
             "profile": None if self.profile is None else {
                 "name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,
             },
             "machine": None if fabric is None else machine_summary(fabric),
+            "software": {"nccl": nccl_versions(self._measured)},
             "machine_error": None if self._discovery_error is None else str(self._discovery_error),
             "checks": self.results,
             "tests": outcomes,
@@ -260,6 +265,7 @@ def machine_summary(fabric: Fabric) -> dict:
                 "pcie": {"gen_max": g.pcie_gen_max, "gen_current": g.pcie_gen_current,
                          "width_max": g.pcie_width_max, "width_current": g.pcie_width_current},
                 "ecc_mode": g.ecc_mode, "nvlinks_active": None if g.nvlinks is None else len(g.active_nvlinks()),
+                "nvlink_speed_gbps": _slowest_link(g),
             }
             for g in fabric.gpus
         ],
@@ -270,6 +276,12 @@ def machine_summary(fabric: Fabric) -> dict:
         "provenance": fabric.provenance,
         "damaged": fabric.damaged,
     }
+
+
+def _slowest_link(gpu) -> float | None:
+    """The slowest active NVLink's speed (GB/s per direction), None where no link or speed is recorded."""
+    speeds = [link.speed_gbps for link in gpu.active_nvlinks() or [] if isinstance(link.speed_gbps, (int, float))]
+    return min(speeds) if speeds else None
 
 
 def _user() -> str | None:

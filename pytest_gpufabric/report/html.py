@@ -23,6 +23,7 @@ from html import escape
 from ..fabric.model import Fabric
 from ..formats.topo import normalize_label
 from ..units import format_bytes, parse_gbps, parse_seconds
+from .results import nccl_versions
 
 REPORT_ID = "gpufabric-report"
 
@@ -406,33 +407,6 @@ def _when(document: dict) -> str:
     return f"{at(document.get('started_at'))} to {at(document.get('finished_at'))}"
 
 
-def nccl_versions(measured: dict) -> list[str]:
-    """The NCCL versions any of the run's measurements recorded (``nccl_version`` keys, at any depth)."""
-    found: list[str] = []
-
-    def walk(value: object, depth: int) -> None:
-        if depth > 5 or len(found) > 8:
-            return
-        if isinstance(value, dict):
-            version = value.get("nccl_version")
-            if isinstance(version, (str, int, float)) and str(version) and str(version) not in found:
-                found.append(str(version))
-            for item in list(value.values())[:50]:
-                walk(item, depth + 1)
-        elif isinstance(value, (list, tuple)):
-            for item in value[:50]:
-                walk(item, depth + 1)
-        elif hasattr(value, "__dict__") and not isinstance(value, (type, BaseException)):
-            walk(vars(value), depth + 1)
-
-    try:
-        for value in list(measured.values()):
-            walk(value, 0)
-    except Exception:  # a report section must never break the run
-        return found
-    return found
-
-
 def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: str | None = None) -> Html:
     summary = document.get("summary") or {}
     verdict = summary.get("verdict", verdict)
@@ -671,7 +645,8 @@ class HtmlSections:
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
         document = self._document(session)
         fabric = self.fabric_session.fabric
-        nccl = nccl_versions(getattr(self.fabric_session, "_measured", {}) or {})
+        nccl = (document.get("software") or {}).get("nccl") or nccl_versions(
+            getattr(self.fabric_session, "_measured", {}) or {})
         parts = [_STYLE, Html(f'<div class="gpufabric" id="{REPORT_ID}">'),
                  cover_html(document, customer_name(session.config), nccl)]
         if fabric is None:

@@ -66,3 +66,30 @@ def schema_errors(document: object, definition: str | None = None) -> list[str]:
     """What in ``document`` the schema does not allow, one line each ('at $.summary: ...'); [] when valid."""
     errors = results_validator(definition).iter_errors(document)
     return [f"at {error.json_path}: {error.message}" for error in sorted(errors, key=lambda e: e.json_path)]
+
+
+def nccl_versions(measured: dict) -> list[str]:
+    """The NCCL versions any of the run's measurements recorded (``nccl_version`` keys, at any depth)."""
+    found: list[str] = []
+
+    def walk(value: object, depth: int) -> None:
+        if depth > 5 or len(found) > 8:
+            return
+        if isinstance(value, dict):
+            version = value.get("nccl_version")
+            if isinstance(version, (str, int, float)) and str(version) and str(version) not in found:
+                found.append(str(version))
+            for item in list(value.values())[:50]:
+                walk(item, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for item in value[:50]:
+                walk(item, depth + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, (type, BaseException)):
+            walk(vars(value), depth + 1)
+
+    try:
+        for value in list(measured.values()):
+            walk(value, 0)
+    except Exception:  # a report section must never break the run
+        return found
+    return found

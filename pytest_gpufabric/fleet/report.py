@@ -1,0 +1,110 @@
+"""``gpufabric fleet report DIR... [--expect HOSTLIST] [-o OUTDIR]``: read every node's results, write one fleet
+verdict as ``fleet-results.json`` (fleet-results.schema.json), ``fleet.html`` and ``fleet-junit.xml`` (one test
+case per node). Exit status as pytest's: 0 accepted, 1 rejected, 4 usage error."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .analysis import FleetSettings, analyse
+from .hostlist import expand_hostlist
+from .nodes import Node, find_node_dirs, read_node
+
+__all__ = ["SCHEMA_PATH", "build_fleet_document", "write_fleet_report"]
+
+SCHEMA_PATH = Path(__file__).with_name("fleet-results.schema.json")
+JSON_FILE, HTML_FILE, JUNIT_FILE = "fleet-results.json", "fleet.html", "fleet-junit.xml"
+
+
+def expected_nodes(expect: str | None, env: dict[str, str]) -> list[str] | None:
+    """--expect as a Slurm hostlist, else Slurm's SLURM_JOB_NODELIST (the report run inside the fleet's own job),
+    else None: no node list to hold the results against."""
+    text = expect or env.get("SLURM_JOB_NODELIST")
+    return expand_hostlist(text) if text else None
+
+
+def fleet_settings(profile_spec: str | None, nodes: list[Node]) -> tuple[FleetSettings, str]:
+    """The ``fleet:`` section that judges the fleet, and where it came from: ``--profile``, else the profile the
+    nodes ran (by its path, else a shipped profile of its name), else the defaults."""
+    from ..errors import GpuFabricError
+    from ..profile.loader import load_profile
+
+    if profile_spec:
+        profile = load_profile(profile_spec)  # the user named it: a bad one is their error to see
+        return FleetSettings.from_section(profile.data.get("fleet")), f"profile {profile.name} ({profile.path})"
+    names = {n.profile for n in nodes if n.profile}
+    if len(names) == 1:
+        name = names.pop()
+        paths = {n.profile_path for n in nodes if n.profile == name and n.profile_path}
+        for spec in [*sorted(paths), name]:
+            try:
+                profile = load_profile(spec)
+            except GpuFabricError:
+                continue
+            if profile.name == name:
+                return FleetSettings.from_section(profile.data.get("fleet")), f"profile {name} ({profile.path})"
+        return FleetSettings(), f"defaults (the nodes' profile {name} could not be read here; pass --profile)"
+    return FleetSettings(), "defaults" + (f" (the nodes ran {len(names)} profiles)" if names else "")
+
+
+def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None = None) -> dict:
+    """Read every node under ``paths`` and judge the fleet. Raises ValueError or GpuFabricError (usage errors:
+    a path that is no folder, a bad hostlist or profile)."""
+    nodes = [read_node(d) for d in find_node_dirs(paths)]
+    settings, settings_from = fleet_settings(profile_spec, nodes)
+    document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "inputs": [str(p) for p in paths], "settings_from": settings_from}
+    document.update(analyse(nodes, expected, settings))
+    return document
+
+
+def _junit(document: dict) -> bytes:
+    """One test case per node (missing ones too), failed where the node is not accepted or an outlier fails it."""
+    cases = []
+    fail_on_outlier = document["settings"]["fail_on_outlier"]
+    for node in document["nodes"]:
+        problems = []
+        if node["verdict"] != "ACCEPTED":
+            problems.append(f"{node['verdict'] or 'no results'}: {node['reason']}")
+            problems += [f"{f['check']} {f['subject']}: {f['message']}" for f in node["failed"]]
+        outliers = [f"outlier {o['check']} {o['subject']} {o['metric']}: {o['value']:.4g} against the fleet's median "
+                    f"{o['median']:.4g} ({o['rule']})" for o in node["outliers"]]
+        cases.append((node["name"], problems, outliers if fail_on_outlier else [], outliers))
+    cases += [(name, ["missing: the node never reported"], [], []) for name in document["missing"]]
+    root = ET.Element("testsuites", name="gpufabric fleet")
+    suite = ET.SubElement(root, "testsuite", name="fleet", tests=str(len(cases)),
+                          failures=str(sum(1 for _, p, o, _ in cases if p or o)))
+    for name, problems, failing_outliers, outliers in cases:
+        case = ET.SubElement(suite, "testcase", classname="fleet", name=name)
+        if problems or failing_outliers:
+            failure = ET.SubElement(case, "failure", message=(problems + failing_outliers)[0][:500])
+            failure.text = "\n".join(problems + failing_outliers)
+        elif outliers:
+            ET.SubElement(case, "system-out").text = "\n".join(outliers)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
+    """fleet-results.json, fleet.html and fleet-junit.xml in ``out``; each written whole or not at all."""
+    from ..report.results import write_json
+    from .html import fleet_html
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / JSON_FILE, "html": out / HTML_FILE, "junit": out / JUNIT_FILE}
+    write_json(document, paths["json"])
+    for key, data in (("html", fleet_html(document, out).encode("utf-8")), ("junit", _junit(document))):
+        tmp = paths[key].with_suffix(paths[key].suffix + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, paths[key])
+    return paths
+
+
+def validate_fleet_document(document: dict) -> None:
+    """Raises jsonschema.ValidationError when the document is not what fleet-results.schema.json says."""
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))).validate(document)
