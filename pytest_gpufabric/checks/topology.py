@@ -171,6 +171,9 @@ def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
     """Every cell the profile names against the machine's; a cell the recorded text holds damaged is neither a
     pass nor a mismatch: the check names it and, when nothing else differs, does not judge."""
     expected = profile.matrix
+    if not fabric.gpus_recorded:  # a bundle of a burn-in log or an RDMA capture alone: no matrix to judge
+        return unknown("topology-matrix", "machine", expected, _NOT_RECORDED.format(
+            source=fabric.source, files="nvidia-smi-topo-m.txt or nvml.json"))
     differences = _matrix_differences(expected, fabric.matrix)
     damaged = [f"{row}-{col}: expected {want}, not readable ({why})" for row, col, want, seen in differences
                if seen is None and (why := _damaged_cell(fabric, row, col))]

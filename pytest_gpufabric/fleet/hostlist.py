@@ -50,8 +50,8 @@ def _range(spec: str, whole: str) -> list[str]:
 def _expand_one(pattern: str, whole: str) -> list[str]:
     m = re.search(r"\[([^\[\]]*)\]", pattern)
     if m is None:
-        if not pattern or re.search(r"\s", pattern):
-            raise ValueError(f"hostlist {whole!r}: empty or blank host name")
+        if re.search(r"\s", pattern):
+            raise ValueError(f"hostlist {whole!r}: blank in host name {pattern!r}")
         return [pattern]
     head, tail = pattern[: m.start()], pattern[m.end():]
     return [head + value + rest for value in _range(m.group(1), whole) for rest in _expand_one(tail, whole)]
@@ -62,6 +62,8 @@ def expand_hostlist(text: str) -> list[str]:
     hosts: list[str] = []
     seen: set[str] = set()
     for part in _split_top(text.strip()):
+        if not part.strip():
+            raise ValueError(f"hostlist {text!r}: an empty host name")
         for host in _expand_one(part.strip(), text):
             if host not in seen:
                 seen.add(host)

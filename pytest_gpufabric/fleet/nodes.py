@@ -133,23 +133,33 @@ def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
     return out
 
 
-def _burn_in(log: Path) -> dict | None:
-    """The burn-in log's totals: GEMM chunks and wrong elements per GPU (a rejected board shows here first)."""
-    if not log.is_file():
-        return None
-    chunks, wrong = 0, {}
+def _log_records(log: Path):
     with open(log, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             try:
-                record = json.loads(line)
+                yield json.loads(line)
             except ValueError:
-                break  # a line cut by a crash ends the log
-            if not isinstance(record, dict) or record.get("type") != "gemm":
-                continue
-            chunks += 1
-            for gpu in (record.get("result") or {}).get("gpus") or []:
-                key = f"GPU{gpu.get('gpu')}"
-                wrong[key] = wrong.get(key, 0) + int(gpu.get("errors_self") or 0) + int(gpu.get("errors_cross") or 0)
+                return  # a line cut by a crash ends the log
+
+
+def _burn_in(document: dict, log: Path) -> dict | None:
+    """The burn-in's totals: GEMM chunks and wrong elements per GPU (a rejected board shows here first), from the
+    results' burn-in section (a replay's log stays in its bundle), else from the log beside them."""
+    section = document.get("burn_in")
+    if isinstance(section, dict) and isinstance(section.get("chunks"), list):
+        records = section["chunks"]
+    elif log.is_file():
+        records = _log_records(log)
+    else:
+        return None
+    chunks, wrong = 0, {}
+    for record in records:
+        if not isinstance(record, dict) or record.get("type") != "gemm":
+            continue
+        chunks += 1
+        for gpu in (record.get("result") or {}).get("gpus") or []:
+            key = f"GPU{gpu.get('gpu')}"
+            wrong[key] = wrong.get(key, 0) + int(gpu.get("errors_self") or 0) + int(gpu.get("errors_cross") or 0)
     return {"chunks": chunks, "wrong_elements": wrong}
 
 
@@ -177,9 +187,9 @@ def read_node(directory: Path) -> Node:
                        for c in checks if c.get("verdict") == "failed"]
         node.inventory, node.serials = _inventory(document)
         node.metrics = _metrics(checks)
+        node.burn_in = _burn_in(document, directory / BURN_IN_LOG)
     except (OSError, ValueError, TypeError, AttributeError) as exc:
         node.verdict, node.error = None, f"{path}: not a gpufabric results file ({exc})"
         return node
-    node.burn_in = _burn_in(directory / BURN_IN_LOG)
     node.report = next((name for name in _HTML_NAMES if (directory / name).is_file()), None)
     return node
