@@ -76,7 +76,7 @@ def test_a_fleet_accepted_through_slurm(slurm, tmp_path):
     (failed,) = nodes["h200a"]["failed"]  # the burn-in alone: the log records no topology to judge
     assert failed["subject"] == f"GPU1 (serial {serial})"
     assert f"{wrong} wrong elements" in failed["message"]
-    assert nodes["h200a"]["burn_in"]["wrong_elements"] == {"GPU0": 0, "GPU1": wrong}
+    assert {gpu: b["wrong_elements"] for gpu, b in nodes["h200a"]["burn_in"].items()} == {"GPU0": 0, "GPU1": wrong}
 
     # the 4-GPU machine among 2-GPU ones: rejected by the 2-GPU profile, its GPU count drifted from the fleet's
     x4 = json.loads((BUNDLES / "h200-nvswitch-x4" / "nvml.json").read_text(encoding="utf-8"))

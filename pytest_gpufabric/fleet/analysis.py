@@ -107,6 +107,9 @@ def _outliers(distribution: _Distribution, settings: FleetSettings) -> tuple[dic
                                    "mad": mad, "unit": distribution.unit, "rule": " and ".join(rules),
                                    "worse_by": abs(value - median) / abs(median) if median else None}))
     summary["flagged"] = [node for node, _ in flagged]
+    summary["values"] = values  # for the page's distribution plot; not written to fleet-results.json
+    for _, record in flagged:
+        record["class"] = distribution.machine_class
     return summary, flagged
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 __all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
 RESULTS_FILE = "gpufabric-results.json"
-BURN_IN_LOG = "gpufabric-burnin.jsonl"
 _HTML_NAMES = ("acceptance.html", "report.html")
 
 #: check name (or its prefix, ending in "-") -> the numbers of its ``found`` compared across the fleet: (field,
@@ -50,7 +49,7 @@ class Node:
     serials: list[str] = field(default_factory=list)
     metrics: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (check, subject, metric) -> value
     report: str | None = None  # the node's own HTML report, relative to its folder
-    burn_in: dict | None = None  # {"chunks", "wrong_elements"} from the burn-in log, where there is one
+    burn_in: dict | None = None  # per GPU: {"wrong_elements", "checks", "tflops"} from its burn-in verdicts
     error: str | None = None  # why the results could not be read
 
 
@@ -133,34 +132,73 @@ def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
     return out
 
 
-def _log_records(log: Path):
-    with open(log, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                yield json.loads(line)
-            except ValueError:
-                return  # a line cut by a crash ends the log
+def _burn_in(checks: list[dict]) -> dict | None:
+    """The burn-in per GPU as its verdicts say (rate, checks, wrong elements): a rejected board shows here first."""
+    gpus = {}
+    for check in checks:
+        found = check.get("found")
+        if check.get("name") == "burn-in-gpu" and isinstance(found, dict):
+            subject = _SERIAL_SUFFIX.sub("", str(check.get("subject", "")))
+            gpus[subject] = {"wrong_elements": int(found.get("errors_self") or 0) + int(found.get("errors_cross") or 0),
+                             "checks": found.get("checks"), "tflops": found.get("tflops")}
+    return gpus or None
 
 
-def _burn_in(document: dict, log: Path) -> dict | None:
-    """The burn-in's totals: GEMM chunks and wrong elements per GPU (a rejected board shows here first), from the
-    results' burn-in section (a replay's log stays in its bundle), else from the log beside them."""
-    section = document.get("burn_in")
-    if isinstance(section, dict) and isinstance(section.get("chunks"), list):
-        records = section["chunks"]
-    elif log.is_file():
-        records = _log_records(log)
-    else:
-        return None
-    chunks, wrong = 0, {}
-    for record in records:
-        if not isinstance(record, dict) or record.get("type") != "gemm":
-            continue
-        chunks += 1
-        for gpu in (record.get("result") or {}).get("gpus") or []:
-            key = f"GPU{gpu.get('gpu')}"
-            wrong[key] = wrong.get(key, 0) + int(gpu.get("errors_self") or 0) + int(gpu.get("errors_cross") or 0)
-    return {"chunks": chunks, "wrong_elements": wrong}
+#: what the fleet reads of a results document; the rest (the health timeline, the burn-in's chunks, per-test
+#: durations) is most of a long run's file and is never parsed
+_WANTED = ("profile", "run", "machine", "software", "checks", "summary")
+_KEY_NAME = re.compile(r'"([A-Za-z_]+)": ')
+
+
+def _top_level_keys(text: str) -> list[tuple[str, int, int]]:
+    """(key, where its line starts, where its value starts) of each top-level key, as write_json (indent=2)
+    writes them: at the start of a line, two spaces in. JSON escapes every newline inside a string and nests
+    deeper keys further in, so nothing else in the document starts a line with two spaces and a quote."""
+    keys, position = [], text.find('\n  "')
+    while position >= 0:
+        m = _KEY_NAME.match(text, position + 3)
+        if m is None:
+            raise ValueError(f"unexpected text at character {position + 3}")
+        keys.append((m.group(1), position, m.end()))
+        position = text.find('\n  "', m.end())
+    return keys
+
+
+def _load_results(text: str) -> dict:
+    """The document's wanted parts. A file written by the plugin (indent 2) is cut at its top-level keys and only
+    the wanted values are parsed: a 10-minute burn-in's results are 400 kB, of which the fleet needs 20. Any other
+    layout is parsed whole."""
+    keys = _top_level_keys(text) if text.startswith('{\n  "') else []
+    if not keys:
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise ValueError("a JSON object was expected")
+        return document
+    document = {}
+    ends = [start for _, start, _ in keys[1:]] + [text.rindex("}")]
+    for (key, _, value_start), end in zip(keys, ends, strict=True):
+        if key in _WANTED:
+            document[key] = json.loads(text[value_start:end].rstrip().rstrip(","))
+    return document
+
+
+#: the first top-level key after every wanted one, in the order session.results_document writes them
+_AFTER_WANTED = b'\n  "health": '
+_CHUNK = 1 << 16
+
+
+def _read_head(path: Path) -> str:
+    """The results file up to its health timeline, read in chunks: what the fleet needs is in the first tens of
+    kilobytes of a file that a long burn-in makes hundreds of kilobytes long. The whole file where the marker is
+    not found (another layout)."""
+    data = bytearray()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            data += chunk
+            cut = data.find(_AFTER_WANTED, max(0, len(data) - len(chunk) - len(_AFTER_WANTED)))
+            if cut >= 0:
+                return data[:cut].decode("utf-8") + "\n}"
+    return data.decode("utf-8")
 
 
 def read_node(directory: Path) -> Node:
@@ -172,9 +210,7 @@ def read_node(directory: Path) -> Node:
         node.error = f"no {RESULTS_FILE} in {directory}: the node never reported"
         return node
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(document, dict):
-            raise ValueError("a JSON object was expected")
+        document = _load_results(_read_head(path))
         summary = document.get("summary") or {}
         node.verdict = str(summary.get("verdict") or "INCOMPLETE")
         node.reason = str(summary.get("verdict_reason") or "")
@@ -187,8 +223,8 @@ def read_node(directory: Path) -> Node:
                        for c in checks if c.get("verdict") == "failed"]
         node.inventory, node.serials = _inventory(document)
         node.metrics = _metrics(checks)
-        node.burn_in = _burn_in(document, directory / BURN_IN_LOG)
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        node.burn_in = _burn_in(checks)
+    except (OSError, ValueError, TypeError, AttributeError, UnicodeDecodeError) as exc:
         node.verdict, node.error = None, f"{path}: not a gpufabric results file ({exc})"
         return node
     node.report = next((name for name in _HTML_NAMES if (directory / name).is_file()), None)

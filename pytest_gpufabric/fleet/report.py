@@ -95,8 +95,12 @@ def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / JSON_FILE, "html": out / HTML_FILE, "junit": out / JUNIT_FILE}
-    write_json(document, paths["json"])
-    for key, data in (("html", fleet_html(document, out).encode("utf-8")), ("junit", _junit(document))):
+    page = fleet_html(document, out).encode("utf-8")
+    # every node's value of every measurement draws the page's plots; the JSON keeps the statistics (ten thousand
+    # nodes' values of 75 measurements would be most of its size)
+    write_json({**document, "metrics": [{k: v for k, v in m.items() if k != "values"} for m in document["metrics"]]},
+               paths["json"])
+    for key, data in (("html", page), ("junit", _junit(document))):
         tmp = paths[key].with_suffix(paths[key].suffix + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, paths[key])

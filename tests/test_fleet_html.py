@@ -1,0 +1,328 @@
+"""fleet.html, the fleet's verdict as one page, drawn from a fleet of node folders holding real results files
+(tests/data/results/, recorded on nvidia-h200-x2 and nvidia-h200-x4): the summary comes first, then the flagged
+nodes with what flagged them, the distributions, and every node; text from the nodes is never markup; a fleet of
+thousands of nodes stays a page a browser opens."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from html import escape, unescape
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from test_report import _PAYLOAD, _assert_nothing_injected, _chromium, _text_of, needs_chromium
+
+from pytest_gpufabric.fleet.analysis import FleetSettings, analyse, machine_class
+from pytest_gpufabric.fleet.html import fleet_html
+from pytest_gpufabric.fleet.nodes import RESULTS_FILE, Node, find_node_dirs, read_node
+from pytest_gpufabric.fleet.report import build_fleet_document
+from pytest_gpufabric.report.html import _number
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DATA = REPO / "tests" / "data" / "results"
+SCREENSHOT = REPO / "docs" / "fleet-report.png"
+
+#: node folder -> the real results file it holds: one run of each host (their GPU serials differ)
+REAL_NODES = {
+    "gpu-a01": "h200-nvswitch-x2-all-suites-live-on-h200-x2",  # REJECTED: memory-lms offload too slow
+    "gpu-a02": "acceptance-with-10min-burn-in-on-h200-x2",
+    "gpu-a03": "burn-in-2min-window-from-set-up-on-h200-x2",
+    "gpu-a04": "burn-in-planted-fault-on-h200-x2",  # REJECTED: wrong GEMM results on GPU1
+    "gpu-a05": "h200-nvswitch-x2-bandwidth-live-on-h200-x2",
+    "gpu-a06": "h200-nvswitch-x2-with-nvlink-traffic-on-h200-x2",
+    "gpu-b01": "h200-nvswitch-x4-measured-live-on-h200-x4",
+    "gpu-b02": "h200-nvswitch-x4-shipped-profile-live-on-h200-x4",
+    "gpu-b03": "h200-nvswitch-x4-crc-data-forbidden-by-default-on-h200-x4",  # REJECTED by its tests
+}
+SILENT = "gpu-a07"  # a folder without results: the node started and never reported
+ABSENT = "gpu-a08"  # expected, no folder at all
+SLOW = "gpu-a10"
+# DERIVED: a folder name with markup (a node's name is its folder's name; '/' cannot be in one)
+MARKED_UP = "gpu-a11 <img src=x onerror=\"document.body.dataset.pwned='path'\">"
+SLOWDOWN = 0.85
+
+
+def _results(name: str) -> dict:
+    return json.loads((RESULTS_DATA / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _node(root: Path, name: str, document: dict, report: str | None = None) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / RESULTS_FILE).write_text(json.dumps(document), encoding="utf-8")
+    if report:
+        shutil.copy(RESULTS_DATA / report, folder / "acceptance.html")
+    return folder
+
+
+def _fleet(tmp_path: Path, marked_up: bool = True) -> tuple[dict, Path]:
+    """The document of a fleet of real nodes (plus two derived ones, marked; ``marked_up``: and the node whose
+    texts are markup) and the folder fleet.html goes to."""
+    root = tmp_path / "nodes"
+    for name, source in REAL_NODES.items():
+        _node(root, name, _results(source),
+              "acceptance-with-10min-burn-in-on-h200-x2.html" if name == "gpu-a02" else None)
+    (root / SILENT).mkdir()
+
+    # DERIVED: gpu-a05's real results with every all_reduce 15 % slower: a node that passes every floor of its
+    # profile but is slower than its siblings (the outlier the fleet report is for)
+    slow = _results(REAL_NODES["gpu-a05"])
+    for check in slow["checks"]:
+        if check["name"] == "bandwidth-all_reduce":
+            check["found"]["busbw_gbps"] *= SLOWDOWN
+            check["found"]["time_us"] /= SLOWDOWN
+    for gpu in slow["machine"]["gpus"]:
+        gpu["serial"] += "-derived"  # DERIVED: another machine's boards
+    _node(root, SLOW, slow)
+
+    # DERIVED: the real planted-fault run with markup in its failed check's message and its driver's version (which
+    # then drifts from the fleet's), below a folder whose name is markup too; its report a copy of a real one
+    if marked_up:
+        marked = _results("burn-in-planted-fault-third-host-on-h200-x2")  # gpu-a02's host: its serials again
+        failed = next(c for c in marked["checks"] if c["verdict"] == "failed")
+        failed["message"] = _PAYLOAD + failed["message"]
+        marked["machine"]["driver_version"] = "580.159.04 " + _PAYLOAD
+        _node(root, MARKED_UP, marked, "burn-in-2min-window-from-set-up-on-h200-x2.html")
+
+    expected = [*REAL_NODES, SILENT, ABSENT, SLOW]  # the marked-up node is not on it: unexpected
+    document = build_fleet_document([root], expected)
+    return document, tmp_path / "fleet-out"
+
+
+def _section(page: str, start: str, end: str | None = None) -> str:
+    return page[page.index(start):page.index(end) if end else len(page)]
+
+
+def _node_of(document: dict, name: str) -> dict:
+    return next(n for n in document["nodes"] if n["name"] == name)
+
+
+def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp_path: Path):
+    document, out = _fleet(tmp_path)
+    page = fleet_html(document, out)
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>")
+    assert "http://" not in page and "https://" not in page and "<script" not in page  # self-contained, inert
+
+    # summary first: the verdict, its reason, the counts, the settings and where they came from
+    assert document["verdict"] == "REJECTED"
+    order = [page.index(mark) for mark in ('class="verdict rejected"', 'class="tiles"', 'id="flagged"',
+                                           'id="distributions"', 'id="nodes"')]
+    assert order == sorted(order)
+    summary = _text_of(page[:page.index('id="flagged"')])
+    assert "Fleet verdict: REJECTED" in summary and document["reason"] in summary
+    counts = document["counts"]
+    assert counts["nodes"] == 12 and counts["missing"] == 1 and counts["outlier_nodes"] >= 1
+    tiles = {label: n for n, label in re.findall(r'<span class="n">([^<]*)</span><span class="l">([^<]*)<', page)}
+    for key, label in (("nodes", "node folders"), ("expected", "expected"), ("accepted", "accepted"),
+                       ("rejected", "rejected"), ("unreadable", "unreadable"), ("missing", "missing"),
+                       ("outlier_nodes", "with outliers"), ("drifted_nodes", "drifted")):
+        assert tiles[label] == f"{counts[key]:,}", label
+    assert document["settings_from"] in summary and document["generated_at"][:10] in summary
+
+    # flagged: the nodes not accepted with their failed checks' messages, the missing ones, the outlier with the
+    # measurement that flagged it, the drift
+    flagged = _section(page, 'id="flagged"', 'id="distributions"')
+    not_accepted = _text_of(_section(flagged, "Not accepted", "Never reported"))
+    for name in ("gpu-a01", "gpu-a04", "gpu-b03", SILENT, MARKED_UP):
+        assert name in not_accepted, name
+    assert "memory-lms" in not_accepted and "1682 wrong elements" in not_accepted  # as its results say
+    assert "the node never reported" in not_accepted  # the silent folder's reason
+    assert "gpu-a02" not in not_accepted
+    message = _node_of(document, "gpu-a01")["failed"][0]["message"]
+    assert len(message) > 160 and message not in not_accepted  # truncated on the page ...
+    assert escape(message, quote=True) in flagged  # ... and whole in the cell's title
+    assert ABSENT in _text_of(_section(flagged, "Never reported", "Outliers"))
+
+    outliers = _text_of(_section(flagged, "Outliers among the passing nodes", "Inventory drift"))
+    records = _node_of(document, SLOW)["outliers"]
+    # 15 % slower is past 0.9 x the median at every size the fleet agrees on (1 MiB's latency spreads wider)
+    assert {(r["subject"], r["metric"]) for r in records} >= {
+        (f"all_reduce {size}", metric) for size in ("256MiB", "1GiB", "4GiB") for metric in ("busbw_gbps", "time_us")}
+    assert {r["check"] for r in records} == {"bandwidth-all_reduce"}
+    for record in records:
+        for text in (record["subject"], record["metric"], _number(record["value"], record["unit"]),
+                     _number(record["median"], record["unit"]), f"{record['worse_by']:.1%}", record["rule"]):
+            assert text in outliers, text
+    assert SLOW in outliers and "gpu-a05" not in outliers
+    drift = _text_of(_section(flagged, "Inventory drift"))
+    assert MARKED_UP in drift and "580.159.04 " + _PAYLOAD in drift
+    assert "GPU serials on more than one node" in flagged  # the marked-up node is a run of gpu-a02's host
+    assert MARKED_UP in _text_of(_section(flagged, "Not on the expected list"))
+
+    # distributions: one plot per measurement, the outlier's named under its own
+    distributions = _section(page, 'id="distributions"', 'id="nodes"')
+    assert distributions.count("<figure>") == len(document["metrics"]) > 10
+    assert distributions.count('src="data:image/png;base64,') == len(document["metrics"])
+    flagged_metrics = [m for m in document["metrics"] if m["flagged"]]
+    assert flagged_metrics and all(m["flagged"] == [SLOW] for m in flagged_metrics)
+    first = distributions.index("<figure>")
+    assert f"flagged: {SLOW}" in distributions[first:distributions.index("</figure>", first)]  # flagged first
+
+    # every node in the Nodes table; a node's own report linked relative to where fleet.html goes
+    nodes = _section(page, 'id="nodes"')
+    for node in document["nodes"]:
+        assert node["name"] in _text_of(nodes), node["name"]
+    assert '<a href="../nodes/gpu-a02/acceptance.html">gpu-a02</a>' in nodes
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert all(not href.startswith(("javascript:", "data:", "/")) for href in hrefs)
+    marked_href = next(unescape(h) for h in hrefs if "gpu-a11" in h)
+    assert "<" not in marked_href and " " not in marked_href  # percent-encoded
+    assert (out / unquote(marked_href)).resolve() == (tmp_path / "nodes" / MARKED_UP / "acceptance.html").resolve()
+
+
+def test_text_from_the_nodes_is_never_markup(tmp_path: Path):
+    document, out = _fleet(tmp_path)
+    page = fleet_html(document, out)
+    _assert_nothing_injected(page)
+    for raw in ("<img src=x", "<script>document", "<b>bold</b>"):
+        assert raw not in page
+    text = _text_of(page)
+    assert MARKED_UP in text and _PAYLOAD in text  # shown as the text it is
+
+
+def test_a_folder_named_like_a_url_is_linked_as_a_relative_path(tmp_path: Path):
+    """A node's folder name reaches the page as an href: one named 'javascript:...' stays a relative path."""
+    root = tmp_path / "nodes"
+    _node(root, "javascript:alert(1)", _results(REAL_NODES["gpu-a02"]), "acceptance-with-10min-burn-in-on-h200-x2.html")
+    page = fleet_html(build_fleet_document([root], None), root)  # fleet.html beside the node folders
+    assert 'href="javascript%3Aalert%281%29/acceptance.html"' in page
+    assert 'href="javascript:' not in page
+
+
+def test_each_plot_is_the_same_whoever_drew_the_one_before(tmp_path: Path):
+    """The plots share one figure, its artists given each measurement's data in turn: a plot must not depend on the
+    plot drawn before it."""
+    from pytest_gpufabric.fleet.html import _draw, _flagged_values, _Plotter
+
+    pytest.importorskip("matplotlib")
+    document, _ = _fleet(tmp_path)
+    flagged = _flagged_values(document["nodes"])
+    jobs = [(m, [(n, v) for n, v in flagged.get((m["check"], m["subject"], m["metric"]), []) if n in m["flagged"]])
+            for m in document["metrics"]]
+    jobs.append((dict(jobs[0][0], values=[326.1, 327.9, 324.7, 275.97]), jobs[0][1]))  # a strip of points
+    assert any(found for _, found in jobs)
+    forward = _draw(jobs)
+    backward = _draw(jobs[::-1])[::-1]
+    alone = [_Plotter().png(metric, found) for metric, found in jobs]
+    assert forward == backward == alone and all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in forward)
+
+
+def test_without_matplotlib_the_page_has_captions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    document, out = _fleet(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import matplotlib.figure raises ImportError
+    page = fleet_html(document, out)
+    distributions = _section(page, 'id="distributions"', 'id="nodes"')
+    assert "<img" not in distributions and "matplotlib is not installed" in distributions
+    assert distributions.count("<figcaption>") == len(document["metrics"])
+
+
+@needs_chromium
+def test_fleet_page_renders_in_chromium(tmp_path: Path):
+    """The DOM Chromium builds of the page with the marked-up node has no injected element and the summary on top.
+    The screenshot, of the same fleet without that node, is docs/fleet-report.png when
+    GPUFABRIC_WRITE_SCREENSHOTS=1 (else it stays in tmp_path)."""
+    document, out = _fleet(tmp_path / "marked-up")
+    out.mkdir()
+    html = out / "fleet.html"
+    html.write_text(fleet_html(document, out), encoding="utf-8")
+    dom = _chromium(tmp_path / "chromium-dom", "--dump-dom", html.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    _assert_nothing_injected(dom.stdout)
+    assert "data-pwned" not in dom.stdout
+    assert dom.stdout.index("Fleet verdict: REJECTED") < dom.stdout.index('id="flagged"') < dom.stdout.index(
+        'id="distributions"') < dom.stdout.index('id="nodes"')
+    assert MARKED_UP in _text_of(dom.stdout)
+
+    document, out = _fleet(tmp_path / "plain", marked_up=False)
+    out.mkdir()
+    html = out / "fleet.html"
+    html.write_text(fleet_html(document, out), encoding="utf-8")
+    screenshot = SCREENSHOT if os.environ.get("GPUFABRIC_WRITE_SCREENSHOTS") == "1" else tmp_path / "fleet.png"
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    shot = _chromium(tmp_path / "chromium-shot", "--run-all-compositor-stages-before-draw",
+                     f"--screenshot={screenshot}", "--window-size=1280,2000", html.as_uri())
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+
+
+# --- a large fleet --------------------------------------------------------------------------------------
+
+
+def synthetic_fleet(tmp_path: Path, count: int, slow_every: int = 500, with_values: bool = False) -> dict:
+    """SYNTHETIC, not measured: a fleet of ``count`` nodes made of the real nodes' results (read_node of the
+    folders _fleet writes), each copy under a new name with its own GPU serials and every measurement scaled by a
+    small factor (about 0.5 % spread; every ``slow_every``-th node 20 % slower). Most are copies of the accepted
+    h200-x2 nodes; every 20th is one of the h200-x4 nodes (a second machine class, drifted in its GPU count), every
+    100th one of the rejected nodes; two expected nodes never report. ``with_values``: each measurement also lists
+    the passing nodes' values (``values``), which the plots draw where the document has them."""
+    _fleet(tmp_path)
+    real = {n.name: n for n in (read_node(d) for d in find_node_dirs([tmp_path / "nodes"]))}
+    pools = [[real[name] for name in ("gpu-a02", "gpu-a03", "gpu-a05", "gpu-a06")],
+             [real["gpu-b01"], real["gpu-b02"]], [real["gpu-a01"], real["gpu-a04"], real["gpu-b03"]]]
+    rng = random.Random(7)
+    nodes: list[Node] = []
+    for i in range(count):
+        pool = pools[1] if i % 20 == 10 else pools[2] if i % 100 == 55 else pools[0]
+        base = pool[i % len(pool)]
+        name = f"syn-{i:05d}"
+        factor = 0.8 if i % slow_every == slow_every - 1 else rng.gauss(1.0, 0.005)
+        metrics = {key: value * factor if key[2] != "time_us" else value / factor
+                   for key, value in base.metrics.items()}
+        nodes.append(dataclasses.replace(base, name=name, directory=str(tmp_path / "synthetic" / name),
+                                         serials=[f"SYN{i}-{s}" for s in range(len(base.serials))],
+                                         metrics=metrics, report=base.report or "acceptance.html"))
+    expected = [n.name for n in nodes] + [f"syn-{count + 1:05d}", f"syn-{count + 2:05d}"]
+    document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "inputs": [str(tmp_path / "synthetic")], "settings_from": "defaults (synthetic fleet)"}
+    document.update(analyse(nodes, expected, FleetSettings()))
+    if with_values:
+        values: dict[tuple, list[float]] = {}
+        for node in nodes:
+            if node.verdict == "ACCEPTED":
+                for (check, subject, metric), value in node.metrics.items():
+                    values.setdefault((machine_class(node), check, subject, metric), []).append(value)
+        for m in document["metrics"]:
+            m["values"] = values[(m["class"], m["check"], m["subject"], m["metric"])]
+    return document
+
+
+def test_a_fleet_of_3000_nodes_stays_a_small_page(tmp_path: Path):
+    document = synthetic_fleet(tmp_path, 3000)
+    start = time.perf_counter()
+    page = fleet_html(document, tmp_path / "out")
+    elapsed = time.perf_counter() - start
+    size = len(page.encode("utf-8"))
+    print(f"3000 nodes, {len(document['metrics'])} measurements: {size / 1e6:.2f} MB in {elapsed:.2f} s")
+    assert size < 20e6
+    assert page.count("<figure>") == len(document["metrics"])
+    nodes = _section(page, 'id="nodes"')
+    assert "Accepted, nothing flagged" in nodes  # past 2,000 nodes the plain ones are names, not rows
+    assert nodes.count("<tr>") < 1000
+    for node in document["nodes"]:
+        assert f">{node['name']}<" in nodes, node["name"]
+    slow = [n["name"] for n in document["nodes"] if n["outliers"]]
+    assert slow and all(name in _section(page, "Outliers among the passing nodes", 'id="distributions"')
+                        for name in slow)
+    assert "syn-03001" in _section(page, "Never reported", 'id="distributions"')
+
+
+@pytest.mark.skipif(not os.environ.get("GPUFABRIC_FLEET_BENCH"), reason="timing run: GPUFABRIC_FLEET_BENCH=1")
+def test_render_time_of_10000_nodes(tmp_path: Path):
+    """Prints the time and size of fleet.html for 10,000 synthetic nodes (their per-node values added to each
+    measurement, so every plot is drawn from all of them)."""
+    document = synthetic_fleet(tmp_path, 10_000, with_values=True)
+    start = time.perf_counter()
+    page = fleet_html(document, tmp_path / "out")
+    elapsed = time.perf_counter() - start
+    print(f"10000 nodes, {len(document['metrics'])} measurements: {len(page.encode()) / 1e6:.2f} MB in "
+          f"{elapsed:.2f} s")
+    assert len(page.encode()) < 20e6
