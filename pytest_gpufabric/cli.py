@@ -218,12 +218,15 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     print(f"  {counts['nodes']} node(s) reported, {counts['accepted']} accepted, {counts['missing']} missing, "
           f"{counts['outlier_nodes']} with outliers, {counts['drifted_nodes']} drifted (judged by "
           f"{document['settings_from']})")
-    for node in document["nodes"]:
-        for outlier in node["outliers"][:3]:
-            print(f"  outlier {node['name']}: {outlier['check']} {outlier['subject']} {outlier['metric']} "
-                  f"{outlier['value']:.4g} {outlier['unit']} against the fleet's median {outlier['median']:.4g}")
-        for drift in node["drift"][:3]:
-            print(f"  drift {node['name']}: {drift['field']} {drift['value']} (fleet: {drift['majority']})")
+    findings = [f"  outlier {node['name']}: {o['check']} {o['subject']} {o['metric']} {o['value']:.4g} {o['unit']} "
+                f"against the fleet's median {o['median']:.4g}"
+                for node in document["nodes"] for o in node["outliers"][:1]]
+    findings += [f"  drift {node['name']}: {d['field']} {d['value']} (fleet: {d['majority']})"
+                 for node in document["nodes"] for d in node["drift"][:3]]
+    for line in findings[:20]:  # the page and the JSON hold them all
+        print(line)
+    if len(findings) > 20:
+        print(f"  ... {len(findings) - 20} more finding(s) in {paths['html']}")
     print("  " + ", ".join(str(path) for path in paths.values()))
     return EXIT_OK if document["verdict"] == "ACCEPTED" else EXIT_REJECTED
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -149,3 +150,53 @@ def test_a_failing_rank_says_why_in_the_failure(tmp_path):
         "RuntimeError: inconsistent tensor size, expected tensor [2] and src [3] to have the same number of "
         "elements, but got 2 and 3 elements respectively")
     assert "To enable traceback" not in message
+
+
+# --- recorded on nvidia-h100-x1 (tests/data/results/identity-on-h100-x1, bundle h100-x1-identity) -------------
+
+H100 = Path(__file__).parent / "data" / "results" / "identity-on-h100-x1"
+H100_SERIAL, H100_UUID = "1652724032689", "GPU-8ba0144e-ffa5-9614-79dc-ae4cb8eeee22"  # read off nvml.json
+
+
+def test_cuda_and_nvml_name_the_same_board_on_the_h100():
+    """torch gives the UUID without NVML's "GPU-"; under every CUDA_VISIBLE_DEVICES form the mapping held."""
+    probe = json.loads((H100 / "identity-probe.json").read_text(encoding="utf-8"))
+    assert probe["nvml_uuids"] == [H100_UUID]
+    assert [run["CUDA_VISIBLE_DEVICES"] for run in probe["runs"]] == [None, "0", H100_UUID, H100_UUID[:12]]
+    for run in probe["runs"]:
+        assert run["torch_uuid"] == [H100_UUID.removeprefix("GPU-")]
+        assert run["boards"] == [{"cuda_index": 0, "nvml_index": 0, "uuid": H100_UUID, "serial": H100_SERIAL,
+                                  "pci_bus_id": "00000000:00:06.0", "name": "NVIDIA H100 80GB HBM3"}]
+        # and the mapping code, on what the machine said, agrees
+        boards = [{"index": 0, "uuid": H100_UUID, "serial": H100_SERIAL, "pci_bus_id": "00000000:00:06.0",
+                   "name": "NVIDIA H100 80GB HBM3"}]
+        assert map_devices(run["torch_uuid"], boards, run["CUDA_VISIBLE_DEVICES"], "PCI_BUS_ID") == run["boards"]
+
+
+def test_the_planted_fault_names_its_board_live_and_replayed(pytester):
+    live = json.loads((H100 / "planted-results.json").read_text(encoding="utf-8"))
+    (failed,) = [c for c in live["checks"] if c["verdict"] == "failed"]
+    assert failed["name"] == "burn-in-gpu" and failed["subject"] == f"GPU0 (serial {H100_SERIAL})"
+    assert live["burn_in"]["plant_fault_board"] == {"index": 0, "uuid": H100_UUID, "serial": H100_SERIAL}
+    shutil.copy(H100 / "machine.yaml", pytester.path)
+    shutil.copy(H100 / "identity.yaml", pytester.path)
+    result = pytester.runpytest("--gpu-profile", "identity.yaml", "--gpu-replay", str(BUNDLES / "h100-x1-identity"),
+                                "-k", "burn_in or copy or test_topology", "-p", "no:cacheprovider",
+                                "--html", "report.html", "--self-contained-html")
+    result.assert_outcomes(passed=10, failed=1, skipped=3)  # as live: the burn-in alone fails
+    result.stdout.fnmatch_lines([f"*GPU0 (serial {H100_SERIAL}) NVIDIA H100 80GB HBM3: * wrong elements*REJECTED*"])
+    page = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert f"A fault was planted on CUDA device 0, which is GPU0 (serial {H100_SERIAL})" in page
+
+
+def test_a_gpu_hidden_from_cuda_failed_every_workload_test_live():
+    hidden = json.loads((H100 / "hidden-results.json").read_text(encoding="utf-8"))
+    failed = {nodeid.rsplit("::", 1)[-1] for nodeid, outcome in hidden["tests"].items() if outcome == "failed"}
+    assert failed == {"test_copy_bandwidth[gpu_to_gpu]", "test_copy_bandwidth[host_to_device]",
+                      "test_copy_bandwidth[device_to_host]", "test_burn_in_gpu[GPU0]", "test_burn_in_collectives",
+                      "test_burn_in_memory"}
+    assert all(outcome == "passed" for nodeid, outcome in hidden["tests"].items() if "test_topology" in nodeid)
+    log = (H100 / "log.txt").read_text(encoding="utf-8")
+    assert log.count(f"GPU0 (serial {H100_SERIAL}) promised by profile identity but hidden from CUDA by "
+                     "CUDA_VISIBLE_DEVICES=(empty): no workload can measure it (CUDA sees no GPU)") >= 6
+    assert "AttributeError" not in log

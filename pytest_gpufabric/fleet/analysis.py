@@ -116,8 +116,9 @@ def _outliers(distribution: _Distribution, settings: FleetSettings) -> tuple[dic
 def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettings) -> dict:
     """The fleet's verdict and findings, as ``fleet-results.json`` holds them (fleet-results.schema.json)."""
     names = [n.name for n in nodes]
-    missing = [name for name in (expected or []) if name not in set(names)]
-    unexpected = [name for name in names if expected is not None and name not in set(expected)]
+    reported, wanted = set(names), set(expected or [])
+    missing = [name for name in (expected or []) if name not in reported]
+    unexpected = [name for name in names if expected is not None and name not in wanted]
     passing = [n for n in nodes if n.verdict == "ACCEPTED"]
 
     # inventory drift: the value of each field against the fleet's strict majority

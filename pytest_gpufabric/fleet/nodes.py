@@ -8,6 +8,7 @@ in memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -100,6 +101,7 @@ def _inventory(document: dict) -> tuple[dict[str, str], list[str]]:
     return {k: text for k, v in fields.items() if (text := _text(v)) is not None}, serials
 
 
+@functools.lru_cache(maxsize=1024)
 def _metric_spec(check_name: str) -> list[tuple[str | None, str, int]]:
     for key, spec in METRICS.items():
         if check_name == key or (key.endswith("-") and check_name.startswith(key)):
