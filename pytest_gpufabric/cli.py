@@ -204,7 +204,8 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
 
     try:
         expected = expected_nodes(args.expect, dict(os.environ))
-        document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile)
+        document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile,
+                                        Path(args.fabric) if args.fabric else None)
     except (ValueError, GpuFabricError) as exc:
         print(f"gpufabric fleet report: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -227,8 +228,46 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
         print(line)
     if len(findings) > 20:
         print(f"  ... {len(findings) - 20} more finding(s) in {paths['html']}")
+    fabric = document.get("fabric")
+    if fabric:
+        print(f"  fabric: {fabric['verdict']} ({len(fabric['nodes'])} nodes, pairs in {fabric['rounds']} round(s))")
+        for problem in fabric["problems"][:10]:
+            print(f"  fabric: {problem}")
     print("  " + ", ".join(str(path) for path in paths.values()))
     return EXIT_OK if document["verdict"] == "ACCEPTED" else EXIT_REJECTED
+
+
+def cmd_fleet_fabric(args: argparse.Namespace) -> int:
+    """One rank of the fabric run, as the site's launcher starts one per node (srun, torchrun, mpirun); rank 0
+    writes OUTDIR/fabric.json and, with --profile, judges it: exit 0 passed, 1 failed, 4 a usage error."""
+    import os
+
+    from .fleet.fabric import FABRIC_FILE, judge_fabric
+    from .workloads import fabric_pairs
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    argv = ["--sizes", ",".join(map(str, _sizes(args.sizes))), "--pair-size", str(_sizes(args.pair_size)[0]),
+            "--iters", str(args.iters), "--warmup", str(args.warmup), "--max-rounds", str(args.max_rounds),
+            "--backend", args.backend, "--result", str(out / FABRIC_FILE)]
+    if args.node_per_rank:
+        argv.append("--node-per-rank")
+    saved = sys.argv
+    sys.argv = ["gpufabric fleet fabric", *argv]
+    try:
+        fabric_pairs.main()
+    finally:
+        sys.argv = saved
+    if os.environ.get("RANK", "0") != "0" or not args.profile:
+        return EXIT_OK
+    from .profile.loader import load_profile
+
+    result = json.loads((out / FABRIC_FILE).read_text(encoding="utf-8"))
+    judged = judge_fabric(result, load_profile(args.profile).data)
+    print(f"fabric: {judged['verdict']}")
+    for problem in judged["problems"]:
+        print(f"  {problem}")
+    return EXIT_REJECTED if judged["verdict"] == "failed" else EXIT_OK
 
 
 DEFAULT_PROFILE = "h200-nvswitch-x2"
@@ -382,7 +421,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "the one the nodes ran, where it can be read)")
     report.add_argument("-o", "--output", default="reports/fleet-report", metavar="OUTDIR",
                         help="where fleet.html, fleet-results.json and fleet-junit.xml go (default %(default)s)")
+    report.add_argument("--fabric", metavar="FILE", help="the fabric run's fabric.json (`gpufabric fleet fabric`; "
+                        "default: a fabric.json beside the node folders)")
     report.set_defaults(func=cmd_fleet_report)
+    fabric = fleet_sub.add_parser(
+        "fabric", help="measure the fabric between the nodes: one rank per node, started by your launcher",
+        description="srun --ntasks-per-node=1 gpufabric fleet fabric -o reports/fleet (or torchrun, mpirun): an "
+                    "all_reduce across every node, then every node pair in rounds (the slow node, the slow pair); "
+                    "rank 0 writes OUTDIR/fabric.json, which `gpufabric fleet report` judges with the rest.")
+    fabric.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="gloo runs on CPUs")
+    fabric.add_argument("--sizes", default="64M,1G", help="all-node all_reduce sizes (1M = 1 MiB)")
+    fabric.add_argument("--pair-size", default="256M", help="bytes each pair exchanges each way")
+    fabric.add_argument("--iters", type=int, default=5)
+    fabric.add_argument("--warmup", type=int, default=2)
+    fabric.add_argument("--max-rounds", type=int, default=0, help="0: every pair meets (N-1 rounds)")
+    fabric.add_argument("--node-per-rank", action="store_true", help="each rank a node (one host's GPUs)")
+    fabric.add_argument("--profile", help="judge the result with this profile's fabric: section (rank 0)")
+    fabric.add_argument("-o", "--output", default="reports/fleet", metavar="OUTDIR")
+    fabric.set_defaults(func=cmd_fleet_fabric)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
     parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest"], help="topo: `nvidia-smi topo "

@@ -603,6 +603,59 @@ def _nodes(document: dict, link: _Links) -> Html:
 # --- the page -------------------------------------------------------------------------------------------
 
 
+#: past this many nodes the heatmap shows the named nodes' rows only (a 1,000 x 1,000 table is no page)
+_HEATMAP_NODES = 64
+
+
+def _heat_cell(value: float | None, median: float | None, fraction: float) -> Html:
+    """A pair's busbw, shaded from white (at or above the fleet's median) to red (at the slow line and below)."""
+    if value is None:
+        return _cell("-", "num")
+    share = value / median if median else 1.0
+    depth = min(1.0, max(0.0, (1.0 - share) / (1.0 - fraction))) if fraction < 1 else 0.0
+    red = f"rgb(255,{int(255 - 150 * depth)},{int(255 - 150 * depth)})"
+    return Html(f'<td class="num" style="background:{red}" title="{share:.0%} of the median pair">'
+                f"{escape(f'{value:.3g}')}</td>")
+
+
+def _fabric(document: dict) -> Html:
+    """The fabric between the nodes: the all-node collective against its floors, the slow node or pair named,
+    and the node x node busbw of the pairwise rounds as a heatmap."""
+    fabric = document.get("fabric")
+    if not fabric:
+        return Html("")
+    parts = [Html('<h2 id="fabric">Fabric between the nodes</h2>'),
+             Html("<p>"), f"Verdict: {fabric['verdict']}. {len(fabric['nodes'])} node(s); every pair measured in "
+             f"{fabric['rounds']} round(s) of disjoint pairs ({fabric['backend']}, {fabric['pair_size']:,} bytes each "
+             f"way); a pair below {fabric['min_fraction_of_median']:g} of the median pair "
+             f"({_fmt(fabric['pair_median'], 'GB/s')}) is slow; {fabric['line_rate']}. From {fabric['source']}.",
+             Html("</p>")]
+    if fabric["problems"]:
+        parts.append(_join(Html("<ul>"), *[_join(Html('<li class="mismatch">'), problem, Html("</li>"))
+                                           for problem in fabric["problems"]], Html("</ul>")))
+    if fabric["checks"]:
+        rows = [[c["op"], f"{c['size']:,} B", c["expected"], _fmt(c["busbw"], "GB/s"),
+                 _cell(c["verdict"], "mismatch" if c["verdict"] == "failed" else "match")] for c in fabric["checks"]]
+        parts.append(_table(["Collective", "Size", "Floor", "busbw", "Result"], rows))
+    named = {s["node"] for s in fabric["slow_nodes"]} | {n for p in fabric["slow_pairs"] for n in (p["a"], p["b"])}
+    nodes = fabric["nodes"] if len(fabric["nodes"]) <= _HEATMAP_NODES else [n for n in fabric["nodes"] if n in named]
+    if nodes:
+        matrix = fabric["matrix"]
+        rows = [[_cell(a, "node"), *[_heat_cell(matrix.get(a, {}).get(b), fabric["pair_median"],
+                                                fabric["min_fraction_of_median"]) if a != b else _cell("X", "num")
+                                     for b in nodes]] for a in nodes]
+        parts.append(_join(Html("<p>busbw of each pair, GB/s each way (sendrecv): white at the fleet's median, red at "
+                                "the slow line and below"), "" if nodes == fabric["nodes"] else
+                           f"; the {len(nodes)} named node(s) of {len(fabric['nodes'])} only", Html(".</p>"),
+                           _table(["", *nodes], rows, "heatmap")))
+    if fabric.get("nccl"):
+        rows = [[node, ", ".join(f"{k} x{v}" for k, v in sorted((view or {}).get("transports", {}).items())) or "-",
+                 "; ".join((view or {}).get("net", [])) or "-"] for node, view in sorted(fabric["nccl"].items())]
+        parts.append(_join(Html("<h3>NCCL transports (NCCL_DEBUG=INFO)</h3>"),
+                           _table(["Node", "Connections via", "Network"], rows)))
+    return _join(*parts)
+
+
 def fleet_html(document: dict, out_dir: Path | str) -> str:
     """The whole fleet.html page for a fleet-results document (fleet/analysis.py); ``out_dir`` is where it is
     written, so each node's report is linked by a relative path."""
@@ -615,6 +668,7 @@ def fleet_html(document: dict, out_dir: Path | str) -> str:
         Html("</title>"), _STYLE, _FLEET_STYLE, Html('</head><body><div class="gpufabric fleet">'),
         _summary(document),
         _flagged(document, link),
+        _fabric(document),
         _distributions(document),
         _nodes(document, link),
         Html('<p class="muted">Written by <code>gpufabric fleet report</code>; the same verdict as fleet-results.json '

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .analysis import FleetSettings, analyse
+from .fabric import FABRIC_FILE, judge_fabric
 from .hostlist import expand_hostlist
 from .nodes import Node, find_node_dirs, read_node
 
@@ -27,15 +28,15 @@ def expected_nodes(expect: str | None, env: dict[str, str]) -> list[str] | None:
     return expand_hostlist(text) if text else None
 
 
-def fleet_settings(profile_spec: str | None, nodes: list[Node]) -> tuple[FleetSettings, str]:
-    """The ``fleet:`` section that judges the fleet, and where it came from: ``--profile``, else the profile the
-    nodes ran (by its path, else a shipped profile of its name), else the defaults."""
+def fleet_profile(profile_spec: str | None, nodes: list[Node]) -> tuple[dict | None, str]:
+    """The profile that judges the fleet (its ``fleet:`` and ``fabric:`` sections), and where it came from:
+    ``--profile``, else the profile the nodes ran (by its path, else a shipped profile of its name), else none."""
     from ..errors import GpuFabricError
     from ..profile.loader import load_profile
 
     if profile_spec:
         profile = load_profile(profile_spec)  # the user named it: a bad one is their error to see
-        return FleetSettings.from_section(profile.data.get("fleet")), f"profile {profile.name} ({profile.path})"
+        return profile.data, f"profile {profile.name} ({profile.path})"
     names = {n.profile for n in nodes if n.profile}
     if len(names) == 1:
         name = names.pop()
@@ -46,9 +47,9 @@ def fleet_settings(profile_spec: str | None, nodes: list[Node]) -> tuple[FleetSe
             except GpuFabricError:
                 continue
             if profile.name == name:
-                return FleetSettings.from_section(profile.data.get("fleet")), f"profile {name} ({profile.path})"
-        return FleetSettings(), f"defaults (the nodes' profile {name} could not be read here; pass --profile)"
-    return FleetSettings(), "defaults" + (f" (the nodes ran {len(names)} profiles)" if names else "")
+                return profile.data, f"profile {name} ({profile.path})"
+        return None, f"defaults (the nodes' profile {name} could not be read here; pass --profile)"
+    return None, "defaults" + (f" (the nodes ran {len(names)} profiles)" if names else "")
 
 
 #: from this many nodes on, they are read by a process per CPU (reading is most of a large fleet's report)
@@ -65,14 +66,45 @@ def read_nodes(directories: list[Path]) -> list[Node]:
         return list(pool.map(read_node, directories, chunksize=max(1, len(directories) // (workers * 8))))
 
 
-def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None = None) -> dict:
-    """Read every node under ``paths`` and judge the fleet. Raises ValueError or GpuFabricError (usage errors:
-    a path that is no folder, a bad hostlist or profile)."""
+def _fabric_result(paths: list[Path], fabric: Path | None) -> tuple[dict | None, str | None]:
+    """The fabric run's result (workloads/fabric_pairs.py): ``--fabric FILE``, else a fabric.json beside the node
+    folders. Raises ValueError for a file that is not one."""
+    from ..formats.recordings import FABRIC_FORMAT
+
+    candidates = [fabric] if fabric else [p / FABRIC_FILE for p in paths if (p / FABRIC_FILE).is_file()]
+    if not candidates:
+        return None, None
+    path = candidates[0]
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a fabric result ({exc})") from None
+    found = result.get("format") if isinstance(result, dict) else None
+    if found != FABRIC_FORMAT:
+        raise ValueError(f"{path}: not a fabric result (format {found!r}, expected {FABRIC_FORMAT!r})")
+    return result, str(path)
+
+
+def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None = None,
+                         fabric: Path | None = None) -> dict:
+    """Read every node under ``paths`` (and the fabric run's result) and judge the fleet. Raises ValueError or
+    GpuFabricError (usage errors: a path that is no folder, a bad hostlist, profile or fabric file)."""
+    fabric_result, fabric_path = _fabric_result(paths, fabric)
     nodes = read_nodes(find_node_dirs(paths))
-    settings, settings_from = fleet_settings(profile_spec, nodes)
+    profile_data, settings_from = fleet_profile(profile_spec, nodes)
+    settings = FleetSettings.from_section((profile_data or {}).get("fleet"))
     document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "inputs": [str(p) for p in paths], "settings_from": settings_from}
     document.update(analyse(nodes, expected, settings))
+    if fabric_result is not None:
+        judged = judge_fabric(fabric_result, profile_data)
+        document["fabric"] = {"source": fabric_path, **judged}
+        if judged["verdict"] == "failed":
+            document["verdict"] = "REJECTED"
+            reasons = [] if document["reason"].startswith("all ") else [document["reason"]]
+            document["reason"] = "; ".join(reasons + [f"fabric: {judged['problems'][0]}"
+                                                      + (f" (+{len(judged['problems']) - 1} more)"
+                                                         if len(judged["problems"]) > 1 else "")])
     return document
 
 

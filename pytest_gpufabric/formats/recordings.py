@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 NVLINK_TRAFFIC_FORMAT = "gpufabric-nvlink-traffic/1"
 BANDWIDTH_FORMAT = "gpufabric-bandwidth/1"
+#: workloads/fabric_pairs.py's result (that standalone script spells it out too: FORMAT there)
+FABRIC_FORMAT = "gpufabric-fabric/1"
 
 
 @dataclass

@@ -1,0 +1,120 @@
+"""Nodes of a fleet on this one host, for the fabric tests: network namespaces joined by veth pairs to a bridge,
+each with its own address, made by the test (as root) and torn down after it.
+
+One namespace's link can be rate-limited with `tc` (a token bucket on both ends of its veth pair): a real slow
+link, whose traffic really waits, not a sleep. Traffic stays inside the namespaces and the bridge the test made.
+
+    with namespace_nodes(5, slow={3: "40mbit"}) as nodes:
+        nodes.run(3, ["python3", ...])          # a process in node 3's namespace
+        nodes.address(0)                        # "10.213.x.1"
+
+Without root or `ip netns` the fixture skips; with CI=true it fails instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def unavailable() -> str | None:
+    """Why namespaces cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return "iproute2 (ip, tc) is not installed"
+    probe = f"gfp{secrets.token_hex(3)}"
+    try:
+        _ip("netns", "add", probe)
+    except subprocess.CalledProcessError as exc:
+        return f"ip netns add failed: {exc.stderr.strip()}"
+    _ip("netns", "del", probe)
+    return None
+
+
+def require() -> None:
+    why = unavailable()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the fabric tests: {why}", pytrace=False)
+        pytest.skip(why)
+
+
+@dataclass
+class Nodes:
+    tag: str
+    count: int
+    subnet: str  # "10.213.7"
+    namespaces: list[str] = field(default_factory=list)
+
+    def address(self, index: int) -> str:
+        return f"{self.subnet}.{index + 1}"
+
+    def prefix(self, index: int) -> list[str]:
+        """The command prefix that runs a program in node ``index``'s namespace."""
+        return ["ip", "netns", "exec", self.namespaces[index]]
+
+    def run(self, index: int, command: list[str], **kw) -> subprocess.Popen:
+        return subprocess.Popen([*self.prefix(index), *command], **kw)
+
+
+@contextlib.contextmanager
+def namespace_nodes(count: int, slow: dict[int, str] | None = None,
+                    slow_pair: tuple[int, int, str] | None = None) -> Iterator[Nodes]:
+    """``count`` namespaces on one bridge; ``slow``: node index -> tc rate ("40mbit") of its link, both ways;
+    ``slow_pair``: (a, b, rate): only the traffic between a and b is limited (on each of the two, an HTB class at
+    that rate takes the packets addressed to the other; the rest goes through a 10 Gbit/s class), each is fast
+    with the rest."""
+    tag = secrets.token_hex(2)
+    nodes = Nodes(tag=tag, count=count, subnet=f"10.213.{int(tag, 16) % 250 + 1}")
+    bridge = f"gfbr{tag}"
+    try:
+        _ip("link", "add", bridge, "type", "bridge")
+        _ip("link", "set", bridge, "up")
+        for i in range(count):
+            namespace, outside = f"gf{tag}n{i}", f"gf{tag}v{i}"
+            _ip("netns", "add", namespace)
+            nodes.namespaces.append(namespace)
+            _ip("link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+            _ip("link", "set", outside, "master", bridge)
+            _ip("link", "set", outside, "up")
+            inside = ["netns", "exec", namespace, "ip"]
+            _ip(*inside, "addr", "add", f"{nodes.address(i)}/24", "dev", "eth0")
+            _ip(*inside, "link", "set", "eth0", "up")
+            _ip(*inside, "link", "set", "lo", "up")
+            if slow and i in slow:
+                # a token bucket on what the node sends (its eth0) and on what it receives (the bridge's veth end)
+                spec = ["root", "tbf", "rate", slow[i], "burst", "64kb", "latency", "100ms"]
+                subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc", "add", "dev", "eth0", *spec],
+                               check=True, capture_output=True, text=True)
+                subprocess.run(["tc", "qdisc", "add", "dev", outside, *spec], check=True, capture_output=True,
+                               text=True)
+        if slow_pair:
+            a, b, rate = slow_pair
+            for me, other in ((a, b), (b, a)):
+                tc = ["ip", "netns", "exec", nodes.namespaces[me], "tc"]
+                for command in (["qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+                                 "r2q", "1000"],
+                                ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate",
+                                 "10gbit"],
+                                ["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+                                 "ceil", rate],
+                                ["filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                                 "match", "ip", "dst", f"{nodes.address(other)}/32", "flowid", "1:20"]):
+                    subprocess.run([*tc, *command], check=True, capture_output=True, text=True)
+        yield nodes
+    finally:
+        for namespace in nodes.namespaces:
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)  # takes its veth pair along
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)

@@ -1,0 +1,176 @@
+"""The fabric between nodes: five "nodes" that are network namespaces on one bridge (made here, as root, and torn
+down after), each running one rank of workloads/fabric_pairs.py over gloo, one of them behind a link that `tc`
+limits to 40 Mbit/s. The pairwise rounds must name that node as slow, with its figures; the all-node collective
+must fail its floor while every node's own acceptance (the recorded runs of real hosts) passes; and the same
+through a real Slurm (`srun -n 5`, each task entering its namespace)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+
+from netns_nodes import namespace_nodes, require
+from slurm_cluster import slurm_fixture  # noqa: F401  (the fixture `slurm`)
+
+from pytest_gpufabric.cli import main
+from pytest_gpufabric.fleet.fabric import judge_fabric
+from pytest_gpufabric.formats.recordings import FABRIC_FORMAT
+from pytest_gpufabric.workloads import fabric_pairs
+from pytest_gpufabric.workloads.fabric_pairs import parse_nccl_transports, round_robin
+
+SCRIPT = Path(fabric_pairs.__file__)
+RESULTS = Path(__file__).parent / "data" / "results"
+PUBLIC = Path(__file__).parent / "data" / "captures" / "public" / "nccl-tests"
+SLOW, RATE, COUNT = 3, "40mbit", 5
+PAIR_SIZE = 1 << 20
+#: a fleet profile's fabric section (DERIVED for these namespaces: a veth bridge moves a MiB in about a
+#: millisecond; 40 Mbit/s, 5 MB/s, about 0.2 s)
+PROFILE = """name: netns-fleet
+gpus: {count: 1}
+fabric:
+  line_rate: 10 Gb/s
+  all_reduce:
+    - {size: 1 MiB, min_busbw: 0.05 GB/s}
+  pairs: {min_fraction_of_median: 0.5}
+"""
+
+
+def test_every_pair_meets_once_in_disjoint_rounds():
+    for count in range(2, 12):
+        rounds = round_robin(count)
+        assert len(rounds) == (count - 1 if count % 2 == 0 else count)
+        met = [pair for pairs in rounds for pair in pairs]
+        assert sorted(met) == list(combinations(range(count), 2))  # each pair exactly once
+        for pairs in rounds:
+            busy = [node for pair in pairs for node in pair]
+            assert len(busy) == len(set(busy))  # nobody talks to two partners in a round
+
+
+def test_nccl_transports_from_a_real_log():
+    """The two-node p4d EFA log: 256 connections over P2P (NVLink inside each node) and 64 over the network
+    plugin "AWS Libfabric" (counted with grep: `grep -c 'via P2P/IPC'`, `grep -c 'via NET/AWS Libfabric'`)."""
+    text = (PUBLIC / "2021-a100-p4d-2node-16gpu-efa-all_reduce-mpi-tag-output-nccl-info.txt").read_text()
+    assert parse_nccl_transports(text)["transports"] == {"P2P": 256, "NET/AWS Libfabric": 64}
+    # NCCL's own log line of a P2P connection (https://github.com/NVIDIA/nccl/issues/1773, copied as printed)
+    line = "10-4-3-3:97095:97196 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer"
+    assert parse_nccl_transports(line)["transports"] == {"P2P": 1}
+
+
+def test_fabric_format_is_the_recordings(tmp_path):
+    assert fabric_pairs.FORMAT == FABRIC_FORMAT
+
+
+def _rank_command(nodes, index: int, result: Path) -> list[str]:
+    return [*nodes.prefix(index), "env", f"RANK={index}", f"WORLD_SIZE={nodes.count}", "LOCAL_RANK=0",
+            f"MASTER_ADDR={nodes.address(0)}", "MASTER_PORT=29561", "GLOO_SOCKET_IFNAME=eth0", "OMP_NUM_THREADS=1",
+            sys.executable, str(SCRIPT), "--backend", "gloo", "--node-name", f"node{index}", "--sizes",
+            str(PAIR_SIZE), "--pair-size", str(PAIR_SIZE), "--warmup", "1", "--iters", "3", "--result", str(result)]
+
+
+def _judge(result_path: Path, tmp_path: Path) -> tuple[dict, dict]:
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    profile = tmp_path / "netns-fleet.yaml"
+    profile.write_text(PROFILE, encoding="utf-8")
+    from pytest_gpufabric.profile.loader import load_profile
+
+    return result, judge_fabric(result, load_profile(str(profile)).data)
+
+
+def _check_the_slow_node(result: dict, judged: dict) -> None:
+    assert result["nodes"] == [f"node{i}" for i in range(COUNT)]
+    assert result["rounds"] == result["rounds_for_every_pair"] == COUNT  # odd: one node rests each round
+    assert len(result["pairs"]) == COUNT * (COUNT - 1) // 2
+    slow = f"node{SLOW}"
+    theirs = [p["busbw"] for p in result["pairs"] if slow in (p["a"], p["b"])]
+    others = [p["busbw"] for p in result["pairs"] if slow not in (p["a"], p["b"])]
+    # 40 Mbit/s is 0.005 GB/s: the slow node's pairs are limited by it, the others are not
+    assert max(theirs) < 0.0055 and min(others) > 10 * max(theirs)
+    (named,) = judged["slow_nodes"]
+    assert named["node"] == slow and set(named["partners"]) == {f"node{i}" for i in range(COUNT) if i != SLOW}
+    assert named["message"].startswith(f"{slow} is slow with every partner: ")
+    assert judged["slow_pairs"] == []  # its pairs are explained by it
+    (check,) = judged["checks"]
+    assert check["verdict"] == "failed" and check["busbw"] < 0.05  # the ring runs through the slow link
+    assert judged["verdict"] == "failed"
+
+
+def test_a_rate_limited_node_is_named_and_fails_the_fleet(tmp_path, capsys):
+    require()
+    result_path = tmp_path / "fleet" / "fabric.json"
+    result_path.parent.mkdir()
+    with namespace_nodes(COUNT, slow={SLOW: RATE}) as nodes:
+        ranks = [subprocess.Popen(_rank_command(nodes, i, result_path), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for i in range(COUNT)]
+        outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0] * COUNT, outputs
+    result, judged = _judge(result_path, tmp_path)
+    _check_the_slow_node(result, judged)
+
+    # every node's own acceptance passed (the recorded runs of five real hosts): the fabric alone rejects
+    for i, recorded in enumerate(["h200-nvswitch-x2-bandwidth-live-after-copy-refactor-on-h200-x2.json",
+                                  "acceptance-with-10min-burn-in-on-h200-x2.json",
+                                  "h200-nvswitch-x2-bandwidth-live-on-h200-x2.json",
+                                  "h200-nvswitch-x2-live-on-h200-x2.json",
+                                  "h200-nvswitch-x2-with-nvlink-traffic-on-h200-x2.json"]):
+        (tmp_path / "fleet" / f"node{i}").mkdir()
+        shutil.copy(RESULTS / recorded, tmp_path / "fleet" / f"node{i}" / "gpufabric-results.json")
+    out = tmp_path / "report"
+    assert main(["fleet", "report", str(tmp_path / "fleet"), "--profile", str(tmp_path / "netns-fleet.yaml"),
+                 "-o", str(out)]) == 1
+    printed = capsys.readouterr().out
+    document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))
+    assert document["counts"]["accepted"] == COUNT
+    assert document["verdict"] == "REJECTED" and document["reason"].startswith("fabric: all_reduce of 1048576 bytes")
+    assert f"fabric: node{SLOW} is slow with every partner" in printed
+    page = (out / "fleet.html").read_text(encoding="utf-8")
+    assert 'id="fabric"' in page and f"node{SLOW} is slow with every partner" in page
+
+
+def test_the_same_through_slurm(slurm, tmp_path):
+    """srun -n 5 on the one-host cluster: each task enters its node's namespace (tasks run as root, so `ip netns
+    exec` is allowed) and ranks.py takes its rank from SLURM_PROCID."""
+    require()
+    result_path = tmp_path / "fabric.json"
+    with namespace_nodes(COUNT, slow={SLOW: RATE}) as nodes:
+        task = (f'ip netns exec gf{nodes.tag}n$SLURM_PROCID env MASTER_ADDR={nodes.address(0)} MASTER_PORT=29562 '
+                f'GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 {sys.executable} {SCRIPT} --backend gloo '
+                f'--node-name node$SLURM_PROCID --sizes {PAIR_SIZE} --pair-size {PAIR_SIZE} --warmup 1 --iters 3 '
+                f'--result {result_path}')
+        done = slurm.srun(["-n", str(COUNT), "bash", "-c", task], timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result, judged = _judge(result_path, tmp_path)
+    _check_the_slow_node(result, judged)
+
+
+def test_a_pair_slow_only_together_is_named_as_a_pair(tmp_path):
+    """node1 and node2 are fast with everyone else and slow with each other (tc limits only the packets between
+    them): the pair is named, no node is."""
+    require()
+    result_path = tmp_path / "fabric.json"
+    with namespace_nodes(COUNT, slow_pair=(1, 2, RATE)) as nodes:
+        ranks = [subprocess.Popen(_rank_command(nodes, i, result_path), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for i in range(COUNT)]
+        assert [rank.wait(timeout=300) for rank in ranks] == [0] * COUNT
+    result, judged = _judge(result_path, tmp_path)
+    (pair,) = [p for p in result["pairs"] if {p["a"], p["b"]} == {"node1", "node2"}]
+    assert pair["busbw"] < 0.0055 and all(p["busbw"] > 10 * pair["busbw"] for p in result["pairs"] if p is not pair)
+    assert judged["slow_nodes"] == []
+    (named,) = judged["slow_pairs"]
+    assert (named["a"], named["b"]) == ("node1", "node2")
+    assert named["message"].startswith("node1 and node2 are slow together only: ")
+
+
+def test_without_a_slow_link_nothing_is_named(tmp_path):
+    require()
+    result_path = tmp_path / "fabric.json"
+    with namespace_nodes(4) as nodes:
+        ranks = [subprocess.Popen(_rank_command(nodes, i, result_path), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for i in range(4)]
+        assert [rank.wait(timeout=300) for rank in ranks] == [0] * 4
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    judged = judge_fabric(result, {"fabric": {"pairs": {"min_fraction_of_median": 0.2}}})
+    assert judged["slow_nodes"] == [] and result["rounds"] == 3
