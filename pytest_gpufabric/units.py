@@ -6,6 +6,7 @@ nccl-tests print); ``*_gbit`` is Gb/s (1e9 bits/s, what perftest and port rates 
 
 from __future__ import annotations
 
+import math
 import re
 
 KIB = 1024
@@ -68,7 +69,10 @@ def parse_bytes(text: str | int | float) -> int:
     number, unit = float(m.group(1)), (m.group(2) or "b").lower()
     if unit not in _BYTE_UNITS:
         raise ValueError(f"unknown size unit {m.group(2)!r} in {text!r} (use B, KiB, MiB, GiB, KB, MB, GB)")
-    return int(round(number * _BYTE_UNITS[unit]))
+    size = number * _BYTE_UNITS[unit]
+    if not math.isfinite(size):  # "1e309 MiB": a float that rounds to infinity is no size
+        raise ValueError(f"not a size: {text!r} (too large)")
+    return int(round(size))
 
 
 _RATE_UNITS = {"gb/s": 1.0, "gbps": 1.0, "mb/s": 1e-3, "tb/s": 1e3}

@@ -393,8 +393,11 @@ def rdma_write_ops(port: RdmaPort) -> tuple[int | None, int | None] | None:
 # ------------------------------------------------------------------------------------------ ibv_devinfo
 
 _DEVINFO_LINE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*?)\s*$")
-_DEVINFO_GID = re.compile(r"^\s*GID\[\s*(\d+)\]:\s*([0-9A-Fa-f:.]+)(?:,\s*(.*?))?\s*$")
-_VALUE_CODE = re.compile(r"^(.*?)\s*\((\d+)\)$")
+# ASCII digits only: "²" is a digit to re's \d and no number to int()
+_DEVINFO_GID = re.compile(r"^\s*GID\[\s*(\d+)\]:\s*([0-9A-Fa-f:.]+)(?:,\s*(.*?))?\s*$", re.ASCII)
+_VALUE_CODE = re.compile(r"^(.*?)\s*\((\d+)\)$", re.ASCII)
+#: keys this parser builds itself; a line naming one is not ibv_devinfo's and must not replace them
+_OWN_KEYS = {"ports", "gids"}
 _INT_KEYS = {"phys_port_cnt", "port_lid", "sm_lid", "sm_sl", "gid_tbl_len", "pkey_tbl_len"}
 
 
@@ -413,7 +416,8 @@ def parse_ibv_devinfo(text: str) -> list[dict]:
     ``port`` (int), ``state`` ("PORT_ACTIVE") + ``state_code`` (4), ``max_mtu``/``active_mtu`` as bytes
     (1024 from "1024 (3)"), ``link_layer``, ``active_width`` ("4X") + code, ``active_speed`` ("25.0 Gbps",
     the per-lane speed) + code, ``phys_state`` ("LINK_UP") + code, ``gids``: [{"index", "gid", "type"}].
-    Text without any ``hca_id`` (e.g. "Failed to get IB devices list") gives ``[]``.
+    Text without any ``hca_id`` (e.g. "Failed to get IB devices list") gives ``[]``; a ``port:`` line that
+    names no port number raises ValueError naming the line.
     """
     devices: list[dict] = []
     dev: dict | None = None
@@ -435,13 +439,18 @@ def parse_ibv_devinfo(text: str) -> list[dict]:
         if dev is None:
             continue
         if key == "port":
+            if not re.fullmatch(r"[0-9]+", value):
+                raise ValueError(f"ibv_devinfo: 'port: {value}' is not a port number (line {line.strip()[:80]!r})")
             port = {"port": int(value), "gids": []}
             dev["ports"].append(port)
+            continue
+        if key in _OWN_KEYS:
             continue
         target = port if port is not None else dev
         coded = _VALUE_CODE.match(value)
         if key in ("max_mtu", "active_mtu"):
-            target[key] = int(coded.group(1)) if coded and coded.group(1).isdigit() else _int_or_text(value)
+            digits = coded.group(1) if coded else ""
+            target[key] = int(digits) if re.fullmatch(r"[0-9]+", digits) else _int_or_text(value)
         elif key in ("state", "phys_state", "active_width", "active_speed") and coded:
             target[key] = coded.group(1)
             target[f"{key}_code"] = int(coded.group(2))
@@ -620,7 +629,7 @@ def devices_from_ibv_devinfo(infos: list[dict]) -> list[RdmaDevice]:
             port.phys_state = _PHYS_STATES.get(p.get("phys_state", ""), p.get("phys_state"))
             lane = _LANE_GBIT.match(p.get("active_speed", ""))
             width = p.get("active_width")
-            if lane and width and width[:-1].isdigit():
+            if lane and width and re.fullmatch(r"[0-9]+X", width):
                 port.rate_gbit = float(lane.group(1)) * int(width[:-1])
                 port.rate_text = f"{port.rate_gbit:g} Gb/sec ({width}, ibv_devinfo: {p['active_speed']})"
             dev.ports.append(port)

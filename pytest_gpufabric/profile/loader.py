@@ -54,7 +54,11 @@ def _looks_like_path(spec: str) -> bool:
 def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | None = None) -> Path:
     """A name ('titan-rtx-nvlink') or a path ('./my.yaml') -> the profile file."""
     if _looks_like_path(spec):
-        path = Path(spec).expanduser()
+        try:
+            path = Path(spec).expanduser()
+        except RuntimeError:  # "~nosuchuser/p.yaml": no such user's home
+            user = spec.split("/")[0]
+            raise ProfileError(f"profile file not found: {spec} (no home directory for {user!r})") from None
         if not path.is_absolute() and relative_to is not None:
             path = relative_to / path
         if not path.is_file():
@@ -83,6 +87,8 @@ def _read_yaml(path: Path) -> dict:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProfileError(f"cannot read profile: {exc.strerror}", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"not UTF-8 text (byte {exc.start}): a profile is a YAML file", path=str(path)) from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -90,24 +96,34 @@ def _read_yaml(path: Path) -> dict:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ProfileError(f"not valid YAML{where}: {problem}", path=str(path)) from None
+    except ValueError as exc:  # an integer of more digits than Python converts: "a: 1111...1" (4,301 of them)
+        raise ProfileError(f"not a value a profile can hold: {str(exc)[:120]}", path=str(path)) from None
+    except RecursionError:  # "[{a: [{a: [...": YAML's parser recurses once per level
+        raise ProfileError("not a profile: the YAML nests deeper than any profile does", path=str(path)) from None
     if not isinstance(doc, dict):
         raise ProfileError("a profile is a YAML mapping (name:, gpus:, ...)", path=str(path), json_path="$")
     _reject_non_string_keys(doc, path, [])
     return doc
 
 
-def _reject_non_string_keys(node: object, path: Path, where: list) -> None:
-    """YAML reads `0: X` as an integer key, which JSON Schema's key patterns do not see: say so here."""
+def _reject_non_string_keys(node: object, path: Path, where: list, seen: frozenset = frozenset()) -> None:
+    """YAML reads `0: X` as an integer key, which JSON Schema's key patterns do not see: say so here. An alias
+    that contains itself (`a: &a [*a]`) has no end, and no profile has one."""
+    if isinstance(node, (dict, list)):
+        if id(node) in seen:
+            raise ProfileError("a YAML alias refers to itself (&anchor inside its own value)", path=str(path),
+                               json_path=_json_path(where))
+        seen = seen | {id(node)}
     if isinstance(node, dict):
         for key, value in node.items():
             if not isinstance(key, str):
                 raise ProfileError(f"key {key!r} is a {type(key).__name__}; write it as a name such as GPU{key}"
                                    if isinstance(key, int) else f"key {key!r} is not a string",
                                    path=str(path), json_path=_json_path(where))
-            _reject_non_string_keys(value, path, [*where, key])
+            _reject_non_string_keys(value, path, [*where, key], seen)
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            _reject_non_string_keys(value, path, [*where, index])
+            _reject_non_string_keys(value, path, [*where, index], seen)
 
 
 @functools.cache
@@ -179,8 +195,9 @@ def _check_semantics(doc: dict, path: Path) -> None:
                    for key, parse in (("min", parse_gbit), ("size", parse_bytes)) if key in rdma.get("ib_write_bw", {})]
     memory = doc.get("memory", {})
     quantities += [("$.memory.budget", memory["budget"], parse_bytes)] if "budget" in memory else []
+    # (a profile that extends another may leave out what the schema requires; the whole is checked once merged)
     quantities += [(f"$.memory.lms[{i}].threshold", run["threshold"], parse_bytes)
-                   for i, run in enumerate(memory.get("lms", []))]
+                   for i, run in enumerate(memory.get("lms", [])) if "threshold" in run]
     for json_path, value, parse in quantities:
         try:
             parse(value)
