@@ -65,11 +65,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    """Record this machine into a bundle: NVML (the richest), what nvidia-smi prints, and the RDMA devices
-    (a copy of /sys/class/infiniband and `ibv_devinfo -v`). A machine with neither GPUs nor RDMA devices
-    gets no bundle."""
+    """Record this machine into a bundle: NVML (the richest), what nvidia-smi prints, the RDMA devices (a copy
+    of /sys/class/infiniband and `ibv_devinfo -v`) and the platform settings (platform.json and a copy of the
+    sysfs/procfs files they were read from; `lspci -vvv` where lspci is installed). A machine with neither GPUs
+    nor RDMA devices gets no bundle."""
     from .fabric import bundle
     from .fabric.nvml import collect_record
+    from .fabric.platform import PLATFORM_FILE, read_persistence_nvml, read_platform, snapshot_platform
     from .fabric.rdma import SYSFS_IB, snapshot_rdma
 
     target = Path(args.dir)
@@ -90,9 +92,15 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if Path(SYSFS_IB).is_dir():
         copied = snapshot_rdma("/", target / bundle.SYSFS_DIR)
         commands[bundle.SYSFS_DIR] = {"copied_files": len(copied)}
+    gpu_bus_ids = {g["index"]: g["pci_bus_id"] for g in (record or {}).get("gpus", [])
+                   if isinstance(g.get("pci_bus_id"), str)}
+    host = read_platform("/", gpu_bus_ids or None)
+    host.persistence_mode = read_persistence_nvml() if record is not None else {}
+    commands[PLATFORM_FILE] = {"copied_files": len(snapshot_platform(host, target))}
     snapshot_commands = dict(SNAPSHOT_COMMANDS) if record is not None else {}
     if Path(SYSFS_IB).is_dir():
         snapshot_commands[bundle.IBV_DEVINFO_FILE] = ["ibv_devinfo", "-v"]
+    snapshot_commands["lspci-vvv.txt"] = ["lspci", "-vvv"]
     for name, cmd in snapshot_commands.items():
         if shutil.which(cmd[0]) is None:
             commands[name] = {"cmd": cmd, "error": f"{cmd[0]} not on PATH"}

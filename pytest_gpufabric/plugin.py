@@ -224,9 +224,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("lms_spec", specs or [None],
                              ids=[f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs]
                              or ["none"])
+    if "platform_device" in metafunc.fixturenames:
+        # the GPUs and the RDMA devices the profile promises, for the platform suite's per-device settings
+        devices = ([f"GPU{i}" for i in range(profile.gpu_count)] + [d["name"] for d in profile.rdma_devices]
+                   if profile else [])
+        metafunc.parametrize("platform_device", devices or [None], ids=devices or ["none"])
     if "copy_kind" in metafunc.fixturenames:
         kinds = list(profile.copy_thresholds()) if profile else []
         metafunc.parametrize("copy_kind", kinds or [None], ids=kinds or ["none"])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The platform suite is for profiles with a ``platform:`` section: under any other profile its tests are
+    deselected (not skipped), so the runs and results of profiles that promise no platform setting are unchanged."""
+    fabric_session = config.stash.get(SESSION_KEY, None)
+    if fabric_session is None or (fabric_session.profile and fabric_session.profile.data.get("platform")):
+        return
+    from .paths import SUITES_DIR
+
+    suite = SUITES_DIR / "test_platform.py"
+    dropped = [item for item in items if item.path == suite]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item.path != suite]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -478,6 +498,48 @@ def rdma_port(request: pytest.FixtureRequest, gpu_profile):
                                     f"{gpu_profile.name} but missing (found: "
                                     f"{', '.join(d.name for d in rdma_devices) or 'no RDMA device'})")
     return port
+
+
+PLATFORM_KEY = pytest.StashKey[object]()
+
+
+def _platform(config: pytest.Config):
+    """The run's platform settings, read once: this machine's (fabric/platform.py), or the bundle's (None when it
+    records none); the GpuFabricError that stopped them."""
+    if PLATFORM_KEY not in config.stash:
+        from .fabric.platform import platform_for_session
+
+        try:
+            config.stash[PLATFORM_KEY] = platform_for_session(_session(config))
+        except GpuFabricError as exc:
+            config.stash[PLATFORM_KEY] = exc
+    return config.stash[PLATFORM_KEY]
+
+
+@pytest.fixture
+def platform_facts(request: pytest.FixtureRequest):
+    """The host settings that decide GPU and RDMA performance (ACS, IOMMU, modules, persistence, governor, ...):
+    read from this machine once per run, or from the bundle (platform.json, lspci-vvv.txt, lsmod.txt, ...)."""
+    facts = _platform(request.config)
+    if isinstance(facts, GpuFabricError):
+        _fail_in_call(request.node, str(facts))
+        return None
+    if facts is None:
+        pytest.skip("the bundle records no platform settings (platform.json from gpufabric snapshot, lspci-vvv.txt, "
+                    "lsmod.txt, proc-cmdline.txt or dmesg.txt)")
+    return facts
+
+
+@pytest.fixture
+def platform_findings(request: pytest.FixtureRequest) -> list[str]:
+    """The platform settings that cost bandwidth here (ACS redirect, IOMMU translation, no peer-memory module, ...),
+    one line each, whatever the profile promises; [] when none, or none recorded. For failing bandwidth checks."""
+    facts = _platform(request.config)
+    if facts is None or isinstance(facts, GpuFabricError):
+        return []
+    from .checks.platform import bandwidth_findings
+
+    return bandwidth_findings(facts)
 
 
 @pytest.fixture

@@ -20,6 +20,11 @@ topology works:
 - ``gpufabric-burnin.jsonl``  a burn-in's log (--gpu-burn-in), one JSON line per chunk
 - ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
                               training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
+- ``platform.json``           the host settings `gpufabric snapshot` read (ACS, IOMMU, modules, persistence, governor,
+                              NUMA balancing, hugepages, PCIe sizes: fabric/platform.py), with ``platform/``, a copy
+                              of the sysfs/procfs files they were read from
+- ``lspci-vvv.txt``, ``lsmod.txt``, ``proc-cmdline.txt``, ``dmesg.txt``: the same facts as a customer can send them
+                              (`sudo lspci -vvv`, `lsmod`, `cat /proc/cmdline`, `dmesg`)
 
 When several files say the same thing, the tool's own text wins for the matrix and affinity (it is what a
 customer sees printed), NVML wins for inventory and links (it holds more than the text).
@@ -40,6 +45,7 @@ from ..errors import BundleError
 from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
 from ..paths import shipped_bundles_dir
 from .model import Fabric
+from .platform import PLATFORM_DIR, PLATFORM_FILE, TEXT_FILES
 
 TOPO_FILE = "nvidia-smi-topo-m.txt"
 NVLINK_STATUS_FILE = "nvidia-smi-nvlink-s.txt"
@@ -67,8 +73,10 @@ def available_bundles() -> dict[str, Path]:
 
 
 def _holds_bundle(directory: Path) -> bool:
-    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE, BURN_IN_FILE)
-    return any((directory / name).is_file() for name in names) or (directory / SYSFS_DIR).is_dir()
+    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE, BURN_IN_FILE,
+             PLATFORM_FILE, *TEXT_FILES)
+    return any((directory / name).is_file() for name in names) or any(
+        (directory / d).is_dir() for d in (SYSFS_DIR, PLATFORM_DIR))
 
 
 def find_bundle(spec: str | Path) -> Path:
@@ -114,9 +122,9 @@ def bundle_directory(spec: str | Path) -> Path:
     if not path.is_dir():
         raise BundleError(f"{path}: a bundle is a directory or a .tar.gz")
     evidence = (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE,
-                BURN_IN_FILE)
+                BURN_IN_FILE, PLATFORM_FILE, *TEXT_FILES)
     if not any((path / name).is_file() for name in evidence) and not (
-            path / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
+            path / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir() and not (path / PLATFORM_DIR).is_dir():
         present = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
         raise BundleError(
             f"{path}: a bundle needs the topology ({TOPO_FILE} or {NVML_FILE}), the RDMA devices "
@@ -265,7 +273,10 @@ def load_rdma_devices(directory: Path) -> list | None:
     None when it recorded neither."""
     from .rdma import devices_from_ibv_devinfo, discover_rdma, merge_ibv_devinfo, parse_ibv_devinfo
 
-    infos = parse_ibv_devinfo(_read(directory, IBV_DEVINFO_FILE) or "")
+    try:
+        infos = parse_ibv_devinfo(_read(directory, IBV_DEVINFO_FILE) or "")
+    except ValueError as exc:
+        raise BundleError(f"{directory / IBV_DEVINFO_FILE}: {exc}") from None
     if (directory / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
         devices = discover_rdma(str(directory / SYSFS_DIR))
         merge_ibv_devinfo(devices, infos)
@@ -290,6 +301,15 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
             except ValueError as exc:
                 raise BundleError(f"{directory / name}: {exc}") from None
     return None
+
+
+def load_platform_facts(directory: Path, fabric: Fabric | None = None):
+    """The bundle's platform settings (fabric.platform.Platform): platform.json, else its platform/ copy read
+    again, with lspci-vvv.txt, lsmod.txt, proc-cmdline.txt, dmesg.txt and nvidia-smi-q.xml filling the rest;
+    None when it records none. Raises BundleError naming a bad file."""
+    from .platform import load_platform
+
+    return load_platform(directory, fabric)
 
 
 def load_json_recording(directory: Path, name: str, *, what: str = "", fmt: str | None = None) -> dict | None:

@@ -194,6 +194,8 @@ def _group(tokens: list[str], lineno: int, layout: _Layout) -> dict[str, Any]:
         "algbw": _number(tokens[1], lineno, "algbw"),
         "busbw": _number(tokens[2], lineno, "busbw"),
     }
+    if not math.isfinite(group["time_us"]):  # NCCL 1's milliseconds times 1000
+        raise ValueError(f"line {lineno}: time {tokens[0]!r} is not a finite number of microseconds")
     if layout.group[3] == "#wrong":
         group["wrong"] = _wrong(tokens[3], lineno)
     else:
@@ -208,7 +210,7 @@ def _splice_at(line: str, layout: _Layout) -> int | None:
     The glued host name may start with a digit (``10-4-3-3:97095:...``), so where the row's last field ends is
     taken from the header's column ends when one of them falls inside the match; else at the first letter.
     """
-    match = _NCCL_LOG.search(line)
+    match = _NCCL_LOG.search(line) if " NCCL " in line else None
     if match is None or match.start() == 0 or not line[: match.start()].strip():
         return None
     host_end = line.index(":", match.start())

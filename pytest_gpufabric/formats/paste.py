@@ -31,17 +31,22 @@ _ELISION = re.compile(r"^\s*(?:\.{3,}|…|\[\.\.\.\]|<snip>|\(\.\.\.\))\s*$", re
 _BANNER = re.compile(r"^\s*([=\-*~+_#])\1{2,}")
 
 
+#: a prompt and the program's name are within the first characters of a command line; the patterns, which can
+#: backtrack on a line of blanks, see no more than this of it
+_HEAD = 256
+
+
 def command_program(line: str) -> str | None:
     """The program of a shell command line as pasted (``root@n:~# sudo nvidia-smi topo -m`` -> ``nvidia-smi``,
     ``$ mpirun -np 8 ./build/all_reduce_perf -b 8`` -> ``mpirun``), or None when the line is no such command."""
-    m = _COMMAND_LINE.match(ANSI.sub("", line))
+    m = _COMMAND_LINE.match(ANSI.sub("", line[:_HEAD]).lstrip()[:_HEAD])
     return m.group("program").rsplit("/", 1)[-1] if m else None
 
 
 def paste_noise(line: str, *, banners: bool = True) -> str | None:
     """Why ``line`` is something pasted around a tool's output ("a shell command line", "a banner", ...), or
     None when it is not. ``banners=False`` for formats whose own lines start with ``#`` runs."""
-    text = ANSI.sub("", line)
+    text = ANSI.sub("", line[:_HEAD * 4]).lstrip()[:_HEAD]
     if _FENCE.match(text):
         return "a Markdown fence"
     if _ELISION.match(text):

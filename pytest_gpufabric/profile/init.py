@@ -75,7 +75,86 @@ def build_profile_document(fabric: Fabric, name: str) -> dict:
             if remotes <= {"SWITCH", "GPU"} and len(remotes) == 1:
                 nvlink["switch"] = remotes == {"SWITCH"}
         doc["nvlink"] = nvlink
+    section, _ = platform_section(fabric)
+    if section:
+        doc["platform"] = section
     return doc
+
+
+def _platform_of(fabric: Fabric):
+    """The platform settings of the machine or bundle the fabric came from (None: nothing recorded)."""
+    from ..errors import GpuFabricError
+
+    try:
+        if fabric.source == "nvml":
+            from ..fabric.platform import collect_platform
+
+            return collect_platform(fabric)
+        if fabric.source.startswith("bundle "):
+            from ..fabric.bundle import bundle_directory, load_platform_facts
+
+            return load_platform_facts(bundle_directory(fabric.source[len("bundle "):]), fabric)
+    except GpuFabricError:
+        return None
+    return None
+
+
+def platform_section(fabric: Fabric, platform=None) -> tuple[dict, list[str]]:
+    """The ``platform:`` promises this machine keeps (only what it recorded and passes), and one note per setting
+    that could not be read (the profile's comment block lists them)."""
+    from ..checks.platform import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
+
+    platform = platform if platform is not None else _platform_of(fabric)
+    section: dict = {}
+    notes: list[str] = []
+    if fabric.driver_version and not is_na(fabric.driver_version):
+        section["driver"] = {"min": str(fabric.driver_version)}
+    vbios = _common([g.vbios_version for g in fabric.gpus])
+    if vbios:
+        section["vbios"] = {"exact": str(vbios)}
+    if platform is None:
+        return section, notes
+    if platform.endpoints:
+        bad, unreadable, judged = acs_state(platform)
+        if judged and not bad and not unreadable:
+            section["acs"] = "disabled"
+        elif unreadable:
+            notes.append(f"acs: not readable here: {unreadable[0]}")
+    modes = {mode for mode, _ in iommu_modes(platform).values()}
+    if modes <= {"passthrough", "off"} and modes:
+        section["iommu"] = "passthrough"
+    elif modes == {"translated"}:
+        section["iommu"] = "translated"
+    loaded, why = peer_memory_loaded(platform)
+    if loaded:
+        section["peer_memory"] = True
+    elif loaded is None and why:
+        notes.append(f"peer_memory: {why}")
+    persistence = [platform.persistence_mode.get(g.label) for g in fabric.gpus]
+    if persistence and all(r is not None and r.known for r in persistence) and len({r.value for r in persistence}) == 1:
+        section["persistence_mode"] = persistence[0].value
+    firmware = {r.value for r in platform.nic_firmware.values() if r.known}
+    if len(firmware) == 1 and all(r.known for r in platform.nic_firmware.values()):
+        section["nic_firmware"] = {"min": firmware.pop()}
+    for key, reading in (("cpu_governor", platform.cpu_governors), ("numa_balancing", platform.numa_balancing)):
+        if reading.known and key == "cpu_governor" and len(reading.value) == 1:
+            section[key] = next(iter(reading.value))
+        elif reading.known and key == "numa_balancing":
+            section[key] = bool(reading.value)
+        elif reading.unreadable:
+            notes.append(f"{key}: {reading.unreadable}")
+    pools = {int(kb): v["total"] for kb, v in (platform.hugepages.value or {}).items() if v["total"]}
+    if pools:
+        kb = max(pools, key=lambda k: k * pools[k])
+        section["hugepages"] = {"page_size": hugepage_size_text(kb), "min_pages": pools[kb]}
+    sizes = [platform.devices[e.bdf].facts for e in platform.endpoints
+             if e.kind == "gpu" and e.bdf in platform.devices and platform.devices[e.bdf].facts]
+    if sizes and all(f.max_payload for f in sizes) and len(sizes) == len(fabric.gpus):
+        section["pcie"] = {"min_max_payload": min(f.max_payload for f in sizes),
+                           "min_max_read_request": min(f.max_read_request for f in sizes)}
+    elif sizes and sizes[0].capabilities_unreadable:
+        notes.append(f"pcie: {sizes[0].capabilities_unreadable}")
+    return section, notes
 
 
 def _yaml_value(value: object) -> str:
@@ -97,6 +176,7 @@ def profile_yaml_from_fabric(fabric: Fabric, name: str) -> str:
     ]
     topology = doc.pop("topology", None)
     nvlink = doc.pop("nvlink", None)
+    platform = doc.pop("platform", None)
     body = yaml.safe_dump(doc, sort_keys=False, width=1000)
     if topology:
         body += "topology:\n"
@@ -107,4 +187,9 @@ def profile_yaml_from_fabric(fabric: Fabric, name: str) -> str:
                 body += f"  {key}: {_yaml_value(value)}\n"
     if nvlink:
         body += yaml.safe_dump({"nvlink": nvlink}, sort_keys=False, width=1000)
+    _, notes = platform_section(fabric) if platform else ({}, [])
+    if platform:
+        body += ("# platform: the host settings as recorded (driver and NIC firmware as floors, the VBIOS exactly)"
+                 + "".join(f"\n#   not promised, {note}" for note in notes) + "\n")
+        body += yaml.safe_dump({"platform": platform}, sort_keys=False, width=1000)
     return "\n".join(header) + "\n" + body

@@ -51,6 +51,17 @@ def _table(check) -> str:
     return f"<p>measured</p><table>{rows}</table><p>threshold</p><table>{want}</table>"
 
 
+def _explained(check, request):
+    """A failing check names the platform findings that explain it (ACS redirect, IOMMU translation, no
+    peer-memory module, ...: fabric/platform.py, read only when a check fails)."""
+    if check.verdict == "failed":
+        findings = request.getfixturevalue("platform_findings")
+        if findings:
+            check.message += "\nPlatform findings that explain it:\n  " + "\n  ".join(findings)
+            check.details = [*check.details, *findings]
+    return check
+
+
 def _measurement(request, gpu_profile, what: str, promise):
     """The run's bandwidth measurement, asked for only when the profile promises ``what`` (so nothing is
     measured for nothing)."""
@@ -78,7 +89,7 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
         series = {"torch.distributed": [(r["size"], r["busbw"]) for r in rows]}
         series["nccl-tests"] = [(r["size"], r["busbw"]) for r in _nccl_tests_rows(bandwidth, op)]
         _attach_sweep(gpufabric_extra, gpu_profile, op, series, peak, peak_what)
-    gpufabric_check(check)
+    gpufabric_check(_explained(check, request))
 
 
 def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request, gpufabric_check):
@@ -95,8 +106,9 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
         pytest.skip(where + (f"; {unnamed} nccl-tests run(s) there do not say which test they are (name the file "
                              "nccl-tests-<op>_perf.txt)" if unnamed else ""))
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
-    gpufabric_check(check_collective(op, threshold, _row_at(rows, parse_bytes(threshold["size"])),
-                                     gpu_profile.gpu_count, peak, peak_what, f"nccl-tests {op}_perf"))
+    gpufabric_check(_explained(check_collective(op, threshold, _row_at(rows, parse_bytes(threshold["size"])),
+                                                gpu_profile.gpu_count, peak, peak_what, f"nccl-tests {op}_perf"),
+                               request))
 
 
 def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check):
@@ -125,4 +137,5 @@ def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check
             return (2 * peak if peak else None), f"{what}, both directions"
     if not rows and gpu_profile.gpu_count < 2 and copy_kind.startswith("gpu_to_gpu"):
         pytest.skip(f"profile {gpu_profile.name} has one GPU: no GPU pair to copy between")
-    gpufabric_check(check_copy(copy_kind, gpu_profile.copy_thresholds()[copy_kind], rows, peak_of, bandwidth.source))
+    gpufabric_check(_explained(check_copy(copy_kind, gpu_profile.copy_thresholds()[copy_kind], rows, peak_of,
+                                          bandwidth.source), request))

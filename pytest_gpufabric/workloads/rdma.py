@@ -17,7 +17,7 @@ def live_rdma_devices() -> list:
         try:
             done = subprocess.run(["ibv_devinfo", "-v"], capture_output=True, text=True, timeout=30)
             merge_ibv_devinfo(devices, parse_ibv_devinfo(done.stdout))
-        except (OSError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.TimeoutExpired, ValueError):
             pass  # the MTU stays as sysfs gave it (None for InfiniBand): checks say "not recorded"
     return devices
 

@@ -1,0 +1,764 @@
+"""The host settings that decide GPU and RDMA performance, read from sysfs and procfs (no root where the OS
+allows), from NVML, or from what a bundle recorded.
+
+Every reader takes ``root`` ("/" on a live machine, a bundle's ``platform/`` copy in replay) and returns a
+``Reading``: the value, where it was read, and, when the machine hides it, why (``"not readable here: ..."``).
+A value of None without a reason means the evidence did not record it (a customer's bundle without the file).
+
+What is read where (Linux ABI documents in ``Documentation/ABI/``; ``Documentation/admin-guide/kernel-parameters``):
+
+- PCI functions of the GPUs and RDMA NICs and every bridge above them: ``/sys/bus/pci/devices/<bdf>`` is a link
+  into ``/sys/devices/pci<domain>:<bus>/<bridge>/.../<bdf>``, whose ``config`` holds the configuration space
+  (``formats.lspci.parse_config_space``: PCIe MaxPayload/MaxReadReq, the ACS control register). Unprivileged
+  reads return the first 64 bytes only; a VM without ECAM gives 256 (no ACS);
+- the IOMMU: ``/proc/cmdline`` (``iommu=pt``, ``iommu=off``, ``intel_iommu=on|off``, ``amd_iommu=off``,
+  ``iommu.passthrough=0|1``), ``/sys/class/iommu/*`` (one entry per IOMMU unit the kernel drives: dmar0,
+  ivhd0, ...), and per device ``<device>/iommu_group`` -> ``/sys/kernel/iommu_groups/<n>/type``: ``identity``
+  (passthrough), ``DMA`` or ``DMA-FQ`` (translated), ``unmanaged`` (given to vfio), ``blocked``;
+- the peer-memory module GPUDirect RDMA needs: ``/proc/modules`` (nvidia_peermem, or Mellanox's older
+  nv_peer_mem), ``/sys/module/<name>/version``, and ``/sys/kernel/mm/memory_peers/nv_mem{,_nc}/version`` (the
+  three files NCCL's ``ncclIbGdrSupport`` tests before it prints "GPU Direct RDMA Disabled for HCA");
+- persistence mode: NVML ``nvmlDeviceGetPersistenceMode`` through ``fabric.nvml.query`` (live), or
+  ``<persistence_mode>`` of ``nvidia-smi -q -x`` (a bundle);
+- the CPU frequency governor: ``/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor`` (absent in VMs and
+  kernels without cpufreq); NUMA balancing: ``/proc/sys/kernel/numa_balancing`` (0 off, 1 on, 2 and 3
+  memory tiering); hugepages: ``/sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free}_hugepages``, else
+  ``/proc/meminfo``;
+- NIC firmware: ``/sys/class/infiniband/<dev>/fw_ver``; whether this is a VM: the ``hypervisor`` flag of
+  ``/proc/cpuinfo``, ``/sys/class/dmi/id/{sys_vendor,product_name}``.
+
+``gpufabric snapshot`` writes the readings as ``platform.json`` (format ``gpufabric-platform/1``: this
+module's ``Platform`` as JSON) and copies the small files it read under ``platform/`` (links as
+``<path>.symlink`` text, as the RDMA copy does), so ``read_platform(<bundle>/platform)`` reads the same again.
+A customer without the plugin can send ``lspci-vvv.txt`` (``sudo lspci -vvv``, ``-vvvxxxx`` even better),
+``lsmod.txt`` (``lsmod`` or ``cat /proc/modules``), ``proc-cmdline.txt`` and ``dmesg.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import BundleError
+from ..formats.lspci import LspciDevice, PciFacts, lspci_parents, normalize_bdf, parse_config_space, parse_lspci
+from ..units import format_cpu_list
+from .sysfs_pci import _in_root, _natural_key, _read_text, _under, parse_pci_path
+
+FORMAT = "gpufabric-platform/1"
+PLATFORM_FILE = "platform.json"
+PLATFORM_DIR = "platform"
+LSPCI_FILE = "lspci-vvv.txt"
+MODULES_FILE = "lsmod.txt"
+CMDLINE_FILE = "proc-cmdline.txt"
+KERNEL_LOG_FILE = "dmesg.txt"
+TEXT_FILES = (LSPCI_FILE, MODULES_FILE, CMDLINE_FILE, KERNEL_LOG_FILE)
+SYMLINK_SUFFIX = ".symlink"
+
+PEER_MEMORY_MODULES = ("nvidia_peermem", "nv_peer_mem")
+PEER_MEMORY_FILES = ("/sys/module/nvidia_peermem/version", "/sys/module/nv_peer_mem/version",
+                     "/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/kernel/mm/memory_peers/nv_mem_nc/version")
+_NVIDIA = 0x10DE
+_GPU_CLASSES = (0x0300, 0x0302, 0x0380)  # VGA, 3D controller, display controller
+_NIC_DRIVERS = ("mlx5_core", "mlx4_core", "irdma", "i40iw", "bnxt_en", "qedr", "efa", "ionic")
+_NIC_WORDS = ("Mellanox", "ConnectX", "Infiniband", "InfiniBand", "BlueField")
+
+
+@dataclass
+class Reading:
+    """One setting: its value, where it was read, and why it could not be (``value`` None)."""
+
+    value: Any = None
+    source: str = ""
+    unreadable: str | None = None  # "not readable here: ..." (the machine hides it); None with no value: not recorded
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+
+@dataclass
+class PciNode:
+    """One PCI function on the path of a GPU or NIC: its configuration space and IOMMU group."""
+
+    bdf: str
+    description: str | None = None
+    sysfs_path: str | None = None
+    facts: PciFacts | None = None
+    unreadable: str | None = None  # why its configuration space could not be read at all
+    iommu_group: str | None = None
+    iommu_domain: str | None = None  # the group's type: identity, DMA, DMA-FQ, unmanaged, blocked
+    iommu_source: str | None = None
+
+
+@dataclass
+class Endpoint:
+    """A GPU or an RDMA NIC and the bridges above it (nearest the root complex first)."""
+
+    label: str  # "GPU0", "mlx5_0", or "NVIDIA GPU 0000:02:00.0" where nothing names it
+    kind: str  # "gpu" | "nic"
+    bdf: str | None
+    bridges: list[str] = field(default_factory=list)
+    placed: bool = True  # False: where it sits in the PCI tree is not known
+
+
+@dataclass
+class Platform:
+    """Everything the platform checks judge, with where each fact came from."""
+
+    source: str = ""
+    hypervisor: Reading = field(default_factory=Reading)
+    kernel_cmdline: Reading = field(default_factory=Reading)
+    kernel_log: Reading = field(default_factory=Reading)  # {"default_domain": "Translated", "iommu": "enabled"}
+    iommu_units: Reading = field(default_factory=Reading)  # ["dmar0", ...]
+    modules: Reading = field(default_factory=Reading)  # {"loaded": [...], "complete": bool, "searched": [...]}
+    peer_memory_files: Reading = field(default_factory=Reading)  # {path: version text} of the files present
+    persistence_mode: dict[str, Reading] = field(default_factory=dict)  # "GPU0" -> True / False
+    cpu_governors: Reading = field(default_factory=Reading)  # {"performance": "0-63"}
+    numa_balancing: Reading = field(default_factory=Reading)  # 0, 1, 2, 3
+    hugepages: Reading = field(default_factory=Reading)  # {"2048": {"total": 0, "free": 0}} by page size in kB
+    nic_firmware: dict[str, Reading] = field(default_factory=dict)  # "mlx5_0" -> "28.39.1002"
+    devices: dict[str, PciNode] = field(default_factory=dict)
+    endpoints: list[Endpoint] = field(default_factory=list)
+    pci_source: str = ""  # where the PCI functions came from
+    pci_unreadable: str | None = None  # why no PCI function could be read at all
+    loose_acs: list[dict] = field(default_factory=list)  # ACSCtl lines of a grep that names no device
+    files: list[str] = field(default_factory=list)  # what was read, relative to the root (the snapshot copies them)
+    links: dict[str, str] = field(default_factory=dict)  # symlinks followed: path -> target, as the machine names it
+
+    def endpoint(self, label: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.label == label), None)
+
+    def recorded(self) -> bool:
+        """Whether the evidence holds any platform fact at all."""
+        readings = [self.hypervisor, self.kernel_cmdline, self.kernel_log, self.iommu_units, self.modules,
+                    self.peer_memory_files, self.cpu_governors, self.numa_balancing, self.hugepages,
+                    *self.persistence_mode.values(), *self.nic_firmware.values()]
+        return bool(self.devices or self.loose_acs or any(r.known or r.unreadable for r in readings))
+
+    def to_record(self) -> dict:
+        record = {"format": FORMAT, **asdict(self)}
+        return record
+
+
+def platform_from_record(record: dict, *, source: str | None = None) -> Platform:
+    """A Platform from ``platform.json``. Raises ValueError for a document that is not one."""
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        found = record.get("format") if isinstance(record, dict) else type(record).__name__
+        raise ValueError(f"expected format {FORMAT!r}, found {found!r}")
+
+    def reading(data) -> Reading:
+        return Reading(**data) if isinstance(data, dict) else Reading()
+
+    devices = {}
+    for bdf, node in (record.get("devices") or {}).items():
+        facts = node.get("facts")
+        devices[bdf] = PciNode(**{**node, "facts": PciFacts.from_dict(facts) if facts else None})
+    platform = Platform(
+        source=source or record.get("source", ""),
+        devices=devices,
+        endpoints=[Endpoint(**e) for e in record.get("endpoints") or []],
+        persistence_mode={k: reading(v) for k, v in (record.get("persistence_mode") or {}).items()},
+        nic_firmware={k: reading(v) for k, v in (record.get("nic_firmware") or {}).items()},
+        pci_source=record.get("pci_source", ""),
+        pci_unreadable=record.get("pci_unreadable"),
+        loose_acs=list(record.get("loose_acs") or []),
+        files=list(record.get("files") or []),
+        links=dict(record.get("links") or {}),
+    )
+    for name in ("hypervisor", "kernel_cmdline", "kernel_log", "iommu_units", "modules", "peer_memory_files",
+                 "cpu_governors", "numa_balancing", "hugepages"):
+        setattr(platform, name, reading(record.get(name)))
+    return platform
+
+
+# ------------------------------------------------------------------------------------------------- readers
+
+
+class _Reader:
+    """File access below a root, remembering what was read (for the snapshot's copy)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.files: list[str] = []
+        self.links: dict[str, str] = {}
+
+    def path(self, path: str) -> str:
+        return _in_root(self.root, path)
+
+    def text(self, path: str, *, copy: bool = True) -> str | None:
+        """The file's text; ``copy=False`` for large files the snapshot leaves out (/proc/cpuinfo: platform.json
+        holds what was read from it)."""
+        text = _read_text(self.path(path))
+        if text is not None and copy and path not in self.files:
+            self.files.append(path)
+        return text
+
+    def bytes(self, path: str) -> bytes | None:
+        try:
+            with open(self.path(path), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        if path not in self.files:
+            self.files.append(path)
+        return data
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self.path(path)) or os.path.exists(self.path(path) + SYMLINK_SUFFIX)
+
+    def listdir(self, path: str) -> list[str] | None:
+        try:
+            return sorted(os.listdir(self.path(path)), key=_natural_key)
+        except OSError:
+            return None
+
+    def link(self, path: str) -> str | None:
+        """Where a sysfs link leads, as the machine names it (a live link, or a copy's ``.symlink`` text)."""
+        real = self.path(path)
+        if os.path.islink(real):
+            target = _under(self.root, os.path.realpath(real))
+        else:
+            target = _read_text(real + SYMLINK_SUFFIX) or None
+        if target:
+            self.links[path] = target
+        return target
+
+
+def _virtualization(reader: _Reader) -> Reading:
+    cpuinfo = reader.text("/proc/cpuinfo", copy=False)
+    vendor = reader.text("/sys/class/dmi/id/sys_vendor")
+    product = reader.text("/sys/class/dmi/id/product_name")
+    dmi = " ".join(x for x in (vendor, product) if x)
+    where = "/proc/cpuinfo flags" + (f"; DMI: {dmi}" if dmi else "")
+    if cpuinfo is None:
+        return Reading()
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), None)
+    if flags is None:
+        return Reading(source=where, unreadable="not readable here: /proc/cpuinfo has no flags line (not x86)")
+    return Reading("hypervisor" in flags, where)
+
+
+def _cmdline(reader: _Reader) -> Reading:
+    text = reader.text("/proc/cmdline")
+    return Reading(text, "/proc/cmdline") if text is not None else Reading()
+
+
+def _iommu_units(reader: _Reader) -> Reading:
+    units = reader.listdir("/sys/class/iommu")
+    if units is not None:
+        return Reading(units, "/sys/class/iommu")
+    if reader.listdir("/sys/class") is not None:
+        return Reading([], "/sys/class/iommu (absent: no IOMMU driver registered a unit)")
+    return Reading()
+
+
+def _modules(reader: _Reader) -> Reading:
+    text = reader.text("/proc/modules")
+    if text is not None:
+        return Reading({"loaded": sorted(parse_module_list(text)[0]), "complete": True, "searched": []},
+                       "/proc/modules")
+    if reader.text("/proc/cmdline") is not None:
+        return Reading(source="/proc/modules", unreadable="not readable here: /proc/modules absent (a kernel built "
+                                                          "without loadable modules)")
+    return Reading()
+
+
+def _peer_memory_files(reader: _Reader) -> Reading:
+    if reader.listdir("/sys/module") is None and reader.listdir("/sys/kernel") is None:
+        return Reading()
+    present = {}
+    for path in PEER_MEMORY_FILES:
+        text = reader.text(path)
+        if text is not None:
+            present[path] = text
+        elif path.startswith("/sys/module/") and reader.listdir(os.path.dirname(path)) is not None:
+            present[os.path.dirname(path)] = ""  # the module is there, without a version file
+    return Reading(present, ", ".join(PEER_MEMORY_FILES))
+
+
+def _cpu_governors(reader: _Reader) -> Reading:
+    cpus = [name for name in reader.listdir("/sys/devices/system/cpu") or [] if re.fullmatch(r"cpu\d+", name)]
+    if not cpus:
+        return Reading()
+    by_governor: dict[str, set[int]] = {}
+    for cpu in cpus:
+        governor = reader.text(f"/sys/devices/system/cpu/{cpu}/cpufreq/scaling_governor")
+        if governor is not None:
+            by_governor.setdefault(governor, set()).add(int(cpu[3:]))
+    where = "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor"
+    if not by_governor:
+        return Reading(source=where, unreadable="not readable here: no cpufreq in this kernel/VM "
+                                                f"(/sys/devices/system/cpu/{cpus[0]}/cpufreq absent)")
+    return Reading({g: format_cpu_list(ids) for g, ids in sorted(by_governor.items())}, where)
+
+
+def _numa_balancing(reader: _Reader) -> Reading:
+    text = reader.text("/proc/sys/kernel/numa_balancing")
+    if text is not None:
+        try:
+            return Reading(int(text), "/proc/sys/kernel/numa_balancing")
+        except ValueError:
+            return Reading(source="/proc/sys/kernel/numa_balancing",
+                           unreadable=f"not readable here: not a number: {text!r}")
+    if reader.listdir("/proc/sys/kernel") is not None:
+        return Reading(0, "/proc/sys/kernel/numa_balancing absent: a kernel built without NUMA balancing (off)")
+    return Reading()
+
+
+def _hugepages(reader: _Reader) -> Reading:
+    sizes = reader.listdir("/sys/kernel/mm/hugepages")
+    if sizes:
+        pages = {}
+        for name in sizes:
+            m = re.fullmatch(r"hugepages-(\d+)kB", name)
+            if not m:
+                continue
+            total = reader.text(f"/sys/kernel/mm/hugepages/{name}/nr_hugepages")
+            free = reader.text(f"/sys/kernel/mm/hugepages/{name}/free_hugepages")
+            if total is not None:
+                pages[m.group(1)] = {"total": int(total), "free": int(free) if free is not None else None}
+        if pages:
+            return Reading(pages, "/sys/kernel/mm/hugepages/hugepages-*kB/nr_hugepages")
+    meminfo = reader.text("/proc/meminfo")
+    if meminfo is None:
+        return Reading()
+    values = dict(re.findall(r"^(HugePages_Total|HugePages_Free|Hugepagesize):\s+(\d+)", meminfo, re.MULTILINE))
+    if "Hugepagesize" not in values:
+        return Reading(source="/proc/meminfo", unreadable="not readable here: /proc/meminfo has no Hugepagesize")
+    return Reading({values["Hugepagesize"]: {"total": int(values.get("HugePages_Total", 0)),
+                                             "free": int(values.get("HugePages_Free", 0))}}, "/proc/meminfo")
+
+
+def _device_path(reader: _Reader, bdf: str) -> str | None:
+    return reader.link(f"/sys/bus/pci/devices/{bdf}")
+
+
+def _gpu_functions(reader: _Reader) -> list[str]:
+    """NVIDIA display-class functions under /sys/bus/pci/devices, in bus order (NVML's order)."""
+    found = []
+    for entry in reader.listdir("/sys/bus/pci/devices") or []:
+        bdf = entry.removesuffix(SYMLINK_SUFFIX)
+        path = _device_path(reader, bdf)
+        if path is None:
+            continue
+        vendor = reader.text(f"{path}/vendor")
+        klass = reader.text(f"{path}/class")
+        try:
+            if int(vendor or "0", 16) == _NVIDIA and int(klass or "0", 16) >> 8 in _GPU_CLASSES:
+                found.append(bdf)
+        except ValueError:
+            continue
+    return sorted(set(found))
+
+
+def _read_node(reader: _Reader, bdf: str, path: str) -> PciNode:
+    node = PciNode(bdf=bdf, sysfs_path=path)
+    data = reader.bytes(f"{path}/config")
+    if data is None:
+        node.unreadable = f"not readable here: {path}/config could not be read"
+    else:
+        try:
+            node.facts = parse_config_space(data, f"{path}/config ({len(data)} bytes)")
+        except ValueError as exc:
+            node.unreadable = f"not readable here: {path}/config: {exc}"
+    group_link = reader.link(f"{path}/iommu_group")
+    if group_link:
+        node.iommu_group = os.path.basename(group_link)
+        domain = reader.text(f"/sys/kernel/iommu_groups/{node.iommu_group}/type")
+        node.iommu_domain = domain
+        node.iommu_source = f"/sys/kernel/iommu_groups/{node.iommu_group}/type" if domain else f"{path}/iommu_group"
+    return node
+
+
+def _place(reader: _Reader, platform: Platform, label: str, kind: str, bdf: str) -> None:
+    path = _device_path(reader, bdf)
+    if path is None:
+        platform.endpoints.append(Endpoint(label, kind, bdf, placed=False))
+        return
+    try:
+        _, chain = parse_pci_path(path)
+    except ValueError:
+        chain = []
+    if not chain or chain[-1] != bdf:  # not a plain PCI path (a VMD domain between): its bridges are not known
+        platform.endpoints.append(Endpoint(label, kind, bdf, placed=False))
+        return
+    # each function's own path is the endpoint's path up to that function's component
+    parts = path.split("/")
+    for function in chain:
+        if function not in platform.devices:
+            prefix = "/".join(parts[:parts.index(function) + 1])
+            platform.devices[function] = _read_node(reader, function, prefix)
+    platform.endpoints.append(Endpoint(label, kind, bdf, bridges=chain[:-1]))
+
+
+def read_platform(root: str = "/", gpu_bus_ids: dict[int, str] | None = None, *, source: str | None = None
+                  ) -> Platform:
+    """Every setting this module reads, below ``root``. ``gpu_bus_ids``: NVML index -> PCI bus id (either
+    spelling); without them the NVIDIA display-class functions in sysfs are the GPUs, in bus order."""
+    reader = _Reader(root)
+    platform = Platform(source=source or ("this machine" if os.path.realpath(root) == os.sep else root))
+    platform.hypervisor = _virtualization(reader)
+    platform.kernel_cmdline = _cmdline(reader)
+    platform.iommu_units = _iommu_units(reader)
+    platform.modules = _modules(reader)
+    platform.peer_memory_files = _peer_memory_files(reader)
+    platform.cpu_governors = _cpu_governors(reader)
+    platform.numa_balancing = _numa_balancing(reader)
+    platform.hugepages = _hugepages(reader)
+    if gpu_bus_ids:
+        gpus = {f"GPU{index}": normalize_bdf(bus_id) for index, bus_id in sorted(gpu_bus_ids.items())}
+    else:
+        gpus = {f"GPU{i}": bdf for i, bdf in enumerate(_gpu_functions(reader))}
+    for label, bdf in gpus.items():
+        _place(reader, platform, label, "gpu", bdf)
+    for name in reader.listdir("/sys/class/infiniband") or []:
+        where = f"/sys/class/infiniband/{name}/fw_ver"
+        fw = reader.text(where)
+        platform.nic_firmware[name] = Reading(fw, where) if fw else Reading(
+            source=where, unreadable=f"not readable here: {where} absent")
+        link = reader.link(f"/sys/class/infiniband/{name}/device")
+        try:
+            bdf = parse_pci_path(link)[1][-1] if link else None
+        except ValueError:
+            bdf = None  # a software device (rxe, siw): no PCI function
+        if bdf:
+            _place(reader, platform, name, "nic", bdf)
+    platform.pci_source = "sysfs /sys/bus/pci/devices/*/config" if platform.devices else ""
+    if not platform.endpoints and reader.listdir("/sys/bus/pci/devices") is not None:
+        platform.pci_unreadable = "no NVIDIA GPU and no RDMA NIC among the PCI functions in /sys/bus/pci/devices"
+    platform.files, platform.links = reader.files, reader.links
+    return platform
+
+
+def read_persistence_nvml() -> dict[str, Reading]:
+    """Each GPU's persistence mode through NVML (the project's funnel, fabric.nvml.query); {} without NVML."""
+    from .nvml import _init_nvml, error_name, is_error, query
+
+    pynvml, why = _init_nvml()
+    if pynvml is None:
+        return {}
+    readings: dict[str, Reading] = {}
+    try:
+        count = query(pynvml.nvmlDeviceGetCount)
+        for index in range(0 if is_error(count) else count):
+            handle = query(pynvml.nvmlDeviceGetHandleByIndex, index)
+            mode = handle if is_error(handle) else query(pynvml.nvmlDeviceGetPersistenceMode, handle)
+            where = "NVML nvmlDeviceGetPersistenceMode"
+            if is_error(mode):
+                readings[f"GPU{index}"] = Reading(source=where, unreadable=f"not readable here: NVML answered "
+                                                                           f"{mode['error']}")
+            else:
+                readings[f"GPU{index}"] = Reading(int(mode) == 1, where)
+        return readings
+    except pynvml.NVMLError as exc:
+        reason = f"not readable here: NVML failed ({error_name(exc.value)})"
+        return {label: Reading(source="NVML", unreadable=reason) for label in readings} if readings else {}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def collect_platform(fabric=None) -> Platform:
+    """This machine's platform settings (files below / and NVML)."""
+    ids = {g.index: g.pci_bus_id for g in fabric.gpus if isinstance(g.pci_bus_id, str)} if fabric else {}
+    platform = read_platform("/", ids or None)
+    platform.persistence_mode = read_persistence_nvml()
+    platform.source = "this machine"
+    return platform
+
+
+# -------------------------------------------------------------------------------------------- text evidence
+
+
+_EMPTY_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#%>]$")
+
+
+def parse_module_list(text: str) -> tuple[set[str], list[str], bool]:
+    """The modules ``/proc/modules`` or ``lsmod`` (or a grep of either) lists: (loaded names, the names a
+    ``| grep NAME`` command line of the paste searched for, whether the list is whole).
+
+    ``/proc/modules`` lines are ``name size refcount deps state address``; lsmod's ``name size used-by``,
+    under its ``Module Size Used by`` header. A paste whose command lines filter (``lsmod | grep peermem``)
+    is not whole: a module it does not list is absent only if a grep of the paste searched for it."""
+    loaded: set[str] = set()
+    searched: list[str] = []
+    complete = True
+    for raw in text.splitlines():
+        line = raw.strip().strip("`")
+        if not line or line.startswith(("```", "~~~")) or re.match(r"^Module\s+Size\s+Used by", line):
+            continue
+        m = re.match(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d+)\s+(?P<refs>\d+|-)(?:\s|$)", line)
+        if m:
+            loaded.add(m.group("name"))
+            continue
+        if re.search(r"\blsmod\b|/proc/modules", line):  # the command line above the output
+            for _, pattern in re.findall(r"\|\s*grep\s+(?:-\w+\s+)*(['\"]?)([^|'\"\s]+)\1", line):
+                complete = False
+                searched.append(pattern)
+            continue
+        if _EMPTY_PROMPT.match(line):  # the prompt after the last command
+            continue
+        raise ValueError(f"not /proc/modules or lsmod output: {line[:80]!r} (expected 'name size used-by')")
+    return loaded, searched, complete
+
+
+def _grep_covers(pattern: str, name: str) -> bool:
+    """Whether a plain ``grep PATTERN`` (a substring, or a simple wildcard) finds a module line of ``name``."""
+    if any(ch in pattern for ch in "*?[") or "|" in pattern or "\\" in pattern:
+        return False
+    return pattern in name
+
+
+def modules_reading(text: str, source: str) -> Reading:
+    loaded, searched, complete = parse_module_list(text)
+    return Reading({"loaded": sorted(loaded), "complete": complete, "searched": searched}, source)
+
+
+def module_state(modules: Reading, name: str) -> bool | None:
+    """True loaded, False shown absent, None not known from this list."""
+    if not modules.known:
+        return None
+    if name in modules.value["loaded"]:
+        return True
+    if modules.value["complete"] or any(_grep_covers(p, name) for p in modules.value["searched"]):
+        return False
+    return None
+
+
+_LOG_CMDLINE = re.compile(r"Kernel command line:\s*(?P<cmdline>.*)$")
+_LOG_DOMAIN = re.compile(r"iommu: Default domain type:\s*(?P<type>\w+)(?P<how>.*)$")
+_LOG_DMAR = re.compile(r"(?:DMAR|AMD-Vi): IOMMU (?P<state>enabled|disabled)", re.IGNORECASE)
+
+
+def kernel_log_reading(text: str, source: str) -> tuple[Reading, Reading]:
+    """(the IOMMU facts, the kernel command line) a kernel log (``dmesg``, a ``dmesg | grep -i iommu``) states."""
+    facts: dict[str, str] = {}
+    cmdline = None
+    for line in text.splitlines():
+        if m := _LOG_CMDLINE.search(line):
+            cmdline = m.group("cmdline").strip()
+        elif m := _LOG_DOMAIN.search(line):
+            facts["default_domain"] = m.group("type")
+            facts["default_domain_line"] = line.strip()
+        elif m := _LOG_DMAR.search(line):
+            facts["iommu"] = m.group("state").lower()
+    return (Reading(facts or None, source), Reading(cmdline, f"{source}, 'Kernel command line:'") if cmdline
+            else Reading())
+
+
+def persistence_from_query_xml(text: str, source: str) -> dict[str, Reading]:
+    """``<persistence_mode>`` of each ``<gpu>`` of ``nvidia-smi -q -x`` (document order = NVML index order)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return {}
+    readings = {}
+    for index, gpu in enumerate(root.findall("gpu")):
+        mode = (gpu.findtext("persistence_mode") or "").strip()
+        if mode in ("Enabled", "Disabled"):
+            readings[f"GPU{index}"] = Reading(mode == "Enabled", f"{source} <persistence_mode>")
+        elif mode:
+            readings[f"GPU{index}"] = Reading(source=f"{source} <persistence_mode>",
+                                              unreadable=f"not readable here: nvidia-smi printed {mode!r}")
+    return readings
+
+
+def _is_gpu(device: LspciDevice) -> bool:
+    klass = (device.facts.class_code or 0) >> 8
+    nvidia = device.facts.vendor_id == _NVIDIA or "NVIDIA" in device.description or device.driver == "nvidia"
+    return klass in _GPU_CLASSES and nvidia
+
+
+def _is_nic(device: LspciDevice) -> bool:
+    klass = (device.facts.class_code or 0) >> 8
+    if klass == 0x0207 or device.driver in _NIC_DRIVERS:
+        return True
+    return klass == 0x0200 and any(word in device.description for word in _NIC_WORDS)
+
+
+def apply_lspci(platform: Platform, text: str, source: str, gpu_bus_ids: dict[int, str] | None = None,
+                nic_bus_ids: dict[str, str] | None = None) -> None:
+    """The PCI functions of an ``lspci -vvv`` text fill a platform that has none readable. GPUs are NVIDIA
+    display-class functions (named GPUn where ``gpu_bus_ids`` has their bus id), NICs RDMA-capable ones (named
+    by ``nic_bus_ids``: RDMA device -> bus id). Raises ValueError for text that is not lspci's."""
+    devices = parse_lspci(text)
+    parents = lspci_parents(devices)
+    by_bdf = {d.bdf: d for d in devices if d.bdf}
+    gpu_names = {normalize_bdf(b): f"GPU{i}" for i, b in (gpu_bus_ids or {}).items()}
+    nic_names = {normalize_bdf(b): name for name, b in (nic_bus_ids or {}).items()}
+    platform.loose_acs = [{"line": d.line, "acs_control": d.facts.acs_control, "source": source}
+                          for d in devices if d.bdf is None and d.facts.acs_control is not None]
+    endpoints = []
+    for device in devices:
+        if device.bdf is None:
+            continue
+        if _is_gpu(device):
+            label, kind = gpu_names.get(device.bdf, f"NVIDIA GPU {device.bdf}"), "gpu"
+        elif _is_nic(device):
+            label, kind = nic_names.get(device.bdf, f"NIC {device.bdf} ({_short(device.description)})"), "nic"
+        else:
+            continue
+        chain, bdf = [], parents.get(device.bdf)
+        while bdf is not None and bdf not in chain:
+            chain.insert(0, bdf)
+            bdf = parents.get(bdf)
+        endpoints.append(Endpoint(label, kind, device.bdf, bridges=chain))
+    platform.devices = {}
+    for endpoint in endpoints:
+        for bdf in [*endpoint.bridges, endpoint.bdf]:
+            device = by_bdf[bdf]
+            node = PciNode(bdf=bdf, description=device.description, facts=device.facts)
+            if device.access_denied and device.facts.pcie is None:
+                node.unreadable = f"not readable here: {device.facts.capabilities_unreadable}"
+            platform.devices[bdf] = node
+    platform.endpoints = endpoints
+    platform.pci_source = source
+    platform.pci_unreadable = None if endpoints else f"{source} shows no NVIDIA GPU and no RDMA NIC"
+
+
+def _short(description: str) -> str:
+    text = description.split(":", 1)[-1].strip()
+    return re.sub(r"\s*\(rev [0-9a-f]+\).*$", "", text)[:60]
+
+
+def _pci_readable(platform: Platform) -> bool:
+    return any(node.facts is not None and node.facts.pcie is not None for node in platform.devices.values())
+
+
+# ------------------------------------------------------------------------------------------------ bundles
+
+
+def load_platform(directory: Path, fabric=None) -> Platform | None:
+    """The platform a bundle records: ``platform.json`` (gpufabric snapshot), else its ``platform/`` copy read
+    again; text files (lspci-vvv.txt, lsmod.txt, proc-cmdline.txt, dmesg.txt, nvidia-smi-q.xml) fill what
+    those do not hold. None when the bundle holds no platform fact. Raises BundleError naming a bad file."""
+    directory = Path(directory)
+    ids = {g.index: g.pci_bus_id for g in fabric.gpus if isinstance(g.pci_bus_id, str)} if fabric else {}
+    record_path = directory / PLATFORM_FILE
+    if record_path.is_file():
+        try:
+            platform = platform_from_record(json.loads(record_path.read_text(encoding="utf-8")),
+                                            source=f"bundle {directory}")
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BundleError(f"{record_path}: not a gpufabric platform record ({exc})") from None
+        platform.source = str(record_path)
+    elif (directory / PLATFORM_DIR).is_dir():
+        platform = read_platform(str(directory / PLATFORM_DIR), ids or None,
+                                 source=str(directory / PLATFORM_DIR))
+    else:
+        platform = Platform(source=f"bundle {directory}")
+    _apply_text_files(platform, directory, ids)
+    return platform if platform.recorded() else None
+
+
+def _read(directory: Path, name: str) -> str | None:
+    path = directory / name
+    if not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int, str]) -> None:
+    lspci = _read(directory, LSPCI_FILE)
+    if lspci is not None and not _pci_readable(platform):
+        nic_ids = {e.label: e.bdf for e in platform.endpoints if e.kind == "nic" and e.bdf}
+        try:
+            apply_lspci(platform, lspci, str(directory / LSPCI_FILE), gpu_bus_ids, nic_ids)
+        except ValueError as exc:
+            raise BundleError(f"{directory / LSPCI_FILE}: {exc}") from None
+    modules = _read(directory, MODULES_FILE)
+    if modules is not None and not platform.modules.known:
+        try:
+            platform.modules = modules_reading(modules, str(directory / MODULES_FILE))
+        except ValueError as exc:
+            raise BundleError(f"{directory / MODULES_FILE}: {exc}") from None
+    cmdline = _read(directory, CMDLINE_FILE)
+    if cmdline is not None and not platform.kernel_cmdline.known:
+        lines = [line for line in cmdline.splitlines() if line.strip() and not re.search(r"\bcat\b", line)]
+        platform.kernel_cmdline = Reading(lines[-1].strip() if lines else "", str(directory / CMDLINE_FILE))
+    log = _read(directory, KERNEL_LOG_FILE)
+    if log is not None:
+        facts, log_cmdline = kernel_log_reading(log, str(directory / KERNEL_LOG_FILE))
+        if not platform.kernel_log.known:
+            platform.kernel_log = facts
+        if not platform.kernel_cmdline.known and log_cmdline.known:
+            platform.kernel_cmdline = log_cmdline
+    query = _read(directory, "nvidia-smi-q.xml")
+    if query is not None:
+        for label, reading in persistence_from_query_xml(query, str(directory / "nvidia-smi-q.xml")).items():
+            if not platform.persistence_mode.get(label, Reading()).known:
+                platform.persistence_mode[label] = reading
+    if not platform.nic_firmware:
+        from .bundle import load_rdma_devices
+
+        for device in load_rdma_devices(directory) or []:
+            platform.nic_firmware[device.name] = Reading(device.fw_ver, f"bundle {directory} RDMA devices (fw_ver)") \
+                if device.fw_ver else Reading()
+
+
+def snapshot_platform(platform: Platform, target: Path, root: str = "/") -> list[str]:
+    """Write ``platform.json`` and copy the files it was read from under ``platform/`` (links as
+    ``<path>.symlink`` text). Returns the copied paths, relative to the bundle."""
+    target = Path(target)
+    copied = []
+    for path in platform.files:
+        src = _in_root(root, path)
+        dst = target / PLATFORM_DIR / path.lstrip("/")
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+        except OSError:
+            continue
+        copied.append(str(dst.relative_to(target)))
+    for path, link in platform.links.items():
+        dst = target / PLATFORM_DIR / (path.lstrip("/") + SYMLINK_SUFFIX)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(link + "\n", encoding="utf-8")
+        copied.append(str(dst.relative_to(target)))
+    # a directory's being there (and empty) is itself a fact: /sys/class/iommu without units, /proc/sys/kernel
+    for path in ("/sys/class", "/sys/class/iommu", "/sys/module", "/sys/kernel", "/proc/sys/kernel",
+                 "/sys/devices/system/cpu", "/sys/bus/pci/devices"):
+        if os.path.isdir(_in_root(root, path)):
+            (target / PLATFORM_DIR / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for unit in platform.iommu_units.value or []:
+        (target / PLATFORM_DIR / "sys/class/iommu" / unit).mkdir(parents=True, exist_ok=True)
+    for name in platform.nic_firmware:
+        (target / PLATFORM_DIR / "sys/class/infiniband" / name).mkdir(parents=True, exist_ok=True)
+    for cpu in os.listdir(_in_root(root, "/sys/devices/system/cpu")) if platform.cpu_governors.unreadable else []:
+        if re.fullmatch(r"cpu\d+", cpu):  # without cpufreq: the CPUs are there, their governors are not
+            (target / PLATFORM_DIR / "sys/devices/system/cpu" / cpu).mkdir(parents=True, exist_ok=True)
+    write_record(platform, target / PLATFORM_FILE)
+    return copied
+
+
+def write_record(platform: Platform, path: Path) -> Path:
+    record = platform.to_record()
+    record["recorded_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def platform_for_session(fabric_session) -> Platform | None:
+    """The run's platform: the bundle's (None when it records none), or this machine's, written to
+    ``<report dir>/platform.json`` so that a bundle of the run replays it."""
+    if fabric_session.replay:
+        from .bundle import load_platform_facts
+
+        return load_platform_facts(fabric_session.bundle_dir, fabric_session.fabric)
+    platform = collect_platform(fabric_session.fabric)
+    try:
+        write_record(platform, fabric_session.report_dir / PLATFORM_FILE)
+    except OSError:
+        pass  # the readings are judged all the same; the results JSON carries every check's found values
+    return platform

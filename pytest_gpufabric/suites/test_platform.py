@@ -1,0 +1,88 @@
+"""Platform acceptance: the host settings that make good GPUs slow, against the profile's ``platform:`` section.
+
+PCIe ACS on the bridges above the GPUs and NICs, the IOMMU mode, the GPUDirect RDMA peer-memory module,
+persistence mode, driver / VBIOS / NIC firmware versions, the CPU governor, NUMA balancing, hugepages and the
+PCIe payload sizes of the GPUs and NICs: read once per run from sysfs, procfs and NVML (live), or from the bundle.
+
+The suite runs only for a profile with a ``platform:`` section (under any other profile the plugin deselects it,
+so the runs and results of profiles that promise nothing here are unchanged); within it, a setting the section
+does not name is skipped, one this machine hides is skipped with "not readable here: <why>".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpufabric.checks import platform as checks
+
+_WHAT = {"acs": "PCIe ACS state", "iommu": "IOMMU mode", "peer_memory": "peer-memory module",
+         "persistence_mode": "persistence mode", "driver": "driver version", "vbios": "VBIOS version",
+         "nic_firmware": "NIC firmware", "cpu_governor": "CPU governor", "numa_balancing": "NUMA balancing",
+         "hugepages": "hugepages", "pcie": "PCIe payload sizes"}
+
+
+def _promise(profile, key: str):
+    value = profile.data["platform"].get(key)
+    if value is None:
+        pytest.skip(f"profile {profile.name} promises no {_WHAT[key]}")
+    return value
+
+
+def test_acs(gpu_profile, request, gpufabric_check):
+    want = _promise(gpu_profile, "acs")
+    gpufabric_check(checks.check_acs(want, request.getfixturevalue("platform_facts")))
+
+
+def test_iommu(gpu_profile, request, gpufabric_check):
+    want = _promise(gpu_profile, "iommu")
+    gpufabric_check(checks.check_iommu(want, request.getfixturevalue("platform_facts")))
+
+
+def test_peer_memory(gpu_profile, request, gpufabric_check):
+    want = _promise(gpu_profile, "peer_memory")
+    gpufabric_check(checks.check_peer_memory(want, request.getfixturevalue("platform_facts")))
+
+
+def test_persistence_mode(gpu_profile, gpu_index, request, gpufabric_check):
+    want = _promise(gpu_profile, "persistence_mode")
+    gpufabric_check(checks.check_persistence(want, f"GPU{gpu_index}", request.getfixturevalue("platform_facts")))
+
+
+def test_driver_version(gpu_profile, fabric, gpufabric_check):
+    spec = _promise(gpu_profile, "driver")
+    gpufabric_check(checks.check_driver(spec, fabric))
+
+
+def test_vbios_version(gpu_profile, fabric, promised_gpu, gpufabric_check):
+    spec = _promise(gpu_profile, "vbios")
+    if promised_gpu is None:
+        return  # promised but missing: the test fails on that before it gets here
+    gpufabric_check(checks.check_vbios(spec, promised_gpu, fabric.source))
+
+
+def test_nic_firmware(gpu_profile, request, gpufabric_check):
+    spec = dict(_promise(gpu_profile, "nic_firmware"))
+    names = spec.pop("devices", None) or [d["name"] for d in gpu_profile.rdma_devices]
+    gpufabric_check(checks.check_nic_firmware(spec, request.getfixturevalue("platform_facts"), names))
+
+
+def test_cpu_governor(gpu_profile, request, gpufabric_check):
+    want = _promise(gpu_profile, "cpu_governor")
+    gpufabric_check(checks.check_cpu_governor(want, request.getfixturevalue("platform_facts")))
+
+
+def test_numa_balancing(gpu_profile, request, gpufabric_check):
+    want = _promise(gpu_profile, "numa_balancing")
+    gpufabric_check(checks.check_numa_balancing(want, request.getfixturevalue("platform_facts")))
+
+
+def test_hugepages(gpu_profile, request, gpufabric_check):
+    spec = _promise(gpu_profile, "hugepages")
+    gpufabric_check(checks.check_hugepages(spec, request.getfixturevalue("platform_facts")))
+
+
+def test_pcie_payload(gpu_profile, platform_device, request, gpufabric_check):
+    spec = _promise(gpu_profile, "pcie")
+    if platform_device is None:
+        pytest.skip(f"profile {gpu_profile.name} promises no GPU or RDMA device")
+    gpufabric_check(checks.check_pcie_sizes(spec, platform_device, request.getfixturevalue("platform_facts")))
