@@ -133,7 +133,8 @@ def bundle_directory(spec: str | Path) -> Path:
     return path
 
 
-def _read(directory: Path, name: str) -> str | None:
+def read_bundle_file(directory: Path, name: str) -> str | None:
+    """The text of a bundle's file, None when it has none; BundleError naming it when it cannot be read."""
     path = directory / name
     if not path.is_file():
         return None
@@ -149,10 +150,10 @@ def load_bundle(spec: str | Path) -> Fabric:
     from .nvml import fabric_from_record
 
     directory = bundle_directory(spec)
-    topo = _read(directory, TOPO_FILE)
-    status = _read(directory, NVLINK_STATUS_FILE)
-    query_xml = _read(directory, QUERY_XML_FILE)
-    nvml_text = _read(directory, NVML_FILE)
+    topo = read_bundle_file(directory, TOPO_FILE)
+    status = read_bundle_file(directory, NVLINK_STATUS_FILE)
+    query_xml = read_bundle_file(directory, QUERY_XML_FILE)
+    nvml_text = read_bundle_file(directory, NVML_FILE)
     source = f"bundle {find_bundle(spec)}"
 
     if topo is None and query_xml is None and nvml_text is None:
@@ -274,7 +275,7 @@ def load_rdma_devices(directory: Path) -> list | None:
     from .rdma import devices_from_ibv_devinfo, discover_rdma, merge_ibv_devinfo, parse_ibv_devinfo
 
     try:
-        infos = parse_ibv_devinfo(_read(directory, IBV_DEVINFO_FILE) or "")
+        infos = parse_ibv_devinfo(read_bundle_file(directory, IBV_DEVINFO_FILE) or "")
     except ValueError as exc:
         raise BundleError(f"{directory / IBV_DEVINFO_FILE}: {exc}") from None
     if (directory / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir():
@@ -294,7 +295,7 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
     if recorded is not None:
         return recorded
     for name in IB_WRITE_BW_FILES:
-        text = _read(directory, name)
+        text = read_bundle_file(directory, name)
         if text is not None:
             try:
                 return {"client": parse_perftest(text), "client_output": text, "source": str(directory / name)}

@@ -658,17 +658,8 @@ def load_platform(directory: Path, fabric=None) -> Platform | None:
     return platform if platform.recorded() else None
 
 
-def _read(directory: Path, name: str) -> str | None:
-    path = directory / name
-    if not path.is_file():
-        return None
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot read ({exc.strerror})") from None
-
-
 def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int, str]) -> None:
+    from .bundle import read_bundle_file as _read  # bundle.py imports this module's file names
     lspci = _read(directory, LSPCI_FILE)
     if lspci is not None and not _pci_readable(platform):
         nic_ids = {e.label: e.bdf for e in platform.endpoints if e.kind == "nic" and e.bdf}
