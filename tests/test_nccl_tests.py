@@ -11,7 +11,7 @@ import pytest
 
 from pytest_gpufabric.cli import EXIT_BAD_INPUT, main
 from pytest_gpufabric.formats.nccl_tests import _wrong, parse_nccl_tests, parse_nccl_tests_json
-from pytest_gpufabric.workloads.nccl_tests import find_all_reduce_perf, nccl_tests_command
+from pytest_gpufabric.workloads.nccl_tests import find_all_reduce_perf, find_perf_binary, nccl_tests_command
 
 CAPTURE = "h200-nvswitch-x2/nccl-tests-2.19.6-all_reduce_perf-and-sendrecv.txt"
 
@@ -317,3 +317,21 @@ def test_find_all_reduce_perf_on_path(tmp_path, monkeypatch):
     assert find_all_reduce_perf("all_reduce_perf") == str(binary)
     with pytest.raises(ValueError, match="'sendrecv_perf' is not on PATH"):
         find_all_reduce_perf("sendrecv_perf")
+
+
+def test_each_ops_binary_beside_all_reduce_perf_or_on_path(tmp_path, monkeypatch):
+    """nccl-tests builds every <op>_perf into one folder: the one beside the configured all_reduce_perf wins, else
+    PATH's; a missing one says where it was looked for."""
+    build, elsewhere = tmp_path / "build", tmp_path / "bin"
+    build.mkdir(), elsewhere.mkdir()
+    all_reduce = _executable(build / "all_reduce_perf")
+    sendrecv = _executable(build / "sendrecv_perf")
+    on_path = _executable(elsewhere / "all_gather_perf")
+    monkeypatch.setenv("PATH", str(elsewhere))
+    assert find_perf_binary("all_reduce", str(all_reduce)) == (str(all_reduce), f"configured as {all_reduce}")
+    assert find_perf_binary("sendrecv", str(all_reduce)) == (str(sendrecv), f"beside {all_reduce}")
+    assert find_perf_binary("all_gather", str(all_reduce))[0] == str(on_path)
+    assert find_perf_binary("broadcast", str(all_reduce)) == (None, f"beside {all_reduce} or on PATH")
+    assert find_perf_binary("sendrecv", None) == (None, "on PATH")  # nothing configured, none on PATH
+    with pytest.raises(ValueError, match="does not exist"):
+        find_perf_binary("sendrecv", str(tmp_path / "nope" / "all_reduce_perf"))
