@@ -17,7 +17,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .nodes import METRICS, Node
+from .nodes import Node, metric_spec
 
 __all__ = ["DRIFT_FIELDS", "FleetSettings", "analyse"]
 
@@ -51,11 +51,9 @@ class FleetSettings:
 
 def _spec(check: str, metric: str) -> tuple[str, int]:
     """(unit, direction) of a metric, from nodes.METRICS."""
-    for key, spec in METRICS.items():
-        if check == key or (key.endswith("-") and check.startswith(key)):
-            for name, unit, direction in spec:
-                if name == metric or name is None:
-                    return unit, direction
+    for name, unit, direction in metric_spec(check):
+        if name == metric or name is None:
+            return unit, direction
     return "", +1
 
 

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .nodes import Node, find_node_dirs, read_node
+from .report import fleet_profile
 
 __all__ = ["golden_profile_yaml"]
 
@@ -57,11 +58,10 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: f
     if len(profiles) != 1:
         raise ValueError(f"{directory}: the accepted nodes ran {len(profiles)} profiles ({', '.join(profiles)}); "
                          "floors come from one machine class")
-    parent = next((p for n in passing for p in (n.profile_path, n.profile) if p and _loads(p)), None)
-    if parent is None:
+    base, _ = fleet_profile(None, passing)
+    if base is None:
         raise ValueError(f"the nodes' profile {profiles[0]} cannot be read here (looked at the path the nodes "
                          "recorded and the shipped profiles)")
-    base = load_profile(parent)
     low, high = percentile, 100 - percentile
     notes: list[str] = []
     # by name where that finds the same file (a shipped profile: the new one then works on any machine)

@@ -102,7 +102,7 @@ def _inventory(document: dict) -> tuple[dict[str, str], list[str]]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _metric_spec(check_name: str) -> list[tuple[str | None, str, int]]:
+def metric_spec(check_name: str) -> list[tuple[str | None, str, int]]:
     for key, spec in METRICS.items():
         if check_name == key or (key.endswith("-") and check_name.startswith(key)):
             return spec
@@ -124,7 +124,7 @@ def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
     for check in checks:
         found = check.get("found")
         name, subject = str(check.get("name", "")), _SERIAL_SUFFIX.sub("", str(check.get("subject", "")))
-        for metric, _, _ in _metric_spec(name):
+        for metric, _, _ in metric_spec(name):
             if metric is None and isinstance(found, dict):
                 for label, value in found.items():
                     if (number := _number(value)) is not None:

@@ -28,15 +28,15 @@ def expected_nodes(expect: str | None, env: dict[str, str]) -> list[str] | None:
     return expand_hostlist(text) if text else None
 
 
-def fleet_profile(profile_spec: str | None, nodes: list[Node]) -> tuple[dict | None, str]:
-    """The profile that judges the fleet (its ``fleet:`` and ``fabric:`` sections), and where it came from:
-    ``--profile``, else the profile the nodes ran (by its path, else a shipped profile of its name), else none."""
+def fleet_profile(profile_spec: str | None, nodes: list[Node]):
+    """(the Profile that judges the fleet, by its ``fleet:`` and ``fabric:`` sections, or None; where it came
+    from): ``--profile``, else the profile the nodes ran (by its path, else a shipped profile of its name)."""
     from ..errors import GpuFabricError
     from ..profile.loader import load_profile
 
     if profile_spec:
         profile = load_profile(profile_spec)  # the user named it: a bad one is their error to see
-        return profile.data, f"profile {profile.name} ({profile.path})"
+        return profile, f"profile {profile.name} ({profile.path})"
     names = {n.profile for n in nodes if n.profile}
     if len(names) == 1:
         name = names.pop()
@@ -47,7 +47,7 @@ def fleet_profile(profile_spec: str | None, nodes: list[Node]) -> tuple[dict | N
             except GpuFabricError:
                 continue
             if profile.name == name:
-                return profile.data, f"profile {name} ({profile.path})"
+                return profile, f"profile {name} ({profile.path})"
         return None, f"defaults (the nodes' profile {name} could not be read here; pass --profile)"
     return None, "defaults" + (f" (the nodes ran {len(names)} profiles)" if names else "")
 
@@ -91,7 +91,8 @@ def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_
     GpuFabricError (usage errors: a path that is no folder, a bad hostlist, profile or fabric file)."""
     fabric_result, fabric_path = _fabric_result(paths, fabric)
     nodes = read_nodes(find_node_dirs(paths))
-    profile_data, settings_from = fleet_profile(profile_spec, nodes)
+    profile, settings_from = fleet_profile(profile_spec, nodes)
+    profile_data = profile.data if profile is not None else None
     settings = FleetSettings.from_section((profile_data or {}).get("fleet"))
     document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "inputs": [str(p) for p in paths], "settings_from": settings_from}
