@@ -132,7 +132,8 @@ def acs_state(platform: Platform, *, strict: bool = False) -> tuple[dict[str, di
                                                                         or "its config space was not recorded"))
                 continue
             if facts.acs is None or (facts.acs and facts.acs_control is None):
-                why = facts.extended_unreadable or facts.capabilities_unreadable or "ACSCtl not shown"
+                why = (facts.unreadable_reason("ACSCtl") or facts.extended_unreadable or facts.capabilities_unreadable
+                       or "ACSCtl not shown")
                 unreadable.append(f"{bdf} above {endpoint.label}: {why} [{facts.source}]")
                 continue
             judged.append(bdf)
@@ -167,6 +168,8 @@ def check_acs(want: str, platform: Platform) -> CheckResult:
     bits_text = "no ACS control bit set" if strict else "no peer-to-peer redirect (ReqRedir- CmpltRedir- " \
                                                         "UpstreamFwd- EgressCtrl-)"
     bad, unreadable, judged = acs_state(platform, strict=strict)
+    unreadable += [f"line {e['line']} of {e['source']}: {e['unreadable']}" for e in platform.loose_acs
+                   if e.get("acs_control") is None]  # a grepped ACSCtl line cut short: not "off"
     loose = [entry for entry in platform.loose_acs
              if any((entry.get("acs_control") or {}).get(b) for b in (ACS_BITS if strict else REDIRECT_BITS))]
     found = {"bridges": {bdf: e["set"] for bdf, e in bad.items()}, "unreadable": unreadable, "judged": judged}
@@ -478,7 +481,8 @@ def check_pcie_sizes(spec: dict, label: str, platform: Platform) -> CheckResult:
     node = platform.devices.get(endpoint.bdf or "")
     facts = node.facts if node else None
     if facts is None or facts.max_payload is None:
-        why = (facts.capabilities_unreadable if facts else None) or (node.unreadable if node else None)
+        why = ((facts.unreadable_reason("DevCtl") or facts.capabilities_unreadable) if facts else None) or (
+            node.unreadable if node else None)
         if why:
             return unknown("platform-pcie", label, expected, (why if why.startswith("not readable") else
                                                                f"not readable here: {why}")

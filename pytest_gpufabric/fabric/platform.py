@@ -593,8 +593,11 @@ def apply_lspci(platform: Platform, text: str, source: str, gpu_bus_ids: dict[in
     by_bdf = {d.bdf: d for d in devices if d.bdf}
     gpu_names = {normalize_bdf(b): f"GPU{i}" for i, b in (gpu_bus_ids or {}).items()}
     nic_names = {normalize_bdf(b): name for name, b in (nic_bus_ids or {}).items()}
-    platform.loose_acs = [{"line": d.line, "acs_control": d.facts.acs_control, "source": source}
-                          for d in devices if d.bdf is None and d.facts.acs_control is not None]
+    # a grepped ACSCtl line cut short is kept, acs_control None with why: the check must not read it as "off"
+    platform.loose_acs = [{"line": d.line, "acs_control": d.facts.acs_control, "source": source,
+                           "unreadable": d.facts.unreadable_reason("ACSCtl")}
+                          for d in devices if d.bdf is None
+                          and (d.facts.acs_control is not None or d.facts.unreadable_reason("ACSCtl"))]
     endpoints = []
     for device in devices:
         if device.bdf is None:

@@ -14,12 +14,23 @@ The registers read (PCI Express Base Specification; lspci's ``ls-caps.c`` and ``
 
 - the PCI Express capability (capability id 0x10): PCIe Capabilities register (+2) bits 7:4 = device/port type;
   Device Capabilities (+4) bits 2:0 = Max_Payload_Size supported; Device Control (+8) bits 7:5 =
-  Max_Payload_Size and bits 14:12 = Max_Read_Request_Size, each 128 << value bytes;
+  Max_Payload_Size and bits 14:12 = Max_Read_Request_Size, each 128 << value bytes; Link Capabilities (+0x0C)
+  bits 3:0 = Max Link Speed, 9:4 = Maximum Link Width, 31:24 = Port Number; Link Status (+0x12) bits 3:0 =
+  Current Link Speed, 9:4 = Negotiated Link Width (speed codes 1..6: 2.5, 5, 8, 16, 32, 64 GT/s, PCIe 1..6;
+  lspci's ``LnkCap: Port #0, Speed 16GT/s, Width x16, ...`` and ``LnkSta: Speed 2.5GT/s (downgraded), Width x16``,
+  whose ``(downgraded)``/``(ok)`` lspci 3.6 and later add: 3.6 and 3.7 print ``(ok)`` or ``(downgraded)`` on
+  every port, 3.8 and later ``(downgraded)`` only on endpoints and upstream ports, older ones nothing);
 - the Access Control Services extended capability (id 0x000D): ACS Capability (+4) and ACS Control (+6), bit 0
   Source Validation, 1 Translation Blocking, 2 P2P Request Redirect, 3 P2P Completion Redirect, 4 Upstream
   Forwarding, 5 P2P Egress Control, 6 Direct Translated P2P (lspci's SrcValid, TransBlk, ReqRedir, CmpltRedir,
   UpstreamFwd, EgressCtrl, DirectTrans). Request and Completion Redirect, Upstream Forwarding and Egress Control
   send peer-to-peer traffic up to the root complex instead of across the switch.
+
+Partial evidence is no evidence. A paste cut in the middle of a register (``ACSCtl: SrcValid+ TransBlk-`` and
+nothing after), a hex dump whose last line is cut, a capability whose register lines the text does not reach:
+the register's fields stay None and ``PciFacts.unreadable`` says which register and where it was cut. A partly
+read register is never presented as a reading (an ACS control dict without its redirect bits would read as
+"redirect off").
 
 Pure functions of bytes and text; a text that is not lspci's output raises ValueError naming its line.
 """
@@ -31,8 +42,8 @@ from dataclasses import asdict, dataclass, field
 
 from .paste import ANSI, paste_noise
 
-__all__ = ["ACS_BITS", "REDIRECT_BITS", "PciFacts", "LspciDevice", "parse_config_space", "parse_lspci",
-           "parse_lspci_hex", "lspci_parents", "normalize_bdf"]
+__all__ = ["ACS_BITS", "REDIRECT_BITS", "PCIE_GENERATIONS", "REGISTER_FIELDS", "PciFacts", "LspciDevice",
+           "parse_config_space", "parse_lspci", "parse_lspci_hex", "lspci_parents", "normalize_bdf"]
 
 #: ACS Capability / Control bits 0..6, by lspci's names
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
@@ -53,6 +64,14 @@ _LSPCI_PORT_TYPES = (("Root Complex Integrated Endpoint", "root complex integrat
 
 _CAP_PCIE = 0x10
 _ECAP_ACS = 0x000D
+#: Link Capabilities / Link Status speed codes (bits 3:0), as lspci's ``link_speed`` decodes them, in GT/s
+_SPEED_CODES = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+#: PCIe generation of a link speed in GT/s
+PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
+#: port types without a link of their own (lspci prints no LnkCap/LnkSta for them)
+_NO_LINK = ("root complex integrated endpoint", "root complex event collector")
+#: the sizes lspci dumps: -x 64 (128 for CardBus bridges), -xxx 256, -xxxx 4096 (show_hex_dump in lspci.c)
+_DUMP_SIZES = (64, 128, 256, 4096)
 _NEEDS_ROOT = ("config space beyond 64 bytes needs root: the kernel gives unprivileged readers the standard "
                "header only")
 _NO_EXTENDED = ("extended configuration space (beyond 256 bytes) not readable: the kernel has no ECAM/MMCONFIG "
@@ -61,7 +80,8 @@ _NO_EXTENDED = ("extended configuration space (beyond 256 bytes) not readable: t
 
 @dataclass
 class PciFacts:
-    """What one function's configuration space says; None: not in what was read (``*_unreadable`` says why)."""
+    """What one function's configuration space says; None: not in what was read (``*_unreadable`` and
+    ``unreadable`` say why: a register listed in ``unreadable`` was cut short, its fields are None)."""
 
     source: str = ""  # "config space (4096 bytes)", "lspci -vvv text", "lspci hex dump (256 bytes)"
     config_bytes: int | None = None  # how many bytes of config space were read (None: decoded text only)
@@ -79,12 +99,27 @@ class PciFacts:
     acs: bool | None = None  # has an ACS capability (None: extended capabilities not readable)
     acs_capability: dict[str, bool] | None = None
     acs_control: dict[str, bool] | None = None
+    link_port: int | None = None  # LnkCap Port #
+    link_max_speed_gts: float | None = None  # LnkCap: the fastest this port trains, GT/s per lane
+    link_max_width: int | None = None  # LnkCap: lanes
+    link_max_gen: int | None = None  # PCIe generation of link_max_speed_gts
+    link_speed_gts: float | None = None  # LnkSta: as trained now (None also for lspci's "unknown": link down)
+    link_width: int | None = None  # LnkSta: lanes (0: link down)
+    link_gen: int | None = None
+    link_speed_downgraded: bool | None = None  # lspci printed "(downgraded)" True, "(ok)" False; None: neither
+    link_width_downgraded: bool | None = None
     capabilities_unreadable: str | None = None  # why the capability list could not be read
     extended_unreadable: str | None = None  # why the extended capabilities (ACS) could not be read
+    #: registers read only in part ("ACSCtl: cut after TransBlk- (5 of 7 bits missing)"): their fields are None
+    unreadable: list[str] = field(default_factory=list)
 
     def redirects(self) -> list[str]:
         """The ACS control bits set that reroute peer-to-peer traffic ([] when none, or when ACS is unknown)."""
         return [bit for bit in REDIRECT_BITS if (self.acs_control or {}).get(bit)]
+
+    def unreadable_reason(self, *registers: str) -> str | None:
+        """Why one of ``registers`` ("ACSCtl", "DevCtl", "LnkSta", ...) could not be read whole, or None."""
+        return next((entry for entry in self.unreadable if entry.split(":", 1)[0] in registers), None)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,6 +127,28 @@ class PciFacts:
     @classmethod
     def from_dict(cls, data: dict) -> PciFacts:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+#: the fields each register fills; the first one says whether it was read
+REGISTER_FIELDS = {
+    "DevCap": ("max_payload_supported",),
+    "DevCtl": ("max_payload", "max_read_request"),
+    "LnkCap": ("link_max_width", "link_port", "link_max_speed_gts", "link_max_gen"),
+    "LnkSta": ("link_width", "link_speed_gts", "link_gen", "link_speed_downgraded", "link_width_downgraded"),
+    "ACSCap": ("acs_capability",),
+    "ACSCtl": ("acs_control",),
+}
+
+
+def _was_read(facts: PciFacts, entry: str) -> bool:
+    fields = REGISTER_FIELDS.get(entry.split(":", 1)[0])
+    return bool(fields) and getattr(facts, fields[0]) is not None
+
+
+def _note(facts: PciFacts, entry: str) -> None:
+    register = entry.split(":", 1)[0]
+    if facts.unreadable_reason(register) is None:
+        facts.unreadable.append(entry)
 
 
 def _bits(value: int) -> dict[str, bool]:
@@ -107,8 +164,8 @@ def _u32(data: bytes, offset: int) -> int:
 
 
 def parse_config_space(data: bytes, source: str | None = None) -> PciFacts:
-    """Decode a function's configuration space (64, 256 or 4096 bytes, as read). Raises ValueError for fewer
-    than 64 bytes (not a configuration space)."""
+    """Decode a function's configuration space (64, 256 or 4096 bytes, as read; any other length is a cut dump,
+    read as far as it goes). Raises ValueError for fewer than 64 bytes (not a configuration space)."""
     size = len(data)
     if size < 64:
         raise ValueError(f"PCI config space: {size} bytes, expected at least the 64-byte standard header")
@@ -132,14 +189,16 @@ def parse_config_space(data: bytes, source: str | None = None) -> PciFacts:
     while pointer and seen < 48 and pointer + 2 <= size:
         seen += 1
         cap_id, following = data[pointer], data[pointer + 1] & 0xFC
-        if cap_id == _CAP_PCIE and pointer + 12 <= size:
+        if cap_id == _CAP_PCIE:
             facts.pcie = True
-            facts.port_type = PORT_TYPES.get(_u16(data, pointer + 2) >> 4 & 0xF, "other")
-            facts.max_payload_supported = 128 << (_u32(data, pointer + 4) & 0x7)
-            control = _u16(data, pointer + 8)
-            facts.max_payload = 128 << (control >> 5 & 0x7)
-            facts.max_read_request = 128 << (control >> 12 & 0x7)
+            _read_pcie_capability(facts, data, pointer)
         pointer = following
+    if pointer and pointer + 2 > size and not facts.pcie:
+        # the list goes on past what was read: the PCI Express capability may be there, unseen
+        facts.pcie = None
+        facts.capabilities_unreadable = f"the capability list runs past the {size} bytes read (next at {pointer:#x})"
+        facts.extended_unreadable = facts.capabilities_unreadable
+        return facts
     if not facts.pcie:
         facts.acs = False  # extended capabilities are PCI Express only
         return facts
@@ -148,13 +207,22 @@ def parse_config_space(data: bytes, source: str | None = None) -> PciFacts:
         return facts
     facts.acs = False
     offset, seen = 0x100, 0
-    while offset and seen < 512 and offset + 8 <= size:
+    while offset and seen < 512:
         seen += 1
+        if offset + 4 > size:
+            facts.acs = None  # ACS may be further down the list, past what was read
+            facts.extended_unreadable = (f"the extended capability list runs past the {size} bytes read (next at "
+                                         f"{offset:#x})")
+            break
         header = _u32(data, offset)
         if header in (0, 0xFFFFFFFF):
             break
         if header & 0xFFFF == _ECAP_ACS:
             facts.acs = True
+            if offset + 8 > size:
+                for register in ("ACSCap", "ACSCtl"):
+                    _note(facts, f"{register}: beyond the {size} bytes read (ACS capability at {offset:#x})")
+                break
             facts.acs_capability = _bits(_u16(data, offset + 4))
             facts.acs_control = _bits(_u16(data, offset + 6))
         following = header >> 20 & 0xFFC
@@ -162,17 +230,66 @@ def parse_config_space(data: bytes, source: str | None = None) -> PciFacts:
     return facts
 
 
+def _read_pcie_capability(facts: PciFacts, data: bytes, pointer: int) -> None:
+    """The PCI Express capability's registers at ``pointer``, each only where all its bytes were read."""
+    size = len(data)
+
+    def whole(register: str, offset: int, length: int) -> bool:
+        if pointer + offset + length <= size:
+            return True
+        _note(facts, f"{register}: beyond the {size} bytes read (PCI Express capability at {pointer:#x})")
+        return False
+
+    if pointer + 4 <= size:
+        facts.port_type = PORT_TYPES.get(_u16(data, pointer + 2) >> 4 & 0xF, "other")
+    if whole("DevCap", 4, 4):
+        facts.max_payload_supported = 128 << (_u32(data, pointer + 4) & 0x7)
+    if whole("DevCtl", 8, 2):
+        control = _u16(data, pointer + 8)
+        facts.max_payload = 128 << (control >> 5 & 0x7)
+        facts.max_read_request = 128 << (control >> 12 & 0x7)
+    if facts.port_type in _NO_LINK:
+        return
+    if whole("LnkCap", 0x0C, 4):
+        capability = _u32(data, pointer + 0x0C)
+        facts.link_port = capability >> 24
+        facts.link_max_speed_gts = _SPEED_CODES.get(capability & 0xF)
+        facts.link_max_width = capability >> 4 & 0x3F
+        facts.link_max_gen = PCIE_GENERATIONS.get(facts.link_max_speed_gts)
+    if whole("LnkSta", 0x12, 2):
+        status = _u16(data, pointer + 0x12)
+        facts.link_speed_gts = _SPEED_CODES.get(status & 0xF)
+        facts.link_width = status >> 4 & 0x3F
+        facts.link_gen = PCIE_GENERATIONS.get(facts.link_speed_gts)
+
+
 # ------------------------------------------------------------------------------------------------ lspci text
 
 _HEADER = re.compile(r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<desc>\S.*)$")
 _HEX = re.compile(r"^(?P<offset>[0-9a-fA-F]{2,3}):(?P<bytes>(?: [0-9a-fA-F]{2}){1,16})\s*$")
+#: the last line of a cut dump: whole bytes, then perhaps half of one ("f0: 00 00 0")
+_HEX_CUT = re.compile(r"^(?P<offset>[0-9a-fA-F]{2,3}):(?P<bytes>(?: [0-9a-fA-F]{2}){0,15})(?: [0-9a-fA-F])?\s*$")
+#: "Bus: primary=%02x, secondary=%02x, subordinate=%02x, sec-latency=%d" (lspci.c since 1998): the comma after the
+#: subordinate bus proves it whole ("subordinate=0" may be "subordinate=04" cut short)
 _BUS = re.compile(r"Bus: primary=(?P<p>[0-9a-fA-F]+), secondary=(?P<s>[0-9a-fA-F]+), "
-                  r"subordinate=(?P<u>[0-9a-fA-F]+)")
+                  r"subordinate=(?P<u>[0-9a-fA-F]+),")
+#: a capability's header line: "Capabilities: [68] Express (v2) Endpoint, MSI 00", "Capabilities: [100 v1] ..."
+_CAP_HEADER = re.compile(r"^\s*Capabilities: \[(?P<offset>[0-9a-fA-F]+)(?: v\d+)?\]\s*(?P<name>.*)$")
 _EXPRESS = re.compile(r"Capabilities: \[[0-9a-fA-F]+\] Express \([^)]*\) (?P<type>[^,(]+?)(?:\s*\(|,|$)")
 _DEVCTL_SIZES = re.compile(r"MaxPayload (?P<mps>\d+) bytes, MaxReadReq (?P<mrrs>\d+) bytes")
 _DEVCAP = re.compile(r"DevCap:\s*MaxPayload (?P<mps>\d+) bytes")
+#: ls-caps.c cap_express_link: "LnkCap:\tPort #%d, Speed %s, Width x%d, ASPM %s" (the comma after the width
+#: proves it whole)
+_LNKCAP = re.compile(r"LnkCap:\s*Port #(?P<port>\d+), Speed (?P<speed>[\d.]+GT/s|unknown), Width x(?P<width>\d+),")
+#: "LnkSta:\tSpeed %s%s, Width x%d%s": before pciutils 3.6 the status flags follow on the same line after a comma;
+#: 3.6 and 3.7 add " (ok)" or " (downgraded)" ("(strange)" above LnkCap); 3.8 and later " (downgraded)" or
+#: " (overdriven)" only, and end the line after the width
+_LNKSTA = re.compile(r"LnkSta:\s*Speed (?P<speed>[\d.]+GT/s|unknown)(?: \((?P<speed_note>[a-z]+)\))?, "
+                     r"Width x(?P<width>\d+)(?: \((?P<width_note>[a-z]+)\))?(?P<end>,|\s*$)")
 _ACS_LINE = re.compile(r"^\s*(?P<reg>ACSCap|ACSCtl):\s*(?P<flags>.*)$")
 _FLAG = re.compile(r"(?P<name>[A-Za-z]+)(?P<sign>[+-])")
+#: a register's label at the start of its line ("DevCtl:\tCorrErr- ...", "LnkSta:\tSpeed ...")
+_LABEL = re.compile(r"^\s*(?P<label>[A-Za-z][\w ]*?):")
 _DRIVER = re.compile(r"Kernel driver in use:\s*(?P<driver>\S+)")
 _IDS = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
 #: ``lspci -n``'s header: "05:01.0 Class 0604: Device 10b5:9716 (rev aa)"
@@ -180,10 +297,17 @@ _NUMERIC = re.compile(r"^Class (?P<cls>[0-9a-fA-F]{4}): Device (?P<vendor>[0-9a-
 #: shell lines around a paste of lspci (or setpci, lsmod) output: `# lspci -vvv | grep ACSCtl`, `$ sudo setpci ...`
 _COMMAND = re.compile(r"^\s*(?:\S*[$#%>]\s*)?(?:sudo\s+)?(?:\S*/)?(?:lspci|setpci|grep|lsmod)\b")
 _ELLIPSIS = re.compile(r"^\s*\.{3,}\s*$")
+#: what `sudo lspci -vvv` leaves in a terminal above the output: "[sudo] password for alice: " (sudo's prompt is
+#: translated, so only its "[sudo]" tag is matched)
+_SUDO_PROMPT = re.compile(r"^\s*\[sudo\] .*:\s*$")
 #: lspci -vvv's class names of the functions the platform checks care about
 _CLASS_NAMES = {"VGA compatible controller": 0x0300, "3D controller": 0x0302, "Display controller": 0x0380,
                 "Ethernet controller": 0x0200, "Infiniband controller": 0x0207, "Network controller": 0x0280,
                 "PCI bridge": 0x0604, "Host bridge": 0x0600}
+#: the registers lspci -vv prints under a capability's header, and the labels of their lines
+_EXPRESS_REGISTERS = ("DevCap", "DevCtl")
+_LINK_REGISTERS = ("LnkCap", "LnkSta")
+_ACS_REGISTERS = ("ACSCap", "ACSCtl")
 
 
 @dataclass
@@ -197,6 +321,13 @@ class LspciDevice:
     driver: str | None = None
     access_denied: bool = False  # "Capabilities: <access denied>": lspci was run without root
     hex_bytes: bytearray = field(default_factory=bytearray)
+    hex_cut: str | None = None  # the dump's last line, where it is cut within a line
+    capabilities_shown: bool = False  # lspci printed a standard capability (it could read them)
+    extended_shown: bool = False  # lspci printed an extended capability ([100] and above: it could read them)
+    #: registers the capability headers promise (lspci -vv prints them under the header), with that header
+    expected: dict[str, str] = field(default_factory=dict, repr=False)
+    #: registers whose label line was seen, with the last line of text that belongs to each
+    labels: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def bus(self) -> tuple[str, int] | None:
@@ -237,21 +368,46 @@ def _common_indent(lines: list[str]) -> str:
     return ""
 
 
+def _noise(line: str) -> bool:
+    """A line pasted around lspci's output: a command line, an elision, a fence, sudo's password prompt."""
+    return bool(_COMMAND.match(line) or _ELLIPSIS.match(line) or _SUDO_PROMPT.match(line) or paste_noise(line))
+
+
+def _segment_ends(lines: list[str]) -> set[int]:
+    """The (1-based) lines after which the text of lspci's output stops: the last line, and lines followed by
+    something pasted around it (a command line, an elision, a fence). A paste is cut there if anywhere."""
+    ends: set[int] = set()
+    previous = None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if previous is not None and not line[:1].isspace() and not _HEADER.match(line) \
+                and not _HEX_CUT.match(line) and not _ACS_LINE.match(line) and _noise(line):
+            ends.add(previous)
+        previous = number
+    if previous is not None:
+        ends.add(previous)
+    return ends
+
+
 def parse_lspci(text: str) -> list[LspciDevice]:
     """Every function of an ``lspci -v``/``-vv``/``-vvv`` (``-xxx``/``-xxxx`` hex dumps too) output, or of a
     ``grep`` of one (``lspci -vvv | grep ACSCtl``: devices without a bus id), in order.
 
-    Reads pastes (prompts, command lines, fences, ``...`` elisions, a common indent). Raises ValueError for
-    empty text or a line that belongs to no lspci output."""
+    Reads pastes (prompts, sudo's password prompt, command lines, fences, ``...`` elisions, a common indent).
+    Where the paste is cut within a register, that register is listed in ``facts.unreadable`` and its fields
+    stay None. Raises ValueError for empty text or a line that belongs to no lspci output."""
     lines = [ANSI.sub("", line.rstrip("\r\n")) for line in text.splitlines()]
     indent = _common_indent(lines)
+    lines = [raw[len(indent):] if indent and raw.startswith(indent) else raw for raw in lines]
+    ends = _segment_ends(lines)
     devices: list[LspciDevice] = []
     current: LspciDevice | None = None
     context = ""  # the register the continuation lines belong to (DevCap, DevCtl, ...)
-    for number, raw in enumerate(lines, 1):
-        line = raw[len(indent):] if indent and raw.startswith(indent) else raw
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        at_end = number in ends
         header = _HEADER.match(line)
         if header:
             current = LspciDevice(bdf=normalize_bdf(header.group("bdf")), description=header.group("desc"),
@@ -265,7 +421,7 @@ def parse_lspci(text: str) -> list[LspciDevice]:
             devices.append(current)
             context = ""
             continue
-        hex_line = _HEX.match(line)
+        hex_line = _HEX.match(line) or (_HEX_CUT.match(line) if at_end and current is not None else None)
         if hex_line and current is not None:
             offset = int(hex_line.group("offset"), 16)
             values = bytes(int(b, 16) for b in hex_line.group("bytes").split())
@@ -273,23 +429,29 @@ def parse_lspci(text: str) -> list[LspciDevice]:
                 raise ValueError(f"lspci line {number}: hex dump of {current.bdf} jumps to offset {offset:#x} "
                                  f"after {len(current.hex_bytes)} bytes")
             current.hex_bytes.extend(values)
+            if len(values) < 16 or hex_line.re is _HEX_CUT:
+                if not at_end:
+                    raise ValueError(f"lspci line {number}: hex dump of {current.bdf} has {len(values)} bytes at "
+                                     f"{offset:#x}, and lspci prints 16 a line")
+                current.hex_cut = (f"its last line ({offset:#x}) is cut after {len(values)} of 16 bytes: "
+                                   f"{line.strip()!r}")
             continue
         acs = _ACS_LINE.match(line)
         if acs and (current is None or not line[:1].isspace()):
             # a grep of lspci -vvv: the register without the device it belongs to
-            current = LspciDevice(bdf=None, description=f"(a `{acs.group('reg')}:` line without its device)",
-                                  line=number)
-            devices.append(current)
-            _read_block_line(current, line, acs.group("reg"))
+            loose = LspciDevice(bdf=None, description=f"(a `{acs.group('reg')}:` line without its device)",
+                                line=number)
+            devices.append(loose)
+            _read_block_line(loose, line, acs.group("reg"), at_end)
             current = None
             continue
         if current is not None and line[:1].isspace():
-            label = re.match(r"^\s*([A-Za-z][\w ]*?):", line)
-            if label and not label.group(1).startswith("Max"):
-                context = label.group(1)
-            _read_block_line(current, line, context)
+            label = _LABEL.match(line)
+            if label and not label.group("label").startswith("Max"):
+                context = label.group("label")
+            _read_block_line(current, line, context, at_end)
             continue
-        if _COMMAND.match(line) or _ELLIPSIS.match(line) or paste_noise(line):
+        if _noise(line):
             current = None
             continue
         raise ValueError(f"line {number} is not lspci output: {line.strip()[:80]!r} (expected a function's header "
@@ -297,36 +459,38 @@ def parse_lspci(text: str) -> list[LspciDevice]:
     if not devices:
         raise ValueError("no PCI function in the text (expected lspci -vvv output: '03:00.0 Class: Vendor ...')")
     for device in devices:
+        _close(device)
         _merge_hex(device)
     return devices
 
 
-def _read_block_line(device: LspciDevice, line: str, context: str) -> None:
+def _read_block_line(device: LspciDevice, line: str, context: str, at_end: bool = False) -> None:
     facts = device.facts
     if "<access denied>" in line:
         device.access_denied = True
         facts.capabilities_unreadable = "lspci ran without root: 'Capabilities: <access denied>'"
         facts.extended_unreadable = facts.capabilities_unreadable
         return
+    if context in REGISTER_FIELDS:
+        device.labels[context] = line.strip()
     bus = _BUS.search(line)
     if bus:
         facts.header_type = 1
         facts.secondary_bus, facts.subordinate_bus = int(bus["s"], 16), int(bus["u"], 16)
         return
-    express = _EXPRESS.search(line)
-    if express:
-        facts.pcie = True
-        kind = express.group("type").strip()
-        facts.port_type = next((ours for words, ours in _LSPCI_PORT_TYPES if kind.startswith(words)), kind)
+    cap = _CAP_HEADER.match(line)
+    if cap:
+        _read_capability_header(device, line, cap, at_end)
         return
     acs = _ACS_LINE.match(line)
     if acs:
-        flags = _flags(acs.group("flags"))
-        facts.acs = True
-        if acs.group("reg") == "ACSCap":
-            facts.acs_capability = flags
-        else:
-            facts.acs_control = flags
+        _read_acs(device, acs.group("reg"), acs.group("flags"))
+        return
+    if context == "LnkCap":
+        _read_link_capabilities(device, line)
+        return
+    if context == "LnkSta":
+        _read_link_status(device, line, at_end)
         return
     devcap = _DEVCAP.search(line)
     if devcap:
@@ -341,20 +505,129 @@ def _read_block_line(device: LspciDevice, line: str, context: str) -> None:
         device.driver = driver["driver"]
 
 
+def _read_capability_header(device: LspciDevice, line: str, cap: re.Match, at_end: bool) -> None:
+    facts = device.facts
+    offset = int(cap["offset"], 16)
+    if offset >= 0x100:
+        device.extended_shown = True
+    else:
+        device.capabilities_shown = True
+    where = f"[{cap['offset']}]"
+    express = _EXPRESS.search(line)
+    if express:
+        facts.pcie = True
+        kind = express.group("type").strip()
+        if at_end and "," not in line[express.end("type"):]:
+            # lspci goes on with ", MSI 00" or ", IntMsgNum 0": without it the port type may be cut ("Endpo")
+            _note(facts, f"Express: the text ends in the capability's header at {where}: {line.strip()!r}")
+            return
+        facts.port_type = next((ours for words, ours in _LSPCI_PORT_TYPES if kind.startswith(words)), kind)
+        registers = _EXPRESS_REGISTERS + (() if facts.port_type in _NO_LINK else _LINK_REGISTERS)
+        device.expected.update(dict.fromkeys(registers, f"the PCI Express capability at {where}"))
+    elif cap["name"].startswith("Access Control Services"):
+        facts.acs = True
+        device.expected.update(dict.fromkeys(_ACS_REGISTERS, f"the ACS capability at {where}"))
+
+
+def _read_acs(device: LspciDevice, register: str, text: str) -> None:
+    """``ACSCap:``/``ACSCtl:``: lspci prints all seven bits; a line with fewer was cut, and is not a reading."""
+    facts = device.facts
+    facts.acs = True
+    flags = _flags(text)
+    if len(flags) < len(ACS_BITS):
+        missing = [bit for bit in ACS_BITS if bit not in flags]
+        read = " ".join(f"{bit}{'+' if value else '-'}" for bit, value in flags.items())
+        after = f"after {read.split()[-1]}" if read else "before its first bit"
+        _note(facts, f"{register}: cut {after} ({len(missing)} of {len(ACS_BITS)} bits missing: "
+                     f"{', '.join(missing)})")
+        return
+    if register == "ACSCap":
+        facts.acs_capability = flags
+    else:
+        facts.acs_control = flags
+
+
+def _read_link_capabilities(device: LspciDevice, line: str) -> None:
+    facts = device.facts
+    cap = _LNKCAP.search(line)
+    if not cap:
+        return  # the continuation line ("ClockPM+ Surprise- ..."), or a cut one: _close names it
+    facts.link_port = int(cap["port"])
+    facts.link_max_speed_gts = _gts(cap["speed"])
+    facts.link_max_width = int(cap["width"])
+    facts.link_max_gen = PCIE_GENERATIONS.get(facts.link_max_speed_gts)
+
+
+def _read_link_status(device: LspciDevice, line: str, at_end: bool) -> None:
+    facts = device.facts
+    status = _LNKSTA.search(line)
+    if not status:
+        return  # the flags line of lspci 3.6 and later, or a cut one: _close names it
+    facts.link_speed_gts = _gts(status["speed"])
+    facts.link_gen = PCIE_GENERATIONS.get(facts.link_speed_gts)
+    facts.link_speed_downgraded = _downgraded(status["speed_note"])
+    if at_end and not status["end"].strip() and not status["width_note"]:
+        # "Width x1" at the end of the text may be "Width x16" cut short: the speed before it was read whole
+        _note(facts, f"LnkSta: the text ends at {line.strip()!r}: the width may be cut short")
+        return
+    facts.link_width = int(status["width"])
+    facts.link_width_downgraded = _downgraded(status["width_note"])
+
+
+def _gts(text: str) -> float | None:
+    return None if text == "unknown" else float(text.removesuffix("GT/s"))
+
+
+def _downgraded(note: str | None) -> bool | None:
+    return None if note is None else note == "downgraded"
+
+
+def _close(device: LspciDevice) -> None:
+    """At the end of a function's text: each register a capability header promised, or whose label was seen,
+    that was not read whole is named in ``facts.unreadable``."""
+    facts = device.facts
+    for register in dict.fromkeys([*device.expected, *device.labels]):
+        entry = f"{register}:"
+        if _was_read(facts, entry) or facts.unreadable_reason(register):
+            continue
+        if register in device.labels:
+            _note(facts, f"{register}: not read whole: the text of it ends at {device.labels[register]!r}")
+        else:
+            _note(facts, f"{register}: not in the text ({device.expected[register]} shows no {register} line)")
+
+
 def _merge_hex(device: LspciDevice) -> None:
     """Where lspci also dumped the bytes, they fill what the decoded lines did not say (a ``-xxxx`` without
-    ``-v``), and their size says what could be read."""
-    if len(device.hex_bytes) < 64:
-        return
-    dumped = parse_config_space(bytes(device.hex_bytes), f"lspci hex dump ({len(device.hex_bytes)} bytes)")
+    ``-v``), and their size says what could be read. lspci prints the dump after all the decoded lines
+    (show_device in lspci.c), so a dump also proves those lines whole."""
+    size = len(device.hex_bytes)
     facts = device.facts
+    if not size:
+        return
+    cut = device.hex_cut or (None if size in _DUMP_SIZES else
+                             f"it ends after {size} bytes ({size:#x}), and lspci dumps 64, 256 or 4096")
+    if cut:
+        _note(facts, f"hex dump: {cut}")
+    if size < 64:
+        return
+    dumped = parse_config_space(bytes(device.hex_bytes), f"lspci hex dump ({size} bytes)")
     decoded = facts.pcie is not None or facts.acs_control is not None or facts.header_type is not None
     for name, value in dumped.to_dict().items():
-        if name == "source":
+        if name in ("source", "unreadable"):
             continue
+        if name == "capabilities_unreadable" and device.capabilities_shown:
+            continue  # lspci printed the capabilities: it could read them, whatever the dump's size
+        if name == "extended_unreadable" and device.extended_shown:
+            continue  # likewise: a 256-byte -xxx dump of a function whose [100]+ capabilities lspci printed
         if getattr(facts, name) is None or name in ("config_bytes", "vendor_id", "device_id", "class_code"):
             setattr(facts, name, value)
-    facts.source = f"lspci -vvv text and hex dump ({len(device.hex_bytes)} bytes)" if decoded else dumped.source
+    if device.extended_shown and facts.acs is None:
+        facts.acs = False  # lspci printed the extended capabilities, all of them (the dump follows), and no ACS
+    facts.unreadable = [entry for entry in facts.unreadable if not _was_read(facts, entry)]
+    for entry in dumped.unreadable:
+        if not _was_read(facts, entry):
+            _note(facts, entry)
+    facts.source = f"lspci -vvv text and hex dump ({size} bytes)" if decoded else dumped.source
 
 
 def parse_lspci_hex(text: str) -> dict[str, bytes]:
