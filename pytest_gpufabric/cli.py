@@ -205,7 +205,8 @@ EXIT_REJECTED, EXIT_USAGE = 1, 4  # `gpufabric fleet report`, as pytest's
 
 
 def cmd_fleet_report(args: argparse.Namespace) -> int:
-    """One verdict for a fleet from its nodes' results folders; exit 0 accepted, 1 rejected, 4 usage error."""
+    """One verdict for a fleet from its nodes' results folders; exit 0 accepted, 1 rejected, 6 incomplete, 7 not
+    tested (no node could be examined), 4 a usage error."""
     import os
 
     from .fleet.report import build_fleet_document, expected_nodes, write_fleet_report
@@ -242,7 +243,9 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
         for problem in fabric["problems"][:10]:
             print(f"  fabric: {problem}")
     print("  " + ", ".join(str(path) for path in paths.values()))
-    return EXIT_OK if document["verdict"] == "ACCEPTED" else EXIT_REJECTED
+    from .verdict import EXIT_CODES
+
+    return EXIT_CODES[document["verdict"]]
 
 
 def cmd_fleet_fabric(args: argparse.Namespace) -> int:

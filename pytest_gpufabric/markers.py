@@ -1,7 +1,8 @@
 """Markers -> requirements -> a decision: run, skip (not promised) or fail (promised and missing).
 
 The rule users rely on: with a profile, a test of hardware the profile does not promise is skipped, and a
-test of hardware it promises fails when the machine lacks it; every reason names the missing thing. Without
+test of hardware it promises fails when the machine lacks it; every reason names the missing thing. Where the
+evidence cannot tell (no driver, a bundle without GPUs) the promise is "not checked", never failed. Without
 a profile nothing is promised, so a requirement the machine does not meet is a skip.
 """
 
@@ -23,7 +24,7 @@ MARKERS = {
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "run" | "skip" | "fail"
+    action: str  # "run" | "skip" (not promised) | "fail" (promised and missing) | "not checked" (no evidence)
     reason: str = ""
 
 
@@ -148,9 +149,11 @@ def decide(name: str, arguments: dict, profile: Profile | None, fabric: Fabric |
         if not_promised:
             return Decision("skip", not_promised)
     if fabric is None and not (name == "rdma" and rdma_devices is not None):  # RDMA is read without NVML
-        if profile is not None:
-            return Decision("fail", why_no_fabric)
-        return Decision("skip", why_no_fabric)
+        # the machine could not be read: a promise of it is not checked, never failed (nothing was examined)
+        return Decision("not checked" if profile is not None else "skip", why_no_fabric)
+    if name in ("gpu", "nvlink") and not fabric.gpus_recorded:
+        why = f"{fabric.source} records no GPUs"
+        return Decision("not checked" if profile is not None else "skip", why)
     missing = present(fabric, **arguments, devices=rdma_devices) if name == "rdma" else present(fabric, **arguments)
     if not missing:
         return RUN

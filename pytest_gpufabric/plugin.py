@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from . import __version__
-from .errors import GpuFabricError, HardwareUnavailable
+from .errors import GpuFabricError
 from .markers import MARKERS, decide, marker_arguments
+from .promise import MARKER_HELP as PROMISE_MARKER_HELP
+from .promise import not_checked
 
 SESSION_KEY = pytest.StashKey["FabricSession"]()
 IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
@@ -44,6 +46,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for flag, ini, metavar, help_text in options:
         group.addoption(flag, dest=ini, metavar=metavar, default=None, help=help_text)
         parser.addini(ini, f"default for {flag}: {help_text}", default=None)
+    waive_help = ("agree not to hold the machine to a promise: ID is a promise id as the report names it "
+                  "(gpu-memory[GPU0]), the id without its parameters (gpu-memory) or a pattern; REASON says who agreed "
+                  "and why. Repeatable; shown on the report's cover and in the results")
+    group.addoption("--gpu-waive", dest="gpu_waive", metavar="ID=REASON", action="append", default=[],
+                    help=waive_help)
+    parser.addini("gpu_waive", f"waivers, one ID=REASON per line: {waive_help}", type="linelist", default=[])
 
 
 def _option(config: pytest.Config, name: str) -> str | None:
@@ -53,6 +61,7 @@ def _option(config: pytest.Config, name: str) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    config.addinivalue_line("markers", PROMISE_MARKER_HELP)
     profile_spec, replay = _option(config, "gpu_profile"), _option(config, "gpu_replay")
     if not profile_spec and not replay:
         return
@@ -81,7 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except (GpuFabricError, ValueError) as exc:
         raise pytest.UsageError(f"--gpu-report-dir: {exc}") from None
     fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir,
-                                   fleet_id=fleet_id(given_fleet_id, dict(os.environ)))
+                                   fleet_id=fleet_id(given_fleet_id, dict(os.environ)),
+                                   waivers=_waivers(config, profile))
     if replay:
         # A bundle is the user's input: read it now, so a bad one is a usage error before anything runs.
         fabric_session.discover()
@@ -100,6 +110,18 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report.html import HtmlSections
 
         config.pluginmanager.register(HtmlSections(config.stash[SESSION_KEY]), "gpufabric-html")
+
+
+def _waivers(config: pytest.Config, profile) -> list:
+    """The profile's ``waive:`` list and the run's --gpu-waive ID=REASON (the ini's lines when none is given)."""
+    from .verdict import parse_waiver
+
+    given = config.getoption("gpu_waive") or config.getini("gpu_waive") or []
+    try:
+        waivers = [parse_waiver(text) for text in given]
+    except ValueError as exc:
+        raise pytest.UsageError(f"--gpu-waive {exc}") from None
+    return (profile.waivers if profile is not None else []) + waivers
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -244,12 +266,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     suite = SUITES_DIR / "test_platform.py"
     dropped = [item for item in items if item.path == suite]
+    for item in dropped:
+        item.gpufabric_not_promised = True  # not "deselected by the user": RunRecorder counts no promise for it
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item.path != suite]
 
 
+def _judge_promise(item: pytest.Item, fabric_session) -> None:
+    """Before any fixture runs: which promise the test judges (carried in its reports, for the verdict), and
+    whether the profile makes it at all (else a plain skip) or it was waived (a skip saying so)."""
+    from .paths import SUITES_DIR
+    from .promise import not_asked, promise_of, promised, waived
+    from .report.recorder import PROMISE_PROPERTY
+    from .verdict import waiver_for
+
+    promise_id, what, condition = promise_of(item, SUITES_DIR)
+    item.user_properties.append((PROMISE_PROPERTY, promise_id))
+    profile = fabric_session.profile
+    if not promised(condition, profile, item):
+        pytest.skip(f"profile {profile.name} promises no {what or promise_id}")
+    why_not = not_asked(item, fabric_session)
+    if why_not:
+        pytest.skip(why_not)
+    waiver = waiver_for(promise_id, fabric_session.waivers)
+    if waiver is not None:
+        waived(f"{waiver.reason} ({waiver.source})")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    fabric_session = item.config.stash.get(SESSION_KEY, None)
+    if fabric_session is not None and fabric_session.profile is not None:
+        _judge_promise(item, fabric_session)
     marks = [m for m in item.iter_markers() if m.name in MARKERS]
     if not marks:
         return
@@ -271,6 +319,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                           rdma_devices)
         if decision.action == "skip":
             pytest.skip(decision.reason)
+        if decision.action == "not checked":
+            not_checked(decision.reason)
         if decision.action == "fail":
             _fail_in_call(item, decision.reason)
 
@@ -322,10 +372,9 @@ def fabric(request: pytest.FixtureRequest):
     if error is not None:
         if fabric_session.profile is None:
             pytest.skip(f"no machine to test and nothing promised: {error}")
-        if isinstance(error, HardwareUnavailable):
-            # One sentence for the whole run, not one per test: stop after this test.
-            request.session.shouldfail = str(error)
-        pytest.fail(str(error), pytrace=False)
+        # the machine could not be read: nothing that needs it was checked (NOT TESTED, never a rejection), and
+        # what can be read without it (RDMA, from sysfs) is still judged
+        not_checked(str(error))
     return fabric_session.fabric
 
 
@@ -344,7 +393,7 @@ def gpus(gpu_profile, fabric):
 
 def _skip_without_gpu_evidence(fabric) -> None:
     if not fabric.gpus_recorded:
-        pytest.skip(f"{fabric.source} records no GPUs (nvidia-smi-topo-m.txt, nvidia-smi-q.xml or nvml.json)")
+        not_checked(f"{fabric.source} records no GPUs (nvidia-smi-topo-m.txt, nvidia-smi-q.xml or nvml.json)")
 
 
 def _promised_gpu(request: pytest.FixtureRequest, profile, fabric, index: int):
@@ -411,7 +460,7 @@ def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: st
     """A suite's measurement for this test: made once per run (FabricSession caches it, and its failure).
 
     A measurement that failed is the test's failure, one line, reported when the test runs (not a set-up
-    error); a bundle that recorded nothing for it is a skip."""
+    error); a bundle that recorded nothing for it leaves the promise not checked."""
     try:
         measurement = _session(request.config).measurement(name)
     except GpuFabricError as exc:
@@ -422,7 +471,7 @@ def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: st
         _fail_in_call(request.node, failure)
         return None
     if measurement is None:
-        pytest.skip(nothing_recorded)
+        not_checked(nothing_recorded)
     return measurement
 
 
@@ -467,8 +516,9 @@ def rdma_devices(request: pytest.FixtureRequest):
 @pytest.fixture
 def burn_in(request: pytest.FixtureRequest, gpu_profile, fabric):
     """The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay)."""
-    if not _option(request.config, "gpu_burn_in") and not _session(request.config).replay:
-        pytest.skip("no --gpu-burn-in DURATION given")
+    fabric_session = _session(request.config)
+    if not fabric_session.has_burn_in:
+        pytest.skip(fabric_session.has_burn_in_why)
     return _measurement(request, "burn_in", "the bundle holds no burn-in log (gpufabric-burnin.jsonl)")
 
 
@@ -525,7 +575,7 @@ def platform_facts(request: pytest.FixtureRequest):
         _fail_in_call(request.node, str(facts))
         return None
     if facts is None:
-        pytest.skip("the bundle records no platform settings (platform.json from gpufabric snapshot, lspci-vvv.txt, "
+        not_checked("the bundle records no platform settings (platform.json from gpufabric snapshot, lspci-vvv.txt, "
                     "lsmod.txt, proc-cmdline.txt or dmesg.txt)")
     return facts
 
@@ -565,14 +615,14 @@ def gpufabric_extra(request: pytest.FixtureRequest):
 @pytest.fixture
 def gpufabric_check(request: pytest.FixtureRequest):
     """Record a CheckResult in the run's results and turn its verdict into the test's outcome."""
-    from .checks.result import FAILED, UNKNOWN
+    from .checks.result import FAILED, NOT_CHECKED
     from .report.recorder import CHECK_PROPERTY
 
     def check(result):
         # carried in the report (user_properties travel from pytest-xdist workers too), recorded by RunRecorder
         request.node.user_properties.append((CHECK_PROPERTY, result.to_dict()))
-        if result.verdict == UNKNOWN:
-            pytest.skip(result.message)
+        if result.verdict == NOT_CHECKED:
+            not_checked(result.message)
         if result.verdict == FAILED:
             pytest.fail(result.message, pytrace=False)
         return result

@@ -42,10 +42,25 @@ class FabricSession:
     burn_in: object = None  # workloads.burn_in.BurnIn: the burn-in as far as it got (live), or the bundle's
     #: the health watchdog's records: per test the counters that rose, the timeline, XID events
     health: dict = field(default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
+    waivers: list = field(default_factory=list)  # verdict.Waiver: the profile's waive: list and --gpu-waive
 
     @property
     def mode(self) -> str:
         return "replay" if self.replay else "live"
+
+    @property
+    def has_burn_in(self) -> bool:
+        """Whether this run judges a burn-in: one asked for (--gpu-burn-in), or one the replayed bundle holds."""
+        if self.burn_in_duration:
+            return True
+        from .workloads.burn_in import LOG_FILE
+
+        return bool(self.replay) and self.bundle_dir is not None and (self.bundle_dir / LOG_FILE).is_file()
+
+    @property
+    def has_burn_in_why(self) -> str:
+        return ("no burn-in was asked for (--gpu-burn-in DURATION)" if not self.replay else
+                "the bundle holds no burn-in (gpufabric-burnin.jsonl), and none was asked for (--gpu-burn-in)")
 
     def discover(self) -> None:
         """Read the machine once (NVML, or the bundle). A failure is kept and reported by every test that
@@ -191,26 +206,39 @@ class FabricSession:
         self.extras.setdefault(nodeid, []).append(extra)
 
     def results_document(self, outcomes: dict[str, str], exitstatus: int, skip_reasons: dict[str, str] | None = None,
-                         durations: dict[str, float] | None = None, finished: bool = True) -> dict:
-        """The JSON results: machine, profile, each check, and the verdict a customer signs.
+                         durations: dict[str, float] | None = None, finished: bool = True,
+                         promise_ids: dict[str, str] | None = None, messages: dict[str, str] | None = None,
+                         not_run: dict[str, str] | None = None) -> dict:
+        """The JSON results: machine, profile, each check, each promise's outcome, and the verdict a customer signs.
 
         Its shape is ``report/results.schema.json`` (the tests validate every document they produce against it).
-        ``skip_reasons`` and ``durations`` (seconds, set-up + call + teardown) are by test node id. While the run
-        goes on (``finished`` False) the document has no end time and the verdict INCOMPLETE: what a crash or a
-        power loss leaves on disk says so, with everything measured until then."""
+        ``skip_reasons``, ``durations`` (seconds, set-up + call + teardown), ``promise_ids`` (the promise each
+        test judged) and ``messages`` (why a test failed or broke) are by test node id; ``not_run``: promise id ->
+        why it was never judged. While the run goes on (``finished`` False) the document has no end time and the
+        verdict INCOMPLETE: what a crash or a power loss leaves on disk says so, with everything measured until
+        then."""
         from .report.results import nccl_versions
+        from .verdict import EXIT_CODES, build_promises, judge
+        from .verdict import counts as promise_counts
 
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
-        if finished:
-            verdict, reason = self._verdict(counts, exitstatus)
+        skip_reasons, messages, promise_ids = dict(skip_reasons or {}), dict(messages or {}), dict(promise_ids or {})
+        promises = build_promises(
+            (nodeid, promise_ids.get(nodeid), outcome,
+             skip_reasons.get(nodeid, "") if outcome == "skipped" else
+             ("the test broke: " if outcome == "error" else "") + messages.get(nodeid, ""))
+            for nodeid, outcome in outcomes.items())
+        if self.profile is None:
+            verdict, reason = None, "no profile: nothing was promised"
         else:
-            verdict, reason = "INCOMPLETE", (f"the run had not finished when this was written ({len(outcomes)} "
-                                             "test(s) reported): no verdict")
+            unfinished = (_CUT_SHORT.get(exitstatus) if finished else
+                          f"the run had not finished when this was written ({len(outcomes)} test(s) reported)")
+            verdict, reason = judge(promises, self._machine_error(), unfinished, not_run)
         fabric = self._fabric
         return {
-            "schema_version": 1,
+            "schema_version": 2,
             "plugin_version": __version__,
             "started_at": self.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,
@@ -224,9 +252,15 @@ class FabricSession:
             "machine_error": None if self._discovery_error is None else str(self._discovery_error),
             "checks": self.results,
             "tests": outcomes,
-            "skip_reasons": dict(skip_reasons or {}),
+            "skip_reasons": skip_reasons,
             "durations": {nodeid: round(seconds, 6) for nodeid, seconds in (durations or {}).items()},
-            "summary": {**counts, "verdict": verdict, "verdict_reason": reason},
+            "promises": [p.to_dict() for p in promises],
+            "not_run": dict(not_run or {}),
+            "waivers": [{"promise": w.promise, "reason": w.reason, "source": w.source,
+                         "matched": [p.id for p in promises if p.outcome == "waived" and w.matches(p.id)]}
+                        for w in self.waivers],
+            "summary": {**counts, "promises": promise_counts(promises), "verdict": verdict, "verdict_reason": reason,
+                        "exit_code": EXIT_CODES.get(verdict) if verdict else None},
             # the watchdog's record (live runs): per test the counters that rose, the timeline, XID events
             "health": self.health,
             **({"burn_in": self._burn_in_summary()} if self.burn_in is not None else {}),
@@ -238,17 +272,14 @@ class FabricSession:
         log = (self.bundle_dir if self.replay else self.report_dir) / LOG_FILE
         return self.burn_in.summary(log)
 
-    def _verdict(self, counts: dict[str, int], exitstatus: int) -> tuple[str | None, str]:
-        """ACCEPTED only when a profile was judged, something passed, and nothing failed or broke."""
-        if self.profile is None:
-            return None, "no profile: nothing was promised"
-        if counts["failed"] or counts["error"]:
-            return "REJECTED", f"{counts['failed']} failed, {counts['error']} error(s)"
-        if not counts["passed"]:
-            return "REJECTED", "no check ran"
-        if exitstatus != 0:
-            return "REJECTED", f"the run ended with exit status {exitstatus}"
-        return "ACCEPTED", f"{counts['passed']} passed, {counts['skipped']} skipped (not promised or not recorded)"
+    def _machine_error(self) -> str | None:
+        """Why this machine could not be read at all (a live run without a driver): nothing that needs it was
+        examined. A bad bundle never gets here: it is a usage error before the run."""
+        return None if self._discovery_error is None else str(self._discovery_error)
+
+
+#: pytest's exit statuses of a run that did not get to its end
+_CUT_SHORT = {2: "the run was interrupted", 3: "pytest hit an internal error", 4: "the run stopped on a usage error"}
 
 
 def machine_summary(fabric: Fabric) -> dict:

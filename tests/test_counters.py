@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.checks.nvlink_traffic import check_allreduce_volume, check_links_carry_traffic
-from pytest_gpufabric.checks.result import FAILED, PASSED, UNKNOWN
+from pytest_gpufabric.checks.result import FAILED, NOT_CHECKED, PASSED
 from pytest_gpufabric.errors import BundleError
 from pytest_gpufabric.fabric.bundle import load_nvlink_recording
 from pytest_gpufabric.fabric.counters import (
@@ -524,7 +524,7 @@ def test_volume_is_unknown_without_a_workload_result():
     assert m.workload is None and m.expected_bytes is None and m.env == {}
     links = m.traffic.deltas[0]
     result = check_allreduce_volume(0, links, m.expected_bytes, 0.9, m.describe(), m.env)
-    assert result.verdict == UNKNOWN and result.found is None
+    assert result.verdict == NOT_CHECKED and result.found is None
     assert "volume" in result.message
     # link growth is still judged: both bridge links moved
     assert check_links_carry_traffic(0, links, 2, m.describe(), m.env).verdict == PASSED

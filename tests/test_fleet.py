@@ -81,7 +81,10 @@ def test_the_recorded_fleet(tmp_path):
     assert document["verdict"] == "REJECTED"
     assert document["missing"] == ["h200i"]
     assert document["counts"] == {"nodes": 9, "expected": 10, "accepted": 7, "rejected": 1, "incomplete": 0,
-                                  "unreadable": 1, "missing": 1, "outlier_nodes": 0, "drifted_nodes": 1}
+                                  "not_tested": 0, "unreadable": 1, "missing": 1, "outlier_nodes": 0,
+                                  "drifted_nodes": 1}
+    assert document["reason"].startswith("1 node(s) rejected: h200d; ")
+    assert "1 node(s) never reported: h200i" in document["reason"]
     # the rejected node and its failed check, as its own results say
     h200d = _node(document, "h200d")
     recorded = [c for c in _recorded("h200d")["checks"] if c["verdict"] == "failed"]
@@ -140,7 +143,7 @@ def test_fleet_report_command(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["fleet", "report", str(root), "--expect", ",".join(FLEET), "-o", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert printed.startswith("fleet: REJECTED: 1 node(s) not accepted: h200d (REJECTED)")
+    assert printed.startswith("fleet: REJECTED: 1 node(s) rejected: h200d")
     assert "drift h200x4a: gpu_count 4 (fleet: 2)" in printed
     document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))
     validate_fleet_document(document)

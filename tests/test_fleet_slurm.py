@@ -64,8 +64,10 @@ def test_a_fleet_accepted_through_slurm(slurm, tmp_path):
     nodes = {n["name"]: n for n in document["nodes"]}
     assert document["missing"] == ["h200h"]
     assert len(document["fleet_ids"]) == 1  # every task of the one srun
+    # the nodes that replayed one suite's recording or a snapshot alone show only part of the profile: incomplete,
+    # not accepted and not accused
     assert {name: n["verdict"] for name, n in nodes.items()} == {
-        "h200c": "ACCEPTED", "h200e": "ACCEPTED", "h200g": "ACCEPTED", "h200f": "ACCEPTED",
+        "h200c": "ACCEPTED", "h200e": "INCOMPLETE", "h200g": "INCOMPLETE", "h200f": "INCOMPLETE",
         "h200a": "REJECTED", "h200x4b": "REJECTED"}
 
     # the planted fault, as the recorded log has it: GPU1 of the first host, by serial, with its wrong elements

@@ -30,7 +30,7 @@ from pytest_gpufabric.checks.memory import (
     check_oom_clean,
     predicted_peak_bytes,
 )
-from pytest_gpufabric.checks.result import FAILED, PASSED, UNKNOWN
+from pytest_gpufabric.checks.result import FAILED, NOT_CHECKED, PASSED
 from pytest_gpufabric.profile.loader import load_profile
 from pytest_gpufabric.workloads import memory_step
 from pytest_gpufabric.workloads.lms import LargeModelSupport, should_offload
@@ -265,7 +265,7 @@ def test_estimate_without_a_fitted_batch_is_unknown():
     result["probes"] = [{**p, "outcome": "oom"} for p in result["probes"]]  # DERIVED: every probe out of memory
     for p in result["probes"]:
         p.pop("peak_bytes")
-    assert check_estimate({}, result).verdict == UNKNOWN
+    assert check_estimate({}, result).verdict == NOT_CHECKED
 
 
 # --- 3. large-model support on CPU -----------------------------------------------------------------------------
@@ -471,9 +471,11 @@ def test_replay_of_the_good_recording_is_accepted(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", str(directory), "-k", SELECTION,
                                 "--html", "r.html", "--self-contained-html")
     result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile h200-nvswitch-x2, bundle *h200-memory)*"])
+    # -k: the memory suite's five promises pass; the profile's others were not run, so not ACCEPTED
+    result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile h200-nvswitch-x2, bundle *h200-memory)*"])
     replay, live = _results(pytester), json.loads(LIVE_RESULTS.read_text())
-    assert replay["summary"]["verdict"] == "ACCEPTED"
+    assert replay["summary"]["promises"]["passed"] == 5 and replay["summary"]["promises"]["failed"] == 0
+    assert replay["summary"]["verdict"] == "INCOMPLETE" and "gpu-count" in replay["not_run"]
     assert _by_test(replay["tests"].items()) == _by_test(live["tests"].items())
     # the checks other than the estimate's judge the same numbers the same way as live, word for word
     replay_checks = {c["test"].rsplit("/", 1)[-1]: c for c in replay["checks"]}
@@ -534,11 +536,18 @@ def test_profile_without_memory_section_skips(pytester: pytest.Pytester):
     directory = _bundle(pytester, "h200-memory")
     result = pytester.runpytest("--gpu-profile", str(path), "--gpu-replay", str(directory), "-k", SELECTION, "-rs")
     result.assert_outcomes(skipped=4)
-    skips = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
-    assert len(skips) == 4
-    assert sum(line.endswith("profile h200-without-memory promises no memory behaviour") for line in skips) == 3
-    assert sum(line.endswith("profile h200-without-memory asks for no large-model support") for line in skips) == 1
-    assert _results(pytester)["summary"]["verdict"] == "REJECTED"  # nothing was judged
+    skips = {_skip_reason(line): line for line in result.stdout.lines if line.startswith("SKIPPED")}
+    assert set(skips) == {"profile h200-without-memory promises no memory behaviour",
+                          "profile h200-without-memory promises no large-model support",
+                          "profile h200-without-memory promises no offload in training"}
+    assert skips["profile h200-without-memory promises no memory behaviour"].startswith("SKIPPED [2]")
+    # not promised is no promise: nothing was judged, and nothing counts as not checked
+    results = _results(pytester)
+    assert results["summary"]["verdict"] == "NOT TESTED" and results["promises"] == []
+
+
+def _skip_reason(line: str) -> str:
+    return line.rsplit(": ", 1)[-1]
 
 
 def test_check_helpers_on_the_good_recording():

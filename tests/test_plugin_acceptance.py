@@ -16,17 +16,27 @@ def _results(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
 
 
-def test_titan_profile_passes_on_titan_bundle(judged, pytester: pytest.Pytester):
+def test_titan_profile_on_titan_bundle_is_incomplete(judged, pytester: pytest.Pytester):
+    """The write-up recorded `topo -m` and `nvlink -g 0` samples only: what it shows passes, and the promises it
+    cannot show (the GPU model; the all-reduce volume, for want of the workload's result) keep the run from
+    ACCEPTED, each named with why."""
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-rs")
     # topology: 6 judged, 8 not promised or not recorded; NVLink traffic: growth on both GPUs judged from the
-    # recorded `nvlink -g 0` samples, volume skipped (the recording has no workload)
+    # recorded `nvlink -g 0` samples, volume not checked (the recording has no workload)
     judged(result, passed=8)
-    assert result.ret == 0
-    result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile titan-rtx-nvlink*"])
+    assert result.ret == 6
+    result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile titan-rtx-nvlink*",
+                                 "INCOMPLETE: 4 promise(s) not checked: nvlink-traffic-volume[[]GPU0[]], "
+                                 "nvlink-traffic-volume[[]GPU1[]], gpu-model[[]GPU0[]], gpu-model[[]GPU1[]]"])
     # what the bundle cannot tell is skipped with the reason, not passed
-    result.stdout.fnmatch_lines(["*not recorded by bundle*nvml.json (gpufabric snapshot) or nvidia-smi-q.xml*"])
+    result.stdout.fnmatch_lines(["*not checked: not recorded by bundle*nvml.json (gpufabric snapshot) or "
+                                 "nvidia-smi-q.xml*"])
     results = _results(pytester)
-    assert results["summary"]["verdict"] == "ACCEPTED"
+    assert results["summary"]["verdict"] == "INCOMPLETE" and results["summary"]["exit_code"] == 6
+    assert results["summary"]["promises"] == {"passed": 8, "failed": 0, "not_checked": 4, "waived": 0}
+    unchecked = {p["id"]: p["reason"] for p in results["promises"] if p["outcome"] == "not checked"}
+    assert unchecked["gpu-model[GPU0]"].startswith("not recorded by bundle")
+    assert "holds no workload result" in unchecked["nvlink-traffic-volume[GPU1]"]
     assert results["profile"]["sha256"] == load_profile("titan-rtx-nvlink").sha256
     matrix = next(c for c in results["checks"] if c["name"] == "topology-matrix")
     assert matrix["expected"]["GPU0"]["GPU1"] == "NV2" and matrix["found"]["GPU0"]["GPU1"] == "NV2"
@@ -157,20 +167,22 @@ def test_tar_gz_bundle_replays(judged, pytester: pytest.Pytester, bundles):
 
 
 @needs_no_driver
-def test_no_driver_fails_with_one_clear_message(pytester: pytest.Pytester):
-    """This machine has no NVIDIA driver: a live run must say so once, point at --gpu-replay, and stop."""
+def test_no_driver_is_not_tested_with_one_clear_message(pytester: pytest.Pytester):
+    """This machine has no NVIDIA driver: nothing was examined, so the verdict is NOT TESTED (exit 7), never a
+    rejection; the reason points at --gpu-replay, and no test fails or errors."""
     result = pytester.runpytest_subprocess("--gpu-profile", "titan-rtx-nvlink")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == 7
     out = result.stdout.str()
-    assert out.count("NVML not available: ") >= 1
     assert "use --gpu-replay to check a recorded bundle" in out
-    # the first test says it, then the run stops: "! NVML not available: ... !"
-    result.stdout.fnmatch_lines(["! NVML not available: *use --gpu-replay to check a recorded bundle !"])
-    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*gpufabric: NOT TESTED (profile titan-rtx-nvlink, no machine)*",
+                                 "NOT TESTED: the machine could not be examined: NVML not available: *"])
+    outcomes = result.parseoutcomes()
+    assert "failed" not in outcomes and "errors" not in outcomes and outcomes["skipped"] >= 14
     assert "Traceback" not in out and "raise " not in out
     results = _results(pytester)
     assert results["machine"] is None and results["machine_error"].startswith("NVML not available")
-    assert results["summary"]["verdict"] == "REJECTED"
+    assert results["summary"]["verdict"] == "NOT TESTED" and results["summary"]["exit_code"] == 7
+    assert results["summary"]["promises"]["failed"] == 0 and results["summary"]["promises"]["passed"] == 0
 
 
 def test_markers_skip_what_the_profile_does_not_promise(judged, pytester: pytest.Pytester):
@@ -351,10 +363,27 @@ def test_partial_affinity_evidence_is_skipped(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["*GPU0: numa_affinity not recorded by bundle*"])
 
 
-def test_no_check_ran_is_not_accepted(pytester: pytest.Pytester):
-    pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-k", "nothing")
+def test_no_check_ran_is_not_tested(pytester: pytest.Pytester):
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
+                                "-k", "nothing")
     summary = _results(pytester)["summary"]
-    assert summary["verdict"] == "REJECTED" and summary["verdict_reason"] == "no check ran"
+    assert summary["verdict"] == "NOT TESTED" and result.ret == 7
+    assert summary["verdict_reason"].startswith("no promise could be checked: ")
+    assert "rdma-counters" not in _results(pytester)["not_run"]  # the profile promises no RDMA
+    assert _results(pytester)["not_run"]["gpu-count"] == "deselected (-k/-m): not run"
+
+
+def test_a_selection_of_the_suites_is_incomplete(pytester: pytest.Pytester):
+    """-k runs a part of the acceptance: what it judged passes, the promises it left out are named, and the
+    verdict is INCOMPLETE, never ACCEPTED on a part."""
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
+                                "-k", "topology_matrix")
+    result.assert_outcomes(passed=1)
+    results = _results(pytester)
+    assert result.ret == 6 and results["summary"]["verdict"] == "INCOMPLETE"
+    assert results["summary"]["promises"]["passed"] == 1
+    assert set(results["not_run"]) >= {"gpu-count", "nvlinks[GPU0]", "nvlink-traffic[GPU1]"}
+    assert "burn-in-gpu[GPU0]" not in results["not_run"]  # no burn-in was asked for: not a promise of this run
 
 
 def test_replay_without_profile_gives_no_verdict(pytester: pytest.Pytester):

@@ -75,9 +75,11 @@ def _derived_profile(pytester: pytest.Pytester, name: str, rdma: dict) -> Path:
 # --- 1. replay of the RoCE bundle ------------------------------------------------------------------------
 
 
-def test_roce_bundle_replay_accepts_ib_write_bw(pytester: pytest.Pytester):
+def test_roce_bundle_replay_passes_ib_write_bw_and_is_incomplete(pytester: pytest.Pytester):
+    """The write-up recorded ib_write_bw, not the GPU nor the port's rate: ib_write_bw passes, and the run is
+    INCOMPLETE (exit 6), naming the GPU, port-rate and counter promises the bundle cannot show: never ACCEPTED."""
     result = pytester.runpytest(*ROCE_ARGS, "-rs")
-    assert result.ret == 0
+    assert result.ret == 6
     _assert_counts(result, passed=1)
     out = result.stdout.str()
     assert "Traceback" not in out
@@ -92,10 +94,13 @@ def test_roce_bundle_replay_accepts_ib_write_bw(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["SKIPPED*not recorded by bundle*a100-pcie-roce*"])
     # a bare client output has no counters read around the run
     result.stdout.fnmatch_lines(["SKIPPED*the recording holds no port counters read around the run*"])
-    result.stdout.fnmatch_lines(["*gpufabric: ACCEPTED (profile a100-pcie-roce*"])
+    result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile a100-pcie-roce*",
+                                 "INCOMPLETE: 4 promise(s) not checked: rdma-port[[]irdma0:1[]], rdma-counters, "
+                                 "gpu-count, gpu-model[[]GPU0[]]"])
 
     results = _results(pytester)
-    assert results["summary"]["verdict"] == "ACCEPTED"
+    assert results["summary"]["verdict"] == "INCOMPLETE"
+    assert results["summary"]["promises"] == {"passed": 1, "failed": 0, "not_checked": 4, "waived": 0}
     outcomes = _outcomes(results)
     assert outcomes["test_ib_write_bw"] == "passed"
     assert outcomes["test_rdma_port[irdma0:1]"] == "skipped"
@@ -200,11 +205,15 @@ def test_sysfs_bundle_accepts_a_port_that_is_there(pytester: pytest.Pytester):
         {"name": "mlx4_0", "port": 2, "link_layer": "InfiniBand", "rate": "40 Gb/s"},
     ]})
     result = pytester.runpytest("--gpu-profile", str(profile), "--gpu-replay", str(bundle))
-    assert result.ret == 0
     _assert_counts(result, passed=1)
     results = _results(pytester)
-    assert results["summary"]["verdict"] == "ACCEPTED"
     assert _outcomes(results)["test_rdma_port[mlx4_0:2]"] == "passed"
+    # a sysfs copy alone shows the port; the GPU and ib_write_bw promises inherited from a100-pcie-roce stay
+    # not checked, each saying what the bundle lacks
+    assert results["summary"]["verdict"] == "INCOMPLETE" and result.ret == 6
+    unchecked = {p["id"]: p["reason"] for p in results["promises"] if p["outcome"] == "not checked"}
+    assert set(unchecked) == {"ib-write-bw", "rdma-counters", "gpu-count", "gpu-model[GPU0]"}
+    assert unchecked["ib-write-bw"] == "the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)"
 
 
 def test_check_rdma_port_names_a_device_missing_from_the_tree(tmp_path: Path):

@@ -3,9 +3,9 @@ persistence mode, versions, the CPU governor, NUMA balancing, hugepages, PCIe pa
 profile's ``platform:`` section.
 
 Each failure names the setting, where it was read, the value found, the one expected and what it costs. A
-promised setting the machine hides (a VM without cpufreq, config space that needs root) is UNKNOWN with a
+promised setting the machine hides (a VM without cpufreq, config space that needs root) is "not checked" with a
 message starting "not readable here:" (a skip that names the reason: neither a pass nor silence); one the
-evidence did not record (a bundle without the file) is UNKNOWN naming the files a bundle needs.
+evidence did not record (a bundle without the file) is "not checked", naming the files a bundle needs.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ _VERSION_COST = ("Cost: another {what} than the one validated: performance, NCCL
 
 def _not_readable(name: str, subject: str, expected, setting: str, reading: Reading, platform: Platform,
                   files: str) -> CheckResult:
-    """UNKNOWN for a setting that has no value: the machine hid it (its reason), or the evidence lacks it."""
+    """Not checked, for a setting that has no value: the machine hid it (its reason), or the evidence lacks it."""
     if reading.unreadable:
         where = reading.source or platform.source
         return unknown(name, subject, expected, f"{reading.unreadable} [{setting}, {where}]")

@@ -7,8 +7,10 @@ from typing import Any
 
 PASSED = "passed"
 FAILED = "failed"
-#: The promise could not be judged from this evidence (a bundle that did not record it): skipped, with reason.
-UNKNOWN = "unknown"
+#: The promise could not be judged from this evidence (a bundle that did not record it, a setting the machine hides,
+#: a number that is not finite): the test is skipped as "not checked", with the reason, and the run cannot be
+#: ACCEPTED while it stays so (verdict.py)
+NOT_CHECKED = "not checked"
 
 
 @dataclass
@@ -39,4 +41,5 @@ def failed(name: str, subject: str, expected: Any, found: Any, message: str, **k
 
 
 def unknown(name: str, subject: str, expected: Any, why: str) -> CheckResult:
-    return CheckResult(name, subject, expected, None, UNKNOWN, why)
+    """The evidence cannot tell: the promise is not checked, and ``why`` says what was missing."""
+    return CheckResult(name, subject, expected, None, NOT_CHECKED, why)

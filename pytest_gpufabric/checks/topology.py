@@ -1,7 +1,7 @@
 """Topology checks: the machine's GPUs, their PCIe links, the `nvidia-smi topo -m` matrix, NVLinks, affinity.
 
 Each function compares one promise of the profile with the Fabric and returns a CheckResult. ``None`` in the
-Fabric means the evidence did not record the fact (verdict UNKNOWN), never that the machine lacks it.
+Fabric means the evidence did not record the fact (not checked), never that the machine lacks it.
 """
 
 from __future__ import annotations

@@ -163,22 +163,17 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         for node, record in flagged:
             outliers[node].append(record)
 
+    # what rejects the fleet: a node whose evidence shows a broken promise, and what the fleet itself shows
     reasons = []
-    not_accepted = [n for n in nodes if n.verdict != "ACCEPTED"]
-    if missing:
-        reasons.append(f"{len(missing)} node(s) never reported: {', '.join(missing[:10])}"
-                       + (" ..." if len(missing) > 10 else ""))
-    if not_accepted:
-        reasons.append(f"{len(not_accepted)} node(s) not accepted: "
-                       + ", ".join(f"{n.name} ({n.verdict or 'no results'})" for n in not_accepted[:10])
-                       + (" ..." if len(not_accepted) > 10 else ""))
+    rejected = [n for n in nodes if n.verdict == "REJECTED"]
+    if rejected:
+        reasons.append(f"{len(rejected)} node(s) rejected: " + ", ".join(n.name for n in rejected[:10])
+                       + (" ..." if len(rejected) > 10 else ""))
     if duplicates:
         reasons.append("GPU serial(s) on two nodes (results copied between folders?): "
                        + ", ".join(f"{d['serial']} on {' and '.join(d['nodes'])}" for d in duplicates[:5]))
     if len(fleet_ids) > 1:
         reasons.append(f"results of {len(fleet_ids)} fleet runs mixed: {', '.join(fleet_ids[:5])}")
-    if not nodes:
-        reasons.append("no node results found")
     flagged_nodes = sorted(name for name, found in outliers.items() if found)
     if settings.fail_on_outlier and flagged_nodes:
         reasons.append(f"{len(flagged_nodes)} outlier node(s) (fleet.fail_on_outlier): {', '.join(flagged_nodes[:10])}")
@@ -187,10 +182,28 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
     if failing_drift:
         reasons.append(f"inventory drift in {', '.join(settings.fail_on_drift)} (fleet.fail_on_drift): "
                        + ", ".join(failing_drift[:10]))
-    verdict = "REJECTED" if reasons else "ACCEPTED"
-    if not reasons:
+    # what leaves it open: nodes that never reported, or whose own evidence is incomplete or unreadable; a node
+    # nothing is known of is named, not accused
+    unfinished = []
+    if missing:
+        unfinished.append(f"{len(missing)} node(s) never reported: {', '.join(missing[:10])}"
+                          + (" ..." if len(missing) > 10 else ""))
+    open_nodes = [n for n in nodes if n.verdict not in ("ACCEPTED", "REJECTED")]
+    if not nodes:
+        unfinished.append("no node results found")
+    if open_nodes:
+        unfinished.append(f"{len(open_nodes)} node(s) not accepted: "
+                          + ", ".join(f"{n.name} ({n.verdict or 'no results'})" for n in open_nodes[:10])
+                          + (" ..." if len(open_nodes) > 10 else ""))
+    if reasons:
+        verdict = "REJECTED"
+    elif unfinished:
+        verdict = "NOT TESTED" if not passing else "INCOMPLETE"
+    else:
+        verdict = "ACCEPTED"
         reasons.append(f"all {len(nodes)} node(s) accepted"
                        + (f"; {len(flagged_nodes)} outlier(s) reported, not failing" if flagged_nodes else ""))
+    reasons += unfinished
 
     return {
         "verdict": verdict,
@@ -199,6 +212,7 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         "counts": {"nodes": len(nodes), "expected": len(expected) if expected is not None else None,
                    "accepted": len(passing), "rejected": sum(n.verdict == "REJECTED" for n in nodes),
                    "incomplete": sum(n.verdict == "INCOMPLETE" for n in nodes),
+                   "not_tested": sum(n.verdict == "NOT TESTED" for n in nodes),
                    "unreadable": sum(n.verdict is None for n in nodes), "missing": len(missing),
                    "outlier_nodes": len(flagged_nodes),
                    "drifted_nodes": sum(1 for found in drift.values() if found)},

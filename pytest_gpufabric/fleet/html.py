@@ -61,7 +61,7 @@ _FLEET_STYLE = Html(
     "</style>"
 )
 
-_VERDICT_CSS = {"ACCEPTED": "match", "REJECTED": "mismatch", "INCOMPLETE": "unknown"}
+_VERDICT_CSS = {"ACCEPTED": "match", "REJECTED": "mismatch", "INCOMPLETE": "unknown", "NOT TESTED": "unknown"}
 
 
 # --- small parts ----------------------------------------------------------------------------------------
@@ -174,7 +174,8 @@ def _settings_text(settings: dict) -> str:
 
 def _summary(document: dict) -> Html:
     verdict = document.get("verdict")
-    css = {"ACCEPTED": "accepted", "REJECTED": "rejected"}.get(verdict or "", "none")
+    css = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
+           "NOT TESTED": "not-tested"}.get(verdict or "", "none")
     settings = document.get("settings") or {}
     counts = document.get("counts") or {}
     fleet_ids = document.get("fleet_ids") or []

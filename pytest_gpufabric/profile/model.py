@@ -96,6 +96,13 @@ class Profile:
         return {kind: spec for kind, spec in self.bandwidth.get("copy", {}).items() if kind != "size"}
 
     @property
+    def waivers(self) -> list:
+        """The profile's ``waive:`` list as verdict.Waiver records (agreed in writing, shown on the cover)."""
+        from ..verdict import Waiver
+
+        return [Waiver(w["promise"], w["reason"], f"profile {self.name}") for w in self.data.get("waive", [])]
+
+    @property
     def pairs(self) -> list[tuple[int, int]]:
         """The GPU pairs suites exercise: as listed, else every pair the matrix joins by NVLink."""
         if "pairs" in self.data:

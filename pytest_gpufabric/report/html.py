@@ -63,6 +63,7 @@ _STYLE = Html(
     ".gpufabric .verdict.accepted{background:#198754}"
     ".gpufabric .verdict.rejected{background:#dc3545}"
     ".gpufabric .verdict.none{background:#6c757d}"
+    ".gpufabric .verdict.incomplete,.gpufabric .verdict.not-tested{background:#b45309}"
     ".gpufabric .reason{font-size:15px;margin:8px 0 12px}"
     ".gpufabric .facts th{width:150px}"
     ".gpufabric figure{display:inline-block;margin:6px 12px 12px 0;vertical-align:top}"
@@ -80,7 +81,8 @@ _MOVE_TO_TOP = Html(
 
 _TRUNCATE = 160  # characters of a value shown in a table cell (the whole value is in the cell's tooltip)
 _MAX_PLOTS = 40
-_VERDICTS = {"passed": ("PASS", "match"), "failed": ("FAIL", "mismatch"), "unknown": ("NOT JUDGED", "unknown")}
+_VERDICTS = {"passed": ("PASS", "match"), "failed": ("FAIL", "mismatch"), "not checked": ("NOT CHECKED", "unknown"),
+             "unknown": ("NOT CHECKED", "unknown"), "waived": ("WAIVED", "unknown")}
 
 
 def customer_name(config) -> str | None:
@@ -407,12 +409,34 @@ def _when(document: dict) -> str:
     return f"{at(document.get('started_at'))} to {at(document.get('finished_at'))}"
 
 
+def _open_promises_html(document: dict) -> Html:
+    """On the cover: every promise that failed, was not checked or was waived, with why, and the waivers in
+    force (who agreed to what): what a customer must read before signing."""
+    rows = [[_cell(p["id"]), _cell(*_VERDICTS.get(p["outcome"], (p["outcome"], ""))), _cell(p.get("reason") or "")]
+            for p in document.get("promises") or [] if p.get("outcome") != "passed"]
+    rows += [[_cell(f"{pid} (not run)"), _cell("NOT CHECKED", "unknown"), _cell(why)]
+             for pid, why in (document.get("not_run") or {}).items()]
+    parts = []
+    if rows:
+        parts.append(_table(["promise", "outcome", "why"], rows, "promises"))
+    waivers = document.get("waivers") or []
+    if waivers:
+        parts.append(Html("<h3>Waivers</h3>"))
+        parts.append(_table(["promise", "agreed", "from", "waived in this run"],
+                            [[_cell(w["promise"]), _cell(w["reason"]), _cell(w["source"]),
+                              _cell(", ".join(w.get("matched") or []) or "none")] for w in waivers]))
+    return _join(*parts)
+
+
 def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: str | None = None) -> Html:
     summary = document.get("summary") or {}
     verdict = summary.get("verdict", verdict)
-    css = {"ACCEPTED": "accepted", "REJECTED": "rejected"}.get(verdict or "", "none")
+    css = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
+           "NOT TESTED": "not-tested"}.get(verdict or "", "none")
     reason = summary.get("verdict_reason") or ""
-    counts = ", ".join(f"{summary[k]} {k}" for k in ("passed", "failed", "skipped", "error") if k in summary)
+    tally = summary.get("promises") or {}
+    counts = ", ".join(f"{tally[k]} {k.replace('_', ' ')}" for k in ("passed", "failed", "not_checked", "waived")
+                       if tally.get(k))
     profile = document.get("profile") or {}
     machine = document.get("machine") or {}
     run = document.get("run") or {}
@@ -441,7 +465,8 @@ def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: s
         Html(f"<h1>GPU server acceptance{': ' + escape(customer) if customer else ''}</h1>"),
         Html(f'<div class="verdict {css}">{"Verdict: " + escape(verdict) if verdict else "No verdict"}</div>'),
         Html(f'<p class="reason">{escape(reason)}</p>' if reason else ""),
-        Html(f"<p>Tests: {escape(counts)}</p>" if counts and "passed" not in reason else ""),
+        Html(f"<p>Promises: {escape(counts)}</p>" if counts else ""),
+        _open_promises_html(document),
         Html('<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th>{_cell(v)}</tr>" for k, v in facts)
              + "</table>"),
     ]

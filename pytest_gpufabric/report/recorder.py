@@ -12,6 +12,7 @@ from .results import write_json
 
 RESULTS_FILE = "gpufabric-results.json"
 CHECK_PROPERTY = "gpufabric_check"
+PROMISE_PROPERTY = "gpufabric_promise"  # the promise a test judges (plugin._judge_promise)
 
 
 class RunRecorder:
@@ -21,10 +22,16 @@ class RunRecorder:
         self.outcomes: dict[str, str] = {}
         self.skip_reasons: dict[str, str] = {}  # node id -> why it was skipped
         self.durations: dict[str, float] = {}  # node id -> seconds, set-up + call + teardown
+        self.promise_ids: dict[str, str] = {}  # node id -> the promise it judged
+        self.messages: dict[str, str] = {}  # node id -> why it failed or broke, one line
+        self.not_run: dict[str, str] = {}  # promise id -> why its test was not run (deselected by -k/-m)
         self.is_worker = hasattr(config, "workerinput")
         self.results_path = None
         self.write_error: str | None = None  # the last failure to write the results
         self.verdict: str | None = None
+        self.reason = ""
+        self.exit_status = 0
+        self.promises: list[dict] = []
         if not self.is_worker:
             fabric_session.checkpoint = self.checkpoint
 
@@ -37,6 +44,11 @@ class RunRecorder:
         self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + (report.duration or 0.0)
         if report.skipped:
             self.skip_reasons.setdefault(report.nodeid, skip_reason(report))
+        elif report.failed:
+            self.messages.setdefault(report.nodeid, failure_message(report))
+        for name, value in report.user_properties:
+            if name == PROMISE_PROPERTY:
+                self.promise_ids[report.nodeid] = str(value)
         if report.when == "teardown":
             for name, value in report.user_properties:
                 if name == CHECK_PROPERTY:
@@ -47,18 +59,47 @@ class RunRecorder:
     def checkpoint(self) -> None:
         """The results so far, on disk (after every test, and every burn-in chunk): a run killed later, or a
         machine that lost power, keeps them, with the verdict INCOMPLETE."""
-        self._write(self.fabric_session.results_document(
-            self.outcomes, 0, skip_reasons=self.skip_reasons, durations=self.durations, finished=False))
+        self._write(self._document(0, finished=False))
 
+    def _document(self, exitstatus: int, finished: bool = True) -> dict:
+        return self.fabric_session.results_document(
+            self.outcomes, exitstatus, skip_reasons=self.skip_reasons, durations=self.durations, finished=finished,
+            promise_ids=self.promise_ids, messages=self.messages, not_run=self.not_run)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """A promise whose test -k or -m deselected was never judged: the verdict cannot be ACCEPTED without it.
+        (The plugin's own deselection, the platform suite under a profile without ``platform:``, marks its items.)"""
+        from ..paths import SUITES_DIR
+        from ..promise import not_asked, promise_of, promised
+
+        profile = self.fabric_session.profile
+        for item in items:
+            if profile is None or getattr(item, "gpufabric_not_promised", False):
+                continue
+            promise_id, _, condition = promise_of(item, SUITES_DIR)
+            if promised(condition, profile, item) and not not_asked(item, self.fabric_session):
+                self.not_run[promise_id] = "deselected (-k/-m): not run"
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml writes its file: the verdict goes into it
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
-        document = self.fabric_session.results_document(self.outcomes, int(exitstatus),
-                                                        skip_reasons=self.skip_reasons, durations=self.durations)
-        self.verdict = self.fabric_session.verdict = document["summary"]["verdict"]
+        from ..verdict import EXIT_CODES, INCOMPLETE
+
+        document = self._document(int(exitstatus))
+        summary = document["summary"]
+        self.verdict = self.fabric_session.verdict = summary["verdict"]
+        self.reason = summary["verdict_reason"]
+        self.promises = document["promises"]
         self.results_path = self._write(document)
+        if self.verdict is not None and int(exitstatus) in (0, 1, 5):
+            # the verdict's own exit code (verdict.py); an interrupted run (2), an internal error (3) or a usage
+            # error (4) keeps pytest's
+            session.exitstatus = EXIT_CODES[self.verdict]
         if self.results_path is None and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a verdict not on disk is no verdict to sign
+            session.exitstatus = EXIT_CODES[INCOMPLETE]  # a verdict not on disk is no verdict to sign
+        self.exit_status = int(session.exitstatus)
+        _junit_properties(self.config, summary)
 
     def _write(self, document: dict):
         """The results on disk, or None when they cannot be written (a disk that filled up mid-run): the run
@@ -81,12 +122,41 @@ class RunRecorder:
         source = fabric.source if fabric else "no machine"
         verdict = self.verdict or "no verdict (nothing promised)"
         terminalreporter.write_sep("=", f"gpufabric: {verdict} ({what}, {source})", bold=True,
-                                   red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED")
+                                   red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED",
+                                   yellow=self.verdict in ("INCOMPLETE", "NOT TESTED"))
+        if self.verdict is not None:
+            terminalreporter.write_line(f"{self.verdict}: {self.reason}")
+            shown = [p for p in self.promises if p["outcome"] in ("failed", "not checked")]
+            for promise in shown[:20]:
+                terminalreporter.write_line(f"  {promise['outcome']}: {promise['id']}: {promise['reason']}"[:300])
+            if len(shown) > 20:
+                terminalreporter.write_line(f"  ... {len(shown) - 20} more in the results file")
         if self.results_path is not None:
             terminalreporter.write_line(f"results: {self.results_path}")
         if self.write_error is not None:
-            unwritten = " (the run's own results are not on disk: exit status 1)" if self.results_path is None else ""
+            unwritten = (f" (the run's own results are not on disk: exit status {self.exit_status})"
+                         if self.results_path is None else "")
             terminalreporter.write_line(f"gpufabric: {self.write_error}{unwritten}", red=True, bold=True)
+
+
+def _junit_properties(config: pytest.Config, summary: dict) -> None:
+    """The verdict as properties of pytest's JUnit XML (--junitxml), for CI systems that read only that."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    xml.add_global_property("gpufabric_verdict", str(summary["verdict"]))
+    xml.add_global_property("gpufabric_verdict_reason", str(summary["verdict_reason"]))
+    xml.add_global_property("gpufabric_exit_code", str(summary["exit_code"]))
+
+
+def failure_message(report: pytest.TestReport) -> str:
+    """Why a test failed or broke, in one line: pytest.fail()'s message, or the exception's."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    text = text.removeprefix("Failed: ").strip()
+    return text.splitlines()[0] if text else "no message"
 
 
 def skip_reason(report: pytest.TestReport) -> str:

@@ -13,6 +13,7 @@ from html import escape
 import pytest
 
 from pytest_gpufabric.checks.bandwidth import check_collective, check_copy, link_peak, pcie_peak, size_label
+from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes, parse_gbps
 
 
@@ -70,6 +71,12 @@ def _measurement(request, gpu_profile, what: str, promise):
     return request.getfixturevalue("bandwidth")
 
 
+#: torch.distributed and nccl-tests measure the same floors: one promise each, judged by whichever evidence is there
+collective_promise = promise("collective-bandwidth", "collective bandwidth",
+                             lambda _, params: params.get("collective_threshold") is not None)
+
+
+@collective_promise
 def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request, gpufabric_check,
                               gpufabric_extra):
     bandwidth = _measurement(request, gpu_profile, "collective bandwidth", collective_threshold)
@@ -77,7 +84,7 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     if "collectives" in bandwidth.errors:
         pytest.fail(bandwidth.errors["collectives"], pytrace=False)
     if bandwidth.collectives is None:
-        pytest.skip(f"{bandwidth.source} holds no torch.distributed collective measurements")
+        not_checked(f"{bandwidth.source} holds no torch.distributed collective measurements")
     size = parse_bytes(threshold["size"])
     rows = bandwidth.collectives["ops"].get(op, [])
     world = bandwidth.collectives["world_size"]
@@ -92,6 +99,7 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     gpufabric_check(_explained(check, request))
 
 
+@collective_promise
 def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request, gpufabric_check):
     bandwidth = _measurement(request, gpu_profile, "collective bandwidth", collective_threshold)
     op, threshold = collective_threshold
@@ -103,7 +111,7 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
         unnamed = sum(1 for run in bandwidth.nccl_tests if run.get("op") is None)
         where = bandwidth.nccl_tests_missing.get(op) or (
             f"no nccl-tests {op}_perf output: none configured (bandwidth.nccl_tests.binary), on PATH, or in the bundle")
-        pytest.skip(where + (f"; {unnamed} nccl-tests run(s) there do not say which test they are (name the file "
+        not_checked(where + (f"; {unnamed} nccl-tests run(s) there do not say which test they are (name the file "
                              "nccl-tests-<op>_perf.txt)" if unnamed else ""))
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
     gpufabric_check(_explained(check_collective(op, threshold, _row_at(rows, parse_bytes(threshold["size"])),
@@ -111,12 +119,13 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
                                request))
 
 
+@promise("copy-bandwidth", "copy bandwidth", lambda _, params: params.get("copy_kind") is not None)
 def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check):
     bandwidth = _measurement(request, gpu_profile, "copy bandwidth", copy_kind)
     if "copy" in bandwidth.errors:
         pytest.fail(bandwidth.errors["copy"], pytrace=False)
     if bandwidth.copy is None:
-        pytest.skip(f"{bandwidth.source} holds no copy measurements")
+        not_checked(f"{bandwidth.source} holds no copy measurements")
     copy = bandwidth.copy
     if copy_kind in ("host_to_device", "device_to_host"):
         rows = [{"label": f"GPU{r['gpu']}", "gpu": r["gpu"], **r[copy_kind]} for r in copy["host_device"]]

@@ -7,12 +7,16 @@ as it ends, so a crash loses nothing already measured and a rerun resumes); thes
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_gpufabric.checks.burn_in import check_burn_in_collectives, check_burn_in_gpu
+from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes, parse_gbps
 
 
+def _busbw_floors(profile) -> list[dict]:
+    return [t for op, t in profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
+
+
+@promise("burn-in-gpu", asked="has_burn_in")
 def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     """Judged from the burn-in's log, so a bundle holding only the log is judged too; the log's serial must be
     the machine's where both are known."""
@@ -26,20 +30,18 @@ def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
                                       machine_serial=gpu.serial if gpu is not None else None))
 
 
+@promise("burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in",
+         lambda profile, _: _busbw_floors(profile) and profile.gpu_count >= 2, asked="has_burn_in")
 def test_burn_in_collectives(gpu_profile, burn_in, gpufabric_check):
-    thresholds = [t for op, t in gpu_profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
-    if not thresholds or gpu_profile.gpu_count < 2:
-        pytest.skip(f"profile {gpu_profile.name} promises no all_reduce bandwidth to keep up during the burn-in")
-    largest = max(thresholds, key=lambda t: parse_bytes(t["size"]))
+    largest = max(_busbw_floors(gpu_profile), key=lambda t: parse_bytes(t["size"]))
     gpufabric_check(check_burn_in_collectives(burn_in.records, parse_gbps(largest["min_busbw"])))
 
 
+@promise("burn-in-memory", "memory behaviour", lambda profile, _: "memory" in profile.data, asked="has_burn_in")
 def test_burn_in_memory(gpu_profile, burn_in, gpufabric_check):
-    if "memory" not in gpu_profile.data:
-        pytest.skip(f"profile {gpu_profile.name} promises no memory behaviour")
     runs = [r for r in burn_in.records if r.get("type") == "memory"]
     if not runs:
-        pytest.skip("the burn-in was too short to run the memory workload (it runs once past half the duration)")
+        not_checked("the burn-in was too short to run the memory workload (it runs once past half the duration)")
     from pytest_gpufabric.checks.result import failed, passed
 
     run = runs[-1]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from html import escape
 
-import pytest
-
 from pytest_gpufabric.checks.memory import (
     check_estimate,
     check_lms,
@@ -19,6 +17,7 @@ from pytest_gpufabric.checks.memory import (
     check_oom_clean,
     predicted_peak_bytes,
 )
+from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes, parse_bytes
 
 
@@ -26,6 +25,16 @@ def _section(gpu_profile) -> dict:
     return gpu_profile.data["memory"]
 
 
+def _memory_promised(profile, _) -> bool:
+    return "memory" in profile.data
+
+
+def _offload_promised(profile, _) -> bool:
+    section = profile.data.get("memory", {})
+    return bool(section.get("lms")) and section.get("mode", "train") == "train"
+
+
+@promise("memory-estimate", "memory behaviour", _memory_promised)
 def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabric_extra):
     check = check_estimate(_section(gpu_profile), memory_behaviour)
     rows = "".join(
@@ -61,13 +70,13 @@ def _attach_plot(gpu_profile, result, gpufabric_extra) -> None:
         gpufabric_extra(png=png, name="peak memory vs batch")
 
 
+@promise("oversized-batch", "memory behaviour", _memory_promised)
 def test_oversized_batch_fails_cleanly(gpu_profile, memory_behaviour, gpufabric_check):
     gpufabric_check(check_oom_clean(_section(gpu_profile), memory_behaviour))
 
 
+@promise("large-model-support", "large-model support", lambda _, params: params.get("lms_spec") is not None)
 def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
-    if lms_spec is None:
-        pytest.skip(f"profile {gpu_profile.name} asks for no large-model support")
     memory_behaviour = request.getfixturevalue("memory_behaviour")
     threshold = parse_bytes(lms_spec["threshold"])
     run = next((r for r in memory_behaviour.get("lms", []) if r["threshold_bytes"] == threshold
@@ -75,7 +84,6 @@ def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
     gpufabric_check(check_lms(lms_spec, run, memory_behaviour["baseline"]))
 
 
+@promise("offload-changes-no-result", "offload in training", _offload_promised)
 def test_offload_changes_no_result(gpu_profile, memory_behaviour, gpufabric_check):
-    if not _section(gpu_profile).get("lms") or memory_behaviour["mode"] != "train":
-        pytest.skip(f"profile {gpu_profile.name} asks for no offload in training")
     gpufabric_check(check_lms_equality(memory_behaviour))

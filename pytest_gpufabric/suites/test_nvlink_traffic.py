@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from html import escape
 
-import pytest
-
 from pytest_gpufabric.checks.nvlink_traffic import check_allreduce_volume, check_links_carry_traffic
+from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes
 
 
@@ -19,11 +18,8 @@ def _nvlink_gpus(profile) -> set[int]:
     return {gpu for a, b in profile.pairs if profile.nvlinks_between(a, b) for gpu in (a, b)}
 
 
-@pytest.fixture
-def nvlink_gpu(gpu_profile, promised_gpu):
-    if promised_gpu is not None and promised_gpu.index not in _nvlink_gpus(gpu_profile):
-        pytest.skip(f"profile {gpu_profile.name} promises no NVLink for {promised_gpu.label}")
-    return promised_gpu
+def _nvlink_promised(profile, params) -> bool:
+    return params["promised_gpu"] in _nvlink_gpus(profile)
 
 
 def _link_table(gpu: int, links) -> str:
@@ -36,21 +32,23 @@ def _link_table(gpu: int, links) -> str:
             f"<th></th></tr>{rows}</table>")
 
 
-def test_every_nvlink_carries_training_traffic(gpu_profile, nvlink_gpu, nvlink_training, gpufabric_check,
+@promise("nvlink-traffic", "NVLink for this GPU", _nvlink_promised)
+def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink_training, gpufabric_check,
                                                gpufabric_extra):
-    if nvlink_gpu is None:
+    if promised_gpu is None:
         return  # promised but missing: the test fails on that before it gets here
-    links = nvlink_training.traffic.deltas.get(nvlink_gpu.index, {})
-    gpufabric_extra(html=_link_table(nvlink_gpu.index, links), name=f"GPU{nvlink_gpu.index} NVLink bytes")
+    links = nvlink_training.traffic.deltas.get(promised_gpu.index, {})
+    gpufabric_extra(html=_link_table(promised_gpu.index, links), name=f"GPU{promised_gpu.index} NVLink bytes")
     gpufabric_check(check_links_carry_traffic(
-        nvlink_gpu.index, links, gpu_profile.nvlink.get("links_per_gpu"), nvlink_training.describe(),
+        promised_gpu.index, links, gpu_profile.nvlink.get("links_per_gpu"), nvlink_training.describe(),
         nvlink_training.env,
     ))
 
 
-def test_nvlinks_carry_the_allreduce_volume(gpu_profile, nvlink_gpu, nvlink_training, gpufabric_check,
+@promise("nvlink-traffic-volume", "NVLink for this GPU", _nvlink_promised)
+def test_nvlinks_carry_the_allreduce_volume(gpu_profile, promised_gpu, nvlink_training, gpufabric_check,
                                             gpufabric_extra):
-    if nvlink_gpu is None:
+    if promised_gpu is None:
         return
     from pytest_gpufabric.report.plots import nvlink_timeline_png
 
@@ -60,6 +58,6 @@ def test_nvlinks_carry_the_allreduce_volume(gpu_profile, nvlink_gpu, nvlink_trai
         gpufabric_extra(png=png, name="NVLink throughput over time")
     section = gpu_profile.data.get("nvlink_traffic", {})
     gpufabric_check(check_allreduce_volume(
-        nvlink_gpu.index, traffic.deltas.get(nvlink_gpu.index, {}), nvlink_training.expected_bytes,
+        promised_gpu.index, traffic.deltas.get(promised_gpu.index, {}), nvlink_training.expected_bytes,
         section.get("min_fraction", 0.9), nvlink_training.describe(), nvlink_training.env,
     ))

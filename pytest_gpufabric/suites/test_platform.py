@@ -11,9 +11,8 @@ does not name is skipped, one this machine hides is skipped with "not readable h
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_gpufabric.checks import platform as checks
+from pytest_gpufabric.promise import promise
 
 _WHAT = {"acs": "PCIe ACS state", "iommu": "IOMMU mode", "peer_memory": "peer-memory module",
          "persistence_mode": "persistence mode", "driver": "driver version", "vbios": "VBIOS version",
@@ -21,38 +20,50 @@ _WHAT = {"acs": "PCIe ACS state", "iommu": "IOMMU mode", "peer_memory": "peer-me
          "hugepages": "hugepages", "pcie": "PCIe payload sizes"}
 
 
+def _setting(key: str, per_device: bool = False):
+    """The promise of one setting: made where the profile's ``platform:`` section names it."""
+    def promised(profile, params) -> bool:
+        named = profile.data.get("platform", {}).get(key) is not None
+        return named and (not per_device or params.get("platform_device") is not None)
+
+    return promise(f"platform-{key.replace('_', '-')}", _WHAT[key], promised)
+
+
 def _promise(profile, key: str):
-    value = profile.data["platform"].get(key)
-    if value is None:
-        pytest.skip(f"profile {profile.name} promises no {_WHAT[key]}")
-    return value
+    return profile.data["platform"][key]
 
 
+@_setting("acs")
 def test_acs(gpu_profile, request, gpufabric_check):
     want = _promise(gpu_profile, "acs")
     gpufabric_check(checks.check_acs(want, request.getfixturevalue("platform_facts")))
 
 
+@_setting("iommu")
 def test_iommu(gpu_profile, request, gpufabric_check):
     want = _promise(gpu_profile, "iommu")
     gpufabric_check(checks.check_iommu(want, request.getfixturevalue("platform_facts")))
 
 
+@_setting("peer_memory")
 def test_peer_memory(gpu_profile, request, gpufabric_check):
     want = _promise(gpu_profile, "peer_memory")
     gpufabric_check(checks.check_peer_memory(want, request.getfixturevalue("platform_facts")))
 
 
+@_setting("persistence_mode")
 def test_persistence_mode(gpu_profile, gpu_index, request, gpufabric_check):
     want = _promise(gpu_profile, "persistence_mode")
     gpufabric_check(checks.check_persistence(want, f"GPU{gpu_index}", request.getfixturevalue("platform_facts")))
 
 
+@_setting("driver")
 def test_driver_version(gpu_profile, fabric, gpufabric_check):
     spec = _promise(gpu_profile, "driver")
     gpufabric_check(checks.check_driver(spec, fabric))
 
 
+@_setting("vbios")
 def test_vbios_version(gpu_profile, fabric, promised_gpu, gpufabric_check):
     spec = _promise(gpu_profile, "vbios")
     if promised_gpu is None:
@@ -60,29 +71,32 @@ def test_vbios_version(gpu_profile, fabric, promised_gpu, gpufabric_check):
     gpufabric_check(checks.check_vbios(spec, promised_gpu, fabric.source))
 
 
+@_setting("nic_firmware")
 def test_nic_firmware(gpu_profile, request, gpufabric_check):
     spec = dict(_promise(gpu_profile, "nic_firmware"))
     names = spec.pop("devices", None) or [d["name"] for d in gpu_profile.rdma_devices]
     gpufabric_check(checks.check_nic_firmware(spec, request.getfixturevalue("platform_facts"), names))
 
 
+@_setting("cpu_governor")
 def test_cpu_governor(gpu_profile, request, gpufabric_check):
     want = _promise(gpu_profile, "cpu_governor")
     gpufabric_check(checks.check_cpu_governor(want, request.getfixturevalue("platform_facts")))
 
 
+@_setting("numa_balancing")
 def test_numa_balancing(gpu_profile, request, gpufabric_check):
     want = _promise(gpu_profile, "numa_balancing")
     gpufabric_check(checks.check_numa_balancing(want, request.getfixturevalue("platform_facts")))
 
 
+@_setting("hugepages")
 def test_hugepages(gpu_profile, request, gpufabric_check):
     spec = _promise(gpu_profile, "hugepages")
     gpufabric_check(checks.check_hugepages(spec, request.getfixturevalue("platform_facts")))
 
 
+@_setting("pcie", per_device=True)
 def test_pcie_payload(gpu_profile, platform_device, request, gpufabric_check):
     spec = _promise(gpu_profile, "pcie")
-    if platform_device is None:
-        pytest.skip(f"profile {gpu_profile.name} promises no GPU or RDMA device")
     gpufabric_check(checks.check_pcie_sizes(spec, platform_device, request.getfixturevalue("platform_facts")))

@@ -8,15 +8,19 @@ judge a bundle's sysfs copy, `ibv_devinfo -v` and ib_write_bw output.
 
 from __future__ import annotations
 
-import pytest
-
 from pytest_gpufabric.checks.rdma import check_counters_rise, check_gpu_locality, check_ib_write_bw, check_rdma_port
+from pytest_gpufabric.promise import not_checked, promise
 
 
 def _source(run) -> str:
     return f"bundle {run.replay}" if run.replay else "this machine's /sys/class/infiniband"
 
 
+def _ib_write_bw(profile) -> dict | None:
+    return profile.rdma.get("ib_write_bw")
+
+
+@promise("rdma-port", "RDMA devices", lambda _, params: params.get("rdma_promise") is not None)
 def test_rdma_port(rdma_promise, rdma_port, gpufabric_run, request, gpufabric_check):
     if rdma_port is None:
         return  # promised but missing: the test fails on that before it gets here
@@ -24,11 +28,9 @@ def test_rdma_port(rdma_promise, rdma_port, gpufabric_run, request, gpufabric_ch
     gpufabric_check(check_rdma_port(rdma_promise, devices, _source(gpufabric_run)))
 
 
+@promise("rdma-locality", "GPU paired with this RDMA device",
+         lambda _, params: (params.get("rdma_promise") or {}).get("gpus"))
 def test_rdma_gpu_locality(gpu_profile, rdma_promise, request, gpufabric_check):
-    if rdma_promise is None:
-        pytest.skip(f"profile {gpu_profile.name} promises no RDMA devices")
-    if not rdma_promise.get("gpus"):
-        pytest.skip(f"profile {gpu_profile.name} pairs no GPU with {rdma_promise['name']}")
     devices = request.getfixturevalue("rdma_devices")
     gpufabric_check(check_gpu_locality(rdma_promise, devices, request.getfixturevalue("fabric")))
 
@@ -37,6 +39,7 @@ def _promised_rate(profile, device: str | None) -> str | None:
     return next((d.get("rate") for d in profile.rdma_devices if d["name"] == device), None)
 
 
+@promise("ib-write-bw", "ib_write_bw bandwidth", lambda profile, _: _ib_write_bw(profile) is not None)
 def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
     client = ib_write_bw_result["client"]
     settings = gpu_profile.rdma["ib_write_bw"]
@@ -45,14 +48,14 @@ def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
     gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source))
 
 
+@promise("rdma-counters", "port counters around ib_write_bw",
+         lambda profile, _: _ib_write_bw(profile) is not None and _ib_write_bw(profile).get("counters", True))
 def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
     from pytest_gpufabric.fabric.rdma import RdmaPort
 
-    if not gpu_profile.rdma["ib_write_bw"].get("counters", True):
-        pytest.skip(f"profile {gpu_profile.name} does not ask for the port counters")
     counters = ib_write_bw_result.get("counters")
     if not counters:
-        pytest.skip("the recording holds no port counters read around the run (a bare ib_write_bw output)")
+        not_checked("the recording holds no port counters read around the run (a bare ib_write_bw output)")
     rows = ib_write_bw_result["client"]["results"]
     bytes_sent = max(r["bytes"] * r["iterations"] for r in rows) if rows else 0
     before = RdmaPort(**counters["before"]) if counters.get("before") else None

@@ -1,0 +1,196 @@
+"""Promises and the verdict a customer signs.
+
+A *promise* is one thing the profile says the machine has or does: "GPU0 has 140 GiB", "all_reduce reaches 312
+GB/s busbw at 1 GiB". Every shipped suite test judges one promise (its id: the name the test's
+``gpufabric_promise`` marker gives, and the test's parameters, so the torch.distributed and the nccl-tests
+measurement of one floor judge the same promise). A promise ends in one of four outcomes:
+
+- **passed**: the evidence shows it held;
+- **failed**: the evidence shows it broke;
+- **not checked**: the profile promises it, but this evidence cannot show it (a bundle that did not record it,
+  a tool that is missing, a setting the machine hides, a number that is not finite, a test that broke);
+- **waived**: the customer and the vendor agreed in writing not to hold the machine to it.
+
+A pytest skip that is none of these means *the profile does not promise it*: not a promise at all.
+
+The run's verdict follows from the promises alone, never from pytest's pass/skip tally:
+
+- **ACCEPTED** (exit 0): every promise passed or was waived;
+- **REJECTED** (exit 1): at least one promise failed;
+- **INCOMPLETE** (exit 6): none failed, some were not checked (each named with why), or the run did not finish;
+- **NOT TESTED** (exit 7): the machine could not be examined at all (no driver, NVML absent), or no promise could
+  be checked.
+
+Pure functions of plain data: the plugin, the fleet report (which judges each node's results file again) and the
+tests all use them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+PASSED, FAILED, NOT_CHECKED, WAIVED = "passed", "failed", "not checked", "waived"
+OUTCOMES = (PASSED, FAILED, NOT_CHECKED, WAIVED)
+
+ACCEPTED, REJECTED, INCOMPLETE, NOT_TESTED = "ACCEPTED", "REJECTED", "INCOMPLETE", "NOT TESTED"
+VERDICTS = (ACCEPTED, REJECTED, INCOMPLETE, NOT_TESTED)
+#: pytest's own codes are 0-5 (1: tests failed, as a rejection is); INCOMPLETE and NOT TESTED take codes pytest
+#: never uses, so that a pipeline can tell them apart from an interrupted run (2) or a usage error (4)
+EXIT_CODES = {ACCEPTED: 0, REJECTED: 1, INCOMPLETE: 6, NOT_TESTED: 7}
+
+#: how a skip says "promised, but not shown by this evidence" and "waived" (a skip reason travels from
+#: pytest-xdist workers, and the terminal shows it as it is)
+NOT_CHECKED_PREFIX = "not checked: "
+WAIVED_PREFIX = "waived: "
+
+#: how many promise ids a verdict's reason names before it says "and N more"
+_NAMED = 6
+
+
+@dataclass
+class Promise:
+    """One promise of the profile and what this run's evidence showed of it."""
+
+    id: str
+    outcome: str  # PASSED, FAILED, NOT_CHECKED or WAIVED
+    reason: str = ""  # why it failed, was not checked or was waived; "" when it passed
+    tests: list[str] = field(default_factory=list)  # the test node ids that judged it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """A promise the customer and the vendor agreed not to hold the machine to (``--gpu-waive ID=REASON`` or a
+    profile's ``waive:`` list). ``promise`` is a promise id, the id without its parameters (``gpu-memory`` waives
+    ``gpu-memory[GPU0]`` and ``gpu-memory[GPU1]``), or a shell-style pattern."""
+
+    promise: str
+    reason: str
+    source: str  # "--gpu-waive" or "profile <name>"
+
+    def matches(self, promise_id: str) -> bool:
+        return (promise_id == self.promise or promise_id.split("[", 1)[0] == self.promise
+                or fnmatch.fnmatchcase(promise_id, self.promise))
+
+
+def parse_waiver(text: str, source: str = "--gpu-waive") -> Waiver:
+    """``ID=REASON`` -> Waiver; ValueError (a usage error) when either half is missing: a waiver is agreed in
+    writing, and one without its reason is no agreement."""
+    promise, sep, reason = text.partition("=")
+    if not sep or not promise.strip() or not reason.strip():
+        raise ValueError(f"{text!r}: give PROMISE=REASON, e.g. 'nccl-tests-bandwidth=nccl-tests not installed, "
+                         "agreed with ACME on 2026-11-20'")
+    return Waiver(promise.strip(), reason.strip(), source)
+
+
+def waiver_for(promise_id: str, waivers: Iterable[Waiver]) -> Waiver | None:
+    return next((w for w in waivers if w.matches(promise_id)), None)
+
+
+def test_outcome(pytest_outcome: str, reason: str = "") -> str | None:
+    """One test's pytest outcome -> its promise's outcome; None for a skip that means "not promised".
+
+    An error (a fixture or the plugin broke, not a check) is "not checked": the promise was not judged, and a
+    broken test must neither pass a machine nor accuse it."""
+    if pytest_outcome == "passed":
+        return PASSED
+    if pytest_outcome == "failed":
+        return FAILED
+    if pytest_outcome == "error":
+        return NOT_CHECKED
+    if reason.startswith(NOT_CHECKED_PREFIX):
+        return NOT_CHECKED
+    if reason.startswith(WAIVED_PREFIX):
+        return WAIVED
+    return None
+
+
+def _strip(reason: str) -> str:
+    for prefix in (NOT_CHECKED_PREFIX, WAIVED_PREFIX):
+        if reason.startswith(prefix):
+            return reason[len(prefix):]
+    return reason
+
+
+_RANK = {FAILED: 0, PASSED: 1, WAIVED: 2, NOT_CHECKED: 3}
+
+
+def build_promises(tests: Iterable[tuple[str, str | None, str, str]]) -> list[Promise]:
+    """(node id, promise id or None, pytest outcome, reason) per test -> the promises, in the order first seen.
+
+    A promise judged by several tests fails if any of them failed; else it passed if any passed (one measurement
+    that shows it is enough: nccl-tests missing leaves a floor that torch.distributed measured checked); else it
+    is waived or not checked. A test without a promise id counts under its node id."""
+    promises: dict[str, Promise] = {}
+    for nodeid, promise_id, pytest_outcome, reason in tests:
+        outcome = test_outcome(pytest_outcome, reason)
+        if outcome is None:
+            continue
+        key = promise_id or nodeid
+        reason = "" if outcome == PASSED else _first_line(_strip(reason))
+        promise = promises.get(key)
+        if promise is None:
+            promises[key] = Promise(key, outcome, reason, [nodeid])
+            continue
+        promise.tests.append(nodeid)
+        if _RANK[outcome] < _RANK[promise.outcome]:
+            promise.outcome, promise.reason = outcome, reason
+        elif outcome == promise.outcome == NOT_CHECKED and reason and reason not in promise.reason:
+            promise.reason = f"{promise.reason}; {reason}" if promise.reason else reason
+    return list(promises.values())
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else ""
+
+
+def counts(promises: Iterable[Promise]) -> dict[str, int]:
+    tally = {outcome: 0 for outcome in OUTCOMES}
+    for promise in promises:
+        tally[promise.outcome] += 1
+    return {"passed": tally[PASSED], "failed": tally[FAILED], "not_checked": tally[NOT_CHECKED],
+            "waived": tally[WAIVED]}
+
+
+def _named(promises: list[Promise]) -> str:
+    """The ids of the first few promises (each promise's own reason is in the list beside the verdict)."""
+    more = f" and {len(promises) - _NAMED} more" if len(promises) > _NAMED else ""
+    return ", ".join(p.id for p in promises[:_NAMED]) + more
+
+
+def judge(promises: list[Promise], machine_error: str | None = None, unfinished: str | None = None,
+          not_run: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(verdict, reason in one sentence) from the promises of a run.
+
+    ``machine_error``: why the machine could not be read at all (no driver); ``unfinished``: why the run has no
+    end (it goes on, or was cut short: Ctrl-C, an internal error); ``not_run``: promise id -> why a promise was
+    never judged (its test deselected with -k/-m)."""
+    not_run = dict(not_run or {})
+    failed = [p for p in promises if p.outcome == FAILED]
+    unchecked = [p for p in promises if p.outcome == NOT_CHECKED]
+    unchecked += [Promise(pid, NOT_CHECKED, why) for pid, why in not_run.items()
+                  if pid not in {p.id for p in promises}]
+    examined = [p for p in promises if p.outcome in (PASSED, FAILED)]
+    if failed:
+        return REJECTED, f"{len(failed)} promise(s) failed: {_named(failed)}"
+    if unfinished:
+        return INCOMPLETE, (f"{unfinished} ({len(examined)} promise(s) judged, none failed)"
+                            + (f"; not checked: {_named(unchecked)}" if unchecked else ""))
+    if machine_error and not examined:
+        return NOT_TESTED, f"the machine could not be examined: {machine_error}"
+    if not examined:
+        if unchecked:
+            return NOT_TESTED, f"no promise could be checked: {_named(unchecked)}"
+        if any(p.outcome == WAIVED for p in promises):
+            return NOT_TESTED, "every promise was waived: nothing was checked"
+        return NOT_TESTED, "no promise was judged"
+    if unchecked:
+        return INCOMPLETE, f"{len(unchecked)} promise(s) not checked: {_named(unchecked)}"
+    waived = [p for p in promises if p.outcome == WAIVED]
+    return ACCEPTED, (f"all {len(examined)} promise(s) checked passed"
+                      + (f", {len(waived)} waived: {_named(waived)}" if waived else ""))
