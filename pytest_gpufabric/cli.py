@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import GpuFabricError, HardwareUnavailable
-from .report.results import json_default
+from .report.results import json_text
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
 
@@ -42,7 +42,7 @@ def _fabric(replay: str | None):
 def cmd_show(args: argparse.Namespace) -> int:
     fabric = _fabric(args.replay)
     if args.json:
-        print(json.dumps(fabric.to_dict(), indent=2, default=json_default))
+        print(json_text(fabric.to_dict()))
         return EXIT_OK
     print(f"source: {fabric.source}")
     print(f"driver: {fabric.driver_version or 'not recorded'}   "
@@ -84,7 +84,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         raise nvml_error  # nothing to record: say why, and write nothing
     target.mkdir(parents=True, exist_ok=True)
     if record is not None:
-        (target / bundle.NVML_FILE).write_text(json.dumps(record, indent=2, default=json_default) + "\n",
+        (target / bundle.NVML_FILE).write_text(json_text(record) + "\n",
                                                encoding="utf-8")
     commands = {}
     if nvml_error is not None:
@@ -197,7 +197,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         # an empty file may well be the tool's output (nvlink -s without NVLink): say why, not "not its output"
         what = "" if not text.strip() else f"not `{tool}` output: "
         raise GpuFabricError(f"{args.file}: {what}{exc}") from None
-    print(json.dumps(result, indent=2))
+    print(json_text(result))
     return EXIT_OK
 
 
@@ -349,8 +349,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if "copy" in ops:
         results["copy"] = run_copy(max(sizes), iters=args.iters, timeout_s=args.timeout)
     if args.json:
-        print(json.dumps({k: {key: v for key, v in r.items() if key != "stdout_tail"} for k, r in results.items()},
-                         indent=2))
+        print(json_text({k: {key: v for key, v in r.items() if key != "stdout_tail"} for k, r in results.items()}))
     else:
         for result in results.values():
             print(result["stdout_tail"].rstrip())

@@ -2,6 +2,8 @@
 
 - ``ProfileError``, ``BundleError``: the user's input is wrong; pytest turns these into a usage error (exit 4).
 - ``HardwareUnavailable``: the machine cannot be asked (no driver, no NVML); one sentence, no traceback.
+- ``ToolMissing``: a tool a measurement needs is not installed (torch, perftest): the promise is not checked,
+  and the message says how to install it; never a failure of the machine.
 - ``WorkloadError``: a child process failed; carries the command and its output.
 Anything else is a bug in this plugin.
 """
@@ -34,6 +36,10 @@ class BundleError(GpuFabricError):
 
 class HardwareUnavailable(GpuFabricError):
     """The live machine cannot be queried (no NVIDIA driver, NVML missing)."""
+
+
+class ToolMissing(GpuFabricError):
+    """A tool a measurement needs is not installed here: what was promised is not checked, not failed."""
 
 
 class WorkloadError(GpuFabricError):

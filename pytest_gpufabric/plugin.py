@@ -461,8 +461,12 @@ def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: st
 
     A measurement that failed is the test's failure, one line, reported when the test runs (not a set-up
     error); a bundle that recorded nothing for it leaves the promise not checked."""
+    from .errors import ToolMissing
+
     try:
         measurement = _session(request.config).measurement(name)
+    except ToolMissing as exc:  # the tool is not installed here: nothing of the machine was measured
+        not_checked(str(exc))
     except GpuFabricError as exc:
         failure = str(exc)
     else:
@@ -619,6 +623,7 @@ def gpufabric_check(request: pytest.FixtureRequest):
     from .report.recorder import CHECK_PROPERTY
 
     def check(result):
+        result = _finite_only(result, _session(request.config).replay)
         # carried in the report (user_properties travel from pytest-xdist workers too), recorded by RunRecorder
         request.node.user_properties.append((CHECK_PROPERTY, result.to_dict()))
         if result.verdict == NOT_CHECKED:
@@ -628,3 +633,25 @@ def gpufabric_check(request: pytest.FixtureRequest):
         return result
 
     return check
+
+
+def _finite_only(result, replay: str | None):
+    """A pass resting on numbers that are not all finite judged nothing (``nan < floor`` is false, so a NaN passes
+    a floor): a recording holding one leaves the promise not checked; a number this run measured so is a failure
+    of the run's own measurement, said as such. The checks refuse such numbers themselves; this is the net under
+    them. A failure stands: it names its own figures."""
+    from .checks.result import FAILED, NOT_CHECKED, PASSED
+    from .units import non_finite
+
+    bad = non_finite(result.found) if result.verdict == PASSED else []
+    if not bad:
+        return result
+    what = "; ".join(bad)
+    if replay:
+        result.verdict = NOT_CHECKED
+        result.message = f"not a finite number in the recording ({what}): {result.subject} cannot be judged"
+    else:
+        result.verdict = FAILED
+        result.message = f"this run measured a number that is not finite ({what}): {result.subject} was not measured"
+    result.details = [*result.details, *bad]
+    return result

@@ -124,6 +124,8 @@ class FabricSession:
             from .workloads.burn_in import LOG_FILE, BurnIn, read_log
 
             if self.replay:
+                if not (self.bundle_dir / LOG_FILE).is_file():
+                    return None  # a burn-in asked of a bundle that holds none: not checked
                 records = read_log(self.bundle_dir / LOG_FILE)
                 start = next((r for r in records if r.get("type") == "start"), None)
                 self.burn_in = BurnIn(start["duration_s"], records) if start else None
@@ -173,8 +175,9 @@ class FabricSession:
     def _run_burn_in(self):
         from .fabric.health import HealthReader
         from .workloads.burn_in import LOG_FILE, parse_duration, run_burn_in
-        from .workloads.environment import gpu_environment
+        from .workloads.environment import gpu_environment, require_torch
 
+        require_torch("the burn-in")
         on_cpus = self.profile.data.get("burn_in", {}).get("device", "cuda") == "cpu"  # the tests' CPU workers
         boards = None if on_cpus else self.boards()
         duration_s = parse_duration(self.burn_in_duration)

@@ -163,3 +163,37 @@ def format_cpu_list(cpus: set[int] | frozenset[int]) -> str:
     if start is not None:
         ranges.append(f"{start}-{prev}" if start != prev else f"{start}")
     return ",".join(ranges)
+
+
+def non_finite(value: object, where: str = "found", limit: int = 5, _depth: int = 0) -> list[str]:
+    """Where ``value`` holds a number that is not finite (NaN, ±Infinity: what a broken timer, a division by a
+    zero time or a hand-edited recording leaves), as 'found.busbw_gbps = nan'; at most ``limit`` of them. A
+    comparison with NaN is always false (``nan < floor`` passes a floor), so nothing holding one may be judged."""
+    import math
+
+    found: list[str] = []
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{where} = {value}"]
+    if _depth > 8:
+        return found
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found += non_finite(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]", limit - len(found),
+                            _depth + 1)
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def finite_or_none(value: object) -> object:
+    """A copy of a JSON-like value with every non-finite number as None: what is written to JSON (strict parsers,
+    jq, Go, JavaScript, refuse the NaN and Infinity tokens Python would write)."""
+    import math
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value

@@ -27,7 +27,7 @@ tests all use them.
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
@@ -66,15 +66,18 @@ class Promise:
 class Waiver:
     """A promise the customer and the vendor agreed not to hold the machine to (``--gpu-waive ID=REASON`` or a
     profile's ``waive:`` list). ``promise`` is a promise id, the id without its parameters (``gpu-memory`` waives
-    ``gpu-memory[GPU0]`` and ``gpu-memory[GPU1]``), or a shell-style pattern."""
+    ``gpu-memory[GPU0]`` and ``gpu-memory[GPU1]``), or a pattern whose ``*`` stands for any text."""
 
     promise: str
     reason: str
     source: str  # "--gpu-waive" or "profile <name>"
 
     def matches(self, promise_id: str) -> bool:
-        return (promise_id == self.promise or promise_id.split("[", 1)[0] == self.promise
-                or fnmatch.fnmatchcase(promise_id, self.promise))
+        if promise_id == self.promise or promise_id.split("[", 1)[0] == self.promise:
+            return True
+        # '*' is the one wildcard: promise ids hold brackets, which fnmatch would read as character sets
+        pattern = ".*".join(re.escape(part) for part in self.promise.split("*"))
+        return "*" in self.promise and re.fullmatch(pattern, promise_id) is not None
 
 
 def parse_waiver(text: str, source: str = "--gpu-waive") -> Waiver:

@@ -4,7 +4,7 @@ peak, so that "is this number expected?" has an answer on the page."""
 from __future__ import annotations
 
 from ..fabric.model import Fabric
-from ..units import GIB, MIB, format_bytes, is_na, parse_bytes, parse_gbps, parse_seconds, pcie_peak_gbps
+from ..units import GIB, MIB, format_bytes, is_na, non_finite, parse_bytes, parse_gbps, parse_seconds, pcie_peak_gbps
 from .result import CheckResult, failed, passed, unknown
 
 _COLLECTIVE_CAUSES = (
@@ -85,6 +85,10 @@ def check_collective(op: str, threshold: dict, row: dict | None, world_size: int
         return unknown(name, subject, expected, f"{source} has no {op} result at {format_bytes(size)}")
     found = {"busbw_gbps": row["busbw"], "algbw_gbps": row["algbw"], "time_us": row["time_us"],
              "wrong": row.get("wrong"), "peak_gbps": peak, "peak": peak_what, "ranks": world_size}
+    bad = non_finite({k: found[k] for k in ("busbw_gbps", "time_us")})
+    if bad and not row.get("wrong"):
+        return unknown(name, subject, expected, f"{op} at {format_bytes(size)}: not a finite number "
+                                                f"({'; '.join(bad)}) [{source}]")
     problems = []
     if row.get("wrong"):
         problems.append(f"{row['wrong']} wrong element(s): the collective computed wrong results")
@@ -110,6 +114,9 @@ def check_copy(kind: str, threshold: dict, rows: list[dict], peak_of, source: st
     expected = dict(threshold)
     if not rows:
         return unknown(name, kind, expected, f"{source} has no {kind} copy result")
+    bad = non_finite({row["label"]: row["gbps"] for row in rows}, "GB/s")
+    if bad:
+        return unknown(name, kind, expected, f"{kind}: not a finite number ({'; '.join(bad)}) [{source}]")
     lines, problems, unjudged = [], [], []
     for row in rows:
         gbps = row["gbps"]

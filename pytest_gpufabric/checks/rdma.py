@@ -3,6 +3,8 @@ reaches the promised fraction of the line rate; the port's counters saw the byte
 
 from __future__ import annotations
 
+import math
+
 from ..fabric.model import Fabric
 from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes
 from ..units import format_bytes, parse_gbit
@@ -128,6 +130,8 @@ def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, s
              "msg_rate_mpps": best.get("msg_rate_mpps"), "mtu": result.get("mtu"), "link_type": result.get("link_type")}
     if not floors:
         return unknown("ib-write-bw", subject, expected, "the profile promises neither a line rate nor a floor")
+    if not isinstance(bw, (int, float)) or not math.isfinite(bw):
+        return unknown("ib-write-bw", subject, expected, f"{source}: the average bandwidth {bw} is not a finite number")
     problems = [f"{bw:.2f} Gb/s < {text} ({floor:.2f} Gb/s)" for floor, text in floors if bw < floor]
     summary = (f"{subject}: {bw:.2f} Gb/s average at {format_bytes(best['bytes'])} messages, "
                f"{best['iterations']} iterations, MTU {result.get('mtu')}")

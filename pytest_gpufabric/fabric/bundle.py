@@ -252,7 +252,8 @@ def load_bandwidth_recording(directory: Path):
             measurement = BandwidthMeasurement(collectives=data.get("collectives"), copy=data.get("copy"),
                                                nccl_tests=list(data.get("nccl_tests") or []), source=str(path),
                                                errors=dict(data.get("errors") or {}),
-                                               nccl_tests_missing=dict(data.get("nccl_tests_missing") or {}))
+                                               nccl_tests_missing=dict(data.get("nccl_tests_missing") or {}),
+                                               tools_missing=dict(data.get("tools_missing") or {}))
         except (ValueError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric bandwidth recording ({exc})") from None
     for text_file in sorted(directory.glob(_NCCL_TESTS_PATTERN)):

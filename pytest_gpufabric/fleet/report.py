@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..report.results import json_text
 from .analysis import FleetSettings, analyse
 from .fabric import FABRIC_FILE, judge_fabric
 from .hostlist import expand_hostlist
@@ -146,7 +147,7 @@ def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
     # nodes' values of 75 measurements would be most of its size)
     lean = {**document, "metrics": [{k: v for k, v in m.items() if k != "values"} for m in document["metrics"]]}
     # one line: json's C encoder (indent takes the pure-Python one, seconds for ten thousand nodes)
-    text = json.dumps(lean, ensure_ascii=False, default=str) + "\n"
+    text = json_text(lean, indent=None) + "\n"
     for key, data in (("json", text.encode("utf-8")), ("html", page), ("junit", _junit(document))):
         tmp = paths[key].with_suffix(paths[key].suffix + ".tmp")
         tmp.write_bytes(data)

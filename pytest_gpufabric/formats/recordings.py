@@ -26,7 +26,10 @@ class BandwidthMeasurement:
     #: not there, "nccl_tests:<op>" for one op's binary that failed)
     errors: dict[str, str] = field(default_factory=dict)
     nccl_tests_missing: dict[str, str] = field(default_factory=dict)  # op -> where its <op>_perf was looked for
+    #: part ("collectives", "copy") -> the tool it needs that is not installed (torch): not measured, not failed
+    tools_missing: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"format": BANDWIDTH_FORMAT, "collectives": self.collectives, "copy": self.copy,
-                "nccl_tests": self.nccl_tests, "errors": self.errors, "nccl_tests_missing": self.nccl_tests_missing}
+                "nccl_tests": self.nccl_tests, "errors": self.errors, "nccl_tests_missing": self.nccl_tests_missing,
+                "tools_missing": self.tools_missing}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 
 
 def _axes(height: float):
@@ -50,7 +51,10 @@ def nvlink_timeline_png(timeline: list[dict], title: str) -> bytes | None:
 
 def busbw_sweep_png(op: str, series: dict[str, list[tuple[int, float]]], thresholds: list[tuple[int, float]],
                     peak: float | None, peak_what: str) -> bytes | None:
-    """busbw against message size (log scale) per source, the thresholds marked, the link peak drawn."""
+    """busbw against message size (log scale) per source, the thresholds marked, the link peak drawn. Points that
+    are not finite positive numbers are left out (a log axis has no place for them; the checks say why)."""
+    series = {name: [(size, busbw) for size, busbw in points if math.isfinite(busbw) and busbw > 0]
+              for name, points in series.items()}
     drawing = _axes(3.6) if any(series.values()) else None
     if drawing is None:
         return None

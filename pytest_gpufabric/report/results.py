@@ -20,13 +20,25 @@ def json_default(value: object) -> object:
     return str(value)
 
 
+def json_text(document: object, indent: int | None = 2) -> str:
+    """Strict JSON: a number that is not finite is written as null (json.dumps would write the NaN and Infinity
+    tokens, which jq, Go and JavaScript refuse); the checks never judged it (units.non_finite)."""
+    try:
+        return json.dumps(document, indent=indent, default=json_default, allow_nan=False)
+    except ValueError:  # a NaN or an infinity somewhere: the rare case pays for the copy
+        from ..units import finite_or_none
+
+        return json.dumps(finite_or_none(document), indent=indent, default=json_default, allow_nan=False)
+
+
 def write_json(document: dict, path: Path) -> Path:
     """Write via a temporary file, on disk before it is renamed over the old one: a reader, or a machine that
     lost power, never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = json_text(document)
     fd, tmp = tempfile.mkstemp(prefix=".gpufabric-results.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, default=json_default)
+        handle.write(text)
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())

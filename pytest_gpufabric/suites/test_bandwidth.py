@@ -84,7 +84,8 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     if "collectives" in bandwidth.errors:
         pytest.fail(bandwidth.errors["collectives"], pytrace=False)
     if bandwidth.collectives is None:
-        not_checked(f"{bandwidth.source} holds no torch.distributed collective measurements")
+        not_checked(bandwidth.tools_missing.get("collectives")
+                    or f"{bandwidth.source} holds no torch.distributed collective measurements")
     size = parse_bytes(threshold["size"])
     rows = bandwidth.collectives["ops"].get(op, [])
     world = bandwidth.collectives["world_size"]
@@ -125,7 +126,7 @@ def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check
     if "copy" in bandwidth.errors:
         pytest.fail(bandwidth.errors["copy"], pytrace=False)
     if bandwidth.copy is None:
-        not_checked(f"{bandwidth.source} holds no copy measurements")
+        not_checked(bandwidth.tools_missing.get("copy") or f"{bandwidth.source} holds no copy measurements")
     copy = bandwidth.copy
     if copy_kind in ("host_to_device", "device_to_host"):
         rows = [{"label": f"GPU{r['gpu']}", "gpu": r["gpu"], **r[copy_kind]} for r in copy["host_device"]]

@@ -56,8 +56,8 @@ def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasureme
     """Everything the profile's `bandwidth` section promises, on the boards it promises (environment.
     promised_boards, in CUDA's order). A part that fails is kept as an error for its own tests; the other parts
     are still measured."""
-    from ..errors import GpuFabricError
-    from .environment import gpu_environment
+    from ..errors import GpuFabricError, ToolMissing
+    from .environment import gpu_environment, require_torch
     from .nccl_tests import find_perf_binary, run_nccl_tests
 
     section = profile.bandwidth
@@ -70,8 +70,11 @@ def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasureme
         sizes = sweep_sizes([parse_bytes(t["size"]) for _, t in thresholds],
                             [parse_bytes(s) for s in section.get("sweep", [])])
         try:
+            require_torch("torch.distributed's collectives")
             measurement.collectives = run_collectives(profile.gpu_count, ops, sizes, warmup=warmup, iters=iters,
                                                       timeout_s=timeout_s, env=env)
+        except ToolMissing as exc:
+            measurement.tools_missing["collectives"] = str(exc)
         except GpuFabricError as exc:
             measurement.errors["collectives"] = str(exc)
         configured = section.get("nccl_tests", {}).get("binary")
@@ -96,8 +99,11 @@ def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasureme
         affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(boards) if b["index"] in cpus}
         size = parse_bytes(section.get("copy", {}).get("size", "1 GiB"))
         try:
+            require_torch("the copy measurements")
             measurement.copy = run_copy(size, iters=iters, warmup=3, cpu_affinity=affinity, timeout_s=timeout_s,
                                         env=env)
+        except ToolMissing as exc:
+            measurement.tools_missing["copy"] = str(exc)
         except GpuFabricError as exc:
             measurement.errors["copy"] = str(exc)
     return measurement

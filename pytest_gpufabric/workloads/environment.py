@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 
-from ..errors import GpuFabricError
+from ..errors import GpuFabricError, ToolMissing
 from .identity import ORDER, IdentityError, board_label, resolve_visible
 
 
 class HiddenGpu(GpuFabricError):
     """A GPU the profile promises that CUDA_VISIBLE_DEVICES hides: no workload can measure it."""
+
+
+def require_torch(what: str) -> None:
+    """Raise ToolMissing, naming the extra that installs it, when torch is not importable: the workloads run it
+    in child processes, where its absence would read as a failed measurement of the machine."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise ToolMissing(f"{what} needs torch, which is not installed: pip install 'pytest-gpufabric[torch]' "
+                          "(on a machine without a GPU, the CPU build: pip install torch --index-url "
+                          "https://download.pytorch.org/whl/cpu)")
 
 
 def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -19,7 +19,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from ..errors import HardwareUnavailable, WorkloadError
+from ..errors import HardwareUnavailable, ToolMissing, WorkloadError
 
 INSTALL_HINT = "install perftest (Debian/Ubuntu: apt install perftest; RHEL: dnf install perftest)"
 
@@ -88,7 +88,7 @@ def client_command(settings: IbWriteBwSettings, server_address: str) -> list[str
 def find_binary(settings: IbWriteBwSettings) -> str:
     path = shutil.which(settings.binary)
     if path is None:
-        raise RdmaUnavailable(f"{settings.binary} not found on PATH: {INSTALL_HINT}")
+        raise ToolMissing(f"{settings.binary} not found on PATH: {INSTALL_HINT}")
     return path
 
 

@@ -27,6 +27,9 @@ def memory_command(section: dict) -> list[str]:
 def measure_memory(section: dict, env: dict[str, str] | None = None) -> dict:
     """``env``: the workload's environment (environment.gpu_environment); the memory suite runs on its CUDA
     device 0, the first promised board in CUDA's order, and the result names that board."""
+    from .environment import require_torch
+
+    require_torch("the memory suite")
     result = run_workload(memory_command(section), timeout_s=section.get("timeout_s", 900),
                           env=env or workload_environment())
     result.pop("stdout_tail", None)

@@ -123,7 +123,9 @@ def measure_training_traffic(boards: list[dict], section: dict, on_sample=None) 
     """Train across the promised ``boards`` (environment.promised_boards) with NCCL while sampling every active
     NVLink of them; ``on_sample`` is told of each counter sample as it is taken."""
     from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
-    from .environment import gpu_environment
+    from .environment import gpu_environment, require_torch
+
+    require_torch("the NVLink traffic suite")
 
     settings = TrainingSettings.from_profile(section)
     reader = NvmlCounterReader(sorted(b["index"] for b in boards))
