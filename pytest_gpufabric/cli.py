@@ -153,14 +153,17 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
         raise GpuFabricError("--from-fleet and --replay: a profile comes from one of them")
     output = Path(args.output)
     try:
-        text, document = golden_profile_yaml(Path(args.from_fleet), args.name or output.stem, args.percentile,
-                                             args.margin)
+        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), args.name or output.stem,
+                                                             args.percentile, args.margin)
     except ValueError as exc:
         raise GpuFabricError(str(exc)) from None
     validate_document(yaml.safe_load(text), output, partial=True)  # nothing is written for a bad document
     output.write_text(text, encoding="utf-8")
     profile = load_profile(str(output))
     print(f"wrote {output} (profile {profile.name}, extends {document['extends']}, sha256 {profile.sha256})")
+    print(f"floors from {len(used)} accepted node(s): {', '.join(used)}")
+    if left_out:
+        print(f"left out, not accepted: {', '.join(left_out)}")
     return EXIT_OK
 
 
@@ -254,12 +257,18 @@ def cmd_fleet_fabric(args: argparse.Namespace) -> int:
     import os
 
     from .fleet.fabric import FABRIC_FILE, judge_fabric
+    from .profile.loader import load_profile
     from .workloads import fabric_pairs
 
+    profile = load_profile(args.profile) if args.profile else None  # a bad profile is said before anything runs
+    # the suspects measured again alone are the pairs the judgement would name: one fraction for both
+    fraction = ((profile.data.get("fabric") or {}).get("pairs") or {}).get("min_fraction_of_median", 0.7) \
+        if profile else 0.7
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     argv = ["--sizes", ",".join(map(str, _sizes(args.sizes))), "--pair-size", str(_sizes(args.pair_size)[0]),
             "--iters", str(args.iters), "--warmup", str(args.warmup), "--max-rounds", str(args.max_rounds),
+            "--min-fraction-of-median", str(fraction), "--confirm-repeats", str(args.confirm_repeats),
             "--backend", args.backend, "--result", str(out / FABRIC_FILE)]
     if args.node_per_rank:
         argv.append("--node-per-rank")
@@ -269,12 +278,10 @@ def cmd_fleet_fabric(args: argparse.Namespace) -> int:
         fabric_pairs.main()
     finally:
         sys.argv = saved
-    if os.environ.get("RANK", "0") != "0" or not args.profile:
+    if os.environ.get("RANK", "0") != "0" or profile is None:
         return EXIT_OK
-    from .profile.loader import load_profile
-
     result = json.loads((out / FABRIC_FILE).read_text(encoding="utf-8"))
-    judged = judge_fabric(result, load_profile(args.profile).data)
+    judged = judge_fabric(result, profile.data)
     print(f"fabric: {judged['verdict']}")
     for problem in judged["problems"]:
         print(f"  {problem}")
@@ -445,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     fabric.add_argument("--iters", type=int, default=5)
     fabric.add_argument("--warmup", type=int, default=2)
     fabric.add_argument("--max-rounds", type=int, default=0, help="0: every pair meets (N-1 rounds)")
+    fabric.add_argument("--confirm-repeats", type=int, default=2, help="how many times a pair that looked slow in "
+                        "its round is measured again alone before it is named (default %(default)s)")
     fabric.add_argument("--node-per-rank", action="store_true", help="each rank a node (one host's GPUs)")
     fabric.add_argument("--profile", help="judge the result with this profile's fabric: section (rank 0)")
     fabric.add_argument("-o", "--output", default="reports/fleet", metavar="OUTDIR")

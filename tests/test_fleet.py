@@ -173,8 +173,32 @@ def test_golden_profile_from_the_fleet(tmp_path, capsys):
     floor = next(t for t in document["bandwidth"]["collectives"]["all_reduce"] if t["size"] == "256 MiB")
     assert floor == {"size": "256 MiB", "min_busbw": f"{busbw[0] * 0.95:.1f} GB/s"}  # p5 of 3 is the lowest
     assert f"#   all_reduce 256MiB busbw: p5 {busbw[0]:.1f} GB/s x 0.95 over 3 node(s)" in text
-    assert "# 5 accepted node(s) of 5" in text
+    assert ("# 5 accepted node(s) of 5, profile h200-nvswitch-x2; floors from: h200a, h200b, h200c, h200e, "
+            "h200f.") in text
+    assert "floors from 5 accepted node(s): h200a, h200b, h200c, h200e, h200f" in capsys.readouterr().out
     assert main(["profile", "validate", str(output)]) == 0
     mixed = _fleet(tmp_path / "mixed", {k: FLEET[k] for k in ("h200a", "h200x4a")})
     assert main(["profile", "init", "--from-fleet", str(mixed), "-o", str(tmp_path / "x.yaml")]) == 2
     assert "ran 2 profiles" in capsys.readouterr().err
+
+
+def test_golden_floors_only_from_accepted_nodes_and_never_from_copied_results(tmp_path, capsys):
+    """A rejected node is left out and named; a fleet where one GPU serial is on two nodes (a results file copied
+    into another node's folder) gets no golden profile at all: its figures cannot be trusted to be each node's."""
+    root = _fleet(tmp_path / "fleet", {k: FLEET[k] for k in ("h200a", "h200c", "h200d", "h200e")})
+    output = tmp_path / "golden.yaml"
+    assert main(["profile", "init", "--from-fleet", str(root), "-o", str(output)]) == 0
+    assert "# Left out, not accepted: h200d (REJECTED)." in output.read_text(encoding="utf-8")
+    printed = capsys.readouterr().out
+    assert "floors from 3 accepted node(s): h200a, h200c, h200e" in printed
+    assert "left out, not accepted: h200d" in printed
+
+    copied = _fleet(tmp_path / "copied", {k: FLEET[k] for k in ("h200a", "h200c", "h200e")})
+    (copied / "h200z").mkdir()
+    shutil.copy(copied / "h200a" / "gpufabric-results.json", copied / "h200z" / "gpufabric-results.json")
+    refused = tmp_path / "refused.yaml"
+    assert main(["profile", "init", "--from-fleet", str(copied), "-o", str(refused)]) == 2
+    err = capsys.readouterr().err
+    serial = _recorded("h200a")["machine"]["gpus"][0]["serial"]
+    assert f"GPU serials on more than one node ({serial} on h200a and h200z" in err
+    assert "Traceback" not in err and not refused.exists()

@@ -111,6 +111,16 @@ def _outliers(distribution: _Distribution, settings: FleetSettings) -> tuple[dic
     return summary, flagged
 
 
+def duplicate_serials(nodes: list[Node]) -> list[dict]:
+    """GPU serials that more than one node reports ({"serial", "nodes"}): results copied between folders, or a
+    board that moved; either way no figure of those nodes can be trusted to be theirs."""
+    owners: dict[str, list[str]] = {}
+    for n in nodes:
+        for serial in set(n.serials):
+            owners.setdefault(serial, []).append(n.name)
+    return [{"serial": s, "nodes": sorted(o)} for s, o in sorted(owners.items()) if len(o) > 1]
+
+
 def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettings) -> dict:
     """The fleet's verdict and findings, as ``fleet-results.json`` holds them (fleet-results.schema.json)."""
     names = [n.name for n in nodes]
@@ -136,11 +146,7 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         for node, value in values.items():
             if value != majority:
                 drift[node].append({"field": name, "value": value, "majority": majority})
-    owners: dict[str, list[str]] = {}
-    for n in nodes:
-        for serial in set(n.serials):
-            owners.setdefault(serial, []).append(n.name)
-    duplicates = [{"serial": s, "nodes": sorted(o)} for s, o in sorted(owners.items()) if len(o) > 1]
+    duplicates = duplicate_serials(nodes)
     fleet_ids = sorted({n.fleet_id for n in nodes if n.fleet_id})
 
     # outliers among the passing nodes

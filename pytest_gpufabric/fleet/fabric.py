@@ -1,7 +1,10 @@
 """The fabric between a fleet's nodes, judged: the all-node collective against the profile's ``fabric:`` floors,
 and the pairwise rounds (workloads/fabric_pairs.py) to name the node or the pair that falls short.
 
-A pair is slow when its busbw is below ``min_fraction_of_median`` of the median over all pairs. A node is slow
+A pair is slow when its busbw is below ``min_fraction_of_median`` of the median over all pairs and, where the run
+measured the suspects again alone (every result of fabric_pairs.py since it has a ``confirmation``), every one of
+those measurements is below the same fraction of typical pairs measured alone: nobody is named on one figure from
+one crowded round, and every finding shows the figures it rests on. A node is slow
 when every pair it was in is slow: it is slow with every partner, so the cause is on its side (its NIC, cable,
 switch port, settings); its pairs are then explained by it. A slow pair between two nodes that are not slow is
 named as a pair: each is fine with everyone else, so the cause is between them (a path through the switches, a
@@ -28,6 +31,47 @@ def _line_rate_gbps(section: dict, profile_data: dict) -> tuple[float | None, st
     if rates:
         return min(rates) / 8, f"line rate {min(rates):g} Gb/s (the slowest RDMA port the profile promises)"
     return None, "no line rate (neither fabric.line_rate nor rdma.devices)"
+
+
+def _alone(pair: dict) -> list[float]:
+    return [m["busbw"] for m in pair.get("measurements") or [] if m.get("phase") == "alone"]
+
+
+def _figures(pair: dict) -> str:
+    """Every figure a finding about a pair rests on: its round, and each time it was measured again alone."""
+    alone = _alone(pair)
+    text = f"{pair['busbw']:.3g} GB/s in round {pair.get('round')}"
+    if alone:
+        text += f", alone {', '.join(f'{v:.3g}' for v in alone)} GB/s ({len(alone)} repeat(s))"
+    else:
+        text += " (measured once)"
+    return text
+
+
+def _confirmed_slow(result: dict, pairs: list[dict], fraction: float,
+                    median: float | None) -> tuple[list[dict], list[dict], float | None, str]:
+    """(the pairs found slow, the pairs that looked slow in a round but not alone, the yardstick in GB/s, what it
+    is). With a confirmation phase (fabric_pairs.py), a pair is slow only when its round AND every measurement of
+    it alone fall below ``fraction`` of the yardstick: the typical pairs measured alone the same way (else the
+    rounds' median). A result without one (older) is judged on the rounds, and says so."""
+    if median is None:
+        return [], [], None, "no pairs"
+    flagged = [p for p in pairs if p["busbw"] < fraction * median]
+    confirmation = result.get("confirmation")
+    if not confirmation:
+        return flagged, [], median, "the median pair, each pair measured once in a round"
+    baseline = {tuple(pair) for pair in confirmation.get("baseline") or []}
+    typical = [value for p in pairs if (p["a"], p["b"]) in baseline for value in _alone(p)]
+    if typical:
+        yardstick = statistics.median(typical)
+        what = f"typical pairs measured alone ({len(baseline)} pair(s), median)"
+    else:
+        yardstick, what = median, "the median pair of the rounds"
+    slow = [p for p in flagged if _alone(p) and all(v < fraction * yardstick for v in _alone(p))]
+    cleared = [{"a": p["a"], "b": p["b"], "busbw": p["busbw"], "alone": _alone(p),
+                "message": f"{p['a']}-{p['b']} looked slow in its round but not when measured alone: {_figures(p)}"}
+               for p in flagged if p not in slow]
+    return slow, cleared, yardstick, what
 
 
 def judge_fabric(result: dict, profile_data: dict | None) -> dict:
@@ -72,25 +116,28 @@ def judge_fabric(result: dict, profile_data: dict | None) -> dict:
     matrix = {n: {} for n in nodes}
     for p in pairs:
         matrix[p["a"]][p["b"]] = matrix[p["b"]][p["a"]] = p["busbw"]
-    slow = [p for p in pairs if median and p["busbw"] < fraction * median]
+    slow, cleared, yardstick, yardstick_what = _confirmed_slow(result, pairs, fraction, median)
     slow_nodes, slow_pairs = [], []
     if median and len(nodes) >= 3:
         for node in nodes:
             mine = [p for p in pairs if node in (p["a"], p["b"])]
             if mine and all(p in slow for p in mine):
                 partners = {p["b"] if p["a"] == node else p["a"]: p["busbw"] for p in mine}
+                figures = "; ".join(f"with {p['b'] if p['a'] == node else p['a']} {_figures(p)}" for p in mine)
                 slow_nodes.append({"node": node, "median_busbw": statistics.median(partners.values()),
-                                   "partners": partners, "fleet_median": median,
+                                   "partners": partners, "fleet_median": median, "yardstick": yardstick,
                                    "message": f"{node} is slow with every partner: "
                                               f"{statistics.median(partners.values()):.3g} GB/s median over "
-                                              f"{len(partners)} pair(s), the fleet's pairs {median:.3g} GB/s (its "
-                                              "NIC, cable, switch port or settings)"})
+                                              f"{len(partners)} pair(s), against {yardstick:.3g} GB/s for "
+                                              f"{yardstick_what} (its NIC, cable, switch port or settings): "
+                                              f"{figures}"})
         named = {s["node"] for s in slow_nodes}
         for p in slow:
             if p["a"] not in named and p["b"] not in named:
-                slow_pairs.append({**p, "fleet_median": median,
-                                   "message": f"{p['a']} and {p['b']} are slow together only: {p['busbw']:.3g} GB/s, "
-                                              f"the fleet's pairs {median:.3g} GB/s (the path between them)"})
+                slow_pairs.append({**p, "fleet_median": median, "yardstick": yardstick,
+                                   "message": f"{p['a']} and {p['b']} are slow together only: {_figures(p)}, "
+                                              f"against {yardstick:.3g} GB/s for {yardstick_what} (the path "
+                                              "between them)"})
     problems += [s["message"] for s in slow_nodes] + [s["message"] for s in slow_pairs]
     transports = {node: view for node, view in (result.get("nccl") or {}).items()}
     sockets = sorted(node for node, view in transports.items() if "NET/Socket" in (view or {}).get("transports", {}))
@@ -100,6 +147,7 @@ def judge_fabric(result: dict, profile_data: dict | None) -> dict:
     verdict = "failed" if problems else ("passed" if checks or pairs else "not judged")
     return {"verdict": verdict, "problems": problems, "checks": checks, "nodes": nodes,
             "pair_median": median, "min_fraction_of_median": fraction, "slow_nodes": slow_nodes,
-            "slow_pairs": slow_pairs, "matrix": matrix, "rounds": result.get("rounds"),
+            "slow_pairs": slow_pairs, "cleared_pairs": cleared, "yardstick": yardstick,
+            "yardstick_what": yardstick_what, "matrix": matrix, "rounds": result.get("rounds"),
             "rounds_for_every_pair": result.get("rounds_for_every_pair"), "backend": result.get("backend"),
             "pair_size": result.get("pair_size"), "nccl": transports, "line_rate": line_rate_from}

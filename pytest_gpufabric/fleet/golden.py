@@ -14,6 +14,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .analysis import duplicate_serials
 from .nodes import Node, find_node_dirs, read_node
 from .report import fleet_profile
 
@@ -40,10 +41,12 @@ def _values(nodes: list[Node], check: str, subject: str | None, metric: str | No
     return out
 
 
-def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: float) -> tuple[str, dict]:
-    """(the YAML text, the parsed document) of a profile named ``name`` extending the profile the fleet's passing
-    nodes ran. Raises ValueError when there is nothing to derive: no passing node, nodes of several profiles, or
-    no measurement a floor could come from."""
+def golden_profile_yaml(directory: Path, name: str, percentile: float,
+                        margin: float) -> tuple[str, dict, list[str], list[str]]:
+    """(the YAML text, the parsed document, the nodes its floors come from, the nodes left out as not accepted) of
+    a profile named ``name`` extending the profile the fleet's accepted nodes ran. Raises ValueError when there is
+    nothing to derive or nothing to trust: GPU serials on two nodes, no accepted node, nodes of several profiles,
+    or no measurement a floor could come from."""
     import yaml
 
     from ..profile.loader import load_profile
@@ -51,6 +54,12 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: f
     if not 0 < percentile < 50 or not 0 < margin <= 1:
         raise ValueError(f"--percentile must be in (0, 50) and --margin in (0, 1], got {percentile:g} and {margin:g}")
     nodes = [read_node(d) for d in find_node_dirs([directory])]
+    duplicates = duplicate_serials(nodes)
+    if duplicates:
+        shown = "; ".join(f"{d['serial']} on {' and '.join(d['nodes'])}" for d in duplicates[:5])
+        raise ValueError(f"{directory}: GPU serials on more than one node ({shown}): the results were copied or "
+                         "mixed up, and floors taken from them could be one machine's counted twice; fix the fleet's "
+                         "results first (`gpufabric fleet report` names them)")
     passing = [n for n in nodes if n.verdict == "ACCEPTED"]
     if not passing:
         raise ValueError(f"{directory}: no accepted node ({len(nodes)} node folder(s)): nothing to take floors from")
@@ -116,13 +125,18 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: f
         raise ValueError(f"{directory}: the accepted nodes measured nothing a floor of profile {base.name} "
                          "comes from (bandwidth, copies, burn-in)")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    left_out = [n for n in nodes if n.verdict != "ACCEPTED"]
     header = [f"# {name}: written by `gpufabric profile init --from-fleet` on {stamp} from {directory}:",
-              f"# {len(passing)} accepted node(s) of {len(nodes)} ({', '.join(n.name for n in passing[:8])}"
-              + (", ..." if len(passing) > 8 else "") + f"), profile {base.name}.",
+              f"# {len(passing)} accepted node(s) of {len(nodes)}, profile {base.name}; floors from: "
+              + ", ".join(n.name for n in passing) + "."]
+    if left_out:
+        header.append("# Left out, not accepted: " + ", ".join(f"{n.name} ({n.verdict or 'unreadable'})"
+                                                            for n in left_out) + ".")
+    header += [
               f"# Each floor is the p{low:g} of the accepted nodes times {margin:g} (each ceiling the p{high:g} "
               f"over {margin:g}); nearest-rank percentiles:"] + [f"#   {note}" for note in notes]
     text = "\n".join(header) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=118)
-    return text, doc
+    return text, doc, [n.name for n in passing], [n.name for n in left_out]
 
 
 def _loads(spec: str) -> bool:

@@ -99,8 +99,20 @@ def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_
                 "inputs": [str(p) for p in paths], "settings_from": settings_from}
     document.update(analyse(nodes, expected, settings))
     if fabric_result is not None:
+        fabric_nodes = [str(n) for n in fabric_result.get("nodes") or []]
+        fleet_nodes = sorted({n.name for n in nodes} | set(expected or []))
+        strangers = [n for n in fabric_nodes if n not in fleet_nodes]
+        if strangers:
+            raise ValueError(f"{fabric_path}: the fabric run's nodes ({', '.join(fabric_nodes)}) are not this "
+                             f"fleet's ({', '.join(fleet_nodes) or 'none'}): {', '.join(strangers)} not among them. "
+                             "Pass the fabric.json of this fleet's own run (--fabric), named by the same hostnames")
         judged = judge_fabric(fabric_result, profile_data)
-        document["fabric"] = {"source": fabric_path, **judged}
+        unmeasured = sorted(n.name for n in nodes if n.name not in fabric_nodes)
+        document["fabric"] = {"source": fabric_path, **judged, "not_measured": unmeasured}
+        if unmeasured and document["verdict"] == "ACCEPTED":
+            document["verdict"] = "INCOMPLETE"
+            document["reason"] = (f"the fabric run did not include {len(unmeasured)} node(s): "
+                                  + ", ".join(unmeasured[:10]))
         if judged["verdict"] == "failed":
             document["verdict"] = "REJECTED"
             reasons = [] if document["reason"].startswith("all ") else [document["reason"]]

@@ -13,7 +13,12 @@ One rank per node (or per GPU, each named as a node: ``--node-per-rank``), start
    ``--iters`` times after ``--warmup``; the median time counts. Cost: N-1 rounds, each as long as one pair's
    exchange: 63 rounds for 64 nodes, 999 for 1,000 (pass ``--max-rounds`` to sample fewer rounds: every node
    still meets that many partners, which names a slow node; a slow pair is then found only if it was sampled).
-3. **NCCL's view**: with NCCL, each rank runs with NCCL_DEBUG=INFO into its own file (NCCL_DEBUG_FILE) and reads
+3. **Confirmation**: a pair below ``--min-fraction-of-median`` of the rounds' median is measured again *alone*
+   (every other rank waits), ``--confirm-repeats`` times with ``--confirm-iters`` iterations, beside a few typical
+   pairs measured the same way as the yardstick: a crowded round on a busy host can make a healthy pair look slow
+   once, and nobody is named on one noisy number (fleet/fabric.py names only what the repeats confirm). Every
+   measurement of a pair is kept in its ``measurements``.
+4. **NCCL's view**: with NCCL, each rank runs with NCCL_DEBUG=INFO into its own file (NCCL_DEBUG_FILE) and reads
    back which transport its connections used (``NET/IB``, ``NET/Socket``, ``P2P``, ``SHM``), so "fell back to
    TCP" is a finding.
 
@@ -114,6 +119,31 @@ def _exchange(partner: int, size: int, device: torch.device, warmup: int, iters:
     return statistics.median(times)
 
 
+def confirmation_plan(pair_seconds: dict[tuple[int, int], float], pair_size: int, fraction: float,
+                      baseline_pairs: int = 3) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(suspects, baseline) after the rounds: the pairs whose busbw fell below ``fraction`` of the median (each to
+    be measured again alone before anyone is named), and up to ``baseline_pairs`` of the others, those nearest the
+    median, measured alone the same way as the yardstick (a pair alone is faster than in a crowded round, so the
+    suspects are held against pairs measured alike, not against the rounds' median)."""
+    if not pair_seconds:
+        return [], []
+    busbw = {pair: pair_size / seconds / 1e9 for pair, seconds in pair_seconds.items()}
+    median = statistics.median(busbw.values())
+    suspects = sorted(pair for pair, value in busbw.items() if value < fraction * median)
+    others = sorted((pair for pair in busbw if pair not in suspects), key=lambda pair: abs(busbw[pair] - median))
+    return suspects, sorted(others[:baseline_pairs])
+
+
+def _slower_end(records: list[list[dict]], key_of) -> dict:
+    """Both ends of a pair timed the same exchange: per key, the slower end's seconds counts."""
+    merged: dict = {}
+    for a, mine in enumerate(records):
+        for record in mine:
+            key = key_of(a, record)
+            merged[key] = max(record["seconds"], merged.get(key, 0.0))
+    return merged
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="4194304", help="all-node all_reduce sizes in bytes, comma-separated")
@@ -121,6 +151,14 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--max-rounds", type=int, default=0, help="0: every round (every pair meets)")
+    parser.add_argument("--min-fraction-of-median", type=float, default=0.7,
+                        help="a pair below this fraction of the rounds' median is measured again alone")
+    parser.add_argument("--confirm-repeats", type=int, default=2,
+                        help="how many times each suspect pair is measured again alone (0: never)")
+    parser.add_argument("--confirm-iters", type=int, default=0,
+                        help="iterations of each measurement alone (default: twice --iters, at least 10)")
+    parser.add_argument("--baseline-pairs", type=int, default=3,
+                        help="typical pairs measured alone too, as the yardstick for the suspects")
     parser.add_argument("--backend", choices=["nccl", "gloo"], default="gloo")
     parser.add_argument("--node-name", default=os.environ.get("GPUFABRIC_NODE_NAME"),
                         help="this rank's node (default: the host's short name)")
@@ -164,27 +202,51 @@ def main() -> int:
             mine.append({"round": number, "partner": partner, "seconds": seconds})
     gathered: list = [None] * world
     dist.all_gather_object(gathered, mine)
+    round_seconds = _slower_end(gathered, lambda a, record: tuple(sorted((a, record["partner"]))))
+    round_of = {tuple(sorted((a, record["partner"]))): record["round"] for a, mine_ in enumerate(gathered)
+                for record in mine_}
+
+    # confirm before accusing: a pair that looked slow in its crowded round is measured again alone (every other
+    # rank waits at the barrier), with more iterations, beside a few typical pairs measured the same way
+    plan: list = [confirmation_plan(round_seconds, args.pair_size, args.min_fraction_of_median,
+                                    args.baseline_pairs) if rank == 0 else None]
+    dist.broadcast_object_list(plan, src=0)
+    suspects, baseline = plan[0]
+    confirm_iters = args.confirm_iters or max(10, 2 * args.iters)
+    alone = []
+    for repeat in range(args.confirm_repeats if suspects else 0):
+        for a, b in [*suspects, *baseline]:
+            dist.barrier()
+            if rank in (a, b):
+                seconds = _exchange(b if rank == a else a, args.pair_size, device, args.warmup, confirm_iters)
+                alone.append({"pair": (a, b), "repeat": repeat, "seconds": seconds})
+    gathered_alone: list = [None] * world
+    dist.all_gather_object(gathered_alone, alone)
+    alone_seconds = _slower_end(gathered_alone, lambda _, record: (tuple(record["pair"]), record["repeat"]))
 
     nccl = parse_nccl_transports(log.read_text(errors="replace")) if log is not None and log.is_file() else None
     views: list = [None] * world
     dist.all_gather_object(views, nccl)
 
     if rank == 0:
-        pairs = {}
-        for a, records in enumerate(gathered):
-            for record in records:
-                key = tuple(sorted((a, record["partner"])))
-                # both ends timed the same exchange: the slower one's view counts
-                seconds = max(record["seconds"], pairs.get(key, {}).get("seconds", 0.0))
-                pairs[key] = {"a": names[key[0]], "b": names[key[1]], "round": record["round"], "seconds": seconds}
-        rows = [{"a": p["a"], "b": p["b"], "round": p["round"], "time_us": p["seconds"] * 1e6,
-                 "busbw": args.pair_size / p["seconds"] / 1e9}  # GB/s each way, as sendrecv_perf counts
-                for _, p in sorted(pairs.items())]
+        def measured(seconds: float, **where) -> dict:  # GB/s each way, as sendrecv_perf counts
+            return {**where, "time_us": seconds * 1e6, "busbw": args.pair_size / seconds / 1e9}
+
+        rows = []
+        for key, seconds in sorted(round_seconds.items()):
+            row = {"a": names[key[0]], "b": names[key[1]], **measured(seconds, round=round_of[key])}
+            row["measurements"] = [measured(seconds, phase="round", round=round_of[key], iters=args.iters)] + [
+                measured(alone_seconds[(key, repeat)], phase="alone", repeat=repeat, iters=confirm_iters)
+                for repeat in range(args.confirm_repeats) if (key, repeat) in alone_seconds]
+            rows.append(row)
+        confirmation = {"min_fraction_of_median": args.min_fraction_of_median, "repeats": args.confirm_repeats,
+                        "iters": confirm_iters, "suspects": [[names[a], names[b]] for a, b in suspects],
+                        "baseline": [[names[a], names[b]] for a, b in baseline]}
         args.result.write_text(json.dumps({
             "format": FORMAT, "backend": args.backend, "world_size": world, "nodes": names,
             "pair_size": args.pair_size, "warmup": args.warmup, "iters": args.iters,
             "rounds": len(rounds), "rounds_for_every_pair": len(round_robin(world)),
-            "all_node": all_node, "pairs": rows,
+            "all_node": all_node, "pairs": rows, "confirmation": confirmation,
             "nccl": {names[r]: view for r, view in enumerate(views) if view is not None},
             "torch_version": torch.__version__,
             "nccl_version": ".".join(map(str, torch.cuda.nccl.version())) if args.backend == "nccl" else None,

@@ -1,0 +1,63 @@
+"""The README's table of every shipped profile against every shipped bundle, with the verdict each pairing gets:
+made here by running each pair for real, so that it cannot drift from what the plugin does.
+
+    GPUFABRIC_WRITE_README=1 python3 -m pytest tests/test_verdict_table.py
+
+rewrites the table in README.md; without it, a table that differs fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+START, END = "<!-- verdict-table:start -->", "<!-- verdict-table:end -->"
+PROFILES = sorted(p.stem for p in (REPO / "profiles").glob("*.yaml"))
+BUNDLES = sorted(p.name for p in (REPO / "tests" / "data" / "bundles").iterdir() if p.is_dir())
+
+
+def _cell(summary: dict) -> str:
+    promises = summary["promises"]
+    detail = {"ACCEPTED": f"{promises['passed']} passed",
+              "REJECTED": f"{promises['failed']} failed",
+              "INCOMPLETE": f"{promises['not_checked']} not checked",
+              "NOT TESTED": "nothing checked"}[summary["verdict"]]
+    return f"{summary['verdict']} ({detail})"
+
+
+def _table(cells: dict[tuple[str, str], str]) -> str:
+    lines = ["| bundle \\ profile | " + " | ".join(f"`{p}`" for p in PROFILES) + " |",
+             "| --- |" + " --- |" * len(PROFILES)]
+    for bundle in BUNDLES:
+        lines.append(f"| `{bundle}` | " + " | ".join(cells[(bundle, p)] for p in PROFILES) + " |")
+    return "\n".join(lines)
+
+
+def test_the_readme_table_of_profiles_against_bundles(pytester: pytest.Pytester):
+    cells = {}
+    for bundle in BUNDLES:
+        for profile in PROFILES:
+            report_dir = pytester.path / f"{bundle}--{profile}"
+            result = pytester.runpytest("-q", "-p", "no:cacheprovider", "--gpu-profile", profile, "--gpu-replay",
+                                        bundle, "--gpu-report-dir", str(report_dir))
+            summary = json.loads((report_dir / "gpufabric-results.json").read_text(encoding="utf-8"))["summary"]
+            assert result.ret == summary["exit_code"], (bundle, profile)
+            cells[(bundle, profile)] = _cell(summary)
+    table = _table(cells)
+    text = README.read_text(encoding="utf-8")
+    assert START in text and END in text, f"README.md lacks the {START} ... {END} block"
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    if os.environ.get("GPUFABRIC_WRITE_README") == "1":
+        README.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+    assert rest.split(END, 1)[0].strip() == table, ("README.md's verdict table is out of date; rerun with "
+                                                     "GPUFABRIC_WRITE_README=1:\n" + table)
+    # the one bundle of a whole acceptance run is accepted by the profile it was recorded for, and by no other
+    assert cells[("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2")].startswith("ACCEPTED")
+    assert not any(cell.startswith("ACCEPTED") for (bundle, profile), cell in cells.items()
+                   if profile != "h200-nvswitch-x2" and bundle == "h200-nvswitch-x2-acceptance")
