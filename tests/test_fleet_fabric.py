@@ -179,7 +179,7 @@ def test_without_a_slow_link_nothing_is_named(tmp_path):
 # --- confirm before accusing (issue 20) --------------------------------------------------------------------------
 
 #: a run of benchmarks/fabric_accusations.py's scenario on the 2-core development machine (2026-11-25): seven
-#: namespaces, node6's link at 1 Gbit/s, the traffic between node1 and node3 only at 1 Gbit/s
+#: namespaces, node6's link at 1 Gbit/s, the traffic between node1 and node3 only at 1 Gbit/s (gloo, 4 MiB pairs)
 RECORDED_FABRIC = RESULTS / "fabric-7-netns-slow-node6-and-pair-1-3.json"
 
 
@@ -200,18 +200,16 @@ def test_the_recorded_fabric_names_the_slow_node_and_pair_with_every_figure():
 
 
 def test_a_pair_that_looked_slow_once_is_cleared_by_its_measurements_alone():
-    """DERIVED from the recording: node4-node5's round figure lowered below the suspects' line (as a crowded
-    round can leave a healthy pair), its measurements alone kept: it is not named, and the result says why."""
+    """In the recorded run node3-node5 fell below the suspects' line in its crowded round (0.214 GB/s) and ran at
+    1.37 and 1.25 GB/s alone: it is not named, and the result says why; the rule before the confirmation, on the
+    same figures, would have named it."""
     result = json.loads(RECORDED_FABRIC.read_text(encoding="utf-8"))
-    pair = next(p for p in result["pairs"] if (p["a"], p["b"]) == ("node4", "node5"))
-    pair["busbw"] = pair["measurements"][0]["busbw"] = 0.01
     judged = judge_fabric(result, {})
-    assert [(p["a"], p["b"]) for p in judged["slow_pairs"]] == [("node1", "node3")]
     (cleared,) = judged["cleared_pairs"]
-    assert cleared["message"].startswith("node4-node5 looked slow in its round but not when measured alone: 0.01 GB/s")
-    # the rule before the confirmation, on the same figures, would have named it
+    assert cleared["message"] == ("node3-node5 looked slow in its round but not when measured alone: 0.214 GB/s in "
+                                  "round 3, alone 1.37, 1.25 GB/s (2 repeat(s))")
     once = judge_fabric({**result, "confirmation": None}, {})
-    assert ("node4", "node5") in [(p["a"], p["b"]) for p in once["slow_pairs"]]
+    assert ("node3", "node5") in [(p["a"], p["b"]) for p in once["slow_pairs"]]
 
 
 def test_seven_nodes_a_slow_node_and_a_slow_pair_are_named_and_nothing_else(tmp_path):

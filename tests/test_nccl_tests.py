@@ -180,8 +180,27 @@ def test_op_comes_from_the_hint_when_the_header_is_cut_off(capture_text):
     assert unnamed[0]["rows"] == runs[0]["rows"]
     assert runs[0]["rows"] == parse_nccl_tests(capture_text)[0]["rows"]
     assert parse_nccl_tests(table, op="sendrecv")[0]["op"] == "all_reduce"  # the header wins over the hint
-    rows_only = "\n".join(line for line in table.splitlines() if not line.startswith("#"))
+    rows_only = "\n".join(line for line in table.splitlines() if not line.startswith("#")) + "\n"
     assert parse_nccl_tests(rows_only, op="all_reduce")[0]["rows"] == runs[0]["rows"]
+
+
+def test_a_paste_cut_inside_its_last_row_leaves_that_row_unread(capture_text):
+    """A paste that stops without its line end may have stopped inside its last row: at every cut point of the
+    real table, no row is read that the whole table does not hold, and the cut row is named."""
+    whole = {json.dumps(row, sort_keys=True) for run in parse_nccl_tests(capture_text) for row in run["rows"]}
+    rows = [line for line in capture_text.splitlines() if line.startswith("  1073741824")]
+    end = capture_text.index(rows[0]) + len(rows[0])
+    cut = capture_text[:end - 2]  # "328.68  328.68 ..." loses its last two characters
+    (run, *_) = parse_nccl_tests(cut)
+    assert run["unreadable"] == [f"line {cut.count(chr(10)) + 1}: the text ends inside this row, which may be cut: "
+                                 f"{' '.join(rows[0][:-2].split())!r}"]
+    assert all(row["size"] != 1073741824 for row in run["rows"])
+    for end in range(len(capture_text) // 2, len(capture_text), 5):
+        try:
+            runs = parse_nccl_tests(capture_text[:end])
+        except ValueError:
+            continue
+        assert {json.dumps(row, sort_keys=True) for run in runs for row in run["rows"]} <= whole, end
 
 
 def test_malformed_row_names_its_line(capture_text):

@@ -249,6 +249,7 @@ class _Run:
         self.rows: list[dict[str, Any]] = []
         self.avg_busbw: float | None = None
         self.closed = False
+        self.unreadable: list[str] = []  # rows the text cut short: not read, never read as numbers they lost
 
     def started_by(self, mark: int) -> bool:
         """True when `mark` belongs to a later run: this one has rows, is over, or already passed that marker."""
@@ -256,7 +257,9 @@ class _Run:
 
     def result(self, op_hint: str | None) -> dict[str, Any]:
         if not self.rows:
-            raise ValueError(f"line {self.lineno}: the {self.op or 'nccl-tests'} run starting here has no result rows")
+            cut = f" ({self.unreadable[0]})" if self.unreadable else ""
+            raise ValueError(f"line {self.lineno}: the {self.op or 'nccl-tests'} run starting here has no result "
+                             f"rows{cut}")
         # what the output says first, then its command line, then the caller; None where nothing says
         said = [(op, source) for op, source in ((self.op, "output"), (self.announced, "command line"),
                                                  (op_hint, "given")) if op is not None]
@@ -269,6 +272,8 @@ class _Run:
             out["devices"] = self.devices
         out["rows"] = self.rows
         out["avg_busbw"] = self.avg_busbw
+        if self.unreadable:
+            out["unreadable"] = self.unreadable
         return out
 
 
@@ -303,6 +308,8 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     "oop": {"time_us", "algbw", "busbw", "wrong"}, "ip": {...}}``; ``wrong`` is None where nccl-tests printed
     N/A (data not checked), ``oop`` is None for a row that has only in-place results (trace replay prints blanks
     there), ``ip`` None for a row cut short after out-of-place. ``avg_busbw`` is None when the trailer is missing.
+    ``unreadable`` (only when there is one) lists a last row the text may have cut (no line end after it): not
+    read, so a number that lost digits is never judged.
 
     `op` names the test (``all_reduce`` or ``all_reduce_perf``) for output whose header was cut off; the
     ``# Collective test starting:`` line wins where there is one. Raises ValueError, naming the line, for a data
@@ -330,10 +337,18 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
         run.marks.add(mark)
         return run
 
+    # a paste that stops without its line end may have stopped inside its last row ("326.4" cut to "32"): that
+    # row is not read, and the run says so, rather than judged on a number that lost its digits
+    open_end = len(text.splitlines()) if text and not text.endswith(("\n", "\r")) else None
+
     def add_row(lineno: int, tokens: list[str], columns: list[int] | None) -> None:
         nonlocal run
         if run is None or run.closed:
             run = new_run(lineno)
+        if lineno == open_end:
+            run.unreadable.append(f"line {lineno}: the text ends inside this row, which may be cut: "
+                                  f"{' '.join(tokens)[:120]!r}")
+            return
         ends = list(columns or [])
         if layout.timestamp and len(tokens) >= 2 and _DATE.match(tokens[-2]) and _CLOCK.match(tokens[-1]):
             tokens, ends = tokens[:-2], ends[:-2]
@@ -427,7 +442,8 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     flush_pending()
 
     if not any(r.rows for r in runs):
-        raise ValueError("no nccl-tests result rows found")
+        raise ValueError("no nccl-tests result rows found" + (f" ({runs[-1].unreadable[0]})"
+                                                              if runs and runs[-1].unreadable else ""))
     return [r.result(op_hint) for r in runs]
 
 

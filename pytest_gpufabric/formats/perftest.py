@@ -213,7 +213,8 @@ def parse_perftest(text: str) -> dict[str, Any]:
     ``msg_rate_mpps``, plus any extra columns the header names), then what else the output says: ``qps``,
     ``connection_type``, ``transport_type``, ``gid_index``, ``tx_depth``, ``rdma_cm``, ``bidirectional``,
     ``units_printed``, ``bw_peak_reported``, ``server_side`` (the output has the server's waiting banner),
-    ``report_both`` (``{"local": [...], "remote": [...]}`` or None), ``repeated_tables`` and ``warnings``.
+    ``report_both`` (``{"local": [...], "remote": [...]}`` or None), ``repeated_tables``, ``warnings`` and
+    ``unreadable`` (a last row the text may have cut, having no line end after it: not read).
 
     Raises NoRdmaDevice when perftest said it found no RDMA device, ValueError (with a line number) for anything
     else that is not a readable perftest bandwidth report.
@@ -232,6 +233,7 @@ def parse_perftest(text: str) -> dict[str, Any]:
     tables: list[_Table] = []
     table: _Table | None = None
     warnings: list[str] = []
+    unreadable: list[str] = []
 
     for number, raw in enumerate(lines, 1):
         line, warning = _strip_warning(raw)
@@ -280,6 +282,10 @@ def parse_perftest(text: str) -> dict[str, Any]:
                 header.setdefault(key.strip(), value.strip())
             continue
         if table is not None and stripped[0].isdigit():
+            if number == len(lines) and not text.endswith(("\n", "\r")):
+                # the paste stops without its line end: the row may have lost digits ("0.0441" cut to "0.0")
+                unreadable.append(f"line {number}: the text ends inside this row, which may be cut: {stripped[:120]!r}")
+                continue
             table.rows.append(_row(line, number, table))
         # anything else (address lines, GIDs, banners, launcher chatter) is not a number we report
 
@@ -296,7 +302,8 @@ def parse_perftest(text: str) -> dict[str, Any]:
             )
         headers = [t for t in tables if t.section is None]
         if headers:
-            raise ValueError(f"line {headers[0].line_no}: a perftest result header with no result row under it")
+            cut = f" ({unreadable[0]})" if unreadable else ""
+            raise ValueError(f"line {headers[0].line_no}: a perftest result header with no result row under it{cut}")
         hint = " (some perftest versions print no table on the server side; parse the client's output)" if title else ""
         raise ValueError(
             f"line {len(lines)}: no perftest result table (a ' #bytes  #iterations  BW peak[...]' header and rows)"
@@ -336,4 +343,5 @@ def parse_perftest(text: str) -> dict[str, Any]:
         "report_both": both if any(both.values()) else None,
         "repeated_tables": repeated,
         "warnings": warnings,
+        "unreadable": unreadable,
     }
