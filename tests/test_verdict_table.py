@@ -55,9 +55,9 @@ def test_the_readme_table_of_profiles_against_bundles(pytester: pytest.Pytester)
     _, tail = rest.split(END, 1)
     if os.environ.get("GPUFABRIC_WRITE_README") == "1":
         README.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
-    assert rest.split(END, 1)[0].strip() == table, ("README.md's verdict table is out of date; rerun with "
-                                                     "GPUFABRIC_WRITE_README=1:\n" + table)
-    # the one bundle of a whole acceptance run is accepted by the profile it was recorded for, and by no other
-    assert cells[("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2")].startswith("ACCEPTED")
-    assert not any(cell.startswith("ACCEPTED") for (bundle, profile), cell in cells.items()
-                   if profile != "h200-nvswitch-x2" and bundle == "h200-nvswitch-x2-acceptance")
+    else:
+        assert rest.split(END, 1)[0].strip() == table, ("README.md's verdict table is out of date; rerun with "
+                                                         "GPUFABRIC_WRITE_README=1:\n" + table)
+    # only the two bundles of whole runs are accepted, each by the profile it was recorded for and by no other
+    accepted = sorted(pairing for pairing, cell in cells.items() if cell.startswith("ACCEPTED"))
+    assert accepted == [("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2"), ("h200-nvswitch-x4", "h200-nvswitch-x4")]
