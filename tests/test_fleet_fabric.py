@@ -201,7 +201,7 @@ def test_the_recorded_fabric_names_the_slow_node_and_pair_with_every_figure():
 
 def test_a_pair_that_looked_slow_once_is_cleared_by_its_measurements_alone():
     """In the recorded run node3-node5 fell below the suspects' line in its crowded round (0.214 GB/s) and ran at
-    1.37 and 1.24 GB/s alone (3 significant digits): it is not named, and the result says why; the rule before the confirmation, on the
+    1.37 and 1.24 GB/s alone: it is not named, and the result says why; the rule before the confirmation, on the
     same figures, would have named it."""
     result = json.loads(RECORDED_FABRIC.read_text(encoding="utf-8"))
     judged = judge_fabric(result, {})
