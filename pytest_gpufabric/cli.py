@@ -207,47 +207,58 @@ def cmd_parse(args: argparse.Namespace) -> int:
 EXIT_REJECTED, EXIT_USAGE = 1, 4  # `gpufabric fleet report`, as pytest's
 
 
+def _printable(text: object) -> str:
+    """Text from a node's files for the terminal: control characters (escape sequences that would move the cursor,
+    recolour or retitle the operator's terminal) shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
 def cmd_fleet_report(args: argparse.Namespace) -> int:
     """One verdict for a fleet from its nodes' results folders; exit 0 accepted, 1 rejected, 6 incomplete, 7 not
     tested (no node could be examined), 4 a usage error."""
     import os
 
     from .fleet.report import build_fleet_document, expected_nodes, write_fleet_report
+    from .verdict import EXIT_CODES
 
+    out = Path(args.output)
     try:
         expected = expected_nodes(args.expect, dict(os.environ))
         document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile,
-                                        Path(args.fabric) if args.fabric else None)
+                                        Path(args.fabric) if args.fabric else None, out=out,
+                                        max_bytes=int(args.max_node_mb * 1e6))
     except (ValueError, GpuFabricError) as exc:
-        print(f"gpufabric fleet report: {exc}", file=sys.stderr)
+        print(f"gpufabric fleet report: {_printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        paths = write_fleet_report(document, Path(args.output))
+        paths = write_fleet_report(document, out)
     except OSError as exc:
         print(f"gpufabric fleet report: cannot write {exc.filename or args.output}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
     counts = document["counts"]
-    print(f"fleet: {document['verdict']}: {document['reason']}")
+    print(_printable(f"fleet: {document['verdict']}: {document['reason']}"))
     print(f"  {counts['nodes']} node(s) reported, {counts['accepted']} accepted, {counts['missing']} missing, "
-          f"{counts['outlier_nodes']} with outliers, {counts['drifted_nodes']} drifted (judged by "
-          f"{document['settings_from']})")
-    findings = [f"  outlier {node['name']}: {o['check']} {o['subject']} {o['metric']} {o['value']:.4g} {o['unit']} "
-                f"against the fleet's median {o['median']:.4g}"
-                for node in document["nodes"] for o in node["outliers"][:1]]
+          f"{counts['unreadable']} unreadable, {counts['outlier_nodes']} with outliers, {counts['drifted_nodes']} "
+          f"drifted (judged by {_printable(document['settings_from'])})")
+    findings = [f"  not accepted {node['name']}: {node['verdict'] or node.get('state') or 'no results'}: "
+                f"{node['reason']}" for node in document["nodes"] if node["verdict"] != "ACCEPTED"]
+    findings += [f"  outlier {node['name']}: {o['check']} {o['subject']} {o['metric']} {o['value']:.4g} {o['unit']} "
+                 f"against the fleet's median {o['median']:.4g}"
+                 for node in document["nodes"] for o in node["outliers"][:1]]
     findings += [f"  drift {node['name']}: {d['field']} {d['value']} (fleet: {d['majority']})"
                  for node in document["nodes"] for d in node["drift"][:3]]
+    findings += [f"  one hostname, several folders: {d['host']} in {', '.join(d['nodes'])}"
+                 for d in document["duplicate_hosts"]]
     for line in findings[:20]:  # the page and the JSON hold them all
-        print(line)
+        print(_printable(line)[:400])
     if len(findings) > 20:
         print(f"  ... {len(findings) - 20} more finding(s) in {paths['html']}")
     fabric = document.get("fabric")
     if fabric:
         print(f"  fabric: {fabric['verdict']} ({len(fabric['nodes'])} nodes, pairs in {fabric['rounds']} round(s))")
         for problem in fabric["problems"][:10]:
-            print(f"  fabric: {problem}")
+            print(_printable(f"  fabric: {problem}"))
     print("  " + ", ".join(str(path) for path in paths.values()))
-    from .verdict import EXIT_CODES
-
     return EXIT_CODES[document["verdict"]]
 
 
@@ -434,12 +445,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("dirs", nargs="+", metavar="DIR")
     report.add_argument("--expect", metavar="HOSTLIST", help="the nodes that must report, in Slurm's hostlist "
                         "syntax (node[01-64]); default: SLURM_JOB_NODELIST when set")
-    report.add_argument("--profile", help="the profile whose fleet: section judges outliers and drift (default: "
-                        "the one the nodes ran, where it can be read)")
+    report.add_argument("--profile", help="the one profile the fleet is judged by: a node that ran another (by "
+                        "name or content) is not accepted, and its fleet: section sets the rules (default: the "
+                        "profile a majority of the nodes ran, its rules from the shipped profile of that name when "
+                        "it is the same content)")
     report.add_argument("-o", "--output", default="reports/fleet-report", metavar="OUTDIR",
                         help="where fleet.html, fleet-results.json and fleet-junit.xml go (default %(default)s)")
     report.add_argument("--fabric", metavar="FILE", help="the fabric run's fabric.json (`gpufabric fleet fabric`; "
                         "default: a fabric.json beside the node folders)")
+    report.add_argument("--max-node-mb", type=float, default=64, metavar="MB",
+                        help="a node's results file larger than this is unreadable, not read (default %(default)s)")
     report.set_defaults(func=cmd_fleet_report)
     fabric = fleet_sub.add_parser(
         "fabric", help="measure the fabric between the nodes: one rank per node, started by your launcher",

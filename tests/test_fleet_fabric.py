@@ -13,6 +13,7 @@ import sys
 from itertools import combinations
 from pathlib import Path
 
+from fleet_nodes import derived, replayed, write_node
 from netns_nodes import namespace_nodes, require
 from slurm_cluster import slurm_fixture  # noqa: F401  (the fixture `slurm`)
 
@@ -30,7 +31,7 @@ PAIR_SIZE = 1 << 20
 #: a fleet profile's fabric section (DERIVED for these namespaces: a veth bridge moves a MiB in about a
 #: millisecond; 40 Mbit/s, 5 MB/s, about 0.2 s)
 PROFILE = """name: netns-fleet
-gpus: {count: 1}
+extends: h200-nvswitch-x2
 fabric:
   line_rate: 10 Gb/s
   all_reduce:
@@ -110,14 +111,12 @@ def test_a_rate_limited_node_is_named_and_fails_the_fleet(tmp_path, capsys):
     result, judged = _judge(result_path, tmp_path)
     _check_the_slow_node(result, judged)
 
-    # every node's own acceptance passed (the recorded runs of five real hosts): the fabric alone rejects
-    for i, recorded in enumerate(["h200-nvswitch-x2-bandwidth-live-after-copy-refactor-on-h200-x2.json",
-                                  "acceptance-with-10min-burn-in-on-h200-x2.json",
-                                  "h200-nvswitch-x2-bandwidth-live-on-h200-x2.json",
-                                  "h200-nvswitch-x2-live-on-h200-x2.json",
-                                  "h200-nvswitch-x2-with-nvlink-traffic-on-h200-x2.json"]):
-        (tmp_path / "fleet" / f"node{i}").mkdir()
-        shutil.copy(RESULTS / recorded, tmp_path / "fleet" / f"node{i}" / "gpufabric-results.json")
+    # every node's own acceptance passed (DERIVED hosts of a real machine's whole acceptance run, replayed: see
+    # tests/fleet_nodes.py): the fabric alone rejects
+    for i in range(COUNT):
+        # the nodes ran the fleet's profile: the h200-nvswitch-x2 promises and the fabric: section
+        accepted = replayed("accepted", tmp_path / "netns-fleet.yaml")
+        write_node(tmp_path / "fleet", f"node{i}", derived(accepted, f"node{i}"))
     out = tmp_path / "report"
     assert main(["fleet", "report", str(tmp_path / "fleet"), "--profile", str(tmp_path / "netns-fleet.yaml"),
                  "-o", str(out)]) == 1

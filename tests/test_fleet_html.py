@@ -10,7 +10,6 @@ import json
 import os
 import random
 import re
-import shutil
 import sys
 import time
 from datetime import datetime, timezone
@@ -19,30 +18,32 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from fleet_nodes import derived, replayed, report_of, write_node
 from test_report import _PAYLOAD, _assert_nothing_injected, _chromium, _text_of, needs_chromium
 
 from pytest_gpufabric.fleet.analysis import FleetSettings, analyse, machine_class
 from pytest_gpufabric.fleet.html import fleet_html
-from pytest_gpufabric.fleet.nodes import RESULTS_FILE, Node, find_node_dirs, read_node
-from pytest_gpufabric.fleet.report import build_fleet_document
+from pytest_gpufabric.fleet.nodes import Node
+from pytest_gpufabric.fleet.report import build_fleet_document, judged_nodes
 from pytest_gpufabric.report.html import _number
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DATA = REPO / "tests" / "data" / "results"
 SCREENSHOT = REPO / "docs" / "fleet-report.png"
 
-#: node folder -> the real results file it holds: one run of each host (their GPU serials differ)
-REAL_NODES = {
-    "gpu-a01": "h200-nvswitch-x2-all-suites-live-on-h200-x2",  # REJECTED: memory-lms offload too slow
-    "gpu-a02": "acceptance-with-10min-burn-in-on-h200-x2",
-    "gpu-a03": "burn-in-2min-window-from-set-up-on-h200-x2",
-    "gpu-a04": "burn-in-planted-fault-on-h200-x2",  # REJECTED: wrong GEMM results on GPU1
-    "gpu-a05": "h200-nvswitch-x2-bandwidth-live-on-h200-x2",
-    "gpu-a06": "h200-nvswitch-x2-with-nvlink-traffic-on-h200-x2",
-    "gpu-b01": "h200-nvswitch-x4-measured-live-on-h200-x4",
-    "gpu-b02": "h200-nvswitch-x4-shipped-profile-live-on-h200-x4",
-    "gpu-b03": "h200-nvswitch-x4-crc-data-forbidden-by-default-on-h200-x4",  # REJECTED by its tests
+#: node folder -> (replay, speed factor): DERIVED hosts made of replays of real machines' bundles
+#: (tests/fleet_nodes.py), each with its own hostname and GPU serials
+NODES = {
+    "gpu-a01": ("planted", 1.0),  # REJECTED: wrong GEMM results on GPU1 in its burn-in
+    "gpu-a02": ("accepted", 1.0),
+    "gpu-a03": ("accepted", 1.003),
+    "gpu-a04": ("accepted", 0.997),
+    "gpu-a05": ("accepted", 1.001),
+    "gpu-a06": ("accepted", 0.999),
+    "gpu-b01": ("x4", 1.0),  # ran h200-nvswitch-x4: not the fleet's profile
+    "gpu-b02": ("x4", 1.002),
 }
+RECORDED = {"gpu-b03": "h200-nvswitch-x4-crc-data-forbidden-by-default-on-h200-x4"}  # REJECTED by its own tests
 SILENT = "gpu-a07"  # a folder without results: the node started and never reported
 ABSENT = "gpu-a08"  # expected, no folder at all
 SLOW = "gpu-a10"
@@ -55,45 +56,35 @@ def _results(name: str) -> dict:
     return json.loads((RESULTS_DATA / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def _node(root: Path, name: str, document: dict, report: str | None = None) -> Path:
-    folder = root / name
-    folder.mkdir(parents=True)
-    (folder / RESULTS_FILE).write_text(json.dumps(document), encoding="utf-8")
-    if report:
-        shutil.copy(RESULTS_DATA / report, folder / "acceptance.html")
-    return folder
+def _node(root: Path, name: str, document: dict, report: Path | None = None) -> Path:
+    return write_node(root, name, document, report)
 
 
 def _fleet(tmp_path: Path, marked_up: bool = True) -> tuple[dict, Path]:
-    """The document of a fleet of real nodes (plus two derived ones, marked; ``marked_up``: and the node whose
-    texts are markup) and the folder fleet.html goes to."""
+    """The document of a fleet of nodes made of real runs (plus a slow one and, ``marked_up``, one whose texts are
+    markup) and the folder fleet.html goes to."""
     root = tmp_path / "nodes"
-    for name, source in REAL_NODES.items():
-        _node(root, name, _results(source),
-              "acceptance-with-10min-burn-in-on-h200-x2.html" if name == "gpu-a02" else None)
+    for name, (kind, factor) in NODES.items():
+        _node(root, name, derived(replayed(kind), name, factor), report_of(kind) if name == "gpu-a02" else None)
+    for name, recorded in RECORDED.items():
+        _node(root, name, _results(recorded))
     (root / SILENT).mkdir()
+    # DERIVED: 15 % slower than the others: passes every floor of its profile but is slower than its siblings (the
+    # outlier the fleet report is for)
+    _node(root, SLOW, derived(replayed("accepted"), SLOW, SLOWDOWN))
 
-    # DERIVED: gpu-a05's real results with every all_reduce 15 % slower: a node that passes every floor of its
-    # profile but is slower than its siblings (the outlier the fleet report is for)
-    slow = _results(REAL_NODES["gpu-a05"])
-    for check in slow["checks"]:
-        if check["name"] == "bandwidth-all_reduce":
-            check["found"]["busbw_gbps"] *= SLOWDOWN
-            check["found"]["time_us"] /= SLOWDOWN
-    for gpu in slow["machine"]["gpus"]:
-        gpu["serial"] += "-derived"  # DERIVED: another machine's boards
-    _node(root, SLOW, slow)
-
-    # DERIVED: the real planted-fault run with markup in its failed check's message and its driver's version (which
-    # then drifts from the fleet's), below a folder whose name is markup too; its report a copy of a real one
+    # DERIVED: the planted-fault run with markup in its failed check's message and its driver's version (which then
+    # drifts from the fleet's), below a folder whose name is markup too, on gpu-a02's boards (a serial on two
+    # nodes); its report a copy of a real one
     if marked_up:
-        marked = _results("burn-in-planted-fault-third-host-on-h200-x2")  # gpu-a02's host: its serials again
+        marked = derived(replayed("planted"), "gpu-a11")
         failed = next(c for c in marked["checks"] if c["verdict"] == "failed")
         failed["message"] = _PAYLOAD + failed["message"]
+        marked["machine"] = derived(replayed("accepted"), "gpu-a02")["machine"]
         marked["machine"]["driver_version"] = "580.159.04 " + _PAYLOAD
-        _node(root, MARKED_UP, marked, "burn-in-2min-window-from-set-up-on-h200-x2.html")
+        _node(root, MARKED_UP, marked, report_of("planted"))
 
-    expected = [*REAL_NODES, SILENT, ABSENT, SLOW]  # the marked-up node is not on it: unexpected
+    expected = [*NODES, *RECORDED, SILENT, ABSENT, SLOW]  # the marked-up node is not on it: unexpected
     document = build_fleet_document([root], expected)
     return document, tmp_path / "fleet-out"
 
@@ -132,9 +123,10 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     # measurement that flagged it, the drift
     flagged = _section(page, 'id="flagged"', 'id="distributions"')
     not_accepted = _text_of(_section(flagged, "Not accepted", "Never reported"))
-    for name in ("gpu-a01", "gpu-a04", "gpu-b03", SILENT, MARKED_UP):
+    for name in ("gpu-a01", "gpu-b01", "gpu-b02", "gpu-b03", SILENT, MARKED_UP):
         assert name in not_accepted, name
-    assert "memory-lms" in not_accepted and "1682 wrong elements" in not_accepted  # as its results say
+    assert "1682 wrong elements" in not_accepted  # as its results say
+    assert "ran profile h200-nvswitch-x4" in not_accepted  # the 4-GPU nodes ran another profile
     assert "the node never reported" in not_accepted  # the silent folder's reason
     assert "gpu-a02" not in not_accepted
     message = _node_of(document, "gpu-a01")["failed"][0]["message"]
@@ -147,11 +139,17 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     # 15 % slower is past 0.9 x the median at every size the fleet agrees on (1 MiB's latency spreads wider)
     assert {(r["subject"], r["metric"]) for r in records} >= {
         (f"all_reduce {size}", metric) for size in ("256MiB", "1GiB", "4GiB") for metric in ("busbw_gbps", "time_us")}
-    assert {r["check"] for r in records} == {"bandwidth-all_reduce"}
-    for record in records:
+    # the DERIVED node is slower on every figure the fleet compares: each is flagged
+    assert {r["check"] for r in records} == {"bandwidth-all_reduce", "bandwidth-sendrecv", "copy-gpu_to_gpu",
+                                             "copy-host_to_device", "copy-device_to_host", "burn-in-gpu"}
+    from pytest_gpufabric.fleet.html import _OUTLIERS_SHOWN, _worst_first
+
+    shown = _worst_first(records)[:_OUTLIERS_SHOWN]  # the worst first; the others in the last row's title
+    for record in shown:
         for text in (record["subject"], record["metric"], _number(record["value"], record["unit"]),
                      _number(record["median"], record["unit"]), f"{record['worse_by']:.1%}", record["rule"]):
             assert text in outliers, text
+    assert f"+{len(records) - len(shown)} more measurement(s) of this node" in outliers
     assert SLOW in outliers and "gpu-a05" not in outliers
     drift = _text_of(_section(flagged, "Inventory drift"))
     assert MARKED_UP in drift and "580.159.04 " + _PAYLOAD in drift
@@ -192,7 +190,7 @@ def test_text_from_the_nodes_is_never_markup(tmp_path: Path):
 def test_a_folder_named_like_a_url_is_linked_as_a_relative_path(tmp_path: Path):
     """A node's folder name reaches the page as an href: one named 'javascript:...' stays a relative path."""
     root = tmp_path / "nodes"
-    _node(root, "javascript:alert(1)", _results(REAL_NODES["gpu-a02"]), "acceptance-with-10min-burn-in-on-h200-x2.html")
+    _node(root, "javascript:alert(1)", replayed("accepted"), report_of("accepted"))
     page = fleet_html(build_fleet_document([root], None), root)  # fleet.html beside the node folders
     assert 'href="javascript%3Aalert%281%29/acceptance.html"' in page
     assert 'href="javascript:' not in page
@@ -265,9 +263,9 @@ def synthetic_fleet(tmp_path: Path, count: int, slow_every: int = 500, with_valu
     100th one of the rejected nodes; two expected nodes never report. ``with_values``: each measurement also lists
     the passing nodes' values (``values``), which the plots draw where the document has them."""
     _fleet(tmp_path)
-    real = {n.name: n for n in (read_node(d) for d in find_node_dirs([tmp_path / "nodes"]))}
+    real = {n.name: n for n in judged_nodes([tmp_path / "nodes"])[0]}
     pools = [[real[name] for name in ("gpu-a02", "gpu-a03", "gpu-a05", "gpu-a06")],
-             [real["gpu-b01"], real["gpu-b02"]], [real["gpu-a01"], real["gpu-a04"], real["gpu-b03"]]]
+             [real["gpu-b01"], real["gpu-b02"]], [real["gpu-a01"], real["gpu-b03"]]]
     rng = random.Random(7)
     nodes: list[Node] = []
     for i in range(count):

@@ -121,6 +121,20 @@ def test_profile_extends_and_overrides(judged, pytester: pytest.Pytester, monkey
     assert [p.name for p in profile.chain] == ["titan-rtx-nvlink-site.yaml", "titan-rtx-nvlink.yaml"]
 
 
+def test_a_profile_that_extends_another_may_choose_one_of_two_floors(tmp_path):
+    """A fabric floor is min_busbw or min_fraction_of_line_rate (oneOf): the file of a profile that extends another
+    is checked without the required keys it may inherit, but the choice between the two floors stays required."""
+    from pytest_gpufabric.errors import ProfileError
+
+    profile = tmp_path / "site.yaml"
+    profile.write_text("name: site\nextends: h200-nvswitch-x2\nfabric:\n  all_reduce:\n"
+                       "    - {size: 1 MiB, min_busbw: 0.05 GB/s}\n")
+    assert load_profile(str(profile)).data["fabric"]["all_reduce"] == [{"size": "1 MiB", "min_busbw": "0.05 GB/s"}]
+    profile.write_text("name: site\nextends: h200-nvswitch-x2\nfabric:\n  all_reduce:\n    - {size: 1 MiB}\n")
+    with pytest.raises(ProfileError, match=r"at \$\.fabric\.all_reduce\[0\]: .* is not valid under any of"):
+        load_profile(str(profile))
+
+
 def test_profile_extends_cycle_is_reported(pytester: pytest.Pytester):
     (pytester.path / "a.yaml").write_text("name: a\nextends: b\n")
     (pytester.path / "b.yaml").write_text("name: b\nextends: a\n")

@@ -204,7 +204,8 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
     if reasons:
         verdict = "REJECTED"
     elif unfinished:
-        verdict = "NOT TESTED" if not passing else "INCOMPLETE"
+        # nothing examined at all: no node's results could be read
+        verdict = "NOT TESTED" if not any(n.state == "reported" for n in nodes) else "INCOMPLETE"
     else:
         verdict = "ACCEPTED"
         reasons.append(f"all {len(nodes)} node(s) accepted"
@@ -219,7 +220,8 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
                    "accepted": len(passing), "rejected": sum(n.verdict == "REJECTED" for n in nodes),
                    "incomplete": sum(n.verdict == "INCOMPLETE" for n in nodes),
                    "not_tested": sum(n.verdict == "NOT TESTED" for n in nodes),
-                   "unreadable": sum(n.verdict is None for n in nodes), "missing": len(missing),
+                   "unreadable": sum(n.state == "unreadable" for n in nodes),
+                   "never_reported": sum(n.state == "never reported" for n in nodes), "missing": len(missing),
                    "outlier_nodes": len(flagged_nodes),
                    "drifted_nodes": sum(1 for found in drift.values() if found)},
         "missing": missing,
@@ -229,7 +231,9 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         "settings": {"k": settings.k, "fraction": settings.fraction, "min_deviation": settings.min_deviation,
                      "min_nodes": settings.min_nodes,
                      "fail_on_outlier": settings.fail_on_outlier, "fail_on_drift": list(settings.fail_on_drift)},
-        "nodes": [{"name": n.name, "verdict": n.verdict, "reason": n.error or n.reason, "profile": n.profile,
+        "nodes": [{"name": n.name, "verdict": n.verdict, "state": n.state, "reason": n.error or n.reason,
+                   "profile": n.profile, "profile_sha256": n.profile_sha256, "host": n.host, "promises": n.promises,
+                   "waivers": n.waivers,
                    "fleet_id": n.fleet_id, "failed": n.failed, "outliers": outliers[n.name], "drift": drift[n.name],
                    "inventory": n.inventory, "burn_in": n.burn_in, "directory": n.directory, "report": n.report}
                   for n in nodes],

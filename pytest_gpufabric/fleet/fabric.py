@@ -13,13 +13,74 @@ port pair, a route). With fewer than three nodes no pair can be told from a node
 
 from __future__ import annotations
 
+import json
+import math
 import statistics
+from pathlib import Path
 
 from ..units import parse_bytes, parse_gbit, parse_gbps
 
-__all__ = ["FABRIC_FILE", "judge_fabric"]
+__all__ = ["FABRIC_FILE", "judge_fabric", "load_fabric_result"]
 
 FABRIC_FILE = "fabric.json"
+
+
+def load_fabric_result(path: Path, max_bytes: int = 64 << 20) -> dict:
+    """A fabric run's result (workloads/fabric_pairs.py), read strictly: bounded, UTF-8, no NaN or Infinity, and
+    checked to be one (every pair two of its nodes with a finite, non-negative busbw; every all-node row a size
+    and a finite busbw). Raises ValueError naming the file and the first problem: the operator gave it."""
+    from ..formats.recordings import FABRIC_FORMAT
+
+    def refuse(token: str):
+        raise ValueError(f"{token}, which JSON does not have (a number that is not finite)")
+
+    try:
+        if path.stat().st_size > max_bytes:
+            raise ValueError(f"over {max_bytes / 1e6:,.0f} MB")
+        result = json.loads(path.read_bytes().decode("utf-8"), parse_constant=refuse)
+    except RecursionError:
+        raise ValueError(f"{path}: not a fabric result (nested too deep)") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a fabric result ({getattr(exc, 'strerror', None) or exc})") from None
+    found = result.get("format") if isinstance(result, dict) else None
+    if found != FABRIC_FORMAT:
+        raise ValueError(f"{path}: not a fabric result (format {found!r}, expected {FABRIC_FORMAT!r})")
+    problem = _fabric_problem(result)
+    if problem:
+        raise ValueError(f"{path}: not a valid fabric result: {problem}")
+    return result
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _fabric_problem(result: dict) -> str | None:
+    nodes = result.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes) or len(set(nodes)) != len(nodes):
+        return "nodes must be a list of distinct names"
+    pairs = result.get("pairs", [])
+    if not isinstance(pairs, list):
+        return f"pairs must be a list, not {type(pairs).__name__}"
+    for number, pair in enumerate(pairs):
+        if not isinstance(pair, dict):
+            return f"pairs[{number}] is not an object"
+        for end in ("a", "b"):
+            if pair.get(end) not in nodes:
+                return f"pairs[{number}].{end} {pair.get(end)!r} is not one of the run's nodes"
+        if not _finite(pair.get("busbw")):
+            return f"pairs[{number}] ({pair['a']}-{pair['b']}) has no finite busbw: {pair.get('busbw')!r}"
+        measurements = pair.get("measurements", [])
+        if not isinstance(measurements, list) or not all(
+                isinstance(m, dict) and _finite(m.get("busbw")) for m in measurements):
+            return f"pairs[{number}] ({pair['a']}-{pair['b']}) has a measurement without a finite busbw"
+    rows = result.get("all_node", [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("size"), int)
+                                             and _finite(r.get("busbw")) for r in rows):
+        return "all_node must be a list of rows, each with an integer size and a finite busbw"
+    if not isinstance(result.get("world_size", len(nodes)), int):
+        return "world_size must be an integer"
+    return None
 
 
 def _line_rate_gbps(section: dict, profile_data: dict) -> tuple[float | None, str]:

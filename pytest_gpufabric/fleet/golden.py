@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .analysis import duplicate_serials
-from .nodes import Node, find_node_dirs, read_node
-from .report import fleet_profile
+from .nodes import Node
+from .report import judged_nodes
 
 __all__ = ["golden_profile_yaml"]
 
@@ -53,24 +53,24 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float,
 
     if not 0 < percentile < 50 or not 0 < margin <= 1:
         raise ValueError(f"--percentile must be in (0, 50) and --margin in (0, 1], got {percentile:g} and {margin:g}")
-    nodes = [read_node(d) for d in find_node_dirs([directory])]
+    nodes, yardstick, unlisted = judged_nodes([directory])
+    if unlisted:
+        raise ValueError(f"{directory}: folder(s) that could not be listed ({'; '.join(unlisted[:3])}): a golden "
+                         "profile comes from a fleet read whole")
     duplicates = duplicate_serials(nodes)
     if duplicates:
         shown = "; ".join(f"{d['serial']} on {' and '.join(d['nodes'])}" for d in duplicates[:5])
         raise ValueError(f"{directory}: GPU serials on more than one node ({shown}): the results were copied or "
                          "mixed up, and floors taken from them could be one machine's counted twice; fix the fleet's "
                          "results first (`gpufabric fleet report` names them)")
+    if yardstick.problem:
+        raise ValueError(f"{directory}: {yardstick.problem}; floors come from one machine class")
     passing = [n for n in nodes if n.verdict == "ACCEPTED"]
     if not passing:
         raise ValueError(f"{directory}: no accepted node ({len(nodes)} node folder(s)): nothing to take floors from")
-    profiles = sorted({n.profile or "?" for n in passing})
-    if len(profiles) != 1:
-        raise ValueError(f"{directory}: the accepted nodes ran {len(profiles)} profiles ({', '.join(profiles)}); "
-                         "floors come from one machine class")
-    base, _ = fleet_profile(None, passing)
+    base = yardstick.profile
     if base is None:
-        raise ValueError(f"the nodes' profile {profiles[0]} cannot be read here (looked at the path the nodes "
-                         "recorded and the shipped profiles)")
+        raise ValueError(f"{directory}: {yardstick.said}")
     low, high = percentile, 100 - percentile
     notes: list[str] = []
     # by name where that finds the same file (a shipped profile: the new one then works on any machine)

@@ -182,7 +182,8 @@ def _summary(document: dict) -> Html:
     facts = [
         ("Fleet run", ", ".join(map(str, fleet_ids)) if fleet_ids
          else "not recorded (the nodes ran without --gpu-fleet-id or a Slurm job)"),
-        ("Generated", str(document.get("generated_at") or "?").replace("T", " ").replace("+00:00", " UTC")),
+        ("Generated", str(document.get("generated_at") or "?").replace("T", " ").replace("+00:00", " UTC")
+         + f" (run {document.get('run_id') or '?'})"),
         ("Results read from", ", ".join(map(str, document.get("inputs") or [])) or "—"),
         ("Settings from", str(document.get("settings_from") or "—")),
         ("Outlier rule", _settings_text(settings)),

@@ -9,11 +9,12 @@ in memory.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .loader import MAX_BYTES, Unreadable, derive_verdict, load_results
 
 __all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
@@ -40,11 +41,16 @@ class Node:
 
     name: str
     directory: str
-    verdict: str | None = None  # ACCEPTED, REJECTED, INCOMPLETE; None: the results could not be read
+    verdict: str | None = None  # derived again from its checks (loader.py); None: no results, or unreadable ones
     reason: str = ""
+    state: str = "reported"  # "reported", "never reported" (no results file), "unreadable" (error says why)
+    schema_version: int | None = None
     profile: str | None = None
-    profile_path: str | None = None  # where the node read its profile (on the node: may not exist here)
+    profile_sha256: str | None = None  # the node's own profile, by content: the fleet judges by one profile only
     fleet_id: str | None = None
+    host: str | None = None  # the hostname the node's run recorded (two folders of one host are named)
+    promises: dict = field(default_factory=dict)  # passed / failed / not_checked / waived, as derived here
+    waivers: list[str] = field(default_factory=list)  # the waivers that waived promises on this node
     failed: list[dict] = field(default_factory=list)  # {"check", "subject", "message"}
     inventory: dict[str, str] = field(default_factory=dict)  # drift field -> value as text
     serials: list[str] = field(default_factory=list)
@@ -54,19 +60,36 @@ class Node:
     error: str | None = None  # why the results could not be read
 
 
-def find_node_dirs(paths: list[Path]) -> list[Path]:
-    """The node folders under the given paths: a path holding a results file is a node; else each folder
-    directly below it that holds one (or that holds nothing: a node that started but never reported is kept,
-    so it is named, not forgotten)."""
+#: what a fleet report writes into its OUT folder: a folder holding it is a report, never a node
+REPORT_MARK = "fleet-results.json"
+
+
+def find_node_dirs(paths: list[Path], exclude: list[Path] | None = None) -> tuple[list[Path], list[str]]:
+    """(the node folders under the given paths, the folders that could not be listed, each with why). A path
+    holding a results file is a node; else each folder directly below it (a folder holding nothing is kept: a
+    node that started but never reported is named, not forgotten). A fleet report's own folder (``exclude``, or
+    any folder holding a fleet-results.json) is never a node."""
+    skip = {p.resolve() for p in exclude or []}
     found: list[Path] = []
+    unlisted: list[str] = []
     for path in paths:
         if not path.is_dir():
             raise ValueError(f"{path}: not a folder of node results")
-        if (path / RESULTS_FILE).is_file():
+        if (path / RESULTS_FILE).exists() or (path / RESULTS_FILE).is_symlink():
             found.append(path)
             continue
-        found += sorted(child for child in path.iterdir() if child.is_dir() and not child.name.startswith("."))
-    return found
+        try:
+            children = sorted(path.iterdir())
+        except OSError as exc:
+            unlisted.append(f"{path}: {exc.strerror or exc}")
+            continue
+        for child in children:
+            if child.name.startswith(".") or not child.is_dir() or child.resolve() in skip:
+                continue
+            if (child / REPORT_MARK).exists():
+                continue  # an earlier report written into the fleet's folder
+            found.append(child)
+    return found, unlisted
 
 
 def _text(value) -> str | None:
@@ -146,88 +169,37 @@ def _burn_in(checks: list[dict]) -> dict | None:
     return gpus or None
 
 
-#: what the fleet reads of a results document; the rest (the health timeline, the burn-in's chunks, per-test
-#: durations) is most of a long run's file and is never parsed
-_WANTED = ("profile", "run", "machine", "software", "checks", "summary")
-_KEY_NAME = re.compile(r'"([A-Za-z_]+)": ')
-
-
-def _top_level_keys(text: str) -> list[tuple[str, int, int]]:
-    """(key, where its line starts, where its value starts) of each top-level key, as write_json (indent=2)
-    writes them: at the start of a line, two spaces in. JSON escapes every newline inside a string and nests
-    deeper keys further in, so nothing else in the document starts a line with two spaces and a quote."""
-    keys, position = [], text.find('\n  "')
-    while position >= 0:
-        m = _KEY_NAME.match(text, position + 3)
-        if m is None:
-            raise ValueError(f"unexpected text at character {position + 3}")
-        keys.append((m.group(1), position, m.end()))
-        position = text.find('\n  "', m.end())
-    return keys
-
-
-def _load_results(text: str) -> dict:
-    """The document's wanted parts. A file written by the plugin (indent 2) is cut at its top-level keys and only
-    the wanted values are parsed: a 10-minute burn-in's results are 400 kB, of which the fleet needs 20. Any other
-    layout is parsed whole."""
-    keys = _top_level_keys(text) if text.startswith('{\n  "') else []
-    if not keys:
-        document = json.loads(text)
-        if not isinstance(document, dict):
-            raise ValueError("a JSON object was expected")
-        return document
-    document = {}
-    ends = [start for _, start, _ in keys[1:]] + [text.rindex("}")]
-    for (key, _, value_start), end in zip(keys, ends, strict=True):
-        if key in _WANTED:
-            document[key] = json.loads(text[value_start:end].rstrip().rstrip(","))
-    return document
-
-
-#: the first top-level key after every wanted one, in the order session.results_document writes them
-_AFTER_WANTED = b'\n  "health": '
-_CHUNK = 1 << 16
-
-
-def _read_head(path: Path) -> str:
-    """The results file up to its health timeline, read in chunks: what the fleet needs is in the first tens of
-    kilobytes of a file that a long burn-in makes hundreds of kilobytes long. The whole file where the marker is
-    not found (another layout)."""
-    data = bytearray()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            data += chunk
-            cut = data.find(_AFTER_WANTED, max(0, len(data) - len(chunk) - len(_AFTER_WANTED)))
-            if cut >= 0:
-                return data[:cut].decode("utf-8") + "\n}"
-    return data.decode("utf-8")
-
-
-def read_node(directory: Path) -> Node:
-    """The node in ``directory``; a node whose results are missing or unreadable comes back with ``verdict`` None
-    and ``error`` saying why (the fleet then names it, instead of failing the whole report)."""
+def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
+    """The node in ``directory``. Its verdict is derived again from its own tests and checks (loader.py), never
+    taken from the file's summary; a node whose results are missing or not a whole, valid results document comes
+    back with ``verdict`` None and ``error`` saying why (the fleet then names it, and goes on with the others)."""
     node = Node(name=directory.name, directory=str(directory))
     path = directory / RESULTS_FILE
-    if not path.is_file():
-        node.error = f"no {RESULTS_FILE} in {directory}: the node never reported"
-        return node
     try:
-        document = _load_results(_read_head(path))
-        summary = document.get("summary") or {}
-        node.verdict = str(summary.get("verdict") or "INCOMPLETE")
-        node.reason = str(summary.get("verdict_reason") or "")
-        node.profile = _text((document.get("profile") or {}).get("name"))
-        node.profile_path = _text((document.get("profile") or {}).get("path"))
-        node.fleet_id = _text((document.get("run") or {}).get("fleet_id"))
-        checks = [c for c in document.get("checks") or [] if isinstance(c, dict)]
-        node.failed = [{"check": str(c.get("name")), "subject": str(c.get("subject")),
-                        "message": str(c.get("message") or "")[:2000]}
-                       for c in checks if c.get("verdict") == "failed"]
-        node.inventory, node.serials = _inventory(document)
-        node.metrics = _metrics(checks)
-        node.burn_in = _burn_in(checks)
-    except (OSError, ValueError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        node.verdict, node.error = None, f"{path}: not a gpufabric results file ({exc})"
+        document = load_results(path, max_bytes)
+    except FileNotFoundError:
+        node.state, node.error = "never reported", f"no {RESULTS_FILE} in {directory}: the node never reported"
         return node
+    except Unreadable as exc:
+        node.state, node.error = "unreadable", f"unreadable: {exc}"
+        return node
+    node.state = "reported"
+    node.schema_version = document["schema_version"]
+    node.verdict, node.reason, node.promises = derive_verdict(document)
+    claimed = (document.get("summary") or {}).get("verdict")
+    if claimed != node.verdict:
+        node.reason += f" (its own summary says {claimed or 'no verdict'}: not trusted)"
+    profile = document.get("profile") or {}
+    node.profile, node.profile_sha256 = _text(profile.get("name")), _text(profile.get("sha256"))
+    run = document.get("run") or {}
+    node.fleet_id, node.host = _text(run.get("fleet_id")), _text(run.get("host"))
+    checks = document["checks"]
+    node.failed = [{"check": c["name"], "subject": c["subject"], "message": c["message"][:2000]}
+                   for c in checks if c["verdict"] == "failed"]
+    node.inventory, node.serials = _inventory(document)
+    node.metrics = _metrics(checks)
+    node.burn_in = _burn_in(checks)
+    node.waivers = [f"{w['promise']}: {w['reason']} ({w['source']})" for w in document.get("waivers") or []
+                    if w.get("matched")]
     node.report = next((name for name in _HTML_NAMES if (directory / name).is_file()), None)
     return node

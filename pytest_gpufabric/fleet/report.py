@@ -4,16 +4,22 @@ case per node). Exit status as pytest's: 0 accepted, 1 rejected, 4 usage error."
 
 from __future__ import annotations
 
-import json
+import fcntl
+import functools
 import os
+import tempfile
+import uuid
 import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..report.results import json_text
 from .analysis import FleetSettings, analyse
-from .fabric import FABRIC_FILE, judge_fabric
+from .fabric import FABRIC_FILE, judge_fabric, load_fabric_result
 from .hostlist import expand_hostlist
+from .loader import MAX_BYTES
 from .nodes import Node, find_node_dirs, read_node
 
 __all__ = ["SCHEMA_PATH", "build_fleet_document", "write_fleet_report"]
@@ -29,75 +35,122 @@ def expected_nodes(expect: str | None, env: dict[str, str]) -> list[str] | None:
     return expand_hostlist(text) if text else None
 
 
-def fleet_profile(profile_spec: str | None, nodes: list[Node]):
-    """(the Profile that judges the fleet, by its ``fleet:`` and ``fabric:`` sections, or None; where it came
-    from): ``--profile``, else the profile the nodes ran (by its path, else a shipped profile of its name)."""
+@dataclass
+class Yardstick:
+    """The one profile a fleet is judged by: its name and content (sha256), the Profile when it can be read here
+    (its fleet: and fabric: sections set the rules), and where it came from, in words."""
+
+    name: str | None
+    sha256: str | None
+    profile: object  # profile.model.Profile, or None: the rules' defaults
+    said: str
+    problem: str | None = None  # why there is none: the nodes ran several profiles and nobody named one
+
+
+def fleet_profile(profile_spec: str | None, nodes: list[Node]) -> Yardstick:
+    """``--profile``, else the profile (by name and content) a strict majority of the nodes ran. Its rules come
+    from the file the operator named, or the shipped profile of that name when its content is the nodes' one;
+    never from a path a node's own file names (a node must not choose its own yardstick)."""
     from ..errors import GpuFabricError
     from ..profile.loader import load_profile
 
     if profile_spec:
         profile = load_profile(profile_spec)  # the user named it: a bad one is their error to see
-        return profile, f"profile {profile.name} ({profile.path})"
-    names = {n.profile for n in nodes if n.profile}
-    if len(names) == 1:
-        name = names.pop()
-        paths = {n.profile_path for n in nodes if n.profile == name and n.profile_path}
-        for spec in [*sorted(paths), name]:
-            try:
-                profile = load_profile(spec)
-            except GpuFabricError:
-                continue
-            if profile.name == name:
-                return profile, f"profile {name} ({profile.path})"
-        return None, f"defaults (the nodes' profile {name} could not be read here; pass --profile)"
-    return None, "defaults" + (f" (the nodes ran {len(names)} profiles)" if names else "")
+        return Yardstick(profile.name, profile.sha256, profile, f"profile {profile.name} (--profile, sha256 "
+                                                                f"{profile.sha256[:12]})")
+    ran = Counter((n.profile, n.profile_sha256) for n in nodes if n.state == "reported")
+    if not ran:
+        return Yardstick(None, None, None, "defaults (no node's results could be read)")
+    (name, sha), count = ran.most_common(1)[0]
+    if count * 2 <= sum(ran.values()):
+        kinds = ", ".join(f"{n} ({(h or '?')[:12]}) on {c}" for (n, h), c in ran.most_common(5))
+        return Yardstick(None, None, None, "defaults", problem=(
+            f"the nodes ran {len(ran)} profiles ({kinds}), none on a majority: name the one to judge by with "
+            "--profile"))
+    try:
+        shipped = load_profile(name) if name else None
+    except GpuFabricError:
+        shipped = None
+    if shipped is not None and shipped.sha256 == sha:
+        return Yardstick(name, sha, shipped, f"profile {name} (ran by {count} of {sum(ran.values())} nodes; "
+                                             f"sha256 {sha[:12]})")
+    why = ("no profile of that name here" if shipped is None else
+           f"the one here is another version, sha256 {shipped.sha256[:12]}")
+    return Yardstick(name, sha, None, f"defaults: the nodes' profile {name} (sha256 {(sha or '?')[:12]}) cannot "
+                                      f"be read here ({why}); pass --profile for its fleet: rules")
+
+
+def hold_to(yardstick: Yardstick, nodes: list[Node]) -> None:
+    """Every node judged by the fleet's one profile: a node that ran another (by name or content) is not accepted,
+    with the reason; a failure it found under its own stays a failure."""
+    for node in nodes:
+        if node.state != "reported":
+            continue
+        if yardstick.problem:
+            mismatch = yardstick.problem
+        elif (node.profile, node.profile_sha256) != (yardstick.name, yardstick.sha256):
+            mismatch = (f"ran profile {node.profile} (sha256 {(node.profile_sha256 or '?')[:12]}), not the fleet's "
+                        f"{yardstick.name} (sha256 {(yardstick.sha256 or '?')[:12]}): not judged against it")
+        else:
+            continue
+        if node.verdict != "REJECTED":
+            node.verdict = "INCOMPLETE"
+        node.reason = f"{mismatch}; {node.reason}"
 
 
 #: from this many nodes on, they are read by a process per CPU (reading is most of a large fleet's report)
 PARALLEL_FROM = 1000
 
 
-def read_nodes(directories: list[Path]) -> list[Node]:
+def read_nodes(directories: list[Path], max_bytes: int = MAX_BYTES) -> list[Node]:
     workers = min(os.cpu_count() or 1, 8)
+    read = functools.partial(read_node, max_bytes=max_bytes)
     if len(directories) < PARALLEL_FROM or workers < 2:
-        return [read_node(d) for d in directories]
+        return [read(d) for d in directories]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(read_node, directories, chunksize=max(1, len(directories) // (workers * 8))))
+        return list(pool.map(read, directories, chunksize=max(1, len(directories) // (workers * 8))))
 
 
 def _fabric_result(paths: list[Path], fabric: Path | None) -> tuple[dict | None, str | None]:
     """The fabric run's result (workloads/fabric_pairs.py): ``--fabric FILE``, else a fabric.json beside the node
-    folders. Raises ValueError for a file that is not one."""
-    from ..formats.recordings import FABRIC_FORMAT
-
+    folders. Raises ValueError for a file that is not a valid one."""
     candidates = [fabric] if fabric else [p / FABRIC_FILE for p in paths if (p / FABRIC_FILE).is_file()]
     if not candidates:
         return None, None
-    path = candidates[0]
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a fabric result ({exc})") from None
-    found = result.get("format") if isinstance(result, dict) else None
-    if found != FABRIC_FORMAT:
-        raise ValueError(f"{path}: not a fabric result (format {found!r}, expected {FABRIC_FORMAT!r})")
-    return result, str(path)
+    return load_fabric_result(candidates[0]), str(candidates[0])
+
+
+def judged_nodes(paths: list[Path], profile_spec: str | None = None, out: Path | None = None,
+                 max_bytes: int = MAX_BYTES) -> tuple[list[Node], Yardstick, list[str]]:
+    """(every node under ``paths``, each judged again from its own checks and held to the fleet's one profile; that
+    profile; the folders that could not be listed). ``out``: a report's own folder, never a node."""
+    directories, unlisted = find_node_dirs(paths, exclude=[out] if out else None)
+    nodes = read_nodes(directories, max_bytes)
+    yardstick = fleet_profile(profile_spec, nodes)
+    hold_to(yardstick, nodes)
+    return nodes, yardstick, unlisted
 
 
 def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None = None,
-                         fabric: Path | None = None) -> dict:
-    """Read every node under ``paths`` (and the fabric run's result) and judge the fleet. Raises ValueError or
-    GpuFabricError (usage errors: a path that is no folder, a bad hostlist, profile or fabric file)."""
+                         fabric: Path | None = None, out: Path | None = None, max_bytes: int = MAX_BYTES) -> dict:
+    """Read every node under ``paths`` (and the fabric run's result) and judge the fleet. ``out``: the report's
+    own folder, never read as a node. Raises ValueError or GpuFabricError (usage errors: a path that is no folder,
+    a bad hostlist, profile or fabric file); a node's bad file is that node's finding, never an error."""
     fabric_result, fabric_path = _fabric_result(paths, fabric)
-    nodes = read_nodes(find_node_dirs(paths))
-    profile, settings_from = fleet_profile(profile_spec, nodes)
-    profile_data = profile.data if profile is not None else None
+    nodes, yardstick, unlisted = judged_nodes(paths, profile_spec, out, max_bytes)
+    profile_data = yardstick.profile.data if yardstick.profile is not None else None
     settings = FleetSettings.from_section((profile_data or {}).get("fleet"))
     document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "inputs": [str(p) for p in paths], "settings_from": settings_from}
+                "run_id": uuid.uuid4().hex, "inputs": [str(p) for p in paths], "settings_from": yardstick.said,
+                "profile": {"name": yardstick.name, "sha256": yardstick.sha256, "problem": yardstick.problem},
+                "unlisted": unlisted}
     document.update(analyse(nodes, expected, settings))
+    document["duplicate_hosts"] = duplicate_hosts(nodes)
+    if unlisted and document["verdict"] == "ACCEPTED":
+        document["verdict"] = "INCOMPLETE"
+        document["reason"] = f"{len(unlisted)} folder(s) could not be listed: {'; '.join(unlisted[:3])}"
     if fabric_result is not None:
         fabric_nodes = [str(n) for n in fabric_result.get("nodes") or []]
         fleet_nodes = sorted({n.name for n in nodes} | set(expected or []))
@@ -122,6 +175,17 @@ def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_
     return document
 
 
+def duplicate_hosts(nodes: list[Node]) -> list[dict]:
+    """Folders whose results name one host ({"host", "nodes"}): one machine's results filed twice (a rerun beside
+    the first), or machines that share a hostname (many VM images call themselves alike). Named for the operator;
+    the GPU serials tell the two apart, and a serial on two nodes rejects the fleet on its own."""
+    folders: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.state == "reported" and node.host:
+            folders.setdefault(node.host, []).append(node.name)
+    return [{"host": host, "nodes": sorted(names)} for host, names in sorted(folders.items()) if len(names) > 1]
+
+
 def _junit(document: dict) -> bytes:
     """One test case per node (missing ones too), failed where the node is not accepted or an outlier fails it."""
     cases = []
@@ -138,6 +202,9 @@ def _junit(document: dict) -> bytes:
     root = ET.Element("testsuites", name="gpufabric fleet")
     suite = ET.SubElement(root, "testsuite", name="fleet", tests=str(len(cases)),
                           failures=str(sum(1 for _, p, o, _ in cases if p or o)))
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("run_id", document.get("run_id")), ("verdict", document["verdict"])):
+        ET.SubElement(properties, "property", name=name, value=str(value))
     for name, problems, failing_outliers, outliers in cases:
         case = ET.SubElement(suite, "testcase", classname="fleet", name=name)
         if problems or failing_outliers:
@@ -148,8 +215,14 @@ def _junit(document: dict) -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
+LOCK_FILE = ".fleet-report.lock"
+
+
 def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
-    """fleet-results.json, fleet.html and fleet-junit.xml in ``out``; each written whole or not at all."""
+    """fleet-results.json, fleet.html and fleet-junit.xml in ``out``, each written whole or not at all, and the three
+    of one run together: each goes to a temporary file of its own (two reports at once never share one), and the
+    three are renamed into place while this run holds the folder's lock, so a reader never finds the JSON of one
+    run beside the HTML or JUnit of another. All three carry the run's ``run_id``."""
     from .html import fleet_html
 
     out.mkdir(parents=True, exist_ok=True)
@@ -160,15 +233,37 @@ def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
     lean = {**document, "metrics": [{k: v for k, v in m.items() if k != "values"} for m in document["metrics"]]}
     # one line: json's C encoder (indent takes the pure-Python one, seconds for ten thousand nodes)
     text = json_text(lean, indent=None) + "\n"
-    for key, data in (("json", text.encode("utf-8")), ("html", page), ("junit", _junit(document))):
-        tmp = paths[key].with_suffix(paths[key].suffix + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, paths[key])
+    staged = {}
+    try:
+        for key, data in (("json", text.encode("utf-8")), ("html", page), ("junit", _junit(document))):
+            fd, tmp = tempfile.mkstemp(prefix=f".{paths[key].name}.", suffix=".tmp", dir=out)
+            staged[key] = tmp
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())
+        with open(out / LOCK_FILE, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for key, tmp in staged.items():
+                os.replace(tmp, paths[key])
+    finally:
+        for tmp in staged.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return paths
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def validate_fleet_document(document: dict) -> None:
     """Raises jsonschema.ValidationError when the document is not what fleet-results.schema.json says."""
+    import json
+
     from jsonschema import Draft202012Validator
 
     Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))).validate(document)

@@ -133,13 +133,26 @@ def _schema() -> dict:
 
 @functools.cache
 def _validators():
-    from jsonschema import Draft202012Validator, validators
+    from jsonschema import Draft202012Validator
 
     full = Draft202012Validator(_schema())
-    # A profile that extends another may leave out what it inherits: its own file is checked without
-    # `required`; the merged result is checked with it.
-    partial_cls = validators.extend(Draft202012Validator, {"required": lambda *_: iter(())})
-    return full, partial_cls(_schema())
+    # A profile that extends another may leave out what it inherits: its own file is checked without the
+    # `required` of its objects; the merged result is checked with it. A `required` that picks a branch of a
+    # oneOf/anyOf (one floor or the other) stays: without it every branch would match and oneOf fail.
+    return full, Draft202012Validator(_without_required(_schema()))
+
+
+def _without_required(schema: object) -> object:
+    if isinstance(schema, list):
+        return [_without_required(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _without_required(value) for key, value in schema.items() if key != "required"}
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            out[key] = [{**_without_required(branch), **({"required": branch["required"]} if "required" in branch
+                                                           else {})} for branch in schema[key]]
+    return out
 
 
 def _json_path(parts: Iterable) -> str:
