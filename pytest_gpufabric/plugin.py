@@ -15,7 +15,7 @@ from . import __version__
 from .errors import GpuFabricError
 from .markers import MARKERS, decide, marker_arguments
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
-from .promise import not_checked
+from .promise import judge_promise, not_checked
 
 SESSION_KEY = pytest.StashKey["FabricSession"]()
 IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
@@ -273,31 +273,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.path != suite]
 
 
-def _judge_promise(item: pytest.Item, fabric_session) -> None:
-    """Before any fixture runs: which promise the test judges (carried in its reports, for the verdict), and
-    whether the profile makes it at all (else a plain skip) or it was waived (a skip saying so)."""
-    from .paths import SUITES_DIR
-    from .promise import not_asked, promise_of, promised, waived
-    from .report.recorder import PROMISE_PROPERTY
-    from .verdict import waiver_for
-
-    promise_id, what, condition = promise_of(item, SUITES_DIR)
-    item.user_properties.append((PROMISE_PROPERTY, promise_id))
-    profile = fabric_session.profile
-    if not promised(condition, profile, item):
-        pytest.skip(f"profile {profile.name} promises no {what or promise_id}")
-    why_not = not_asked(item, fabric_session)
-    if why_not:
-        pytest.skip(why_not)
-    waiver = waiver_for(promise_id, fabric_session.waivers)
-    if waiver is not None:
-        waived(f"{waiver.reason} ({waiver.source})")
-
-
 def pytest_runtest_setup(item: pytest.Item) -> None:
     fabric_session = item.config.stash.get(SESSION_KEY, None)
     if fabric_session is not None and fabric_session.profile is not None:
-        _judge_promise(item, fabric_session)
+        judge_promise(item, fabric_session)
     marks = [m for m in item.iter_markers() if m.name in MARKERS]
     if not marks:
         return
@@ -456,15 +435,26 @@ def nvlink_traffic(request: pytest.FixtureRequest):
         reader.close()
 
 
-def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: str):
-    """A suite's measurement for this test: made once per run (FabricSession caches it, and its failure).
-
-    A measurement that failed is the test's failure, one line, reported when the test runs (not a set-up
-    error); a bundle that recorded nothing for it leaves the promise not checked."""
+def _measured(request: pytest.FixtureRequest, name: str):
+    """A registered measurement for this test (measurements.py): made once per run (FabricSession caches it, and
+    its failure). Not promised by the profile, or not asked for, is a plain skip; a measurement that failed is the
+    test's failure, one line, reported when the test runs (not a set-up error); a tool that is not installed, or a
+    bundle that recorded nothing for it, leaves the promise not checked."""
     from .errors import ToolMissing
+    from .measurements import REGISTRY
 
+    entry = REGISTRY[name]
+    fabric_session = _session(request.config)
+    if entry.needs_machine:
+        request.getfixturevalue("gpu_profile")
+        request.getfixturevalue("fabric")
+    not_promised = entry.promised(fabric_session.profile) if fabric_session.profile is not None else None
+    if not_promised:
+        pytest.skip(not_promised)
+    if entry.asked and not getattr(fabric_session, entry.asked):
+        pytest.skip(getattr(fabric_session, f"{entry.asked}_why"))
     try:
-        measurement = _session(request.config).measurement(name)
+        measurement = fabric_session.measurement(name)
     except ToolMissing as exc:  # the tool is not installed here: nothing of the machine was measured
         not_checked(str(exc))
     except GpuFabricError as exc:
@@ -475,64 +465,35 @@ def _measurement(request: pytest.FixtureRequest, name: str, nothing_recorded: st
         _fail_in_call(request.node, failure)
         return None
     if measurement is None:
-        not_checked(nothing_recorded)
+        not_checked(entry.nothing_recorded)
     return measurement
 
 
-@pytest.fixture
-def nvlink_training(request: pytest.FixtureRequest, gpu_profile, fabric):
-    """NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them."""
-    return _measurement(request, "nvlink", "the bundle holds no NVLink counter samples taken during training "
-                                           "(nvlink-traffic.json or nvidia-smi-nvlink-*.sample<N>.txt)")
+def _measurement_fixture(entry):
+    def fixture(request: pytest.FixtureRequest):
+        return _measured(request, entry.name)
+
+    fixture.__name__ = fixture.__qualname__ = entry.fixture
+    fixture.__doc__ = entry.doc
+    return pytest.fixture(name=entry.fixture)(fixture)
 
 
-@pytest.fixture
-def bandwidth(request: pytest.FixtureRequest, gpu_profile, fabric):
-    """The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded
-    them (bandwidth.json, nccl-tests*.txt)."""
-    if not gpu_profile.bandwidth:
-        pytest.skip(f"profile {gpu_profile.name} promises no bandwidth")
-    return _measurement(request, "bandwidth",
-                        "the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)")
+def _register_measurement_fixtures() -> None:
+    """One fixture per registered measurement (nvlink_training, bandwidth, memory_behaviour, rdma_devices,
+    ib_write_bw_result, burn_in, ...), made here so that pytest finds them in this plugin module."""
+    from .measurements import REGISTRY
+
+    for entry in REGISTRY.values():
+        globals()[f"_fixture_{entry.name}"] = _measurement_fixture(entry)
+
+
+_register_measurement_fixtures()
 
 
 @pytest.fixture(scope="session")
 def gpufabric_run(request: pytest.FixtureRequest):
     """The run's FabricSession: profile, replay bundle, measurements (for suites; users want the fixtures above)."""
     return _session(request.config)
-
-
-@pytest.fixture
-def memory_behaviour(request: pytest.FixtureRequest, gpu_profile):
-    """The memory suite's measurement on GPU 0 (live), or the bundle's memory.json."""
-    if "memory" not in gpu_profile.data:
-        pytest.skip(f"profile {gpu_profile.name} promises no memory behaviour")
-    return _measurement(request, "memory", "the bundle holds no memory measurements (memory.json)")
-
-
-@pytest.fixture
-def rdma_devices(request: pytest.FixtureRequest):
-    """RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in
-    replay). An empty list is a machine without RDMA devices."""
-    return _measurement(request, "rdma", "the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)")
-
-
-@pytest.fixture
-def burn_in(request: pytest.FixtureRequest, gpu_profile, fabric):
-    """The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay)."""
-    fabric_session = _session(request.config)
-    if not fabric_session.has_burn_in:
-        pytest.skip(fabric_session.has_burn_in_why)
-    return _measurement(request, "burn_in", "the bundle holds no burn-in log (gpufabric-burnin.jsonl)")
-
-
-@pytest.fixture
-def ib_write_bw_result(request: pytest.FixtureRequest, gpu_profile):
-    """The run's ib_write_bw result and the port counters around it (live: the real binary; replay: the
-    bundle's rdma-bw.json or ib_write_bw output)."""
-    if "ib_write_bw" not in gpu_profile.rdma:
-        pytest.skip(f"profile {gpu_profile.name} promises no ib_write_bw bandwidth")
-    return _measurement(request, "rdma_bw", "the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)")
 
 
 @pytest.fixture
@@ -554,42 +515,15 @@ def rdma_port(request: pytest.FixtureRequest, gpu_profile):
     return port
 
 
-PLATFORM_KEY = pytest.StashKey[object]()
-
-
-def _platform(config: pytest.Config):
-    """The run's platform settings, read once: this machine's (fabric/platform.py), or the bundle's (None when it
-    records none); the GpuFabricError that stopped them."""
-    if PLATFORM_KEY not in config.stash:
-        from .fabric.platform import platform_for_session
-
-        try:
-            config.stash[PLATFORM_KEY] = platform_for_session(_session(config))
-        except GpuFabricError as exc:
-            config.stash[PLATFORM_KEY] = exc
-    return config.stash[PLATFORM_KEY]
-
-
-@pytest.fixture
-def platform_facts(request: pytest.FixtureRequest):
-    """The host settings that decide GPU and RDMA performance (ACS, IOMMU, modules, persistence, governor, ...):
-    read from this machine once per run, or from the bundle (platform.json, lspci-vvv.txt, lsmod.txt, ...)."""
-    facts = _platform(request.config)
-    if isinstance(facts, GpuFabricError):
-        _fail_in_call(request.node, str(facts))
-        return None
-    if facts is None:
-        not_checked("the bundle records no platform settings (platform.json from gpufabric snapshot, lspci-vvv.txt, "
-                    "lsmod.txt, proc-cmdline.txt or dmesg.txt)")
-    return facts
-
-
 @pytest.fixture
 def platform_findings(request: pytest.FixtureRequest) -> list[str]:
     """The platform settings that cost bandwidth here (ACS redirect, IOMMU translation, no peer-memory module, ...),
     one line each, whatever the profile promises; [] when none, or none recorded. For failing bandwidth checks."""
-    facts = _platform(request.config)
-    if facts is None or isinstance(facts, GpuFabricError):
+    try:
+        facts = _session(request.config).measurement("platform")
+    except GpuFabricError:
+        return []
+    if facts is None:
         return []
     from .checks.platform import bandwidth_findings
 
@@ -619,11 +553,11 @@ def gpufabric_extra(request: pytest.FixtureRequest):
 @pytest.fixture
 def gpufabric_check(request: pytest.FixtureRequest):
     """Record a CheckResult in the run's results and turn its verdict into the test's outcome."""
-    from .checks.result import FAILED, NOT_CHECKED
+    from .checks.result import FAILED, NOT_CHECKED, finite_only
     from .report.recorder import CHECK_PROPERTY
 
     def check(result):
-        result = _finite_only(result, _session(request.config).replay)
+        result = finite_only(result, replay=bool(_session(request.config).replay))
         # carried in the report (user_properties travel from pytest-xdist workers too), recorded by RunRecorder
         request.node.user_properties.append((CHECK_PROPERTY, result.to_dict()))
         if result.verdict == NOT_CHECKED:
@@ -634,24 +568,3 @@ def gpufabric_check(request: pytest.FixtureRequest):
 
     return check
 
-
-def _finite_only(result, replay: str | None):
-    """A pass resting on numbers that are not all finite judged nothing (``nan < floor`` is false, so a NaN passes
-    a floor): a recording holding one leaves the promise not checked; a number this run measured so is a failure
-    of the run's own measurement, said as such. The checks refuse such numbers themselves; this is the net under
-    them. A failure stands: it names its own figures."""
-    from .checks.result import FAILED, NOT_CHECKED, PASSED
-    from .units import non_finite
-
-    bad = non_finite(result.found) if result.verdict == PASSED else []
-    if not bad:
-        return result
-    what = "; ".join(bad)
-    if replay:
-        result.verdict = NOT_CHECKED
-        result.message = f"not a finite number in the recording ({what}): {result.subject} cannot be judged"
-    else:
-        result.verdict = FAILED
-        result.message = f"this run measured a number that is not finite ({what}): {result.subject} was not measured"
-    result.details = [*result.details, *bad]
-    return result

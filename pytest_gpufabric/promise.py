@@ -74,3 +74,26 @@ def not_asked(item: pytest.Item, run) -> str | None:
     if asked is None:
         return None
     return None if getattr(run, asked) else getattr(run, f"{asked}_why", f"not asked for ({asked})")
+
+
+PROPERTY = "gpufabric_promise"  # the user property a test's reports carry its promise id in (report/recorder.py)
+
+
+def judge_promise(item: pytest.Item, run) -> None:
+    """Before any fixture runs: which promise the test judges (carried in its reports, for the verdict), and
+    whether the profile makes it at all and this run asks for it (else a plain skip) or it was waived (a skip
+    saying so)."""
+    from .paths import SUITES_DIR
+    from .verdict import waiver_for
+
+    promise_id, what, condition = promise_of(item, SUITES_DIR)
+    item.user_properties.append((PROPERTY, promise_id))
+    profile = run.profile
+    if not promised(condition, profile, item):
+        pytest.skip(f"profile {profile.name} promises no {what or promise_id}")
+    why_not = not_asked(item, run)
+    if why_not:
+        pytest.skip(why_not)
+    waiver = waiver_for(promise_id, run.waivers)
+    if waiver is not None:
+        waived(f"{waiver.reason} ({waiver.source})")

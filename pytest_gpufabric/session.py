@@ -92,8 +92,8 @@ class FabricSession:
         return self._discovery_error
 
     def measurement(self, name: str):
-        """A suite's measurement ("nvlink", "bandwidth", "rdma" devices, "rdma_bw"), made once per run: live,
-        or from the bundle.
+        """A registered measurement (measurements.py), made once per run: live (and written to the report folder
+        under its bundle file), or read from the bundle.
 
         Returns the measurement, None when a bundle recorded nothing for it, or raises the GpuFabricError that
         stopped it (the same one for every test that asks)."""
@@ -108,60 +108,16 @@ class FabricSession:
         return result
 
     def _measure(self, name: str):
-        from .fabric import bundle
+        from .measurements import REGISTRY
         from .report.results import write_json
 
-        if name == "nvlink":
-            from .workloads.training import measure_training_traffic, recorded_training_traffic
-
-            if self.replay:
-                return recorded_training_traffic(bundle.load_nvlink_recording(self.bundle_dir))
-            measurement = measure_training_traffic(self.boards(), self.profile.data.get("nvlink_traffic", {}),
-                                                   on_sample=self.metrics.observe_nvlink if self.metrics else None)
-            write_json(measurement.to_json(), self.report_dir / bundle.NVLINK_TRAFFIC_FILE)
-            return measurement
-        if name == "burn_in":
-            from .workloads.burn_in import LOG_FILE, BurnIn, read_log
-
-            if self.replay:
-                if not (self.bundle_dir / LOG_FILE).is_file():
-                    return None  # a burn-in asked of a bundle that holds none: not checked
-                records = read_log(self.bundle_dir / LOG_FILE)
-                start = next((r for r in records if r.get("type") == "start"), None)
-                self.burn_in = BurnIn(start["duration_s"], records) if start else None
-                return self.burn_in
-            return self._run_burn_in()
-        if name == "memory":
-            from .workloads.environment import gpu_environment
-            from .workloads.memory import measure_memory
-
-            if self.replay:
-                return bundle.load_json_recording(self.bundle_dir, bundle.MEMORY_FILE, what="memory")
-            measurement = measure_memory(self.profile.data["memory"], gpu_environment(self.boards()))
-            write_json(measurement, self.report_dir / bundle.MEMORY_FILE)
-            return measurement
-        if name == "rdma":
-            from .workloads.rdma import live_rdma_devices
-
-            devices = bundle.load_rdma_devices(self.bundle_dir) if self.replay else live_rdma_devices()
-            if self.metrics is not None and devices:
-                self.metrics.observe_rdma(devices)
-            return devices
-        if name == "rdma_bw":
-            from .workloads.rdma import measure_ib_write_bw
-
-            if self.replay:
-                return bundle.load_rdma_bandwidth(self.bundle_dir)
-            measurement = measure_ib_write_bw(self.profile.data.get("rdma", {}))
-            write_json(measurement, self.report_dir / bundle.RDMA_BW_FILE)
-            return measurement
-        from .workloads.bandwidth import measure_bandwidth
-
+        entry = REGISTRY[name]
         if self.replay:
-            return bundle.load_bandwidth_recording(self.bundle_dir)
-        measurement = measure_bandwidth(self.profile, self.fabric, self.boards())
-        write_json(measurement.to_json(), self.report_dir / bundle.BANDWIDTH_FILE)
-        return measurement
+            return entry.replay(self.bundle_dir, self)
+        result = entry.live(self)
+        if entry.record_file:
+            write_json(entry.to_json(result) if entry.to_json else result, self.report_dir / entry.record_file)
+        return result
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES
@@ -172,7 +128,8 @@ class FabricSession:
             raise self.discovery_error
         return promised_boards(self.fabric, self.profile.gpu_count, self.profile.name)
 
-    def _run_burn_in(self):
+    def run_burn_in(self):
+        """The burn-in, live (measurements.py's burn_in entry): its log and progress are its own."""
         from .fabric.health import HealthReader
         from .workloads.burn_in import LOG_FILE, parse_duration, run_burn_in
         from .workloads.environment import gpu_environment, require_torch

@@ -43,3 +43,24 @@ def failed(name: str, subject: str, expected: Any, found: Any, message: str, **k
 def unknown(name: str, subject: str, expected: Any, why: str) -> CheckResult:
     """The evidence cannot tell: the promise is not checked, and ``why`` says what was missing."""
     return CheckResult(name, subject, expected, None, NOT_CHECKED, why)
+
+
+def finite_only(result: CheckResult, replay: bool) -> CheckResult:
+    """A pass resting on numbers that are not all finite judged nothing (``nan < floor`` is false, so a NaN passes
+    a floor): a recording holding one leaves the promise not checked; a number this run measured so is a failure
+    of the run's own measurement, said as such. The checks refuse such numbers themselves; this is the net under
+    them (the plugin passes every check through it). A failure stands: it names its own figures."""
+    from ..units import non_finite
+
+    bad = non_finite(result.found) if result.verdict == PASSED else []
+    if not bad:
+        return result
+    what = "; ".join(bad)
+    if replay:
+        result.verdict = NOT_CHECKED
+        result.message = f"not a finite number in the recording ({what}): {result.subject} cannot be judged"
+    else:
+        result.verdict = FAILED
+        result.message = f"this run measured a number that is not finite ({what}): {result.subject} was not measured"
+    result.details = [*result.details, *bad]
+    return result

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from ..promise import PROPERTY as PROMISE_PROPERTY  # the promise a test judges (promise.judge_promise)
 from .results import write_json
 
 RESULTS_FILE = "gpufabric-results.json"
 CHECK_PROPERTY = "gpufabric_check"
-PROMISE_PROPERTY = "gpufabric_promise"  # the promise a test judges (plugin._judge_promise)
 
 
 class RunRecorder:

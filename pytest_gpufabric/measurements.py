@@ -1,0 +1,216 @@
+"""The measurement registry: every measurement the suites judge, declared once.
+
+An entry says what a measurement is made of: the fixture the suites ask for it by, the profile key that promises
+it (no promise, no measurement: the fixture skips as "not promised"), how it is made live (a workload, in child
+processes), the bundle file it records into and how a replay reads it back, and which check and suite judge it.
+FabricSession.measurement() walks the registry instead of an if-chain, and plugin.py makes one fixture per entry:
+a new diagnostic is a workload file, a check, a suite test and one ``register(Measurement(...))`` here.
+
+Live results are written to the report folder under the entry's ``record_file`` as they are made: with the
+snapshot, that folder is a bundle a replay judges the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["REGISTRY", "Measurement", "register"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str  # the key FabricSession caches it by
+    fixture: str  # the fixture the suites (and users' tests) ask for it by
+    doc: str  # the fixture's docstring
+    promised: Callable[[Any], str | None]  # profile -> None when promised, else what the profile does not promise
+    live: Callable[[Any], Any]  # FabricSession -> the measurement (may raise GpuFabricError, ToolMissing)
+    replay: Callable[[Path, Any], Any]  # (bundle folder, FabricSession) -> the measurement, None when not recorded
+    nothing_recorded: str  # what a bundle lacks when ``replay`` finds nothing: the promise is not checked
+    record_file: str | None = None  # where a live measurement is written (report folder = bundle): its JSON
+    to_json: Callable[[Any], Any] | None = None  # the measurement as that file holds it (default: itself)
+    check: str = ""  # the check module that judges it (for whoever reads this)
+    suite: str = ""  # the suite module whose tests judge it
+    needs_machine: bool = True  # the fixture asks for the machine first (RDMA is read without NVML)
+    asked: str | None = None  # a FabricSession property: the run measures it only when asked (the burn-in)
+
+
+REGISTRY: dict[str, Measurement] = {}
+
+
+def register(measurement: Measurement) -> Measurement:
+    if measurement.name in REGISTRY or any(m.fixture == measurement.fixture for m in REGISTRY.values()):
+        raise ValueError(f"measurement {measurement.name} (fixture {measurement.fixture}) is registered twice")
+    REGISTRY[measurement.name] = measurement
+    return measurement
+
+
+def _section(key: str, what: str) -> Callable[[Any], str | None]:
+    """Promised by a profile section (``key`` present)."""
+    return lambda profile: None if key in profile.data else f"profile {profile.name} promises no {what}"
+
+
+# --- the entries --------------------------------------------------------------------------------------------------
+
+
+def _nvlink_live(run):
+    from .workloads.training import measure_training_traffic
+
+    return measure_training_traffic(run.boards(), run.profile.data.get("nvlink_traffic", {}),
+                                    on_sample=run.metrics.observe_nvlink if run.metrics else None)
+
+
+def _nvlink_replay(directory: Path, run):
+    from .fabric.bundle import load_nvlink_recording
+    from .workloads.training import recorded_training_traffic
+
+    return recorded_training_traffic(load_nvlink_recording(directory))
+
+
+register(Measurement(
+    name="nvlink", fixture="nvlink_training",
+    doc="NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them.",
+    promised=lambda profile: None,  # the suite's tests ask the matrix per GPU (its promise marker)
+    live=_nvlink_live, replay=_nvlink_replay,
+    nothing_recorded="the bundle holds no NVLink counter samples taken during training (nvlink-traffic.json or "
+                     "nvidia-smi-nvlink-*.sample<N>.txt)",
+    record_file="nvlink-traffic.json", to_json=lambda m: m.to_json(),
+    check="checks/nvlink_traffic.py", suite="suites/test_nvlink_traffic.py"))
+
+
+def _bandwidth_live(run):
+    from .workloads.bandwidth import measure_bandwidth
+
+    return measure_bandwidth(run.profile, run.fabric, run.boards())
+
+
+def _bandwidth_replay(directory: Path, run):
+    from .fabric.bundle import load_bandwidth_recording
+
+    return load_bandwidth_recording(directory)
+
+
+register(Measurement(
+    name="bandwidth", fixture="bandwidth",
+    doc="The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded "
+        "them (bandwidth.json, nccl-tests*.txt).",
+    promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
+    live=_bandwidth_live, replay=_bandwidth_replay,
+    nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
+    record_file="bandwidth.json", to_json=lambda m: m.to_json(),
+    check="checks/bandwidth.py", suite="suites/test_bandwidth.py"))
+
+
+def _memory_live(run):
+    from .workloads.environment import gpu_environment
+    from .workloads.memory import measure_memory
+
+    return measure_memory(run.profile.data["memory"], gpu_environment(run.boards()))
+
+
+def _json_replay(name: str, what: str) -> Callable[[Path, Any], Any]:
+    def replay(directory: Path, run):
+        from .fabric.bundle import load_json_recording
+
+        return load_json_recording(directory, name, what=what)
+
+    return replay
+
+
+register(Measurement(
+    name="memory", fixture="memory_behaviour",
+    doc="The memory suite's measurement on GPU 0 (live), or the bundle's memory.json.",
+    promised=_section("memory", "memory behaviour"),
+    live=_memory_live, replay=_json_replay("memory.json", "memory"),
+    nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
+    check="checks/memory.py", suite="suites/test_memory.py"))
+
+
+def _rdma_live(run):
+    from .workloads.rdma import live_rdma_devices
+
+    devices = live_rdma_devices()
+    if run.metrics is not None and devices:
+        run.metrics.observe_rdma(devices)
+    return devices
+
+
+def _rdma_replay(directory: Path, run):
+    from .fabric.bundle import load_rdma_devices
+
+    devices = load_rdma_devices(directory)
+    if run.metrics is not None and devices:
+        run.metrics.observe_rdma(devices)
+    return devices
+
+
+register(Measurement(
+    name="rdma", fixture="rdma_devices",
+    doc="RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in "
+        "replay). An empty list is a machine without RDMA devices.",
+    promised=lambda profile: None, live=_rdma_live, replay=_rdma_replay,
+    nothing_recorded="the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)",
+    check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False))
+
+
+def _rdma_bw_live(run):
+    from .workloads.rdma import measure_ib_write_bw
+
+    return measure_ib_write_bw(run.profile.data.get("rdma", {}))
+
+
+def _rdma_bw_replay(directory: Path, run):
+    from .fabric.bundle import load_rdma_bandwidth
+
+    return load_rdma_bandwidth(directory)
+
+
+register(Measurement(
+    name="rdma_bw", fixture="ib_write_bw_result",
+    doc="The run's ib_write_bw result and the port counters around it (live: the real binary; replay: the "
+        "bundle's rdma-bw.json or ib_write_bw output).",
+    promised=lambda profile: None if "ib_write_bw" in profile.rdma
+    else f"profile {profile.name} promises no ib_write_bw bandwidth",
+    live=_rdma_bw_live, replay=_rdma_bw_replay,
+    nothing_recorded="the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)",
+    record_file="rdma-bw.json", check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False))
+
+
+def _burn_in_replay(directory: Path, run):
+    from .workloads.burn_in import LOG_FILE, BurnIn, read_log
+
+    if not (directory / LOG_FILE).is_file():
+        return None  # a burn-in asked of a bundle that holds none: not checked
+    records = read_log(directory / LOG_FILE)
+    start = next((r for r in records if r.get("type") == "start"), None)
+    run.burn_in = BurnIn(start["duration_s"], records) if start else None
+    return run.burn_in
+
+
+register(Measurement(
+    name="burn_in", fixture="burn_in",
+    doc="The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay).",
+    promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
+    live=lambda run: run.run_burn_in(), replay=_burn_in_replay,
+    nothing_recorded="the bundle holds no burn-in log (gpufabric-burnin.jsonl)", asked="has_burn_in",
+    check="checks/burn_in.py", suite="suites/test_burn_in.py"))
+
+
+def _platform(run):
+    from .fabric.platform import platform_for_session
+
+    return platform_for_session(run)
+
+
+register(Measurement(
+    name="platform", fixture="platform_facts",
+    doc="The host settings that decide GPU and RDMA performance (ACS, IOMMU, modules, persistence, governor, ...): "
+        "read from this machine once per run (and written to platform.json), or from the bundle (platform.json, "
+        "lspci-vvv.txt, lsmod.txt, ...).",
+    promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
+    live=_platform, replay=lambda directory, run: _platform(run),
+    nothing_recorded="the bundle records no platform settings (platform.json from gpufabric snapshot, "
+                     "lspci-vvv.txt, lsmod.txt, proc-cmdline.txt or dmesg.txt)",
+    check="checks/platform.py", suite="suites/test_platform.py", needs_machine=False))
