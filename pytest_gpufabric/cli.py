@@ -177,7 +177,9 @@ def cmd_profile_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    from .formats.dcgm_diag import parse_dcgm_diag
     from .formats.nccl_tests import parse_nccl_tests_json
+    from .formats.nvbandwidth import parse_nvbandwidth
     from .formats.nvlink import parse_nvlink_any
     from .formats.perftest import parse_perftest
     from .formats.topo import parse_topo_m
@@ -188,6 +190,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
         "nvlink": ("nvidia-smi nvlink -g 0|-gt d|-gt r|-s|-e", parse_nvlink_any),
         "nccl-tests": ("nccl-tests *_perf", lambda text: parse_nccl_tests_json(text, args.nccl_op)),
         "perftest": ("perftest ib_*_bw", parse_perftest),
+        "dcgm-diag": ("dcgmi diag", parse_dcgm_diag),
+        "nvbandwidth": ("nvbandwidth", parse_nvbandwidth),
     }
     try:
         text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()
@@ -475,11 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
     fabric.set_defaults(func=cmd_fleet_fabric)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
-    parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest"], help="topo: `nvidia-smi topo "
-                       "-m`; nvlink: `nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their "
-                       "link lines); nccl-tests: the result tables of all_reduce_perf, sendrecv_perf, ... (one run, or "
-                       "{\"runs\": [...]} for a log of several); perftest: one ib_write_bw/ib_read_bw/ib_send_bw run, "
-                       "client or server side, bandwidths in Gb/s")
+    parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest", "dcgm-diag", "nvbandwidth"],
+                       help="topo: `nvidia-smi topo -m`; nvlink: `nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or "
+                       "`-e` (told apart by their link lines); nccl-tests: the result tables of all_reduce_perf, "
+                       "sendrecv_perf, ... (one run, or {\"runs\": [...]} for a log of several); perftest: one "
+                       "ib_write_bw/ib_read_bw/ib_send_bw run, client or server side, bandwidths in Gb/s; dcgm-diag: "
+                       "`dcgmi diag -r N` (its table of DCGM 1.x-4.x, or -j JSON): each test with its status and "
+                       "message per GPU; nvbandwidth: its text (v0.4-v0.10) or -j JSON: each test case with its "
+                       "matrix in GB/s")
     parse.add_argument("file", help="the saved output, or - for standard input")
     parse.add_argument("--op", dest="nccl_op", help="nccl-tests: the test (all_reduce or all_reduce_perf) of a "
                        "run whose output does not say (before nccl-tests 2.16 no `# Collective test starting:` "

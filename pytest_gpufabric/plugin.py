@@ -52,6 +52,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gpu-waive", dest="gpu_waive", metavar="ID=REASON", action="append", default=[],
                     help=waive_help)
     parser.addini("gpu_waive", f"waivers, one ID=REASON per line: {waive_help}", type="linelist", default=[])
+    evidence_help = ("judge another tool's output with the rest: `dcgmi diag` (text or -j) or nvbandwidth (text or "
+                     "-j); each result counts toward the promise it speaks to. Repeatable")
+    group.addoption("--gpu-evidence", dest="gpu_evidence", metavar="FILE", action="append", default=[],
+                    help=evidence_help)
 
 
 def _option(config: pytest.Config, name: str) -> str | None:
@@ -98,6 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if fabric_session.discovery_error is not None:
             raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
     config.stash[SESSION_KEY] = fabric_session
+    _evidence(config, fabric_session)
     _burn_in_options(config, fabric_session)
     from .report.recorder import RunRecorder
 
@@ -122,6 +127,25 @@ def _waivers(config: pytest.Config, profile) -> list:
     except ValueError as exc:
         raise pytest.UsageError(f"--gpu-waive {exc}") from None
     return (profile.waivers if profile is not None else []) + waivers
+
+
+def _evidence(config: pytest.Config, fabric_session) -> None:
+    """--gpu-evidence files and the bundle's, read now (a file that is neither tool's output is a usage error);
+    the given ones are copied into the report folder, so that it replays as a bundle with them."""
+    import shutil
+
+    from .evidence import BUNDLE_PATTERNS, bundle_evidence_files, read_evidence
+
+    given = [Path(p) for p in config.getoption("gpu_evidence") or []]
+    files = (bundle_evidence_files(fabric_session.bundle_dir) if fabric_session.bundle_dir else []) + given
+    try:
+        fabric_session.evidence = read_evidence(files)
+    except GpuFabricError as exc:
+        raise pytest.UsageError(f"--gpu-evidence {exc}") from None
+    for path, item in zip(files[len(files) - len(given):], fabric_session.evidence[len(files) - len(given):],
+                          strict=True):
+        named = path.name if any(path.match(p) for p in BUNDLE_PATTERNS) else f"{item.kind.split('-')[0]}-{path.name}"
+        shutil.copyfile(path, fabric_session.report_dir / named)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -251,6 +275,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         devices = ([f"GPU{i}" for i in range(profile.gpu_count)] + [d["name"] for d in profile.rdma_devices]
                    if profile else [])
         metafunc.parametrize("platform_device", devices or [None], ids=devices or ["none"])
+    if "dcgm_result" in metafunc.fixturenames or "nvbandwidth_copy" in metafunc.fixturenames:
+        from .evidence import dcgm_results, nvbandwidth_copies
+
+        evidence = _session(metafunc.config).evidence if profile else []
+        gpu_count = profile.gpu_count if profile else 0
+        for name, rows, ids in (("dcgm_result", dcgm_results(evidence, gpu_count),
+                                 lambda r: f"{r['source']}:{r['promise']}"),
+                                ("nvbandwidth_copy", nvbandwidth_copies(evidence),
+                                 lambda r: f"{r['source']}:{r['testcase']}")):
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, rows or [None], ids=[ids(r) for r in rows] or ["none"])
     if "copy_kind" in metafunc.fixturenames:
         kinds = list(profile.copy_thresholds()) if profile else []
         metafunc.parametrize("copy_kind", kinds or [None], ids=kinds or ["none"])

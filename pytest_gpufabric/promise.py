@@ -28,9 +28,10 @@ MARKER_HELP = (f"{MARKER}(id, what=None, promised=None, asked=None): the promise
 Condition = Callable[[Any, dict], Any]
 
 
-def promise(promise_id: str, what: str | None = None, promised: Condition | None = None,
+def promise(promise_id: str | Callable[[dict], str], what: str | None = None, promised: Condition | None = None,
             asked: str | None = None) -> pytest.MarkDecorator:
-    """``asked``: the name of a FabricSession property that says whether this run judges the promise at all
+    """``promise_id``: the id, to which the test's parameters are added, or a function of the parameters giving the
+    whole id. ``asked``: the name of a FabricSession property that says whether this run judges the promise at all
     (``has_burn_in``: the burn-in is the operator's to ask for, with --gpu-burn-in or a bundle holding one)."""
     return getattr(pytest.mark, MARKER)(promise_id, what=what, promised=promised, asked=asked)
 
@@ -53,6 +54,8 @@ def promise_of(item: pytest.Item, suites_dir) -> tuple[str, str | None, Conditio
     mark = item.get_closest_marker(MARKER)
     if mark is not None:
         base, what, condition = mark.args[0], mark.kwargs.get("what"), mark.kwargs.get("promised")
+        if callable(base):  # the id comes from the parameters (another tool's result names the promise it speaks to)
+            return base(dict(item.callspec.params)), what, condition
     elif getattr(item, "path", None) is not None and item.path.parent == suites_dir:
         base, what, condition = item.originalname.removeprefix("test_").replace("_", "-"), None, None
     else:

@@ -43,6 +43,7 @@ class FabricSession:
     #: the health watchdog's records: per test the counters that rose, the timeline, XID events
     health: dict = field(default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
     waivers: list = field(default_factory=list)  # verdict.Waiver: the profile's waive: list and --gpu-waive
+    evidence: list = field(default_factory=list)  # evidence.ToolEvidence: dcgmi diag / nvbandwidth outputs given
 
     @property
     def mode(self) -> str:

@@ -166,7 +166,7 @@ def test_bundle_without_topology_is_a_usage_error(pytester: pytest.Pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*a bundle needs the topology (nvidia-smi-topo-m.txt or nvml.json), the RDMA devices "
-         "(ibv_devinfo-v.txt or sysfs/) or a suite's recording (it holds notes.txt)*"]
+         "(ibv_devinfo-v.txt or sysfs/), a suite's recording or another tool's output (it holds notes.txt)*"]
     )
 
 

@@ -73,10 +73,17 @@ def available_bundles() -> dict[str, Path]:
 
 
 def _holds_bundle(directory: Path) -> bool:
-    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE, BURN_IN_FILE,
-             PLATFORM_FILE, *TEXT_FILES)
-    return any((directory / name).is_file() for name in names) or any(
-        (directory / d).is_dir() for d in (SYSFS_DIR, PLATFORM_DIR))
+    """Whether the folder holds anything a replay judges: the machine's facts, the RDMA devices, a measurement's
+    recording (every registered measurement's file), the platform's files, or another tool's output."""
+    from ..evidence import bundle_evidence_files
+    from ..measurements import REGISTRY
+
+    recordings = [m.record_file for m in REGISTRY.values() if m.record_file]
+    names = (*KNOWN_FILES, IBV_DEVINFO_FILE, *IB_WRITE_BW_FILES, BURN_IN_FILE, PLATFORM_FILE, *TEXT_FILES,
+             *recordings)
+    return (any((directory / name).is_file() for name in names)
+            or (directory / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir() or (directory / PLATFORM_DIR).is_dir()
+            or any(directory.glob(_NCCL_TESTS_PATTERN)) or bool(bundle_evidence_files(directory)))
 
 
 def find_bundle(spec: str | Path) -> Path:
@@ -121,14 +128,11 @@ def bundle_directory(spec: str | Path) -> Path:
         path = _extract(path)
     if not path.is_dir():
         raise BundleError(f"{path}: a bundle is a directory or a .tar.gz")
-    evidence = (TOPO_FILE, NVML_FILE, IBV_DEVINFO_FILE, MEMORY_FILE, BANDWIDTH_FILE, NVLINK_TRAFFIC_FILE,
-                BURN_IN_FILE, PLATFORM_FILE, *TEXT_FILES)
-    if not any((path / name).is_file() for name in evidence) and not (
-            path / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir() and not (path / PLATFORM_DIR).is_dir():
+    if not _holds_bundle(path):
         present = ", ".join(sorted(p.name for p in path.iterdir())) or "nothing"
         raise BundleError(
             f"{path}: a bundle needs the topology ({TOPO_FILE} or {NVML_FILE}), the RDMA devices "
-            f"({IBV_DEVINFO_FILE} or {SYSFS_DIR}/) or a suite's recording (it holds {present})"
+            f"({IBV_DEVINFO_FILE} or {SYSFS_DIR}/), a suite's recording or another tool's output (it holds {present})"
         )
     return path
 

@@ -1,0 +1,45 @@
+"""Evidence from other tools (evidence.py): each `dcgmi diag` result and each nvbandwidth copy a customer brings
+(``--gpu-evidence FILE``, or in the bundle) judged as the promise it speaks to, beside our own measurements of it.
+"""
+
+from __future__ import annotations
+
+from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
+from pytest_gpufabric.checks.evidence import check_dcgm_result
+from pytest_gpufabric.evidence import of_another_machine
+from pytest_gpufabric.promise import not_checked, promise
+
+
+@promise(lambda params: (params["dcgm_result"] or {}).get("promise", "dcgm-diag"), "dcgmi diag results",
+         lambda _, params: params.get("dcgm_result") is not None)
+def test_dcgm_diag(gpu_profile, dcgm_result, gpufabric_run, gpufabric_check):
+    fabric = gpufabric_run.fabric
+    foreign = of_another_machine(dcgm_result, fabric, gpu_profile)
+    if foreign:
+        not_checked(f"not evidence of this machine: {foreign}")
+    gpu = fabric.gpu(dcgm_result["gpu"]) if fabric is not None and dcgm_result["gpu"] is not None else None
+    gpufabric_check(check_dcgm_result(dcgm_result, gpu))
+
+
+@promise(lambda params: f"copy-bandwidth[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
+         "copy bandwidth from nvbandwidth",
+         lambda profile, params: params.get("nvbandwidth_copy") is not None
+         and params["nvbandwidth_copy"]["kind"] in profile.copy_thresholds())
+def test_nvbandwidth_copy(gpu_profile, nvbandwidth_copy, gpufabric_run, gpufabric_check):
+    fabric = gpufabric_run.fabric
+    kind = nvbandwidth_copy["kind"]
+    foreign = of_another_machine(nvbandwidth_copy, fabric, gpu_profile)
+    if foreign:
+        not_checked(f"not evidence of this machine: {foreign}")
+
+    def peak_of(row):
+        if fabric is None:
+            return None, "the machine was not read"
+        if kind == "gpu_to_gpu":
+            return link_peak(fabric, [row["src"], row["dst"]])
+        gpu = fabric.gpu(row["gpu"])
+        return pcie_peak([gpu]) if gpu is not None else (None, "unknown")
+
+    source = f"nvbandwidth {nvbandwidth_copy['version'] or ''} {nvbandwidth_copy['testcase']} " \
+             f"({nvbandwidth_copy['source']})".replace("  ", " ")
+    gpufabric_check(check_copy(kind, gpu_profile.copy_thresholds()[kind], nvbandwidth_copy["rows"], peak_of, source))

@@ -1,0 +1,370 @@
+"""Sustained power and thermal: a GEMM load on every GPU at once while NVML is read in the background, as
+`dcgmi diag`'s targeted power and targeted stress tests look at a GPU, without changing any GPU setting.
+
+Standalone (imports torch, the standard library and nvidia-ml-py only); one process drives every GPU:
+
+    python power_hold.py --seconds 20 --size 8192 --dtype bfloat16 --interval 0.25 --result out.json
+
+A thread per GPU multiplies two random ``--size`` square matrices back to back (a few products queued ahead, so
+the GPU never waits for the host) for ``--warmup`` seconds and then for ``--seconds``: the measured window.
+During that window a sampler thread reads, every ``--interval`` seconds and per GPU: the power draw
+(nvmlDeviceGetPowerUsage: on Ampere and later a one-second average), the SM clock, the temperature, the
+headroom to the slowdown temperature (nvmlDeviceGetMarginTemperature, where the driver has it) and the clock
+event reasons, decoded into names. Read once per GPU: the enforced power limit, the maximum SM clock and the
+slowdown / shutdown / GPU-maximum temperature thresholds. Every NVML call here is a Get: the script never sets
+clocks, power limits, persistence or application clocks, so what it measures is the machine as delivered.
+
+An NVML answer that is data (NOT_SUPPORTED, NO_PERMISSION, ...) is recorded as null with its name under the
+GPU's ``unread``; any other NVML error (GPU_IS_LOST, ...) fails the workload. ``--device cpu --workers N`` runs
+the same logic on CPU threads without NVML (for tests): every NVML field is null and ``nvml.available`` false.
+
+Result (``gpufabric-power-hold/1``)::
+
+    {"format": "gpufabric-power-hold/1", "device": "cuda", "seconds": 20.0 (measured), "warmup_s": 3.0,
+     "interval_s": 0.25, "size": 8192, "dtype": "bfloat16", "nvml": {"available": true, "why": null},
+     "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-...", "serial": "...", "name": "NVIDIA H100 80GB HBM3",
+               "power_limit_w": 700.0, "max_sm_clock_mhz": 1980,
+               "thresholds_c": {"slowdown": 87, "shutdown": 92, "gpu_max": 85},
+               "tflops": 750.1, "iterations": 11120, "unread": {"thresholds_c.slowdown": "NOT_SUPPORTED"},
+               "samples": [{"t_s": 0.0, "power_w": 699.2, "sm_clock_mhz": 1335, "temperature_c": 61,
+                            "margin_c": 24, "reasons": ["sw_power_cap"]}, ...],
+               "summary": {"samples": 80, "power_w_median": 698.9, "power_w_max": 701.4,
+                           "sm_clock_mhz_median": 1335, "sm_clock_mhz_median_at_limit": 1335,
+                           "temperature_c_max": 67, "margin_c_min": 18, "reasons_seen": {"sw_power_cap": 0.98},
+                           "at_limit_fraction": 0.96}}],
+     "torch_version": "..."}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import torch
+
+try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from handshake import handshake, reporting_failure
+    from identity import cuda_boards
+except ImportError:
+    from .handshake import handshake, reporting_failure
+    from .identity import cuda_boards
+
+FORMAT = "gpufabric-power-hold/1"
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+#: nvmlClocksEventReason* bits (nvml.h; the same bits as the older nvmlClocksThrottleReason*)
+REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+           0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+           0x80: "hw_power_brake_slowdown", 0x100: "display_clocks_setting"}
+#: a sample counts as "at the power limit" from this fraction of it: the power controller holds the draw a few
+#: watts under the limit, and the one-second average NVML gives swings around it
+AT_LIMIT = 0.95
+#: NVML answers that describe the machine rather than fail the read (fabric/nvml.py records the same set)
+_DATA_ERRORS = frozenset({"NOT_SUPPORTED", "NOT_FOUND", "NO_PERMISSION", "FUNCTION_NOT_FOUND", "INVALID_ARGUMENT"})
+#: GEMMs queued ahead of the one the host waits for: deep enough that the GPU never idles between products,
+#: shallow enough that the load stops within a few products of the window's end
+_QUEUE_DEPTH = 4
+
+
+def decode_reasons(mask: int) -> list[str]:
+    """The names of the clock event reason bits set in ``mask`` (unknown bits as ``bit_0x...``)."""
+    names = [name for bit, name in REASONS.items() if mask & bit]
+    unknown = mask & ~sum(REASONS)
+    names += [f"bit_{1 << b:#x}" for b in range(32) if unknown >> b & 1]
+    return names
+
+
+class Nvml:
+    """NVML through one funnel (as fabric/nvml.py's ``query``, which this standalone script cannot import): an
+    answer in _DATA_ERRORS is None, its name kept in the ``unread`` dict the caller passes; any other NVMLError
+    propagates. Only Get functions are ever called."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.p = pynvml
+
+    def _error_name(self, code: int) -> str:
+        for attr in dir(self.p):
+            if attr.startswith("NVML_ERROR_") and getattr(self.p, attr) == code:
+                return attr[len("NVML_ERROR_"):]
+        return f"NVML_RETURN_{code}"
+
+    def get(self, unread: dict, key: str, names: tuple[str, ...], *args):
+        """The first of ``names`` this nvidia-ml-py defines, called with ``args``; None when NVML answers data."""
+        fn = next((getattr(self.p, name) for name in names if hasattr(self.p, name)), None)
+        if fn is None:
+            unread.setdefault(key, "FUNCTION_NOT_FOUND")
+            return None
+        try:
+            return fn(*args)
+        except self.p.NVMLError as exc:
+            name = self._error_name(exc.value)
+            if name not in _DATA_ERRORS:
+                raise
+            unread.setdefault(key, name)
+            return None
+
+    def handle(self, uuid: str):
+        return self.p.nvmlDeviceGetHandleByUUID(uuid)
+
+    def close(self) -> None:
+        self.p.nvmlShutdown()
+
+
+def static_facts(nvml: Nvml, handle, unread: dict) -> dict:
+    """What does not change during the run: the enforced power limit, the maximum SM clock, the thresholds."""
+    p = nvml.p
+    limit_mw = nvml.get(unread, "power_limit_w", ("nvmlDeviceGetEnforcedPowerLimit",), handle)
+    thresholds = {}
+    for key, constant in (("slowdown", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),
+                          ("shutdown", "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),
+                          ("gpu_max", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX")):
+        thresholds[key] = nvml.get(unread, f"thresholds_c.{key}", ("nvmlDeviceGetTemperatureThreshold",), handle,
+                                   getattr(p, constant))
+    return {"power_limit_w": None if limit_mw is None else limit_mw / 1000,
+            "max_sm_clock_mhz": nvml.get(unread, "max_sm_clock_mhz", ("nvmlDeviceGetMaxClockInfo",), handle,
+                                         p.NVML_CLOCK_SM),
+            "thresholds_c": thresholds}
+
+
+def read_sample(nvml: Nvml, handle, unread: dict, t_s: float) -> dict:
+    """One read of one GPU under load."""
+    p = nvml.p
+    power_mw = nvml.get(unread, "power_w", ("nvmlDeviceGetPowerUsage",), handle)
+    # renamed from ...ThrottleReasons in NVML 12.2; older nvidia-ml-py has only the old name
+    mask = nvml.get(unread, "reasons", ("nvmlDeviceGetCurrentClocksEventReasons",
+                                        "nvmlDeviceGetCurrentClocksThrottleReasons"), handle)
+    return {"t_s": round(t_s, 3), "power_w": None if power_mw is None else power_mw / 1000,
+            "sm_clock_mhz": nvml.get(unread, "sm_clock_mhz", ("nvmlDeviceGetClockInfo",), handle, p.NVML_CLOCK_SM),
+            "temperature_c": nvml.get(unread, "temperature_c", ("nvmlDeviceGetTemperature",), handle,
+                                      p.NVML_TEMPERATURE_GPU),
+            "margin_c": nvml.get(unread, "margin_c", ("nvmlDeviceGetMarginTemperature",), handle),
+            "reasons": None if mask is None else decode_reasons(int(mask))}
+
+
+def _median(values: list) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize(samples: list[dict], power_limit_w: float | None) -> dict:
+    """The figures a verdict rests on, from the samples. Fractions of reasons count the samples whose reasons
+    were read; ``at_limit_fraction`` the samples whose power was read (None without a limit or a power read)."""
+    powers = [s["power_w"] for s in samples if s.get("power_w") is not None]
+    clocks = [s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None]
+    temperatures = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
+    margins = [s["margin_c"] for s in samples if s.get("margin_c") is not None]
+    with_reasons = [s["reasons"] for s in samples if s.get("reasons") is not None]
+    at_limit = ([s for s in samples if s.get("power_w") is not None and s["power_w"] >= AT_LIMIT * power_limit_w]
+                if power_limit_w else [])
+    clocks_at_limit = [s["sm_clock_mhz"] for s in at_limit if s.get("sm_clock_mhz") is not None]
+    seen: dict[str, int] = {}
+    for reasons in with_reasons:
+        for reason in reasons:
+            seen[reason] = seen.get(reason, 0) + 1
+    return {"samples": len(samples),
+            "power_w_median": _median(powers), "power_w_max": max(powers) if powers else None,
+            "sm_clock_mhz_median": _median(clocks), "sm_clock_mhz_median_at_limit": _median(clocks_at_limit),
+            "temperature_c_max": max(temperatures) if temperatures else None,
+            "margin_c_min": min(margins) if margins else None,
+            "reasons_seen": {reason: count / len(with_reasons) for reason, count in sorted(seen.items())},
+            "at_limit_fraction": len(at_limit) / len(powers) if powers and power_limit_w else None}
+
+
+class Load(threading.Thread):
+    """GEMMs on one device: ``ready`` once its matrices exist, warm-up until ``measure`` is set, then counted until
+    ``stop`` is set. The counted window runs from an empty queue to an empty queue: the rate holds only finished
+    products."""
+
+    def __init__(self, device: torch.device, size: int, dtype, measure: threading.Event, stop: threading.Event):
+        super().__init__(name=f"gemm-{device}", daemon=True)
+        self.device, self.size, self.dtype, self.measure, self.stop = device, size, dtype, measure, stop
+        self.ready = threading.Event()
+        self.iterations, self.elapsed_s = 0, 0.0
+        self.error: BaseException | None = None
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def run(self) -> None:
+        try:
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+            # random data: a product of zeros draws far less power than a real one
+            generator = torch.Generator(device=self.device).manual_seed(1234)
+            a, b = (torch.randn(self.size, self.size, generator=generator, device=self.device, dtype=self.dtype)
+                    for _ in range(2))
+            out = torch.empty(self.size, self.size, dtype=self.dtype, device=self.device)
+            self._sync()
+            self.ready.set()
+            self._loop(a, b, out, until=self.measure)
+            self._sync()
+            start = time.perf_counter()
+            self.iterations = self._loop(a, b, out, until=self.stop)
+            self._sync()
+            self.elapsed_s = time.perf_counter() - start
+        except BaseException as exc:  # re-raised by main(): a GPU that fails under load fails the workload
+            self.error = exc
+        finally:
+            self.ready.set()
+
+    def _loop(self, a, b, out, until: threading.Event) -> int:
+        queued: deque = deque()
+        count = 0
+        while not until.is_set():
+            torch.matmul(a, b, out=out)
+            count += 1
+            if self.device.type == "cuda":
+                event = torch.cuda.Event()
+                event.record()
+                queued.append(event)
+                if len(queued) > _QUEUE_DEPTH:
+                    queued.popleft().synchronize()
+        return count
+
+
+class Sampler(threading.Thread):
+    """Reads every GPU every ``interval_s`` until stopped; without NVML each sample holds only its time."""
+
+    def __init__(self, nvml: Nvml | None, handles: list, unread: list[dict], interval_s: float):
+        super().__init__(name="nvml-sampler", daemon=True)
+        self.nvml, self.handles, self.unread, self.interval_s = nvml, handles, unread, interval_s
+        self.samples: list[list[dict]] = [[] for _ in handles]
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        tick = 0
+        try:
+            while not self.stopped.is_set():
+                t_s = time.perf_counter() - start
+                for i, handle in enumerate(self.handles):
+                    if self.nvml is None:
+                        self.samples[i].append({"t_s": round(t_s, 3), "power_w": None, "sm_clock_mhz": None,
+                                                "temperature_c": None, "margin_c": None, "reasons": None})
+                    else:
+                        self.samples[i].append(read_sample(self.nvml, handle, self.unread[i], t_s))
+                tick += 1
+                # on a fixed grid: a slow read does not shift every later sample
+                self.stopped.wait(max(0.0, start + tick * self.interval_s - time.perf_counter()))
+        except BaseException as exc:
+            self.error = exc
+
+
+def _hold(loads: list[Load], sampler: Sampler, seconds: float, warmup_s: float, directory: Path | None,
+          measure: threading.Event, stop: threading.Event) -> float:
+    """Warm-up, the measured window (the sampler running), the end of the load; the window's length in seconds."""
+    for load in loads:
+        load.start()
+    for load in loads:
+        load.ready.wait()
+    # warm-up from the moment every GPU has its matrices: clocks, power and temperature settle under load
+    deadline = time.perf_counter() + warmup_s
+    while time.perf_counter() < deadline and not any(load.error for load in loads):
+        time.sleep(min(0.05, max(0.0, deadline - time.perf_counter())))
+    # the runner's ready/go and done/release: a sampler in the pytest process may bracket exactly this window
+    handshake(lambda: None, 0, directory, "ready", "go")
+    measure.set()
+    window_start = time.perf_counter()
+    sampler.start()
+    deadline = window_start + seconds
+    while time.perf_counter() < deadline and not any(load.error for load in loads) and sampler.error is None:
+        time.sleep(min(0.05, max(0.0, deadline - time.perf_counter())))
+    sampler.stopped.set()
+    sampler.join()
+    window_s = time.perf_counter() - window_start
+    stop.set()
+    for load in loads:
+        load.join()
+    handshake(lambda: None, 0, directory, "done", "release")
+    return window_s
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="the measured window")
+    parser.add_argument("--warmup", type=float, default=3.0, help="load before the window (clocks and heat settle)")
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="bfloat16")
+    parser.add_argument("--interval", type=float, default=0.25, help="seconds between NVML reads")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many CPU workers")
+    parser.add_argument("--handshake", type=Path, default=None)
+    parser.add_argument("--result", type=Path, required=True)
+    args = parser.parse_args()
+    if args.seconds <= 0 or args.interval <= 0 or args.warmup < 0 or args.size <= 0:
+        parser.exit(2, "power_hold: --seconds, --interval and --size must be positive, --warmup not negative\n")
+
+    nvml = None
+    if args.device == "cuda":
+        boards = cuda_boards(torch)  # before anything is measured (it needs NVML: no GPU is judged unnamed)
+        if not boards:
+            parser.exit(2, "power_hold: no CUDA device\n")
+        devices = [torch.device("cuda", b["cuda_index"]) for b in boards]
+        names = [torch.cuda.get_device_name(d) for d in devices]
+        dtype = _DTYPES[args.dtype]
+        nvml = Nvml()
+        handles = [nvml.handle(b["uuid"]) for b in boards]
+        nvml_state = {"available": True, "why": None}
+    else:
+        boards = [{"cuda_index": None, "nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
+        devices = [torch.device("cpu")] * args.workers
+        names = ["cpu"] * args.workers
+        dtype = torch.float32  # a CPU product in bf16 is slow and proves nothing more
+        handles = [None] * args.workers
+        nvml_state = {"available": False, "why": "--device cpu: no GPU, NVML not read"}
+    unread: list[dict] = [{} for _ in devices]
+    try:
+        facts = [static_facts(nvml, h, u) if nvml else
+                 {"power_limit_w": None, "max_sm_clock_mhz": None,
+                  "thresholds_c": {"slowdown": None, "shutdown": None, "gpu_max": None}}
+                 for h, u in zip(handles, unread)]
+        measure, stop = threading.Event(), threading.Event()
+        loads = [Load(d, args.size, dtype, measure, stop) for d in devices]
+        sampler = Sampler(nvml, handles, unread, args.interval)
+        try:
+            window_s = _hold(loads, sampler, args.seconds, args.warmup, args.handshake, measure, stop)
+        finally:  # whatever stopped the run, no GEMM thread outlives it
+            measure.set()
+            stop.set()
+            sampler.stopped.set()
+    finally:
+        if nvml is not None:
+            nvml.close()
+    for load in loads:
+        if load.error is not None:
+            raise RuntimeError(f"the GEMM load on {load.device} failed: {load.error!r}") from load.error
+    if sampler.error is not None:
+        raise RuntimeError(f"reading NVML under load failed: {sampler.error!r}") from sampler.error
+
+    flops = 2 * args.size**3
+    gpus = []
+    for i, (board, load) in enumerate(zip(boards, loads)):
+        samples = sampler.samples[i]
+        gpus.append({"cuda": board["cuda_index"], "index": board["nvml_index"], "uuid": board["uuid"],
+                     "serial": board["serial"], "name": names[i], **facts[i],
+                     "tflops": load.iterations * flops / load.elapsed_s / 1e12 if load.elapsed_s > 0 else None,
+                     "iterations": load.iterations, "unread": unread[i], "samples": samples,
+                     "summary": summarize(samples, facts[i]["power_limit_w"])})
+    result = {"format": FORMAT, "device": args.device, "seconds": window_s, "warmup_s": args.warmup,
+              "interval_s": args.interval, "size": args.size, "dtype": str(dtype).replace("torch.", ""),
+              "nvml": nvml_state, "gpus": gpus, "torch_version": torch.__version__}
+    for gpu in gpus:
+        s = gpu["summary"]
+        print(f"GPU{gpu['index']} {gpu['name']}: {gpu['tflops'] or 0:.1f} TFLOP/s, power median "
+              f"{s['power_w_median']} W of {gpu['power_limit_w']} W, SM clock at the limit "
+              f"{s['sm_clock_mhz_median_at_limit']} MHz (max {gpu['max_sm_clock_mhz']}), hottest "
+              f"{s['temperature_c_max']} C, reasons {s['reasons_seen']}", flush=True)
+    args.result.write_text(json.dumps(result, indent=1, allow_nan=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(reporting_failure(main))
