@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -50,13 +51,26 @@ def test_bad_burn_in_options_are_usage_errors(pytester: pytest.Pytester, args, m
     assert "Traceback" not in result.stderr.str()
 
 
+#: a CPU burn-in long enough for several 1 s chunks, each with its process's start-up (torch's import)
+DURATION = 10.0
+
+
 def test_burn_in_logs_every_chunk_and_catches_a_planted_fault(cpu_profile, tmp_path):
     log = tmp_path / "gpufabric-burnin.jsonl"
     seen = []
-    burn_in = run_burn_in(cpu_profile, 2.5, log, plant_fault=1, sha256=cpu_profile.sha256,
-                          progress=lambda b, r: seen.append(round(b.elapsed_s)))
+    started = time.monotonic()
+    burn_in = run_burn_in(cpu_profile, DURATION, log, plant_fault=1, sha256=cpu_profile.sha256,
+                          progress=lambda b, r: seen.append(b.elapsed_s))
+    wall = time.monotonic() - started
     types = [r["type"] for r in read_log(log)]
-    assert types[0] == "start" and types[-1] == "end" and types.count("gemm") == 2 and seen == [0, 1, 2]
+    assert types[0] == "start" and types[-1] == "end" and types.count("gemm") >= 2
+    assert seen[0] == 0 and seen == sorted(seen) and len(seen) == types.count("gemm") + 2  # start, chunks, end
+    # the budget is wall-clock time: the chunks, their start-ups, the lot; it ends within a chunk's start-up
+    chunks = [r for r in read_log(log) if r["type"] == "gemm"]
+    assert burn_in.elapsed_s == pytest.approx(sum(r["wall_s"] for r in chunks)) and burn_in.elapsed_s <= DURATION
+    assert wall <= DURATION + max(r["wall_s"] - r["seconds"] for r in chunks) + 0.5
+    assert burn_in.gemm_s == pytest.approx(sum(r["seconds"] for r in chunks))
+    assert burn_in.gemm_s < burn_in.elapsed_s
     totals = burn_in.gpu_totals()
     assert totals[0]["errors_self"] == totals[0]["errors_cross"] == 0 and totals[0]["iterations"] > 0
     assert totals[1]["errors_self"] == totals[1]["checks"] > 0  # one wrong element in every check
@@ -68,13 +82,16 @@ def test_burn_in_logs_every_chunk_and_catches_a_planted_fault(cpu_profile, tmp_p
 
 def test_a_rerun_resumes_an_unfinished_burn_in(cpu_profile, tmp_path):
     log = tmp_path / "gpufabric-burnin.jsonl"
-    run_burn_in(cpu_profile, 2.5, log, sha256=cpu_profile.sha256)
+    run_burn_in(cpu_profile, DURATION, log, sha256=cpu_profile.sha256)
     lines = log.read_text().splitlines()
     # a power loss after the first chunk: the log as it stood then (the later lines never reached the disk)
     log.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
-    resumed = run_burn_in(cpu_profile, 2.5, log, sha256=cpu_profile.sha256)
-    assert resumed.resumed_from_s >= 1.0 and resumed.finished
-    assert [r["type"] for r in read_log(log)] == ["start", "gemm", "gemm", "end"]
+    first = json.loads(lines[1])
+    resumed = run_burn_in(cpu_profile, DURATION, log, sha256=cpu_profile.sha256)
+    assert resumed.resumed_from_s == pytest.approx(first["wall_s"]) and resumed.finished
+    types = [r["type"] for r in read_log(log)]
+    assert types[:2] == ["start", "gemm"] and read_log(log)[1] == first and types.count("gemm") >= 2
+    assert types[-1] == "end"
     # another duration (or profile) starts afresh
     fresh = run_burn_in(cpu_profile, 1.5, log, sha256=cpu_profile.sha256)
     assert fresh.resumed_from_s == 0 and [r["type"] for r in read_log(log)] == ["start", "gemm", "end"]
@@ -207,27 +224,26 @@ def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.P
     pytester.makeconftest(CHECKPOINTS)
     pytester.makepyfile(test_checkpoints="def test_checkpoints(gpufabric_run):\n"
                                          "    gpufabric_run.measurement('burn_in')\n")
-    result = pytester.runpytest_subprocess("--gpu-profile", "cpu-burn.yaml", "--gpu-burn-in", "2.5s",
+    result = pytester.runpytest_subprocess("--gpu-profile", "cpu-burn.yaml", "--gpu-burn-in", f"{DURATION}s",
                                            "-k", "test_checkpoints", "test_checkpoints.py")
     result.assert_outcomes(passed=1)
-    # on the terminal as the burn-in goes, not in the test's captured output
+    # on the terminal as the burn-in goes, not in the test's captured output: the bar is the wall-clock time
     chunk = "GPU0 * TFLOP/s 0 wrong  GPU1 * TFLOP/s 0 wrong"
     result.stdout.fnmatch_lines([
-        "[[]burn-in[]] [[]..............................[]]   0.0/0.0 min  GEMM burn on every GPU, results "
+        "[[]burn-in[]] [[]..............................[]]   0.0/0.2 min  GEMM burn on every GPU, results "
         "cross-checked",
-        # at least 12 of 30: the first chunk asked for 1 of 2.5 s, and a CPU GEMM under load overshoots it
-        f"[[]burn-in[]] [[]############*.[]]   0.0/0.0 min  {chunk}",
-        f"[[]burn-in[]] [[]##############################[]]   0.0/0.0 min  {chunk}",
+        f"[[]burn-in[]] [[]#*[]]   0.?/0.2 min  {chunk}",
+        "[[]burn-in[]] [[]##############################[]]   0.?/0.2 min  done: 0.? min of GEMMs on every GPU",
         ".*"])
     copies = json.loads((pytester.path / "reports" / "checkpoints.json").read_text())
-    assert len(copies) == 3
+    assert len(copies) >= 3
     assert copies[0]["burn_in"]["chunks"] == [] and copies[0]["burn_in"]["elapsed_s"] == 0
     for number, copy in enumerate(copies[1:], start=1):
         assert schema_errors(copy) == []
         assert copy["summary"]["verdict"] == "INCOMPLETE" and copy["tests"] == {}  # mid-test: none reported yet
         burn_in = copy["burn_in"]
         assert [c["type"] for c in burn_in["chunks"]] == ["gemm"] * number
-        assert burn_in["finished"] == (number == 2) and burn_in["duration_s"] == 2.5
+        assert burn_in["finished"] == (number == len(copies) - 1) and burn_in["duration_s"] == DURATION
         assert burn_in["log"] == str(pytester.path / "reports" / "gpufabric-burnin.jsonl")
     final = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
     assert schema_errors(final) == []

@@ -7,7 +7,9 @@ including a run someone pasted into a ticket. Its layout changed with every majo
 - 1.x to 3.x print one row per test with a summary of the GPUs: ``| GPU Memory | Pass - All |``,
   ``| PCIe | Pass - GPUs: 0, 1 |`` then ``| | Fail - GPU: 2 |``; deployment checks (``Blacklist``, renamed
   ``Denylist`` in 3.0, ``Persistence Mode``, ...) print a bare ``Pass``/``Fail``/``Skip``; 3.1 added a ``Metadata``
-  section with ``DCGM Version``. Messages are ``Warning``/``Error``/``Info`` rows cut into 45-character pieces.
+  section with ``DCGM Version``. Messages are ``Warning``/``Error``/``Info`` rows cut into 45-character pieces;
+  nvvs begins one about a single GPU of a test with ``GPU 1 `` (``| Warning | GPU 1 Max power of 224.1 did not
+  reach desire |``), which names that GPU.
 - 4.x prints one row per test with its overall result, then one ``GPU0: Pass`` row per entity, and names the tests
   in lower case (``software``, ``memory``, ``memory_bandwidth``, ``targeted_stress``); entity messages are
   ``Warning: GPU0`` rows.
@@ -82,6 +84,9 @@ _WORDS = r"Pass|Fail|Warn|Skip|Not Run"
 _SUMMARY = re.compile(rf"^(?P<status>{_WORDS})(?:\s+-\s+(?P<who>All|GPUs?:\s*(?P<ids>[\d,\s]*)))?\s*$")
 _ENTITY_RESULT = re.compile(rf"^(?P<group>GPU|CPU|NvSwitch|VGPU|Link|None)(?P<id>\d+):\s*(?P<status>{_WORDS}|)$")
 _MESSAGE_NAME = re.compile(r"^(?P<kind>Warning|Error|Info)(?::\s*(?P<group>[A-Za-z]+)(?P<id>\d+))?$")
+#: 1.x-3.x: nvvs starts a message about one GPU with "GPU 1 " or "GPU 1: " (NVIDIA/DCGM nvvs/src/JsonOutput.cpp),
+#: and dcgmi prints it under a bare "Warning"/"Info" name
+_GPU_PREFIX = re.compile(r"^GPU (?P<id>\d+):? ")
 #: what dcgmi (and the nvvs it runs) may print before its JSON document
 _PREAMBLE = re.compile(r"^(?:Successfully ran diagnostic for group\.|WARNING:|Warning:)")
 #: 4.x: a category the table prints, by the heading dcgmi gives it
@@ -130,7 +135,8 @@ class _Test:
         for gpu in gpus:
             mine = [m["text"] for m in warnings if m["gpu"] is not None and m["gpu"] == gpu["gpu"]]
             if not mine and len(gpus) == 1:
-                mine = [m["text"] for m in warnings if m["gpu"] is None]
+                # the only entry takes the test's messages; all of them where dcgmi named no GPU ("Pass - All")
+                mine = [m["text"] for m in warnings if m["gpu"] is None or gpu["gpu"] is None]
             gpu["message"] = "\n".join(mine) if mine else None
         if self.summary_layout or self.printed is None:
             status = _worst([g["status"] for g in gpus]) if gpus else (self.printed or "unreadable")
@@ -255,8 +261,11 @@ def _parse_table(lines: list[str], start: int) -> dict[str, Any]:
             message["text"] += _info_piece(stripped, info, fixed) if fixed else " " + info_text
             continue
         unreadable.append(f"line {lineno}: row belongs to no test: {info_text[:60]!r}")
-    for m in (m for t in tests for m in t.messages):
-        m["text"] = m["text"].strip()
+    for t in tests:
+        for m in t.messages:
+            m["text"] = m["text"].strip()
+            if t.summary_layout and m["gpu"] is None and (g := _GPU_PREFIX.match(m["text"])) is not None:
+                m["gpu"] = int(g.group("id"))
     if not closed:
         unreadable.append(f"line {last_lineno}: the table ends without its closing border: it was cut there, and "
                           "whatever dcgmi printed after it was not read")

@@ -26,7 +26,7 @@ def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     serial = burn_in.serials.get(gpu_index) or (totals or {}).get("serial")
     gpufabric_check(check_burn_in_gpu(gpu_index, serial, totals,
                                       gpu_profile.data.get("burn_in", {}), gpu_profile.data.get("health", {}),
-                                      burn_in.elapsed_s, burn_in.workload_errors,
+                                      burn_in.gemm_s, burn_in.workload_errors,
                                       machine_serial=gpu.serial if gpu is not None else None))
 
 

@@ -28,6 +28,12 @@ LOG_FILE = "gpufabric-burnin.jsonl"
 CHUNK_TYPES = ("gemm", "all_reduce", "memory", "error")
 
 
+#: the first chunk's allowance for a GEMM process's start-up (import torch, the CUDA context, the inputs on every
+#: GPU): none, so a short burn-in still gets its whole first chunk; each later chunk leaves room for what the one
+#: before it took beyond its GEMMs, so the whole burn-in ends within one start-up of its duration
+STARTUP_GUESS_S = 0.0
+
+
 def parse_duration(text: str) -> float:
     """'10m' -> 600, '90s' -> 90, '2h' -> 7200, '45' -> 45 (seconds); at least one second."""
     text = text.strip().lower()
@@ -86,6 +92,14 @@ class BurnIn:
 
     @property
     def elapsed_s(self) -> float:
+        """Wall-clock seconds the burn-in has taken: each chunk's and each workload's between them, their start-up
+        included (logs written before ``wall_s`` was recorded count their GEMM seconds). This is what --gpu-burn-in
+        DURATION budgets and what the progress bar shows."""
+        return sum(r.get("wall_s", r.get("seconds", 0.0) if r.get("type") == "gemm" else 0.0) for r in self.chunks)
+
+    @property
+    def gemm_s(self) -> float:
+        """Seconds the GPUs spent multiplying (the chunks' own clocks): the burn proper."""
         return sum(r.get("seconds", 0.0) for r in self.chunks if r.get("type") == "gemm")
 
     @property
@@ -97,6 +111,7 @@ class BurnIn:
         got, and every chunk as logged."""
         start = next((r for r in self.records if r.get("type") == "start"), {})
         return {"log": str(log_path), "duration_s": self.duration_s, "elapsed_s": self.elapsed_s,
+                "gemm_s": self.gemm_s,
                 "resumed_from_s": self.resumed_from_s, "finished": self.finished,
                 "started_at": start.get("started_at"), "plant_fault": start.get("plant_fault"),
                 "plant_fault_board": start.get("plant_fault_board"),
@@ -142,6 +157,13 @@ def progress_line(burn_in: BurnIn, record: dict | None) -> str:
         what = f"GEMM burn on every GPU, results cross-checked{resumed}"
     elif record["type"] == "error":
         what = f"the GEMM workload failed: {record['error']}"
+    elif record["type"] == "end":
+        what = f"done: {burn_in.gemm_s / 60:.1f} min of GEMMs on every GPU"
+    elif record["type"] == "all_reduce":
+        what = ("all_reduce between chunks: " + (f"busbw {record['row']['busbw']:.0f} GB/s" if "row" in record
+                                                  else f"failed: {record['error']}"))
+    elif record["type"] == "memory":
+        what = "memory workload between chunks: " + ("failed: " + record["error"] if "error" in record else "done")
     else:
         what = "  ".join(f"GPU{g['gpu']} {g['tflops']:.0f} TFLOP/s {g['errors_self'] + g['errors_cross']} wrong"
                          for g in record["result"]["gpus"])
@@ -202,9 +224,14 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     memory_done = any(r.get("type") == "memory" for r in records)
     # a remainder under a second is done: four 150 s chunks measure 599.96 s, and a chunk of 0.04 s runs no
     # GEMM at all, so waiting for the last 0.04 s would loop for ever (it did, on the first 10-minute run)
-    while duration_s - burn_in.elapsed_s >= 1.0:
-        seconds = max(1.0, min(chunk_s, duration_s - burn_in.elapsed_s))
+    # the budget is wall-clock time: each chunk's GEMM seconds leave room for its process's start-up (torch, the
+    # CUDA context: about what the last chunk took beyond its GEMMs), so that a burn-in of D takes D, not D plus a
+    # start-up per chunk and the workloads between them (a 60 s one took 142 s before this)
+    startup_s = STARTUP_GUESS_S
+    while duration_s - burn_in.elapsed_s - startup_s >= 1.0:
+        seconds = min(chunk_s, duration_s - burn_in.elapsed_s - startup_s)
         before = health.read() if health else None
+        began = time.monotonic()
         sampler = HealthTimeline(health, profile.data.get("health", {}).get("interval_s", 2.0)) if health else None
         if sampler:
             sampler.start()
@@ -222,23 +249,36 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
             if sampler:
                 sampler.stop()
         result.pop("stdout_tail", None)
-        record = {"type": "gemm", "seconds": result["seconds"], "result": result, "time": time.time()}
+        wall_s = time.monotonic() - began
+        startup_s = max(1.0, wall_s - result["seconds"])
+        record = {"type": "gemm", "seconds": result["seconds"], "wall_s": wall_s, "result": result,
+                  "time": time.time()}
         if health:
             record["health"] = window_record(before, health.read(), sampler.points)
             record["timeline"] = sampler.points  # the report's health plot of the burn-in, live or replayed
         append_line(log_path, record)
         burn_in.records.append(record)
-        if all_reduce and profile.gpu_count > 1 and section.get("device", "cuda") == "cuda":
-            burn_in.records.append(_all_reduce_chunk(profile, all_reduce, log_path, env))
-        wants_memory = "memory" in profile.data and section.get("memory", True)
-        if wants_memory and not memory_done and burn_in.elapsed_s >= duration_s / 2:
-            burn_in.records.append(_memory_chunk(profile, log_path, env))
-            memory_done = True
         if progress:
             progress(burn_in, record)
+        between = []
+        if all_reduce and profile.gpu_count > 1 and section.get("device", "cuda") == "cuda":
+            between.append(_all_reduce_chunk(profile, all_reduce, log_path, env))
+        # the memory workload (a minute and more) runs once past half the time, where enough of it is left
+        wants_memory = "memory" in profile.data and section.get("memory", True)
+        remaining = duration_s - burn_in.elapsed_s
+        if (wants_memory and not memory_done and burn_in.elapsed_s >= duration_s / 2
+                and remaining >= float(section.get("memory_min_remaining_s", 120))):
+            between.append(_memory_chunk(profile, log_path, env))
+            memory_done = True
+        for other in between:
+            burn_in.records.append(other)
+            if progress:
+                progress(burn_in, other)
     end = {"type": "end", "elapsed_s": burn_in.elapsed_s, "time": time.time()}
     append_line(log_path, end)
     burn_in.records.append(end)
+    if progress:
+        progress(burn_in, end)
     return burn_in
 
 
@@ -246,12 +286,14 @@ def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path, env: dict
     from .bandwidth import run_collectives
 
     size = max(parse_bytes(t["size"]) for t in thresholds)
+    began = time.monotonic()
     try:
         result = run_collectives(profile.gpu_count, ["all_reduce"], [size], warmup=2, iters=10, timeout_s=300,
                                  env=env)
-        record = {"type": "all_reduce", "row": result["ops"]["all_reduce"][0], "time": time.time()}
+        record = {"type": "all_reduce", "row": result["ops"]["all_reduce"][0]}
     except GpuFabricError as exc:
-        record = {"type": "all_reduce", "error": str(exc), "time": time.time()}
+        record = {"type": "all_reduce", "error": str(exc)}
+    record.update(wall_s=time.monotonic() - began, time=time.time())
     append_line(log_path, record)
     return record
 
@@ -259,11 +301,12 @@ def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path, env: dict
 def _memory_chunk(profile, log_path: Path, env: dict[str, str]) -> dict:
     from .memory import measure_memory
 
+    began = time.monotonic()
     try:
         result = measure_memory(profile.data["memory"], env)
-        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", []),
-                  "time": time.time()}
+        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", [])}
     except GpuFabricError as exc:
-        record = {"type": "memory", "error": str(exc), "time": time.time()}
+        record = {"type": "memory", "error": str(exc)}
+    record.update(wall_s=time.monotonic() - began, time=time.time())
     append_line(log_path, record)
     return record

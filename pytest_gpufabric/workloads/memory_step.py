@@ -28,8 +28,10 @@ import json
 import time
 from pathlib import Path
 
-import torch
-from torch import nn
+_STARTED = time.perf_counter()  # before torch: its import is part of what the memory suite costs
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import reporting_failure
@@ -257,29 +259,43 @@ def main() -> int:
     args = parser.parse_args()
     shape = [int(v) for v in args.input.split(",")]
     train = args.mode == "train"
+    phases = {"import torch": time.perf_counter() - _STARTED}  # seconds per phase: what the suite's time is made of
+    mark = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = now - mark[0]
+        mark[0] = now
+
     device = torch.device("cuda", 0)
     total = torch.cuda.get_device_properties(device).total_memory
     board = cuda_boards(torch)[0]  # before anything is measured: the board the results belong to
     torch.cuda.set_per_process_memory_fraction(min(1.0, args.budget / total), device)
+    phase("CUDA context and board")
     model, model_name = build_model(args.model)
     model = model.to(device).train(train)
+    phase("model built")
     allocated_at = {"model loaded": torch.cuda.memory_allocated(device)}
     result = {
         "workload": "memory", "device": torch.cuda.get_device_name(device), "board": board, "total_bytes": total,
         "budget_bytes": args.budget, "model": model_name, "mode": args.mode, "input": shape,
         "fit_batch": args.fit_batch, "estimate": estimate(model, shape, device, train),
-        "torch_version": torch.__version__,
+        "torch_version": torch.__version__, "phase_seconds": phases,
     }
     gc.collect()
     torch.cuda.empty_cache()
+    phase("estimate")
     allocated_at["after the estimate"] = torch.cuda.memory_allocated(device)
     result["baseline"] = timed_step(model, shape, args.fit_batch, device, train, repeats=6)
+    phase("baseline step")
     allocated_at["after the baseline step"] = torch.cuda.memory_allocated(device)
     probes = [int(b) for b in args.probe_batches.split(",") if b]
     result["probes"] = probe_peaks(model, shape, device, train, probes)
+    phase("probes")
     allocated_at["after the probes"] = torch.cuda.memory_allocated(device)
     result["allocated_bytes_at"] = allocated_at
     result["oversized"] = oversized_without_lms(model, shape, device, train, args.fit_batch)
+    phase("oversized batch")
     runs = []
     for spec in args.lms:
         threshold, fraction = spec.split(":")
@@ -298,10 +314,12 @@ def main() -> int:
         gc.collect()
         torch.cuda.empty_cache()
         runs.append(run)
+        phase(f"offload >= {threshold} B at {fraction}")
     result["lms"] = runs
     if train and args.lms:
         smallest = min(int(spec.split(":")[0]) for spec in args.lms)
         result["equality"] = results_equal_with_offload(model, shape, device, args.equality_batch, smallest)
+        phase("offload equality")
     args.result.write_text(json.dumps(result, indent=2))
     return 0
 

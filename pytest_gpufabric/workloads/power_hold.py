@@ -325,7 +325,7 @@ def main() -> int:
         facts = [static_facts(nvml, h, u) if nvml else
                  {"power_limit_w": None, "max_sm_clock_mhz": None,
                   "thresholds_c": {"slowdown": None, "shutdown": None, "gpu_max": None}}
-                 for h, u in zip(handles, unread)]
+                 for h, u in zip(handles, unread, strict=True)]
         measure, stop = threading.Event(), threading.Event()
         loads = [Load(d, args.size, dtype, measure, stop) for d in devices]
         sampler = Sampler(nvml, handles, unread, args.interval)
@@ -346,7 +346,7 @@ def main() -> int:
 
     flops = 2 * args.size**3
     gpus = []
-    for i, (board, load) in enumerate(zip(boards, loads)):
+    for i, (board, load) in enumerate(zip(boards, loads, strict=True)):
         samples = sampler.samples[i]
         gpus.append({"cuda": board["cuda_index"], "index": board["nvml_index"], "uuid": board["uuid"],
                      "serial": board["serial"], "name": names[i], **facts[i],

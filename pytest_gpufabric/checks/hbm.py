@@ -1,0 +1,159 @@
+"""Per-GPU memory diagnostics: HBM bandwidth against a floor and NVML's peak, and the pattern test's mismatches.
+
+Both take one row of the workload's result (workloads/hbm.py, workloads/mem_pattern.py) and name the GPU as the
+verdicts do: ``GPU<index> (serial S)``, NVML's index and the board's serial.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..units import format_bytes, non_finite, parse_gbps
+from .result import CheckResult, failed, passed, unknown
+
+#: without a minimum coverage in the profile, a pattern test that covered less than this of the free memory is not
+#: enough to accept a GPU on: not checked. 75 % is DCGM's memory plugin default (minimum_allocation_percentage)
+DEFAULT_MIN_COVERAGE = 0.75
+
+_HBM_CAUSES = (
+    "Usual causes: the memory clock held below its maximum (application clocks, a power cap or heat: nvidia-smi -q "
+    "-d CLOCK,PERFORMANCE), another process using the GPU, or a degraded HBM stack (pending row remapping or "
+    "retired pages: nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT,ECC)."
+)
+_PATTERN_CAUSES = (
+    "A word read back differs from the word written: failing device memory. Look at nvidia-smi -q -d "
+    "ECC,ROW_REMAPPER (uncorrectable errors, rows pending remapping) and dmesg (Xid 48, 63, 64, 94, 95); a GPU "
+    "with uncorrectable errors or a failed remapping goes back to the vendor."
+)
+
+
+def gpu_label(row: dict) -> str:
+    """``GPU3 (serial 1654123019211)``; the UUID where NVML gives no serial; ``(serial unknown)`` without either."""
+    if row.get("serial"):
+        return f"GPU{row['index']} (serial {row['serial']})"
+    if row.get("uuid"):
+        return f"GPU{row['index']} ({row['uuid']})"
+    return f"GPU{row['index']} (serial unknown)"
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fraction: float | None,
+                        source: str) -> CheckResult:
+    """One GPU's best HBM bandwidth (the highest of copy, read and write) against the floor.
+
+    ``floor``: the profile's ``{"min": "3000 GB/s"}`` and/or ``{"min_fraction_of_peak": 0.88}`` (of NVML's peak:
+    bus width x max memory clock x 2). ``model_peak_min_fraction``: the fraction of the peak the GPU model is known
+    to reach (a reference figure), judged when the profile states no fraction of its own; the profile's wins.
+    Not checked: no floor at all, a number that is not finite, a figure above the peak (that measured a cache, not
+    HBM), or a fraction floor where NVML gave no peak and nothing else failed."""
+    who = gpu_label(gpu_row)
+    name = "hbm-bandwidth"
+    floor = dict(floor or {})
+    fraction = floor.get("min_fraction_of_peak", model_peak_min_fraction)
+    expected = {key: value for key, value in floor.items()}
+    if fraction is not None:
+        expected["min_fraction_of_peak"] = fraction
+        expected["fraction_from"] = "profile" if "min_fraction_of_peak" in floor else "GPU model reference"
+    if "min" not in floor and fraction is None:
+        return unknown(name, who, expected, f"{who}: no HBM bandwidth floor stated (min or min_fraction_of_peak) "
+                                            f"[{source}]")
+    rates = {key: gpu_row.get(key) for key in ("copy_gbps", "read_gbps", "write_gbps", "best_gbps")}
+    peak = gpu_row.get("peak_gbps")
+    found = {**rates, "peak_gbps": peak, "fraction_of_peak": gpu_row.get("fraction_of_peak"),
+             "bus_width_bits": gpu_row.get("bus_width_bits"), "max_mem_clock_mhz": gpu_row.get("max_mem_clock_mhz")}
+    bad = non_finite({**rates, "peak_gbps": peak})
+    missing = [key for key, value in rates.items() if not _number(value) and not non_finite(value)]
+    if bad or missing:
+        what = "; ".join(bad + [f"found.{key} = {rates[key]!r}" for key in missing])
+        return unknown(name, who, expected, f"{who}: HBM bandwidth not a finite number ({what}) [{source}]")
+    best = rates["best_gbps"]
+    if peak is not None and not (_number(peak) and peak > 0):
+        peak = None
+    how = (f"copy {rates['copy_gbps']:.1f}, read {rates['read_gbps']:.1f}, write {rates['write_gbps']:.1f} GB/s, "
+           f"best {best:.1f} GB/s")
+    if peak is not None:
+        how += (f" = {best / peak:.1%} of the {peak:.0f} GB/s peak (NVML: {gpu_row.get('bus_width_bits')}-bit bus x "
+                f"{gpu_row.get('max_mem_clock_mhz')} MHz x 2)")
+        if best > peak:
+            return unknown(name, who, expected, f"{who} {gpu_row.get('name', '')}: {how}: above the peak, so the "
+                                                "buffers did not measure HBM (a size within the L2 cache?) "
+                                                f"[{source}]")
+    summary = f"{who} {gpu_row.get('name', '')}: {how}"
+    problems, unjudged = [], ""
+    if "min" in floor and best < parse_gbps(floor["min"]):
+        problems.append(f"best {best:.1f} GB/s < {floor['min']}")
+    if fraction is not None:
+        if peak is None:
+            unjudged = (f"NVML gave no memory bus width or clock, so the peak is unknown: {fraction:.0%} of it "
+                        "cannot be judged")
+        elif best < fraction * peak:
+            problems.append(f"best {best:.1f} GB/s < {fraction:.0%} of the {peak:.0f} GB/s peak "
+                            f"({fraction * peak:.1f} GB/s)")
+    if problems:
+        return failed(name, who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ". "
+                      + _HBM_CAUSES, unit="GB/s", details=problems)
+    if unjudged:
+        return unknown(name, who, expected, f"{summary} [{source}]; {unjudged}")
+    return passed(name, who, expected, found, f"{summary} [{source}]", unit="GB/s")
+
+
+def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str) -> CheckResult:
+    """One GPU's memory pattern test: every word read back as written, over enough of its free memory.
+
+    Any mismatch fails, naming the GPU and each first mismatch's byte offset (from the start of the tested region),
+    pattern and flipped bits; so does a CUDA error the test stopped with. ``min_coverage`` (tested / free): when the
+    profile states one, less fails; when it does not, less than DEFAULT_MIN_COVERAGE is not checked (too little was
+    tested to accept the GPU on). A GPU that tested nothing, or a coverage that is not a finite number, is not
+    checked."""
+    who = gpu_label(gpu_row)
+    name = "memory-pattern"
+    coverage_floor = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
+    expected = {"mismatches": 0, "min_coverage": coverage_floor,
+                "coverage_floor_from": "default" if min_coverage is None else "profile"}
+    passes = gpu_row.get("passes") or []
+    tested = gpu_row.get("tested_bytes") or 0
+    mismatches = gpu_row.get("mismatches") or 0
+    coverage = gpu_row.get("coverage")
+    patterns = sorted({p["pattern"] for p in passes})
+    found = {"mismatches": mismatches, "coverage": coverage, "tested_bytes": tested,
+             "free_bytes": gpu_row.get("free_bytes"), "passes": len(passes), "patterns": patterns,
+             "seconds": gpu_row.get("seconds"), "first_mismatches": gpu_row.get("first_mismatches") or [],
+             "error": gpu_row.get("error"), "planted": bool(gpu_row.get("planted"))}
+    label = f"{who} {gpu_row.get('name', '')}"
+    planted = (" (a fault planted on purpose by --plant-fault: this run proves the check, it says nothing of the "
+               "GPU)") if gpu_row.get("planted") else ""
+    problems = []
+    if gpu_row.get("error"):
+        problems.append(f"the test stopped with a device error: {gpu_row['error']}")
+    if mismatches:
+        firsts = [f"offset {m['offset_bytes']} (0x{m['offset_bytes']:x}) in {m['pattern']}: expected {m['expected']}, "
+                  f"found {m['found']}, bit(s) {', '.join(map(str, m['xor_bits']))} flipped"
+                  for m in gpu_row.get("first_mismatches") or []]
+        problems.append(f"{mismatches} word(s) read back wrong" + (": " + "; ".join(firsts) if firsts else ""))
+    if not tested or not passes:
+        if problems:
+            return failed(name, who, expected, found, f"{label}{planted} [{source}]: " + "; ".join(problems) + ". "
+                          + _PATTERN_CAUSES, details=problems)
+        stopped = gpu_row.get("allocation_stopped")
+        return unknown(name, who, expected, f"{label}: tested nothing"
+                       + (f" ({stopped})" if stopped else "") + f" [{source}]")
+    if not _number(coverage):
+        return unknown(name, who, expected, f"{label}: coverage not a finite number ({coverage!r}) [{source}]")
+    summary = (f"{label}: {len(passes)} pass(es) ({', '.join(patterns)}) over {format_bytes(tested)}, "
+               f"{coverage:.1%} of the {format_bytes(gpu_row.get('free_bytes'))} free, in "
+               f"{gpu_row.get('seconds') or 0:.1f} s")
+    if problems:
+        return failed(name, who, expected, found, f"{summary}{planted} [{source}]: " + "; ".join(problems) + ". "
+                      + _PATTERN_CAUSES, details=problems)
+    if coverage < coverage_floor:
+        short = f"coverage {coverage:.1%} < {coverage_floor:.0%}"
+        if min_coverage is not None:
+            return failed(name, who, expected, found, f"{summary} [{source}]: {short} (the profile's minimum): the "
+                          "test could not take enough of the memory (another process holding it, or a fraction set "
+                          "too low)", details=[short])
+        return unknown(name, who, expected, f"{summary}, no mismatch [{source}]; {short}: too little tested to "
+                                            "accept the GPU on (the profile states no minimum coverage)")
+    return passed(name, who, expected, found, f"{summary}, no mismatch [{source}]")

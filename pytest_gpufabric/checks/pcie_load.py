@@ -1,0 +1,115 @@
+"""PCIe-under-load verdicts on one GPU's pcie-load row (workloads/pcie_load.py): the link's generation and width
+while copies ran, the replay counter's rise, and the copy rates.
+
+The link is judged under load only: a GPU may slow its link at idle to save power, and a link that trained down
+(a marginal riser, slot, cable or retimer) shows only when asked for its full rate. On nvidia-h100-x1
+(2026-11-25) an H100 80GB HBM3 read gen 5 x16 idle and in 300 of 300 reads under load, the replay counter 0
+before and after, and copied 55.0 GB/s host to device, 55.1 GB/s back (1 GiB pinned: 87 % of the 63.0 GB/s
+gen 5 x16 peak).
+"""
+
+from __future__ import annotations
+
+from ..units import non_finite, parse_gbps, pcie_peak_gbps
+from .result import CheckResult, failed, passed, unknown
+
+_CAUSES = ("Usual causes: a link trained down (a riser, cable or retimer with poor signal, a card not fully "
+           "seated, a slot wired narrower than it looks, a BIOS setting that caps the generation), or the host "
+           "copy on the far socket")
+
+
+def _label(row: dict) -> str:
+    return f"GPU{row.get('index')} (serial {row.get('serial') or 'unknown'})"
+
+
+def _link(gen, width) -> str:
+    return f"gen {gen if gen is not None else '?'} x{width if width is not None else '?'}"
+
+
+def _reads(histogram: dict) -> str:
+    return ", ".join(f"{value} in {count}" for value, count in histogram.items())
+
+
+def check_pcie_under_load(gpu_row: dict, spec: dict, source: str) -> CheckResult:
+    """One GPU of a ``gpufabric-pcie-load/1`` result against the profile's ``spec``:
+
+    - the lowest generation and width read under load against ``spec["gen"]``/``spec["width"]`` when given,
+      else against the link's maximum (nvmlDeviceGetMaxPcieLinkGeneration/Width: what GPU and slot reach
+      together, so a gen 5 GPU in a gen 4 slot passes unless the spec asks gen 5);
+    - the replay counter's rise against ``spec.get("max_replay_rise", 0)``;
+    - ``min`` (e.g. "50 GB/s"): a floor on both host-to-device and device-to-host GB/s.
+
+    Each part that NVML could not read (a VM that hides the link, a driver without the counter) is not judged;
+    the result is then "not checked" unless another part failed. Non-finite rates are not judged either."""
+    name = "pcie-under-load"
+    who = _label(gpu_row)
+    link = gpu_row.get("link") or {}
+    load = link.get("under_load") or {}
+    maximum = link.get("max") or {}
+    idle = link.get("idle") or {}
+    want_gen = spec.get("gen", maximum.get("gen"))
+    want_width = spec.get("width", maximum.get("width"))
+    floor = parse_gbps(spec["min"]) if "min" in spec else None
+    allowed_rise = spec.get("max_replay_rise", 0)
+    replays = gpu_row.get("replay_counter") or {}
+    before, after = replays.get("before"), replays.get("after")
+    # from the two reads, not the row's own "rise": a recorded row is judged by its evidence
+    rise = None if before is None or after is None else (after - before if after >= before else after)
+    expected = {"gen": want_gen, "width": want_width, "max_replay_rise": allowed_rise,
+                "min_gbps": floor, "of": "spec" if "gen" in spec or "width" in spec else "link maximum"}
+    found = {"h2d_gbps": gpu_row.get("h2d_gbps"), "d2h_gbps": gpu_row.get("d2h_gbps"),
+             "gen_min": load.get("gen_min"), "width_min": load.get("width_min"), "reads": load.get("reads", 0),
+             "idle": {"gen": idle.get("gen"), "width": idle.get("width")},
+             "max": {"gen": maximum.get("gen"), "width": maximum.get("width")}, "replay_rise": rise}
+    bad = non_finite(found)
+    if bad:
+        return unknown(name, who, expected, f"{who}: not a finite number ({'; '.join(bad)}) [{source}]: the PCIe "
+                       "link cannot be judged")
+
+    lines, problems, unjudged = [], [], []
+    gen_min, width_min = load.get("gen_min"), load.get("width_min")
+    peak = pcie_peak_gbps(gen_min, width_min) if gen_min in (1, 2, 3, 4, 5, 6) and width_min else None
+    for direction, key in (("host to device", "h2d_gbps"), ("device to host", "d2h_gbps")):
+        gbps = gpu_row.get(key)
+        if gbps is None:
+            unjudged.append(f"no {direction} rate")
+            continue
+        lines.append(f"{direction} {gbps:.1f} GB/s" + (f" ({gbps / peak:.0%} of the {peak:.1f} GB/s "
+                                                        f"{_link(gen_min, width_min)} peak)" if peak else ""))
+        if floor is not None and gbps < floor:
+            problems.append(f"{direction} {gbps:.1f} GB/s, below the {spec['min']} promised")
+
+    if not load.get("reads") or gen_min is None or width_min is None:
+        why = ", ".join(f"{k}: {v}" for k, v in sorted((gpu_row.get("unread") or {}).items())
+                        if k.startswith("link.under_load")) or "no read under load"
+        unjudged.append(f"NVML could not read the link under load ({why})")
+    else:
+        lines.append(f"link under load {_link(gen_min, width_min)} at the lowest of {load['reads']} reads "
+                     f"(gen: {_reads(load.get('gen_reads') or {})}; width: {_reads(load.get('width_reads') or {})}), "
+                     f"idle {_link(idle.get('gen'), idle.get('width'))}, maximum "
+                     f"{_link(maximum.get('gen'), maximum.get('width'))}")
+        of = "promised" if "gen" in spec or "width" in spec else "the link's maximum"
+        if want_gen is None:
+            unjudged.append("the link's maximum generation is not known and the spec names none")
+        elif gen_min < want_gen:
+            problems.append(f"the link ran at gen {gen_min} under load, below gen {want_gen} ({of})")
+        if want_width is None:
+            unjudged.append("the link's maximum width is not known and the spec names none")
+        elif width_min < want_width:
+            problems.append(f"the link ran at x{width_min} under load, narrower than x{want_width} ({of})")
+
+    if rise is None:
+        unjudged.append(f"NVML could not read the replay counter (before {before}, after {after})")
+    else:
+        lines.append(f"replay counter {before} -> {after} (+{rise})")
+        if rise > allowed_rise:
+            problems.append(f"the PCIe replay counter rose by {rise} during the copies (at most {allowed_rise} "
+                            "allowed): packets were resent, the link's signal is marginal")
+
+    summary = f"{who} {gpu_row.get('name') or ''}: " + "; ".join(lines)
+    if problems:
+        return failed(name, who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ". " + _CAUSES,
+                      unit="GB/s", details=problems + [f"not judged: {u}" for u in unjudged])
+    if unjudged:
+        return unknown(name, who, expected, f"{summary} [{source}]; not judged: " + "; ".join(unjudged))
+    return passed(name, who, expected, found, f"{summary} [{source}]", unit="GB/s", details=lines)

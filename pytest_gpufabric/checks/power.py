@@ -1,0 +1,164 @@
+"""Sustained power and thermal verdicts on one GPU's power-hold row (workloads/power_hold.py): the clock event
+reasons seen under load, the SM clock the GPU held at its power limit, its temperature and its GEMM rate.
+
+Judged from the row's samples, never its summary, so that a recorded row is judged by its evidence. What is
+normal under a full GEMM load: the GPU draws its power limit and the driver's power cap holds the SM clock below
+its maximum (an H100 80GB HBM3 on nvidia-h100-x1, 2026-11-25: 20 s of bf16 8192^3 products at 676 TFLOP/s,
+median 698 W of its 700 W limit, SM clock 1245-1365 MHz of 1980, 'sw_power_cap' in every sample, 60-70 C). What
+is not: the hardware slowing itself down (a failing power supply or sensor, the board too hot, a power brake
+signal from the chassis), which no setting explains.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ..units import non_finite
+from .result import CheckResult, failed, passed, unknown
+
+#: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
+HARDWARE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+#: every reason a spec may name in ``forbid_throttle`` (power_hold.REASONS), with what it usually means
+REASON_MEANING = {
+    "hw_slowdown": "the hardware halved its clocks or more: a power-supply or board fault, an overheating board "
+                   "or a failed sensor",
+    "hw_thermal_slowdown": "the GPU or its memory reached its hardware temperature limit: cooling (airflow, fans, "
+                           "a blocked heat sink, liquid loop)",
+    "hw_power_brake_slowdown": "the chassis asserted the power brake: the power supplies cannot carry the load",
+    "sw_thermal_slowdown": "the driver held the clocks down for temperature: the GPU runs hot",
+    "sw_power_cap": "the driver held the clocks at the power limit (normal under a full load)",
+    "gpu_idle": "the GPU had nothing to run",
+    "applications_clocks_setting": "application clocks are set below the maximum",
+    "sync_boost": "held to the slowest GPU of a sync-boost group",
+    "display_clocks_setting": "display clock setting",
+}
+#: a sample counts as at the power limit from this fraction of it (power_hold.AT_LIMIT)
+AT_LIMIT = 0.95
+
+
+def _label(row: dict) -> str:
+    return f"GPU{row.get('index')} (serial {row.get('serial') or 'unknown'})"
+
+
+def _median(values: list) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def power_figures(samples: list[dict], power_limit_w: float | None) -> dict:
+    """The figures a verdict rests on, from the samples (the same definitions as power_hold.summarize):
+    fractions of reasons over the samples whose reasons were read, medians over the samples that read them."""
+    powers = [s["power_w"] for s in samples if s.get("power_w") is not None]
+    clocks = [s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None]
+    temperatures = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
+    margins = [s["margin_c"] for s in samples if s.get("margin_c") is not None]
+    with_reasons = [s["reasons"] for s in samples if s.get("reasons") is not None]
+    at_limit = ([s for s in samples if s.get("power_w") is not None and s["power_w"] >= AT_LIMIT * power_limit_w]
+                if power_limit_w else [])
+    seen: dict[str, int] = {}
+    for reasons in with_reasons:
+        for reason in reasons:
+            seen[reason] = seen.get(reason, 0) + 1
+    return {"samples": len(samples), "samples_with_reasons": len(with_reasons),
+            "power_w_median": _median(powers), "power_w_max": max(powers) if powers else None,
+            "sm_clock_mhz_median": _median(clocks),
+            "sm_clock_mhz_median_at_limit": _median([s["sm_clock_mhz"] for s in at_limit
+                                                     if s.get("sm_clock_mhz") is not None]),
+            "temperature_c_max": max(temperatures) if temperatures else None,
+            "margin_c_min": min(margins) if margins else None,
+            "reasons_seen": {reason: count / len(with_reasons) for reason, count in sorted(seen.items())},
+            "at_limit_fraction": len(at_limit) / len(powers) if powers and power_limit_w else None}
+
+
+def _forbidden(spec: dict) -> list[str]:
+    extra = list(spec.get("forbid_throttle", ()))
+    unknown_names = sorted(set(extra) - set(REASON_MEANING))
+    if unknown_names:
+        raise ValueError(f"forbid_throttle names {', '.join(unknown_names)}: no such clock event reason (known: "
+                         f"{', '.join(sorted(REASON_MEANING))})")
+    return sorted(set(HARDWARE_REASONS) | set(extra))
+
+
+def _fmt(value, unit: str, digits: int = 0) -> str:
+    return "?" if value is None else f"{value:.{digits}f} {unit}"
+
+
+def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
+    """One GPU of a ``gpufabric-power-hold/1`` result against the profile's ``spec``:
+
+    - always forbidden: hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown in any sample (named, with
+      the fraction of samples); ``forbid_throttle``: further reasons to forbid (e.g. ``["sw_thermal_slowdown"]``);
+      sw_power_cap is normal under load: reported, not failed, unless listed there;
+    - ``min_sm_clock_mhz``: the median SM clock over the samples at the power limit (>= 95 % of it); a GPU that
+      never reached its limit is judged on the median over all samples, and the message says so;
+    - ``max_temperature_c`` and ``min_tflops``: optional ceilings and floors.
+
+    Not checked when NVML gave no samples (a CPU run, a machine without NVML) or a figure is not finite.
+    Raises ValueError for a reason name that does not exist (a profile typo must not disable the check)."""
+    who = _label(gpu_row)
+    forbidden = _forbidden(spec)
+    floor_clock = spec.get("min_sm_clock_mhz")
+    expected = {"forbidden_reasons": forbidden, "min_sm_clock_mhz": floor_clock,
+                "max_temperature_c": spec.get("max_temperature_c"), "min_tflops": spec.get("min_tflops")}
+    samples = gpu_row.get("samples") or []
+    read = [s for s in samples if s.get("power_w") is not None or s.get("reasons") is not None]
+    if not read:
+        unread = gpu_row.get("unread") or {}
+        why = (f"NVML answered {', '.join(f'{k}: {v}' for k, v in sorted(unread.items()))}" if unread
+               else "the run read no NVML (a CPU run or a machine without the driver)")
+        return unknown("power-hold", who, expected, f"{who}: no power or clock-event sample under load "
+                       f"({len(samples)} samples, none read; {why}) [{source}]: power and thermal cannot be judged")
+    limit = gpu_row.get("power_limit_w")
+    figures = power_figures(samples, limit)
+    found = {**figures, "power_limit_w": limit, "max_sm_clock_mhz": gpu_row.get("max_sm_clock_mhz"),
+             "tflops": gpu_row.get("tflops"), "thresholds_c": gpu_row.get("thresholds_c")}
+    bad = non_finite(found)
+    if bad:
+        return unknown("power-hold", who, expected, f"{who}: not a finite number ({'; '.join(bad)}) [{source}]: "
+                       "power and thermal cannot be judged")
+
+    reasons = figures["reasons_seen"]
+    n = figures["samples_with_reasons"]
+    at_limit_clock = figures["sm_clock_mhz_median_at_limit"]
+    shown_clock = at_limit_clock if at_limit_clock is not None else figures["sm_clock_mhz_median"]
+    thresholds = gpu_row.get("thresholds_c") or {}
+    summary = (f"{who} {gpu_row.get('name') or ''}: {found['tflops'] or 0:.0f} TFLOP/s; power median "
+               f"{_fmt(figures['power_w_median'], 'W')} (max {_fmt(figures['power_w_max'], 'W')}) of a "
+               f"{_fmt(limit, 'W')} limit"
+               + (f", at the limit in {figures['at_limit_fraction']:.0%} of {len(samples)} samples"
+                  if figures["at_limit_fraction"] is not None else "")
+               + f"; SM clock median {_fmt(shown_clock, 'MHz')}"
+               + (" at the limit" if at_limit_clock is not None else "")
+               + f" (max {_fmt(gpu_row.get('max_sm_clock_mhz'), 'MHz')}); hottest "
+               + _fmt(figures["temperature_c_max"], "C")
+               + (f" (slowdown at {thresholds['slowdown']} C)" if thresholds.get("slowdown") is not None else "")
+               + (f", {figures['margin_c_min']} C from the limit at the closest"
+                  if figures["margin_c_min"] is not None else "")
+               + "; clock events: " + (", ".join(f"{r} {f:.0%}" for r, f in reasons.items()) or "none"))
+
+    problems = [f"{reason} in {reasons[reason]:.0%} of {n} samples ({REASON_MEANING[reason]})"
+                for reason in forbidden if reasons.get(reason)]
+    if floor_clock is not None:
+        if at_limit_clock is not None:
+            if at_limit_clock < floor_clock:
+                problems.append(f"SM clock median {at_limit_clock:.0f} MHz at the power limit, below the "
+                                f"{floor_clock} MHz promised (a GPU that needs more power for the same clock: a "
+                                "hot or leaky chip, or a lower power limit than the profile assumes)")
+        elif figures["sm_clock_mhz_median"] is None:
+            return unknown("power-hold", who, expected, f"{summary} [{source}]: no SM clock was read, the "
+                           f"{floor_clock} MHz floor cannot be judged")
+        elif figures["sm_clock_mhz_median"] < floor_clock:
+            # below its power limit nothing should hold the clock back: a low clock there is the hardware's doing
+            where = "its power limit not read" if not limit else "never at its power limit"
+            problems.append(f"{where}, SM clock median {figures['sm_clock_mhz_median']:.0f} MHz over all samples, "
+                            f"below the {floor_clock} MHz promised")
+    ceiling = spec.get("max_temperature_c")
+    if ceiling is not None and figures["temperature_c_max"] is not None and figures["temperature_c_max"] > ceiling:
+        problems.append(f"reached {figures['temperature_c_max']} C, above the {ceiling} C allowed (cooling)")
+    floor_tflops = spec.get("min_tflops")
+    if floor_tflops is not None and (found["tflops"] is None or found["tflops"] < floor_tflops):
+        problems.append(f"{found['tflops'] or 0:.0f} TFLOP/s under sustained load, below the {floor_tflops:g} "
+                        "promised")
+    if problems:
+        return failed("power-hold", who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ".",
+                      details=problems)
+    return passed("power-hold", who, expected, found, f"{summary} [{source}]")

@@ -1,0 +1,175 @@
+"""Device-memory (HBM) bandwidth of every GPU: a copy, a read kernel and a write kernel, against NVML's peak.
+
+Standalone (imports torch, the standard library and its sibling modules only; NVML through nvidia-ml-py where it is
+importable):
+
+    python hbm.py --size 4294967296 --iters 20 --warmup 3 --result out.json
+
+On each GPU, with two buffers of ``--size`` bytes (fp32):
+
+- copy: ``b.copy_(a)`` (a device-to-device memcpy), counted as read + write = 2 x size bytes;
+- read: ``torch.sum(a)``, a reduction that reads every byte once and writes one number: size bytes;
+- write: ``a.fill_(1.0)``, size bytes.
+
+Each is warmed up, then timed ``--iters`` times with CUDA events on the device's stream; the fastest run counts (a
+bandwidth test asks what the memory can do; slower runs are interference). GB/s = 1e9 bytes/s. ``best_gbps`` is the
+highest of the three. The peak is NVML's: bus width (bits) / 8 x max memory clock (MHz) x 1e6 x 2 (double data
+rate) / 1e9 GB/s, e.g. 5120 / 8 x 2619 x 2 = 3352 GB/s on an H100 80GB HBM3; null when NVML cannot say.
+
+The GPUs are measured one after another, not at once: each GPU's HBM is its own, so running them together would
+not change what any one can do, while it would share the host thread that launches the kernels and the chassis's
+power and cooling between them, which a per-GPU floor should not depend on. One GPU takes about a second at 4 GiB.
+The runner may bracket the measured part (ready/go before the first GPU, done/release after the last).
+
+``--size`` must be far above the L2 cache (50 MB on an H100, 60 MB on an H200), or the figures are the cache's.
+``--device cpu --workers N`` runs the same code on the CPU (for tests); the peak is then null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import torch
+
+try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from handshake import handshake, reporting_failure
+    from identity import cuda_boards
+except ImportError:
+    from .handshake import handshake, reporting_failure
+    from .identity import cuda_boards
+
+FORMAT = "gpufabric-hbm/1"
+_ELEMENT_BYTES = 4  # fp32
+
+
+def best_seconds(operation, iters: int, warmup: int, device: torch.device) -> float:
+    """The fastest of ``iters`` runs of ``operation`` after ``warmup`` untimed ones: CUDA events on the current
+    stream on a GPU, the wall clock on the CPU."""
+    for _ in range(warmup):
+        operation()
+    if device.type != "cuda":
+        best = float("inf")
+        for _ in range(iters):
+            start = time.perf_counter()
+            operation()
+            best = min(best, time.perf_counter() - start)
+        return best
+    torch.cuda.synchronize(device)
+    best = float("inf")
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        operation()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    return best
+
+
+def peak_gbps(bus_width_bits: int, max_mem_clock_mhz: float) -> float:
+    """Theoretical DRAM bandwidth in GB/s: bytes per transfer x transfers per second (two per clock: DDR)."""
+    return bus_width_bits / 8 * max_mem_clock_mhz * 1e6 * 2 / 1e9
+
+
+def nvml_peak(uuid: str | None) -> dict:
+    """Bus width (bits), max memory clock (MHz) and the peak they give (GB/s) of the board with this UUID; each None
+    where NVML is missing or answers an error (NOT_SUPPORTED is data, not a crash)."""
+    figures = {"bus_width_bits": None, "max_mem_clock_mhz": None, "peak_gbps": None}
+    if not uuid:
+        return figures
+    try:
+        import pynvml
+    except ImportError:
+        return figures
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return figures
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        for key, ask in (("bus_width_bits", lambda: pynvml.nvmlDeviceGetMemoryBusWidth(handle)),
+                         ("max_mem_clock_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle,
+                                                                                      pynvml.NVML_CLOCK_MEM))):
+            try:
+                value = int(ask())
+            except pynvml.NVMLError:
+                continue
+            figures[key] = value if value > 0 else None
+    except pynvml.NVMLError:
+        pass
+    finally:
+        pynvml.nvmlShutdown()
+    if figures["bus_width_bits"] and figures["max_mem_clock_mhz"]:
+        figures["peak_gbps"] = peak_gbps(figures["bus_width_bits"], figures["max_mem_clock_mhz"])
+    return figures
+
+
+def measure_device(device: torch.device, size: int, iters: int, warmup: int) -> dict:
+    """Copy, read and write bandwidth (GB/s) of one device's memory, with buffers of ``size`` bytes."""
+    count = size // _ELEMENT_BYTES
+    a = torch.empty(count, dtype=torch.float32, device=device)
+    b = torch.empty(count, dtype=torch.float32, device=device)
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        write_s = best_seconds(lambda: a.fill_(1.0), iters, warmup, device)  # first: the buffers then hold numbers
+        copy_s = best_seconds(lambda: b.copy_(a), iters, warmup, device)
+        read_s = best_seconds(lambda: torch.sum(a), iters, warmup, device)
+    nbytes = count * _ELEMENT_BYTES
+    return {"copy_gbps": 2 * nbytes / copy_s / 1e9, "read_gbps": nbytes / read_s / 1e9,
+            "write_gbps": nbytes / write_s / 1e9}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=4 << 30, help="bytes per buffer (two are allocated)")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many CPU devices")
+    parser.add_argument("--handshake", type=Path, default=None)
+    parser.add_argument("--result", type=Path, required=True)
+    args = parser.parse_args()
+    if args.size < 16 * _ELEMENT_BYTES or args.iters < 1 or args.warmup < 0:
+        parser.error("--size of at least 64 bytes, --iters of at least 1, --warmup of at least 0")
+    size = args.size - args.size % 16  # whole fp32 words, in 16-byte vectors
+
+    if args.device == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            parser.exit(2, "hbm: no CUDA device: HBM bandwidth needs GPUs\n")
+        boards = cuda_boards(torch)  # before anything is measured
+        devices = [torch.device("cuda", i) for i in range(count)]
+        names = [torch.cuda.get_device_name(i) for i in range(count)]
+    else:
+        devices = [torch.device("cpu")] * args.workers
+        names = ["cpu"] * args.workers
+        boards = [{"nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
+
+    gpus = []
+    handshake(lambda: None, 0, args.handshake, "ready", "go")
+    for cuda, device in enumerate(devices):
+        rates = measure_device(device, size, args.iters, args.warmup)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # this GPU's buffers went with measure_device: its memory goes back
+        peak = nvml_peak(boards[cuda]["uuid"])  # None on the CPU: no board, no peak
+        best = max(rates.values())
+        gpus.append({"cuda": cuda, "index": boards[cuda]["nvml_index"], "uuid": boards[cuda]["uuid"],
+                     "serial": boards[cuda]["serial"], "name": names[cuda], **rates, "best_gbps": best, **peak,
+                     "fraction_of_peak": best / peak["peak_gbps"] if peak["peak_gbps"] else None})
+    handshake(lambda: None, 0, args.handshake, "done", "release")
+
+    for row in gpus:
+        peak = f", {row['fraction_of_peak']:.1%} of the {row['peak_gbps']:.0f} GB/s peak" if row["peak_gbps"] else ""
+        print(f"GPU{row['index']} ({row['serial'] or row['uuid'] or row['name']}): copy {row['copy_gbps']:.1f}, "
+              f"read {row['read_gbps']:.1f}, write {row['write_gbps']:.1f} GB/s{peak}", flush=True)
+    result = {"format": FORMAT, "size_bytes": size, "iters": args.iters, "warmup": args.warmup,
+              "device": args.device, "torch_version": torch.__version__, "gpus": gpus}
+    args.result.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(reporting_failure(main))

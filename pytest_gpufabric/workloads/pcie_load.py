@@ -1,0 +1,306 @@
+"""PCIe under load: pinned host <-> device copies per GPU while NVML reads the link, as `dcgmi diag`'s PCIe test
+looks at it.
+
+Standalone (imports torch, the standard library and nvidia-ml-py only); one process, one GPU after another:
+
+    python pcie_load.py --size 1073741824 --seconds 3 --result out.json
+
+Per GPU: the link's generation and width and the PCIe replay counter are read before anything runs on it (idle);
+then ``--size``-byte copies from a pinned host buffer to the GPU run back to back for ``--seconds``, then the
+other way for ``--seconds``, while a thread reads the current generation and width every ``--read-interval``
+seconds; the replay counter and the link are read again after. GB/s (1e9 bytes/s) per direction: the median
+over the copies, each timed by CUDA events. The copies run on the GPU's own CPUs (nvmlDeviceGetCpuAffinity),
+so the pinned buffer sits on its socket; the CPUs used are recorded.
+
+Why under load: a GPU slows its link when idle to save power (an H100 may read gen 1 at idle and gen 5 under
+load), and a link that trained down (a marginal riser, slot or retimer) shows only when it is asked for its full
+rate. The maximum is nvmlDeviceGetMaxPcieLinkGeneration/Width: what the GPU and its slot can reach together
+(a gen 5 GPU in a gen 4 slot says 4); ``max.gpu_gen`` is the GPU's own (nvmlDeviceGetGpuMaxPcieLinkGeneration).
+
+NVML answers that are data (NOT_SUPPORTED, ...) are null, with their names under the GPU's ``unread``; any other
+NVML error fails the workload. Nothing is set. ``--device cpu --workers N`` copies between host tensors without
+NVML (for tests): every NVML field is null and ``nvml.available`` false.
+
+Result (``gpufabric-pcie-load/1``)::
+
+    {"format": "gpufabric-pcie-load/1", "device": "cuda", "size": 1073741824, "seconds": 3.0,
+     "nvml": {"available": true, "why": null},
+     "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-...", "serial": "...", "name": "NVIDIA H100 80GB HBM3",
+               "h2d_gbps": 53.1, "d2h_gbps": 52.7, "copies": {"h2d": 141, "d2h": 139}, "cpu_affinity": "0-15",
+               "link": {"idle": {"gen": 5, "width": 16},
+                        "under_load": {"gen_min": 5, "width_min": 16, "gen_max": 5, "width_max": 16, "reads": 290,
+                                       "gen_reads": {"5": 290}, "width_reads": {"16": 290}},
+                        "after": {"gen": 5, "width": 16},
+                        "max": {"gen": 5, "width": 16, "gpu_gen": 5}},
+               "replay_counter": {"before": 0, "after": 0, "rise": 0},
+               "unread": {}}],
+     "torch_version": "..."}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from handshake import reporting_failure
+    from identity import cuda_boards
+except ImportError:
+    from .handshake import reporting_failure
+    from .identity import cuda_boards
+
+FORMAT = "gpufabric-pcie-load/1"
+#: NVML answers that describe the machine rather than fail the read (fabric/nvml.py records the same set)
+_DATA_ERRORS = frozenset({"NOT_SUPPORTED", "NOT_FOUND", "NO_PERMISSION", "FUNCTION_NOT_FOUND", "INVALID_ARGUMENT"})
+_WARMUP_COPIES = 2
+_CPU_SET_WORDS = 16  # nvmlDeviceGetCpuAffinity: 64 CPUs a word, room for 1024
+
+
+class Nvml:
+    """NVML through one funnel (power_hold.py has the same; a standalone script cannot import fabric/nvml.py): an
+    answer in _DATA_ERRORS is None, its name kept in the caller's ``unread`` dict; any other NVMLError propagates.
+    Only Get functions are ever called."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.p = pynvml
+
+    def _error_name(self, code: int) -> str:
+        for attr in dir(self.p):
+            if attr.startswith("NVML_ERROR_") and getattr(self.p, attr) == code:
+                return attr[len("NVML_ERROR_"):]
+        return f"NVML_RETURN_{code}"
+
+    def get(self, unread: dict, key: str, name: str, *args):
+        fn = getattr(self.p, name, None)
+        if fn is None:
+            unread.setdefault(key, "FUNCTION_NOT_FOUND")
+            return None
+        try:
+            return fn(*args)
+        except self.p.NVMLError as exc:
+            error = self._error_name(exc.value)
+            if error not in _DATA_ERRORS:
+                raise
+            unread.setdefault(key, error)
+            return None
+
+    def handle(self, uuid: str):
+        return self.p.nvmlDeviceGetHandleByUUID(uuid)
+
+    def close(self) -> None:
+        self.p.nvmlShutdown()
+
+
+class LinkReader:
+    """The link of one GPU (generation, width, replay counter); every value None without NVML."""
+
+    def __init__(self, nvml: Nvml | None, handle, unread: dict) -> None:
+        self.nvml, self.handle, self.unread = nvml, handle, unread
+
+    def _get(self, key: str, name: str):
+        return None if self.nvml is None else self.nvml.get(self.unread, key, name, self.handle)
+
+    def current(self, where: str) -> dict:
+        return {"gen": self._get(f"link.{where}.gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+                "width": self._get(f"link.{where}.width", "nvmlDeviceGetCurrPcieLinkWidth")}
+
+    def maximum(self) -> dict:
+        return {"gen": self._get("link.max.gen", "nvmlDeviceGetMaxPcieLinkGeneration"),
+                "width": self._get("link.max.width", "nvmlDeviceGetMaxPcieLinkWidth"),
+                "gpu_gen": self._get("link.max.gpu_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration")}
+
+    def replays(self, where: str) -> int | None:
+        return self._get(f"replay_counter.{where}", "nvmlDeviceGetPcieReplayCounter")
+
+    def cpus(self) -> set[int] | None:
+        if self.nvml is None:
+            return None
+        words = self.nvml.get(self.unread, "cpu_affinity", "nvmlDeviceGetCpuAffinity", self.handle, _CPU_SET_WORDS)
+        if words is None:
+            return None
+        return {w * 64 + bit for w, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1}
+
+
+class UnderLoad(threading.Thread):
+    """Reads the current generation and width every ``interval_s`` until stopped."""
+
+    def __init__(self, link: LinkReader, interval_s: float) -> None:
+        super().__init__(name="pcie-link-reader", daemon=True)
+        self.link, self.interval_s = link, interval_s
+        self.reads: list[dict] = []
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                self.reads.append(self.link.current("under_load"))
+                self.stopped.wait(self.interval_s)
+        except BaseException as exc:
+            self.error = exc
+
+    def summary(self) -> dict:
+        gens = [r["gen"] for r in self.reads if r["gen"] is not None]
+        widths = [r["width"] for r in self.reads if r["width"] is not None]
+
+        def histogram(values: list[int]) -> dict[str, int]:
+            return {str(v): values.count(v) for v in sorted(set(values))}
+
+        return {"gen_min": min(gens) if gens else None, "width_min": min(widths) if widths else None,
+                "gen_max": max(gens) if gens else None, "width_max": max(widths) if widths else None,
+                "reads": min(len(gens), len(widths)), "gen_reads": histogram(gens), "width_reads": histogram(widths)}
+
+
+def _timed_copies(copy, seconds: float, cuda: bool) -> list[float]:
+    """Seconds per copy, copies back to back for ``seconds`` after a warm-up (at least one copy is timed)."""
+    for _ in range(_WARMUP_COPIES):
+        copy()
+    if cuda:
+        torch.cuda.synchronize()
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while not times or time.perf_counter() < deadline:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            copy()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            start_s = time.perf_counter()
+            copy()
+            times.append(time.perf_counter() - start_s)
+    return times
+
+
+def measure_gpu(board: dict, device: torch.device, link: LinkReader, size: int, seconds: float,
+                read_interval_s: float) -> dict:
+    """One GPU's copies both ways with its link read before, during and after."""
+    cuda = device.type == "cuda"
+    idle, maximum, before = link.current("idle"), link.maximum(), link.replays("before")
+    allowed = os.sched_getaffinity(0)
+    cpus = link.cpus()
+    bound = sorted(cpus & allowed) if cpus and cpus & allowed else None
+    if bound:
+        os.sched_setaffinity(0, bound)  # before the pinned buffer is allocated: its pages land on this socket
+    try:
+        if cuda:
+            torch.cuda.set_device(device)
+        host = torch.empty(size, dtype=torch.uint8, pin_memory=cuda)
+        host.fill_(7)
+        target = torch.empty(size, dtype=torch.uint8, device=device)
+        reader = UnderLoad(link, read_interval_s)
+        copies = {}
+        # the reader starts after the first warm-up copies have woken the link: an idle link read as "under load"
+        # would fail a healthy GPU whose link sleeps at idle
+        for _ in range(_WARMUP_COPIES):
+            target.copy_(host, non_blocking=cuda)
+        if cuda:
+            torch.cuda.synchronize()
+        reader.start()
+        try:
+            copies["h2d"] = _timed_copies(lambda: target.copy_(host, non_blocking=cuda), seconds, cuda)
+            copies["d2h"] = _timed_copies(lambda: host.copy_(target, non_blocking=cuda), seconds, cuda)
+        finally:
+            reader.stopped.set()
+            reader.join()
+        if reader.error is not None:
+            raise RuntimeError(f"reading the PCIe link under load failed: {reader.error!r}") from reader.error
+    finally:
+        if bound:
+            os.sched_setaffinity(0, allowed)
+    after_link, after = link.current("after"), link.replays("after")
+    if before is None or after is None:
+        rise = None
+    else:
+        rise = after - before if after >= before else after  # lower after: the counter was reset, all of it is new
+    return {"h2d_gbps": size / statistics.median(copies["h2d"]) / 1e9,
+            "d2h_gbps": size / statistics.median(copies["d2h"]) / 1e9,
+            "copies": {direction: len(times) for direction, times in copies.items()},
+            "cpu_affinity": _cpu_text(bound),
+            "link": {"idle": idle, "under_load": reader.summary(), "after": after_link, "max": maximum},
+            "replay_counter": {"before": before, "after": after, "rise": rise}}
+
+
+def _cpu_text(cpus: list[int] | None) -> str | None:
+    """[0, 1, 2, 5] -> '0-2,5', as nvidia-smi prints CPU lists."""
+    if not cpus:
+        return None
+    ranges, start, prev = [], cpus[0], cpus[0]
+    for cpu in [*cpus[1:], None]:
+        if cpu is not None and cpu == prev + 1:
+            prev = cpu
+            continue
+        ranges.append(f"{start}-{prev}" if start != prev else f"{start}")
+        if cpu is not None:
+            start = prev = cpu
+    return ",".join(ranges)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=1 << 30, help="bytes per copy")
+    parser.add_argument("--seconds", type=float, default=3.0, help="copies back to back, per direction and GPU")
+    parser.add_argument("--read-interval", type=float, default=0.02, help="seconds between link reads under load")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many host-copy 'GPUs'")
+    parser.add_argument("--handshake", type=Path, default=None)  # accepted for the runner; nothing to bracket
+    parser.add_argument("--result", type=Path, required=True)
+    args = parser.parse_args()
+    if args.size <= 0 or args.seconds <= 0 or args.read_interval <= 0:
+        parser.exit(2, "pcie_load: --size, --seconds and --read-interval must be positive\n")
+
+    nvml = None
+    if args.device == "cuda":
+        boards = cuda_boards(torch)  # before anything is measured (it needs NVML: no GPU is judged unnamed)
+        if not boards:
+            parser.exit(2, "pcie_load: no CUDA device\n")
+        devices = [torch.device("cuda", b["cuda_index"]) for b in boards]
+        names = [torch.cuda.get_device_name(d) for d in devices]
+        nvml = Nvml()
+        handles = [nvml.handle(b["uuid"]) for b in boards]
+        nvml_state = {"available": True, "why": None}
+    else:
+        boards = [{"cuda_index": None, "nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
+        devices = [torch.device("cpu")] * args.workers
+        names = ["cpu"] * args.workers
+        handles = [None] * args.workers
+        nvml_state = {"available": False, "why": "--device cpu: no GPU, NVML not read"}
+    gpus = []
+    try:
+        for board, device, name, handle in zip(boards, devices, names, handles, strict=True):
+            unread: dict = {}
+            row = measure_gpu(board, device, LinkReader(nvml, handle, unread), args.size, args.seconds,
+                              args.read_interval)
+            gpus.append({"cuda": board["cuda_index"], "index": board["nvml_index"], "uuid": board["uuid"],
+                         "serial": board["serial"], "name": name, **row, "unread": unread})
+            load = row["link"]["under_load"]
+            print(f"GPU{board['nvml_index']} {name}: host->device {row['h2d_gbps']:.1f} GB/s, device->host "
+                  f"{row['d2h_gbps']:.1f} GB/s; link idle gen {row['link']['idle']['gen']} x"
+                  f"{row['link']['idle']['width']}, under load gen {load['gen_min']}-{load['gen_max']} x"
+                  f"{load['width_min']}-{load['width_max']} ({load['reads']} reads), max gen "
+                  f"{row['link']['max']['gen']} x{row['link']['max']['width']}; replays +"
+                  f"{row['replay_counter']['rise']}", flush=True)
+    finally:
+        if nvml is not None:
+            nvml.close()
+    result = {"format": FORMAT, "device": args.device, "size": args.size, "seconds": args.seconds,
+              "read_interval_s": args.read_interval, "nvml": nvml_state, "gpus": gpus,
+              "torch_version": torch.__version__}
+    args.result.write_text(json.dumps(result, indent=1, allow_nan=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(reporting_failure(main))
