@@ -26,6 +26,9 @@ NVB = PUBLIC / "nvbandwidth"
 DCGM_2X = "dcgm-2.x-level4-blacklist-memtest-pulse-all-pass-prompt.txt"
 DCGM_338 = "dcgm-3.3.8-h100-level2-persistence-info-row.txt"
 DCGM_310_JSON = "dcgm-3.1.0-nvvs-json-8gpu-null-entries-uppercase-status.json"
+DCGM_339_FAIL = "dcgm-3.3.9-a10g-4gpu-level3-targeted-power-fail-gpu1-eud-skip.txt"
+DCGM_13_JSON = "dcgm-1.3-nvvs-json-4gpu-sm-stress-fail-memory-skip-gpu0-from-dcgm-tests.json"
+DCGM_17_JSON = "dcgm-1.7-nvvs-json-per-gpu-sm-stress-fail-gpu-0-2-3-from-dcgm-tests.json"
 NVB_README = "nvbandwidth-readme-8gpu-d2d-write-ce-zero-diagonal-no-sum.txt"
 NVB_04 = "nvbandwidth-v0.4-h100-8gpu-d2d-read-ce-na-diagonal-root-prompt.txt"
 NVB_05 = "nvbandwidth-v0.5-a10-1gpu-h2d-ce-markdown-fence-prompt.txt"
@@ -112,6 +115,109 @@ def test_dcgm_310_nvvs_json_uppercase_statuses_and_null_holes():
     software = tests["software"]
     assert software["category"] == "Custom" and software["status"] == "pass"
     assert software["gpus"] == [{"gpu": i, "status": "pass", "message": None} for i in range(8)]
+
+
+# --- dcgmi diag: failures, skips, and the GPU each one is on ----------------------------------------------------
+
+TARGETED_POWER_GPU1 = ("GPU 1 Max power of 224.1 did not reach desired power minimum target_power_min_ratio of 224.2 "
+                       "for GPU 1 Verify that the clock speeds and GPU utilization are high.")
+SM_STRESS = "Max stress level of {} did not exceed desired stress level of 3000.0 for GPU {}"
+
+
+def test_dcgm_339_targeted_power_fails_on_gpu1_with_dcgms_warning():
+    result = parse_dcgm_diag(_read(DCGM / DCGM_339_FAIL))
+    assert (result["format"], result["dcgm_version"], result["driver_version"], result["level"]) == (
+        "text", "3.3.9", "570.195.03", None)
+    assert result["unreadable"] == []
+    assert [t["name"] for t in result["tests"]] == DEPLOYMENT_2X_3X + [
+        "pcie", "memory", "diagnostic", "targeted_stress", "targeted_power", "memory_bandwidth", "eud"]
+    tests = _by_name(result)
+    power = tests["targeted_power"]
+    assert (power["display_name"], power["category"], power["status"]) == ("Targeted Power", "Stress", "fail")
+    # "Pass - GPUs: 0, 2, 3" then "Fail - GPU: 1"; the Warning row, cut into four pieces, begins "GPU 1 "
+    assert power["gpus"] == [{"gpu": 0, "status": "pass", "message": None},
+                             {"gpu": 2, "status": "pass", "message": None},
+                             {"gpu": 3, "status": "pass", "message": None},
+                             {"gpu": 1, "status": "fail", "message": TARGETED_POWER_GPU1}]
+    assert power["messages"] == [
+        {"kind": "warning", "gpu": 1, "text": TARGETED_POWER_GPU1},
+        {"kind": "info", "gpu": 0, "text": "GPU 0 GPU 0 max power: 299.5 W average power usage: 299.0 W"},
+        {"kind": "info", "gpu": 2, "text": "GPU 2 GPU 2 max power: 227.0 W average power usage: 224.0 W"},
+        {"kind": "info", "gpu": 3, "text": "GPU 3 GPU 3 max power: 225.6 W average power usage: 223.9 W"}]
+    # "EUD Test | Skip - All": skipped, on GPUs dcgmi did not name, with no message
+    eud = tests["eud"]
+    assert (eud["display_name"], eud["status"], eud["messages"]) == ("EUD Test", "skip", [])
+    assert eud["gpus"] == [{"gpu": None, "status": "skip", "message": None}]
+    for name in DEPLOYMENT_2X_3X + ["pcie", "memory", "diagnostic", "targeted_stress", "memory_bandwidth"]:
+        assert tests[name]["status"] == "pass", name
+    assert [t["name"] for t in result["tests"] if t["status"] == "fail"] == ["targeted_power"]
+
+
+def test_dcgm_339_cut_after_the_failing_gpu_row_keeps_the_failure():
+    text = _read(DCGM / DCGM_339_FAIL)
+    row = "|                           | Fail - GPU: 1                                  |\n"
+    result = parse_dcgm_diag(text[:text.index(row) + len(row)])
+    power = _by_name(result)["targeted_power"]
+    assert power["status"] == "fail"
+    assert [(g["gpu"], g["status"]) for g in power["gpus"]] == [(0, "pass"), (2, "pass"), (3, "pass"), (1, "fail")]
+    assert power["gpus"][3]["message"] is None  # the warning came after the cut
+    assert any("without its closing border" in u for u in result["unreadable"])
+    # cut between "Pass - GPUs: 0, 2, 3" and "Fail - GPU: 1": nothing may read as a pass of the whole test
+    row = "| Targeted Power            | Pass - GPUs: 0, 2, 3                           |\n"
+    power = _by_name(parse_dcgm_diag(text[:text.index(row) + len(row)]))["targeted_power"]
+    assert power["status"] == "unreadable"
+
+
+def test_dcgm_17_per_gpu_json_sm_stress_fails_on_gpus_0_2_3():
+    result = parse_dcgm_diag(_read(DCGM / DCGM_17_JSON))
+    assert (result["format"], result["dcgm_version"], result["level"]) == ("json", "1.7", None)
+    assert result["unreadable"] == []
+    assert [t["name"] for t in result["tests"]] == DEPLOYMENT_2X_3X + [
+        "memory", "diagnostic", "pcie", "memory_bandwidth", "sm_stress", "targeted_stress", "targeted_power"]
+    tests = _by_name(result)
+    assert tests["deployment:page_retirement"]["display_name"] == "Page Retirement"
+    sm = tests["sm_stress"]
+    assert (sm["category"], sm["status"]) == ("Stress", "fail")
+    assert sm["gpus"] == [{"gpu": 0, "status": "fail", "message": SM_STRESS.format("2128.7", 0)},
+                          {"gpu": 1, "status": "pass", "message": None},
+                          {"gpu": 2, "status": "fail", "message": SM_STRESS.format("1096.5", 2)},
+                          {"gpu": 3, "status": "fail", "message": SM_STRESS.format("1099.7", 3)}]
+    assert {"kind": "info", "gpu": 1, "text": "GPU 1 relative stress level:\t577"} in sm["messages"]
+    memory = tests["memory"]
+    assert (memory["category"], memory["status"]) == ("Hardware", "skip")
+    assert memory["gpus"][0] == {"gpu": 0, "status": "skip", "message": (
+        'ECC memory on GPU 0 is not currently active. Please use "nvidia-smi -i 0 -e 1" to enable and reboot.')}
+    assert [(g["gpu"], g["status"]) for g in memory["gpus"][1:]] == [(1, "pass"), (2, "pass"), (3, "pass")]
+    assert [g["message"] for g in tests["memory_bandwidth"]["gpus"]] == [
+        f"GPU {i}: The memory bandwidth test is skipped for this GPU." for i in range(4)]
+    assert tests["diagnostic"]["status"] == "skip" and tests["pcie"]["status"] == "pass"
+    assert [g["status"] for g in tests["targeted_power"]["gpus"]] == ["skip"] * 4
+    assert [t["name"] for t in result["tests"] if t["status"] == "fail"] == ["sm_stress"]
+
+
+def test_dcgm_13_json_one_result_for_four_gpus_fails_them_all_as_dcgm_reads_it():
+    result = parse_dcgm_diag(_read(DCGM / DCGM_13_JSON))
+    assert (result["format"], result["dcgm_version"]) == ("json", "1.3")
+    assert result["unreadable"] == []
+    tests = _by_name(result)
+    assert tests["deployment:denylist"]["display_name"] == "Blacklist"
+    # "gpu_ids": "0,1,2,3", "status": "FAIL", three warnings that name GPUs 0, 2 and 3: DCGM's own reader gives the
+    # status and every warning to each GPU listed, and so does this one
+    sm = tests["sm_stress"]
+    warnings = "\n".join([SM_STRESS.format("2128.7", 0), SM_STRESS.format("1096.5", 2),
+                          SM_STRESS.format("1099.7", 3)])
+    assert sm["status"] == "fail"
+    assert sm["gpus"] == [{"gpu": i, "status": "fail", "message": warnings} for i in range(4)]
+    memory = tests["memory"]
+    assert memory["status"] == "skip"
+    assert memory["gpus"][0] == {"gpu": 0, "status": "skip", "message": (
+        'ECC memory on this card is not currently active. Please use "nvidia-smi -i 0 -e 1" to enable and reboot.')}
+    assert [g["status"] for g in memory["gpus"]] == ["skip", "pass", "pass", "pass"]
+    assert tests["diagnostic"]["gpus"][2] == {"gpu": 2, "status": "skip",
+                                              "message": "Unable to find hardware diagnostic, skipping this test."}
+    # "warnings": null
+    assert tests["targeted_power"]["gpus"] == [{"gpu": i, "status": "skip", "message": None} for i in range(4)]
+    assert [t["name"] for t in result["tests"] if t["status"] == "fail"] == ["sm_stress"]
 
 
 @pytest.mark.parametrize("name", DCGM_FILES)

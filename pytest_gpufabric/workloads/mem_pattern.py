@@ -11,7 +11,8 @@ back and compare it on the GPU with the pattern generated again (``!=`` and ``.s
 written before any of it is read, so a write that lands in the wrong place (an address fault) is caught in the
 chunk it spoiled. Passes cycle through ``--patterns``: the first cycle always runs whole (a verdict then rests on
 every pattern named), after it a new pass starts only while ``--seconds`` has not run out; a pass that started is
-always finished. Each GPU keeps its own clock.
+always finished. Each GPU keeps its own clock. On an H100 80GB HBM3 (torch 2.11) a pass over 69.6 GiB (fraction 0.9:
+88.6 % of the free memory, in 70 chunks) took 0.21-0.48 s, so 20 s ran 67 passes.
 
 The tested region is 64-bit words (int64) in ``--chunk-bytes`` tensors (1 GiB), plain cudaMalloc allocations
 through torch's caching allocator, never managed memory. It is ``--fraction`` of the memory CUDA reports free on
