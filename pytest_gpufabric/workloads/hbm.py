@@ -14,13 +14,15 @@ On each GPU, with two buffers of ``--size`` bytes (fp32):
 Each is warmed up, then timed ``--iters`` times with CUDA events on the device's stream; the fastest run counts (a
 bandwidth test asks what the memory can do; slower runs are interference). GB/s = 1e9 bytes/s. ``best_gbps`` is the
 highest of the three (on an H100 80GB HBM3 with torch 2.11, 4 GiB: copy 3023, read 3085, write 3277 GB/s, the write
-97.8 % of the peak; a wall-clock mean of 50 back-to-back fills gave the same 3287 GB/s). The peak is NVML's: bus width (bits) / 8 x max memory clock (MHz) x 1e6 x 2 (double data
-rate) / 1e9 GB/s, e.g. 5120 / 8 x 2619 x 2 = 3352 GB/s on an H100 80GB HBM3; null when NVML cannot say.
+97.8 % of the peak; a wall-clock mean of 50 back-to-back fills gave the same 3287 GB/s). The peak is NVML's: bus
+width (bits) / 8 x max memory clock (MHz) x 1e6 x 2 (double data rate) / 1e9 GB/s, e.g. 5120 / 8 x 2619 x 2 = 3352
+GB/s on an H100 80GB HBM3; null when NVML cannot say.
 
 The GPUs are measured one after another, not at once: each GPU's HBM is its own, so running them together would
 not change what any one can do, while it would share the host thread that launches the kernels and the chassis's
-power and cooling between them, which a per-GPU floor should not depend on. One GPU takes about a second at 4 GiB.
-The runner may bracket the measured part (ready/go before the first GPU, done/release after the last).
+power and cooling between them, which a per-GPU floor should not depend on. The whole run took 4.3 s on one H100
+(start-up included). The runner may bracket the measured part (ready/go before the first GPU, done/release after
+the last).
 
 ``--size`` must be far above the L2 cache (50 MB on an H100, 60 MB on an H200), or the figures are the cache's.
 ``--device cpu --workers N`` runs the same code on the CPU (for tests); the peak is then null.
