@@ -141,16 +141,16 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
         if at_limit_clock is not None:
             if at_limit_clock < floor_clock:
                 problems.append(f"SM clock median {at_limit_clock:.0f} MHz at the power limit, below the "
-                                f"{floor_clock} MHz promised (a GPU that needs more power for the same clock: a "
+                                f"{floor_clock:g} MHz promised (a GPU that needs more power for the same clock: a "
                                 "hot or leaky chip, or a lower power limit than the profile assumes)")
         elif figures["sm_clock_mhz_median"] is None:
             return unknown("power-hold", who, expected, f"{summary} [{source}]: no SM clock was read, the "
-                           f"{floor_clock} MHz floor cannot be judged")
+                           f"{floor_clock:g} MHz floor cannot be judged")
         elif figures["sm_clock_mhz_median"] < floor_clock:
             # below its power limit nothing should hold the clock back: a low clock there is the hardware's doing
             where = "its power limit not read" if not limit else "never at its power limit"
             problems.append(f"{where}, SM clock median {figures['sm_clock_mhz_median']:.0f} MHz over all samples, "
-                            f"below the {floor_clock} MHz promised")
+                            f"below the {floor_clock:g} MHz promised")
     ceiling = spec.get("max_temperature_c")
     if ceiling is not None and figures["temperature_c_max"] is not None and figures["temperature_c_max"] > ceiling:
         problems.append(f"reached {figures['temperature_c_max']} C, above the {ceiling} C allowed (cooling)")

@@ -184,10 +184,44 @@ def _timed_copies(copy, seconds: float, cuda: bool) -> list[float]:
     return times
 
 
-def measure_gpu(board: dict, device: torch.device, link: LinkReader, size: int, seconds: float,
-                read_interval_s: float) -> dict:
-    """One GPU's copies both ways with its link read before, during and after."""
+def _copy_both_ways(device: torch.device, link: LinkReader, size: int, seconds: float,
+                    read_interval_s: float) -> tuple[dict[str, list[float]], dict]:
+    """Seconds per copy in each direction, and the link as read while they ran."""
     cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+    host = torch.empty(size, dtype=torch.uint8, pin_memory=cuda)
+    host.fill_(7)
+    target = torch.empty(size, dtype=torch.uint8, device=device)
+    # the reader starts after the first warm-up copies have woken the link: an idle link read as "under load"
+    # would fail a healthy GPU whose link sleeps at idle
+    for _ in range(_WARMUP_COPIES):
+        target.copy_(host, non_blocking=cuda)
+    if cuda:
+        torch.cuda.synchronize()
+    reader = UnderLoad(link, read_interval_s)
+    reader.start()
+    try:
+        copies = {"h2d": _timed_copies(lambda: target.copy_(host, non_blocking=cuda), seconds, cuda),
+                  "d2h": _timed_copies(lambda: host.copy_(target, non_blocking=cuda), seconds, cuda)}
+    finally:
+        reader.stopped.set()
+        reader.join()
+    if reader.error is not None:
+        raise RuntimeError(f"reading the PCIe link under load failed: {reader.error!r}") from reader.error
+    return copies, reader.summary()
+
+
+def _release_pinned() -> None:
+    """torch keeps a freed pinned buffer for the next request of its size: the next GPU would copy from this
+    GPU's socket. Emptying that cache makes each GPU's buffer its own (where this torch can)."""
+    empty = getattr(torch._C, "_host_emptyCache", None)
+    if empty is not None:
+        empty()
+
+
+def measure_gpu(device: torch.device, link: LinkReader, size: int, seconds: float, read_interval_s: float) -> dict:
+    """One GPU's copies both ways with its link read before, during and after."""
     idle, maximum, before = link.current("idle"), link.maximum(), link.replays("before")
     allowed = os.sched_getaffinity(0)
     cpus = link.cpus()
@@ -195,31 +229,12 @@ def measure_gpu(board: dict, device: torch.device, link: LinkReader, size: int, 
     if bound:
         os.sched_setaffinity(0, bound)  # before the pinned buffer is allocated: its pages land on this socket
     try:
-        if cuda:
-            torch.cuda.set_device(device)
-        host = torch.empty(size, dtype=torch.uint8, pin_memory=cuda)
-        host.fill_(7)
-        target = torch.empty(size, dtype=torch.uint8, device=device)
-        reader = UnderLoad(link, read_interval_s)
-        copies = {}
-        # the reader starts after the first warm-up copies have woken the link: an idle link read as "under load"
-        # would fail a healthy GPU whose link sleeps at idle
-        for _ in range(_WARMUP_COPIES):
-            target.copy_(host, non_blocking=cuda)
-        if cuda:
-            torch.cuda.synchronize()
-        reader.start()
-        try:
-            copies["h2d"] = _timed_copies(lambda: target.copy_(host, non_blocking=cuda), seconds, cuda)
-            copies["d2h"] = _timed_copies(lambda: host.copy_(target, non_blocking=cuda), seconds, cuda)
-        finally:
-            reader.stopped.set()
-            reader.join()
-        if reader.error is not None:
-            raise RuntimeError(f"reading the PCIe link under load failed: {reader.error!r}") from reader.error
+        copies, under_load = _copy_both_ways(device, link, size, seconds, read_interval_s)
     finally:
         if bound:
             os.sched_setaffinity(0, allowed)
+        if device.type == "cuda":
+            _release_pinned()
     after_link, after = link.current("after"), link.replays("after")
     if before is None or after is None:
         rise = None
@@ -229,7 +244,7 @@ def measure_gpu(board: dict, device: torch.device, link: LinkReader, size: int, 
             "d2h_gbps": size / statistics.median(copies["d2h"]) / 1e9,
             "copies": {direction: len(times) for direction, times in copies.items()},
             "cpu_affinity": _cpu_text(bound),
-            "link": {"idle": idle, "under_load": reader.summary(), "after": after_link, "max": maximum},
+            "link": {"idle": idle, "under_load": under_load, "after": after_link, "max": maximum},
             "replay_counter": {"before": before, "after": after, "rise": rise}}
 
 
@@ -281,8 +296,7 @@ def main() -> int:
     try:
         for board, device, name, handle in zip(boards, devices, names, handles, strict=True):
             unread: dict = {}
-            row = measure_gpu(board, device, LinkReader(nvml, handle, unread), args.size, args.seconds,
-                              args.read_interval)
+            row = measure_gpu(device, LinkReader(nvml, handle, unread), args.size, args.seconds, args.read_interval)
             gpus.append({"cuda": board["cuda_index"], "index": board["nvml_index"], "uuid": board["uuid"],
                          "serial": board["serial"], "name": name, **row, "unread": unread})
             load = row["link"]["under_load"]
