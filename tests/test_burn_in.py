@@ -52,7 +52,7 @@ def test_bad_burn_in_options_are_usage_errors(pytester: pytest.Pytester, args, m
 
 
 #: a CPU burn-in long enough for several 1 s chunks, each with its process's start-up (torch's import)
-DURATION = 10.0
+DURATION = 12.0
 
 
 def test_burn_in_logs_every_chunk_and_catches_a_planted_fault(cpu_profile, tmp_path):
