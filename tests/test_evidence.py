@@ -111,3 +111,25 @@ def test_a_file_that_is_neither_tool_is_a_usage_error(pytester: pytest.Pytester,
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --gpu-evidence {notes}: not `dcgmi diag` output (*; not `nvbandwidth` "
                                  "output (*"])
+
+
+DCGM_FAIL = PUBLIC / "dcgm" / "dcgm-3.3.9-a10g-4gpu-level3-targeted-power-fail-gpu1-eud-skip.txt"
+
+
+def test_a_test_dcgm_failed_fails_the_promise_naming_the_gpu_and_its_message(pytester: pytest.Pytester):
+    """DCGM 3.3.9, `dcgmi diag -r 3` on 4x A10G: Targeted Power failed on GPU 1 ("GPU 1 Max power of 224.1 did
+    not reach desired power minimum ..."), the EUD test was skipped: the power promise of GPU1 fails with DCGM's
+    words, the other GPUs' pass, the EUD is not checked."""
+    bundle = _bundle_of(pytester, DCGM_FAIL)
+    result = pytester.runpytest("--gpu-profile", str(_profile(pytester, "a10gx4", {"gpus": {"count": 4,
+                                                                                           "model": "A10G"}})),
+                                "--gpu-replay", str(bundle))
+    document = _results(pytester)
+    outcomes = _outcomes(document)
+    outcome, reason = outcomes["power-hold[GPU1]"]
+    assert outcome == "failed" and result.ret == 1 and document["summary"]["verdict"] == "REJECTED"
+    assert reason.startswith("dcgmi diag (DCGM 3.3.9): targeted_power fail on GPU1: GPU 1 Max power of 224.1 did "
+                             "not reach desired power minimum")
+    assert [outcomes[f"power-hold[GPU{i}]"][0] for i in (0, 2, 3)] == ["passed"] * 3
+    eud = {k: v for k, v in outcomes.items() if "eud" in k}
+    assert eud and all(outcome == "not checked" and "DCGM skipped the test" in why for outcome, why in eud.values())
