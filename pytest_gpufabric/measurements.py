@@ -214,3 +214,44 @@ register(Measurement(
     nothing_recorded="the bundle records no platform settings (platform.json from gpufabric snapshot, "
                      "lspci-vvv.txt, lsmod.txt, proc-cmdline.txt or dmesg.txt)",
     check="checks/platform.py", suite="suites/test_platform.py", needs_machine=False))
+
+
+# --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py) ----------------------------
+
+
+def _gpu_env(run):
+    from .workloads.environment import gpu_environment
+
+    return gpu_environment(run.boards())
+
+
+def _hbm_live(run):
+    from .workloads.diagnostics import measure_hbm
+
+    return measure_hbm(run.profile.data["memory_bandwidth"], _gpu_env(run))
+
+
+register(Measurement(
+    name="hbm", fixture="hbm_bandwidth",
+    doc="Device-memory (HBM) bandwidth per GPU: copy, read and write, the best of N runs, against the peak NVML's "
+        "bus width and maximum memory clock give (live), or the bundle's hbm.json.",
+    promised=_section("memory_bandwidth", "memory bandwidth"),
+    live=_hbm_live, replay=_json_replay("hbm.json", "HBM bandwidth"),
+    nothing_recorded="the bundle holds no HBM bandwidth measurement (hbm.json)", record_file="hbm.json",
+    check="checks/hbm.py", suite="suites/test_diagnostics.py"))
+
+
+def _pattern_live(run):
+    from .workloads.diagnostics import measure_mem_pattern
+
+    return measure_mem_pattern(run.profile.data["memory_pattern"], _gpu_env(run), plant_fault=run.plant_memory_fault)
+
+
+register(Measurement(
+    name="memory_pattern", fixture="memory_pattern",
+    doc="The memory pattern test on every GPU at once (walking ones and zeros, address in address, random) over a "
+        "stated fraction of free memory (live), or the bundle's memory-pattern.json.",
+    promised=_section("memory_pattern", "memory pattern test"),
+    live=_pattern_live, replay=_json_replay("memory-pattern.json", "memory pattern"),
+    nothing_recorded="the bundle holds no memory pattern test (memory-pattern.json)",
+    record_file="memory-pattern.json", check="checks/hbm.py", suite="suites/test_diagnostics.py"))

@@ -40,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
          "collectives and memory workloads; resumes an unfinished burn-in of the same profile"),
         ("--gpu-burn-in-plant-fault", "gpu_burn_in_plant_fault", "GPU",
          "corrupt one GEMM result on this GPU in every check: proves the burn-in catches a wrong result"),
+        ("--gpu-plant-memory-fault", "gpu_plant_memory_fault", "GPU",
+         "flip one bit in this GPU's memory in the memory pattern test: proves the test catches a bad bit"),
         ("--gpu-metrics-port", "gpu_metrics_port", "PORT",
          "serve the sampled counters (NVLink, RDMA, health) in Prometheus format on 127.0.0.1:PORT"),
     )
@@ -156,6 +158,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _burn_in_options(config: pytest.Config, fabric_session) -> None:
     duration = _option(config, "gpu_burn_in")
+    memory_fault = _option(config, "gpu_plant_memory_fault")
+    if memory_fault is not None:
+        fabric_session.plant_memory_fault = _plant_target(memory_fault, "--gpu-plant-memory-fault",
+                                                          fabric_session.profile)
     fault = _option(config, "gpu_burn_in_plant_fault")
     if fault is not None and not duration:
         raise pytest.UsageError("--gpu-burn-in-plant-fault: plants a fault in a burn-in; give --gpu-burn-in DURATION")
@@ -168,11 +174,7 @@ def _burn_in_options(config: pytest.Config, fabric_session) -> None:
     except ValueError as exc:
         raise pytest.UsageError(f"--gpu-burn-in: {exc}") from None
     if fault is not None:
-        gpu_count = fabric_session.profile.gpu_count if fabric_session.profile else None
-        if not fault.isdigit() or (gpu_count is not None and int(fault) >= gpu_count):
-            promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
-            raise pytest.UsageError(f"--gpu-burn-in-plant-fault {fault}: not a GPU of the profile (give {promised})")
-        fabric_session.plant_fault = int(fault)
+        fabric_session.plant_fault = _plant_target(fault, "--gpu-burn-in-plant-fault", fabric_session.profile)
     fabric_session.burn_in_duration = duration
 
     def progress(burn_in, record) -> None:
@@ -188,6 +190,14 @@ def _burn_in_options(config: pytest.Config, fabric_session) -> None:
             reporter.write_line(progress_line(burn_in, record))
 
     fabric_session.progress = progress
+
+
+def _plant_target(text: str, flag: str, profile) -> int:
+    gpu_count = profile.gpu_count if profile else None
+    if not text.isdigit() or (gpu_count is not None and int(text) >= gpu_count):
+        promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
+        raise pytest.UsageError(f"{flag} {text}: not a GPU of the profile (give {promised})")
+    return int(text)
 
 
 def _watch_health(config: pytest.Config, fabric_session) -> None:

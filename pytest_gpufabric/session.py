@@ -36,6 +36,7 @@ class FabricSession:
     metrics: object = None  # report.metrics.MetricsExporter, with --gpu-metrics-port
     burn_in_duration: str | None = None  # --gpu-burn-in
     plant_fault: int | None = None  # --gpu-burn-in-plant-fault
+    plant_memory_fault: int | None = None  # --gpu-plant-memory-fault: a CUDA index
     progress: object = None  # (burn_in, chunk record or None at the start) -> None: the terminal's progress bar
     #: () -> None: rewrite the results JSON now (set by the recorder); called after every burn-in chunk
     checkpoint: object = None

@@ -41,7 +41,7 @@ def mem_pattern_command(section: dict, plant_fault: int | None = None, device: s
     if isinstance(patterns, str):
         patterns = [patterns]
     command = [sys.executable, str(MEM_PATTERN_SCRIPT), "--fraction", repr(float(section.get("fraction", 0.9))),
-               "--seconds", repr(float(section.get("seconds", 60))), "--patterns", ",".join(patterns),
+               "--seconds", repr(float(section.get("seconds", 5))), "--patterns", ",".join(patterns),
                "--seed", str(int(section.get("seed", 1))), "--device", device]
     for key in ("bytes", "chunk_bytes"):
         if section.get(key) is not None:
