@@ -131,7 +131,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
                + f" (max {_fmt(gpu_row.get('max_sm_clock_mhz'), 'MHz')}); hottest "
                + _fmt(figures["temperature_c_max"], "C")
                + (f" (slowdown at {thresholds['slowdown']} C)" if thresholds.get("slowdown") is not None else "")
-               + (f", {figures['margin_c_min']} C from the limit at the closest"
+               + (f", at least {figures['margin_c_min']} C below its temperature limit (T.Limit margin)"
                   if figures["margin_c_min"] is not None else "")
                + "; clock events: " + (", ".join(f"{r} {f:.0%}" for r, f in reasons.items()) or "none"))
 
