@@ -255,3 +255,35 @@ register(Measurement(
     live=_pattern_live, replay=_json_replay("memory-pattern.json", "memory pattern"),
     nothing_recorded="the bundle holds no memory pattern test (memory-pattern.json)",
     record_file="memory-pattern.json", check="checks/hbm.py", suite="suites/test_diagnostics.py"))
+
+
+def _power_live(run):
+    from .workloads.stress import measure_power_hold
+
+    return measure_power_hold(run.profile.data["power"], _gpu_env(run))
+
+
+register(Measurement(
+    name="power_hold", fixture="power_hold",
+    doc="Every GPU held at its power limit under a bf16 GEMM load for a stated time, NVML's power, SM clock, "
+        "temperature and clock event reasons sampled throughout (live), or the bundle's power-hold.json.",
+    promised=_section("power", "sustained power and thermal behaviour"),
+    live=_power_live, replay=_json_replay("power-hold.json", "power hold"),
+    nothing_recorded="the bundle holds no power hold (power-hold.json)", record_file="power-hold.json",
+    check="checks/power.py", suite="suites/test_diagnostics.py"))
+
+
+def _pcie_live(run):
+    from .workloads.stress import measure_pcie_load
+
+    return measure_pcie_load(run.profile.data["pcie_load"], _gpu_env(run))
+
+
+register(Measurement(
+    name="pcie_load", fixture="pcie_load",
+    doc="Each GPU's PCIe link under host<->device copies: its generation and width read during the load (a link "
+        "that trains down shows only then) and its replay counter's rise (live), or the bundle's pcie-load.json.",
+    promised=_section("pcie_load", "PCIe link under load"),
+    live=_pcie_live, replay=_json_replay("pcie-load.json", "PCIe under load"),
+    nothing_recorded="the bundle holds no PCIe-under-load measurement (pcie-load.json)", record_file="pcie-load.json",
+    check="checks/pcie_load.py", suite="suites/test_diagnostics.py"))

@@ -124,3 +124,23 @@ def health_timeline_png(points: list[dict], title: str = "GPU health during the 
 def _or_nan(value: float | None) -> float:
     """A read NVML could not take (None) is a gap in the line, not a crash in the report."""
     return float("nan") if value is None else float(value)
+
+
+def power_hold_png(row: dict) -> bytes | None:
+    """One GPU's power (W), SM clock (MHz) and temperature (C) through the power hold, its power limit drawn; None
+    without matplotlib or samples."""
+    samples = [s for s in row.get("samples") or [] if isinstance(s.get("t_s"), (int, float))]
+    drawing = _axes(3.2) if samples else None
+    if drawing is None:
+        return None
+    fig, ax = drawing
+    times = [s["t_s"] for s in samples]
+    for key, label in (("power_w", "power (W)"), ("sm_clock_mhz", "SM clock (MHz)"),
+                       ("temperature_c", "temperature (C)")):
+        values = [s.get(key) for s in samples]
+        if any(isinstance(v, (int, float)) for v in values):
+            ax.plot(times, [v if isinstance(v, (int, float)) else float("nan") for v in values], label=label)
+    if isinstance(row.get("power_limit_w"), (int, float)):
+        ax.axhline(row["power_limit_w"], linestyle="--", color="grey",
+                   label=f"power limit {row['power_limit_w']:.0f} W")
+    return _png(fig, ax, f"GPU{row.get('index')} held at its power limit", "seconds", "W / MHz / C")

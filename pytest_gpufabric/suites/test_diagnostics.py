@@ -34,12 +34,41 @@ def test_hbm_bandwidth(gpu_profile, gpu_index, hbm_bandwidth, gpufabric_run, gpu
     row = _row(hbm_bandwidth, gpu_index, "HBM bandwidth measurement")
     section = gpu_profile.data["memory_bandwidth"]
     floor = {k: section[k] for k in ("min", "min_fraction_of_peak") if k in section}
-    source = f"bundle {gpufabric_run.replay}" if gpufabric_run.replay else "this machine"
-    gpufabric_check(check_hbm_bandwidth(row, floor, _model_fraction(row.get("name")), source))
+    gpufabric_check(check_hbm_bandwidth(row, floor, _model_fraction(row.get("name")), _source(gpufabric_run)))
 
 
 @promise("memory-pattern", "memory pattern test", lambda profile, _: "memory_pattern" in profile.data)
 def test_memory_pattern(gpu_profile, gpu_index, memory_pattern, gpufabric_run, gpufabric_check):
     row = _row(memory_pattern, gpu_index, "memory pattern test")
-    source = f"bundle {gpufabric_run.replay}" if gpufabric_run.replay else "this machine"
-    gpufabric_check(check_mem_pattern(row, gpu_profile.data["memory_pattern"].get("min_coverage"), source))
+    gpufabric_check(check_mem_pattern(row, gpu_profile.data["memory_pattern"].get("min_coverage"),
+                                      _source(gpufabric_run)))
+
+
+@promise("power-hold", "sustained power and thermal behaviour", lambda profile, _: "power" in profile.data)
+def test_power_hold(gpu_profile, gpu_index, power_hold, gpufabric_run, gpufabric_check, gpufabric_extra):
+    from pytest_gpufabric.checks.power import check_power_hold
+
+    row = _row(power_hold, gpu_index, "power hold")
+    _attach_power_plot(row, gpufabric_extra)
+    gpufabric_check(check_power_hold(row, gpu_profile.data["power"], _source(gpufabric_run)))
+
+
+@promise("pcie-under-load", "PCIe link under load", lambda profile, _: "pcie_load" in profile.data)
+def test_pcie_under_load(gpu_profile, gpu_index, pcie_load, gpufabric_run, gpufabric_check):
+    from pytest_gpufabric.checks.pcie_load import check_pcie_under_load
+
+    row = _row(pcie_load, gpu_index, "PCIe-under-load measurement")
+    gpufabric_check(check_pcie_under_load(row, gpu_profile.data["pcie_load"], _source(gpufabric_run)))
+
+
+def _source(run) -> str:
+    return f"bundle {run.replay}" if run.replay else "this machine"
+
+
+def _attach_power_plot(row: dict, gpufabric_extra) -> None:
+    """Power, SM clock and temperature through the hold, for the report (report/plots.py)."""
+    from pytest_gpufabric.report.plots import power_hold_png
+
+    png = power_hold_png(row)
+    if png is not None:
+        gpufabric_extra(png=png, name=f"GPU{row.get('index')} at its power limit")
