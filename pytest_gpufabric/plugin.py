@@ -6,16 +6,15 @@ no NVML, no torch, no file I/O at start-up.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
 
-from . import __version__
 from .errors import GpuFabricError
 from .markers import MARKERS, decide, marker_arguments
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
 from .promise import judge_promise, not_checked
+from .run_options import burn_in_options, load_evidence, option, read_waivers, watch_health
 
 SESSION_KEY = pytest.StashKey["FabricSession"]()
 IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
@@ -60,15 +59,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=evidence_help)
 
 
-def _option(config: pytest.Config, name: str) -> str | None:
-    return config.getoption(name) or config.getini(name) or None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.addinivalue_line("markers", PROMISE_MARKER_HELP)
-    profile_spec, replay = _option(config, "gpu_profile"), _option(config, "gpu_replay")
+    profile_spec, replay = option(config, "gpu_profile"), option(config, "gpu_replay")
     if not profile_spec and not replay:
         return
     from .session import FabricSession
@@ -88,138 +85,41 @@ def pytest_configure(config: pytest.Config) -> None:
     from .fleet.launch import expand_report_dir, fleet_id
     from .report.results import check_writable_dir
 
-    given_fleet_id = _option(config, "gpu_fleet_id")
+    given_fleet_id = option(config, "gpu_fleet_id")
     try:
-        report_dir = Path(expand_report_dir(_option(config, "gpu_report_dir") or "", dict(os.environ),
+        report_dir = Path(expand_report_dir(option(config, "gpu_report_dir") or "", dict(os.environ),
                                             given_fleet_id) or config.invocation_params.dir / "reports")
         check_writable_dir(report_dir)  # now, not after the first test has run
     except (GpuFabricError, ValueError) as exc:
         raise pytest.UsageError(f"--gpu-report-dir: {exc}") from None
     fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir,
                                    fleet_id=fleet_id(given_fleet_id, dict(os.environ)),
-                                   waivers=_waivers(config, profile))
+                                   waivers=read_waivers(config, profile))
     if replay:
         # A bundle is the user's input: read it now, so a bad one is a usage error before anything runs.
         fabric_session.discover()
         if fabric_session.discovery_error is not None:
             raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
     config.stash[SESSION_KEY] = fabric_session
-    _evidence(config, fabric_session)
-    _burn_in_options(config, fabric_session)
+    load_evidence(config, fabric_session)
+    burn_in_options(config, fabric_session)
     from .report.recorder import RunRecorder
 
     # records outcomes and checks from the reports, so it also sees the runs of pytest-xdist workers
     config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
     if profile is not None:
         _collect_shipped_suites(config)
-        _watch_health(config, fabric_session)
+        watch_health(config, fabric_session)
     if config.pluginmanager.hasplugin("html"):
         from .report.html import HtmlSections
 
         config.pluginmanager.register(HtmlSections(config.stash[SESSION_KEY]), "gpufabric-html")
 
 
-def _waivers(config: pytest.Config, profile) -> list:
-    """The profile's ``waive:`` list and the run's --gpu-waive ID=REASON (the ini's lines when none is given)."""
-    from .verdict import parse_waiver
-
-    given = config.getoption("gpu_waive") or config.getini("gpu_waive") or []
-    try:
-        waivers = [parse_waiver(text) for text in given]
-    except ValueError as exc:
-        raise pytest.UsageError(f"--gpu-waive {exc}") from None
-    return (profile.waivers if profile is not None else []) + waivers
-
-
-def _evidence(config: pytest.Config, fabric_session) -> None:
-    """--gpu-evidence files and the bundle's, read now (a file that is neither tool's output is a usage error);
-    the given ones are copied into the report folder, so that it replays as a bundle with them."""
-    import shutil
-
-    from .evidence import BUNDLE_PATTERNS, bundle_evidence_files, read_evidence
-
-    given = [Path(p) for p in config.getoption("gpu_evidence") or []]
-    files = (bundle_evidence_files(fabric_session.bundle_dir) if fabric_session.bundle_dir else []) + given
-    try:
-        fabric_session.evidence = read_evidence(files)
-    except GpuFabricError as exc:
-        raise pytest.UsageError(f"--gpu-evidence {exc}") from None
-    for path, item in zip(files[len(files) - len(given):], fabric_session.evidence[len(files) - len(given):],
-                          strict=True):
-        named = path.name if any(path.match(p) for p in BUNDLE_PATTERNS) else f"{item.kind.split('-')[0]}-{path.name}"
-        shutil.copyfile(path, fabric_session.report_dir / named)
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     fabric_session = config.stash.get(SESSION_KEY, None)
     if fabric_session is not None and fabric_session.metrics is not None:
         fabric_session.metrics.stop()
-
-
-def _burn_in_options(config: pytest.Config, fabric_session) -> None:
-    duration = _option(config, "gpu_burn_in")
-    memory_fault = _option(config, "gpu_plant_memory_fault")
-    if memory_fault is not None:
-        fabric_session.plant_memory_fault = _plant_target(memory_fault, "--gpu-plant-memory-fault",
-                                                          fabric_session.profile)
-    fault = _option(config, "gpu_burn_in_plant_fault")
-    if fault is not None and not duration:
-        raise pytest.UsageError("--gpu-burn-in-plant-fault: plants a fault in a burn-in; give --gpu-burn-in DURATION")
-    if not duration:
-        return
-    from .workloads.burn_in import parse_duration
-
-    try:
-        parse_duration(duration)
-    except ValueError as exc:
-        raise pytest.UsageError(f"--gpu-burn-in: {exc}") from None
-    if fault is not None:
-        fabric_session.plant_fault = _plant_target(fault, "--gpu-burn-in-plant-fault", fabric_session.profile)
-    fabric_session.burn_in_duration = duration
-
-    def progress(burn_in, record) -> None:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            return
-        from .workloads.burn_in import progress_line
-
-        # the burn-in runs inside a test, whose output pytest captures: the line must reach the terminal now
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            reporter.ensure_newline()
-            reporter.write_line(progress_line(burn_in, record))
-
-    fabric_session.progress = progress
-
-
-def _plant_target(text: str, flag: str, profile) -> int:
-    gpu_count = profile.gpu_count if profile else None
-    if not text.isdigit() or (gpu_count is not None and int(text) >= gpu_count):
-        promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
-        raise pytest.UsageError(f"{flag} {text}: not a GPU of the profile (give {promised})")
-    return int(text)
-
-
-def _watch_health(config: pytest.Config, fabric_session) -> None:
-    """Live runs only: the watchdog around every test, and the metrics server when asked for."""
-    port = _option(config, "gpu_metrics_port")
-    metrics = None
-    if port:
-        from .report.metrics import MetricsExporter
-
-        try:
-            metrics = MetricsExporter()
-            metrics.start(int(port))
-        except (ImportError, OSError, ValueError) as exc:
-            raise pytest.UsageError(f"--gpu-metrics-port {port}: {exc}") from None
-        metrics.set_info(fabric_session.profile.name, fabric_session.profile.sha256, __version__)
-        fabric_session.metrics = metrics
-    section = fabric_session.profile.data.get("health", {})
-    if fabric_session.replay or not section.get("enabled", True):
-        return
-    from .watchdog import HealthWatch
-
-    config.pluginmanager.register(HealthWatch(fabric_session, section, metrics), "gpufabric-health")
 
 
 def _collect_shipped_suites(config: pytest.Config) -> None:
