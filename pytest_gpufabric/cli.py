@@ -135,8 +135,28 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
     fabric = _fabric(args.replay)
     output = Path(args.output)
     name = args.name or output.stem
+    if not fabric.gpus:
+        raise GpuFabricError(f"{fabric.source} records no GPU (nvidia-smi-topo-m.txt, nvidia-smi-q.xml or "
+                             "nvml.json): there is nothing to write a profile from")
     validate_document(build_profile_document(fabric, name), output)  # nothing is written for a bad name
-    output.write_text(profile_yaml_from_fabric(fabric, name), encoding="utf-8")
+    measured = None
+    if args.measure:
+        from .fabric.bundle import bundle_directory
+        from .profile.measure import measure_machine
+
+        margin = 0.9 if args.margin is None else args.margin
+        if not 0 < margin <= 1:
+            raise GpuFabricError(f"--margin {margin:g}: give a fraction in (0, 1], e.g. 0.9")
+        if args.repeats < 1:
+            raise GpuFabricError(f"--repeats {args.repeats}: give 1 or more")
+        measured = measure_machine(fabric, name, repeats=args.repeats, margin=margin,
+                                   bundle=bundle_directory(args.replay) if args.replay else None,
+                                   say=lambda line: print(f"gpufabric: {line}", file=sys.stderr, flush=True))
+    text = profile_yaml_from_fabric(fabric, name, measured)
+    import yaml
+
+    validate_document(yaml.safe_load(text), output)
+    output.write_text(text, encoding="utf-8")
     profile = load_profile(str(output))
     print(f"wrote {output} (profile {profile.name}, sha256 {profile.sha256})")
     return EXIT_OK
@@ -153,8 +173,9 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
         raise GpuFabricError("--from-fleet and --replay: a profile comes from one of them")
     output = Path(args.output)
     try:
+        margin = 0.95 if args.margin is None else args.margin
         text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), args.name or output.stem,
-                                                             args.percentile, args.margin)
+                                                             args.percentile, margin)
     except ValueError as exc:
         raise GpuFabricError(str(exc)) from None
     validate_document(yaml.safe_load(text), output, partial=True)  # nothing is written for a bad document
@@ -431,10 +452,17 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--name", help="profile name (default: the output file's stem)")
     init.add_argument("--from-fleet", metavar="DIR", help="floors from a fleet's results (the folder `gpufabric "
                       "fleet report` read): the profile extends the one the nodes ran")
+    init.add_argument("--measure", action="store_true", help="also run every measurement this machine supports "
+                      "(copies, collectives, HBM bandwidth, the GEMM rate, the power hold, the PCIe link under load, "
+                      "memory behaviour; with --replay: the bundle's recordings) and write floors at --margin below "
+                      "what it measured, each with its figures, spread and date beside it")
+    init.add_argument("--repeats", type=int, default=3, help="with --measure: runs of each quick measurement, to "
+                      "see its spread (default %(default)s)")
     init.add_argument("--percentile", type=float, default=5.0,
                       help="with --from-fleet: floors at this percentile of the accepted nodes (default %(default)s)")
-    init.add_argument("--margin", type=float, default=0.95,
-                      help="with --from-fleet: floors times this margin (default %(default)s)")
+    init.add_argument("--margin", type=float, default=None,
+                      help="floors times this fraction of what was measured: with --from-fleet (default 0.95) or "
+                           "--measure (default 0.9)")
     init.set_defaults(func=cmd_profile_init)
     validate = profile_sub.add_parser("validate", help="check profile files against the schema")
     validate.add_argument("files", nargs="+", metavar="FILE")

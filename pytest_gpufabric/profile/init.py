@@ -163,16 +163,43 @@ def _yaml_value(value: object) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
 
 
-def profile_yaml_from_fabric(fabric: Fabric, name: str) -> str:
-    """The profile as YAML, matrix rows one per line as `nvidia-smi topo -m` lays them out."""
+def reference_lines(fabric: Fabric) -> list[str]:
+    """Comment lines naming the published reference of the machine's GPU model (gpufabric reference MODEL), so
+    that whoever edits the profile sees what was sold next to what was measured."""
+    from ..reference import find_reference
+
+    model = _common([g.name for g in fabric.gpus])
+    reference = find_reference(str(model)) if model else None
+    if reference is None:
+        return [f"# No published reference for {model or 'these GPUs'} in the catalogue (`gpufabric reference` "
+                "lists it)."]
+    figures = [f"{reference.memory_gb_sold:g} GB sold" if reference.memory_gb_sold else None,
+               f"NVML reports {reference.memory_bytes_nvml / 2**20:.0f} MiB" if reference.memory_bytes_nvml else None,
+               f"{reference.memory_type or 'memory'} {reference.memory_bandwidth_gbps:g} GB/s"
+               if reference.memory_bandwidth_gbps else None,
+               f"PCIe gen {reference.pcie_generation} x{reference.pcie_width}" if reference.pcie_generation else None,
+               f"NVLink {reference.nvlink_gbps_per_direction:g} GB/s per direction"
+               if reference.nvlink_gbps_per_direction else None,
+               f"{reference.power_limit_w:g} W" if reference.power_limit_w else None]
+    urls = sorted({source["url"] for source in reference.sources if str(source["url"]).startswith("http")})
+    return [f"# Published reference {reference.model} ({reference.name}): "
+            f"{', '.join(f for f in figures if f)}",
+            f"#   (`gpufabric reference {reference.model}`; sources: {', '.join(urls) or 'this repository'})."]
+
+
+def profile_yaml_from_fabric(fabric: Fabric, name: str, measured=None) -> str:
+    """The profile as YAML, matrix rows one per line as `nvidia-smi topo -m` lays them out; with ``measured``
+    (profile/measure.py) the measured sections follow, each under the comment lines saying where it came from."""
     import yaml
 
     doc = build_profile_document(fabric, name)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     header = [
-        f"# {name}: written by `gpufabric profile init` on {stamp} from {fabric.source}",
+        f"# {name}: written by `gpufabric profile init{' --measure' if measured else ''}` on {stamp} from "
+        f"{fabric.source}",
         f"# (driver {fabric.driver_version or 'not recorded'}, CUDA {fabric.cuda_driver_version or 'not recorded'}).",
         "# Only what that machine recorded is promised; edit the description and the numbers to what was sold.",
+        *reference_lines(fabric),
     ]
     topology = doc.pop("topology", None)
     nvlink = doc.pop("nvlink", None)
@@ -192,4 +219,19 @@ def profile_yaml_from_fabric(fabric: Fabric, name: str) -> str:
         body += ("# platform: the host settings as recorded (driver and NIC firmware as floors, the VBIOS exactly)"
                  + "".join(f"\n#   not promised, {note}" for note in notes) + "\n")
         body += yaml.safe_dump({"platform": platform}, sort_keys=False, width=1000)
+    if measured is not None:
+        body += _measured_yaml(measured)
     return "\n".join(header) + "\n" + body
+
+
+def _measured_yaml(measured) -> str:
+    """Each measured section under its notes (as comments), then what was not measured and why."""
+    import yaml
+
+    text = ""
+    for key, section in measured.sections.items():
+        text += "".join(f"# {line}\n" for line in measured.notes.get(key, []))
+        text += yaml.safe_dump({key: section}, sort_keys=False, width=1000, default_flow_style=None)
+    if measured.not_measured:
+        text += "# Not measured, so not promised:\n" + "".join(f"#   {line}\n" for line in measured.not_measured)
+    return text

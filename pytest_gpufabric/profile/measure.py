@@ -1,0 +1,307 @@
+"""`gpufabric profile init --measure`: floors from what this machine measures, with the spread beside them.
+
+On a golden machine every measurement it supports runs (copies, collectives where there are two GPUs or more, HBM
+bandwidth, the GEMM rate of the burn-in, the power hold, the PCIe link under load, memory behaviour), the cheap ones
+``repeats`` times to see their spread, and each floor is set at ``margin`` times the lowest value measured (each
+ceiling at the highest over ``margin``). Every floor carries, as a YAML comment beside it, the values it came from,
+their spread, the date and the margin, so whoever reads the profile later knows what normal was. With ``--replay``
+the recordings of a bundle stand for one repeat each.
+
+What cannot be measured alone (ib_write_bw needs a peer) is said in the comments, not promised.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..units import GIB, MIB, format_bytes
+
+#: the memory suite's workload as the shipped profiles run it (GoogLeNet at 3x1200x1200 under a 16 GiB budget:
+#: a batch of 16 does not fit, offloading makes it fit); its slowdown floors come from this machine
+MEMORY_TEMPLATE = {"budget": "16 GiB", "model": "auto", "mode": "train", "input": [16, 3, 1200, 1200],
+                   "fit_batch": 1, "probe_batches": [2, 4, 8], "expect": "oom", "estimate_tolerance": 0.10,
+                   "lms": [{"threshold": "8 MiB", "usage_fraction": 0.0},
+                           {"threshold": "64 MiB", "usage_fraction": 0.5}]}
+COLLECTIVE_SIZES = (MIB, 256 * MIB, GIB)
+#: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
+PATTERN_SECTION = {"seconds": 5}
+#: a latency-bound time (all_reduce at 1 MiB) moves more from run to run than a bandwidth does: its ceiling is the
+#: highest time measured times this, whatever the margin
+LATENCY_ALLOWANCE = 1.5
+
+
+@dataclass
+class Measured:
+    """The measured profile sections and, per section, the comment lines saying where each number came from."""
+
+    sections: dict = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    not_measured: list[str] = field(default_factory=list)
+
+    def note(self, section: str, text: str) -> None:
+        self.notes.setdefault(section, []).append(text)
+
+
+def _spread(values: list[float]) -> str:
+    median = statistics.median(values)
+    return f"spread {(max(values) - min(values)) / median:.1%}" if median else "spread ?"
+
+
+def _figures(values: list[float], unit: str, digits: int = 1) -> str:
+    return ", ".join(f"{v:.{digits}f}" for v in values) + f" {unit} ({_spread(values)})"
+
+
+class _Runs:
+    """The workloads, live: each returns one result dict (as the registry's entries would record it)."""
+
+    def __init__(self, fabric, name: str):
+        from ..workloads.environment import gpu_environment, promised_boards
+
+        self.fabric = fabric
+        self.boards = promised_boards(fabric, len(fabric.gpus), name)
+        self.env = gpu_environment(self.boards)
+
+    def copy(self) -> dict:
+        from ..workloads.bandwidth import run_copy
+
+        cpus = {g.index: g.cpu_affinity for g in self.fabric.gpus if isinstance(g.cpu_affinity, str)}
+        affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(self.boards) if b["index"] in cpus}
+        return run_copy(GIB, iters=10, warmup=3, cpu_affinity=affinity, env=self.env)
+
+    def collectives(self) -> dict:
+        from ..workloads.bandwidth import run_collectives
+
+        return run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20, env=self.env)
+
+    def hbm(self) -> dict:
+        from ..workloads.diagnostics import measure_hbm
+
+        return measure_hbm({"size": "4 GiB", "iters": 10}, self.env)
+
+    def power(self) -> dict:
+        from ..workloads.stress import measure_power_hold
+
+        return measure_power_hold({"seconds": 10}, self.env)
+
+    def pcie(self) -> dict:
+        from ..workloads.stress import measure_pcie_load
+
+        return measure_pcie_load({"seconds": 2}, self.env)
+
+    def gemm(self) -> dict:
+        from ..workloads.burn_in import gemm_command
+        from ..workloads.runner import run_workload
+
+        return run_workload(gemm_command(10, {}, None, len(self.boards)), timeout_s=300, env=self.env)
+
+    def memory(self) -> dict:
+        from ..workloads.memory import measure_memory
+
+        return measure_memory(_memory_section(self.fabric), self.env)
+
+    def pattern(self) -> dict:
+        from ..workloads.diagnostics import measure_mem_pattern
+
+        return measure_mem_pattern(dict(PATTERN_SECTION), self.env)
+
+
+def _memory_section(fabric) -> dict:
+    """The template, its budget halved on a GPU of less than 32 GiB (the oversized batch must still not fit)."""
+    smallest = min((g.memory_bytes for g in fabric.gpus if isinstance(g.memory_bytes, int)), default=None)
+    section = {k: v for k, v in MEMORY_TEMPLATE.items() if k != "lms"}
+    section["lms"] = [dict(spec) for spec in MEMORY_TEMPLATE["lms"]]
+    if smallest is not None and smallest < 32 * GIB:
+        section["budget"] = format_bytes(smallest // 2)
+    return section
+
+
+def _recorded(directory: Path) -> dict[str, Callable[[], dict | None]]:
+    """A bundle's recordings, in the shapes the live workloads return (one repeat each)."""
+    from ..fabric.bundle import load_bandwidth_recording, load_json_recording
+    from ..workloads.burn_in import LOG_FILE, read_log
+
+    def bandwidth(part: str):
+        def read():
+            recording = load_bandwidth_recording(directory)
+            return getattr(recording, part) if recording is not None else None
+        return read
+
+    def gemm():
+        chunks = [r for r in read_log(directory / LOG_FILE) if r.get("type") == "gemm"]
+        return chunks[-1]["result"] if chunks else None
+
+    return {"copy": bandwidth("copy"), "collectives": bandwidth("collectives"),
+            "hbm": lambda: load_json_recording(directory, "hbm.json", what="HBM bandwidth"),
+            "power": lambda: load_json_recording(directory, "power-hold.json", what="power hold"),
+            "pcie": lambda: load_json_recording(directory, "pcie-load.json", what="PCIe under load"),
+            "gemm": gemm, "memory": lambda: load_json_recording(directory, "memory.json", what="memory"),
+            "pattern": lambda: load_json_recording(directory, "memory-pattern.json", what="memory pattern")}
+
+
+def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9, bundle: Path | None = None,
+                    say: Callable[[str], None] = lambda line: None) -> Measured:
+    """Every measurement this machine (or ``bundle``) supports, turned into profile sections with their notes."""
+    measured = Measured()
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    if bundle is not None:
+        runs, repeats, where = _recorded(bundle), 1, f"recorded in {bundle.name}"
+    else:
+        live = _Runs(fabric, name)
+        runs = {key: getattr(live, key)
+                for key in ("copy", "collectives", "hbm", "power", "pcie", "gemm", "memory", "pattern")}
+        where = f"measured on {fabric.hostname or 'this machine'} on {stamp}"
+    gpus = len(fabric.gpus)
+
+    def each(key: str, times: int) -> list[dict]:
+        results = []
+        for number in range(times):
+            say(f"measuring {key} ({number + 1} of {times})")
+            result = runs[key]()
+            if result is None:
+                measured.not_measured.append(f"{key}: not recorded")
+                return []
+            results.append(result)
+        return results
+
+    _copies(measured, each("copy", repeats), gpus, margin, where)
+    if gpus >= 2:
+        _collectives(measured, each("collectives", repeats), margin, where)
+    else:
+        measured.not_measured.append("collective bandwidth: one GPU (nothing to reduce between)")
+    _hbm(measured, each("hbm", repeats), margin, where)
+    _power(measured, each("power", 1), margin, where)
+    _pcie(measured, each("pcie", 1), where)
+    _gemm(measured, each("gemm", 1), margin, where)
+    _memory(measured, each("memory", 1), fabric, margin, where)
+    _pattern(measured, each("pattern", 1), where)
+    measured.not_measured.append("ib_write_bw: needs a peer machine (rdma.ib_write_bw.peer), not measured alone")
+    return measured
+
+
+def _copies(measured: Measured, results: list[dict], gpus: int, margin: float, where: str) -> None:
+    if not results:
+        return
+    copy: dict = {"size": "1 GiB"}
+    for kind in ("host_to_device", "device_to_host"):
+        lows = [min(row[kind]["gbps"] for row in result["host_device"]) for result in results]
+        copy[kind] = {"min": f"{margin * min(lows):.1f} GB/s"}
+        measured.note("bandwidth", f"copy {kind}, slowest GPU of each run, {where}: {_figures(lows, 'GB/s')}; floor "
+                                   f"{margin:g} x the lowest")
+    if gpus >= 2 and all(result.get("gpu_to_gpu") for result in results):
+        lows = [min(row["gbps"] for row in result["gpu_to_gpu"]) for result in results]
+        copy["gpu_to_gpu"] = {"min": f"{margin * min(lows):.1f} GB/s"}
+        measured.note("bandwidth", f"copy gpu_to_gpu, slowest pair of each run, {where}: {_figures(lows, 'GB/s')}")
+    measured.sections.setdefault("bandwidth", {})["copy"] = copy
+
+
+def _collectives(measured: Measured, results: list[dict], margin: float, where: str) -> None:
+    if not results:
+        return
+    floors = []
+    for size in COLLECTIVE_SIZES:
+        rows = [next((r for r in result["ops"]["all_reduce"] if r["size"] <= size and size - r["size"] < 4096), None)
+                for result in results]
+        if any(r is None for r in rows):
+            continue
+        label = format_bytes(size).replace(".00 ", " ")
+        if size <= MIB:  # latency-bound: a ceiling on the time
+            times = [r["time_us"] for r in rows]
+            floors.append({"size": label, "max_time": f"{max(times) * LATENCY_ALLOWANCE:.0f} us"})
+            measured.note("bandwidth", f"all_reduce {label} time, {where}: {_figures(times, 'us')}; ceiling "
+                                       f"{LATENCY_ALLOWANCE:g} x the highest (latency moves more than bandwidth)")
+        else:
+            busbw = [r["busbw"] for r in rows]
+            floors.append({"size": label, "min_busbw": f"{margin * min(busbw):.1f} GB/s"})
+            measured.note("bandwidth", f"all_reduce {label} busbw, {where}: {_figures(busbw, 'GB/s')}")
+    if floors:
+        measured.sections.setdefault("bandwidth", {})["collectives"] = {"all_reduce": floors}
+
+
+def _hbm(measured: Measured, results: list[dict], margin: float, where: str) -> None:
+    if not results:
+        return
+    lows = [min(g["best_gbps"] for g in result["gpus"]) for result in results]
+    peaks = {g.get("peak_gbps") for result in results for g in result["gpus"]}
+    section = {"min": f"{margin * min(lows):.0f} GB/s", "size": "4 GiB", "iters": 10}
+    measured.sections["memory_bandwidth"] = section
+    peak = f"; NVML's peak {peaks.pop():.0f} GB/s" if len(peaks) == 1 and None not in peaks else ""
+    measured.note("memory_bandwidth", f"memory_bandwidth, best of copy/read/write, slowest GPU of each run, {where}: "
+                                      f"{_figures(lows, 'GB/s', 0)}{peak}; floor {margin:g} x the lowest")
+
+
+def _power(measured: Measured, results: list[dict], margin: float, where: str) -> None:
+    if not results:
+        return
+    clocks = [g["summary"]["sm_clock_mhz_median_at_limit"] for g in results[0]["gpus"]]
+    section: dict = {"seconds": 10}
+    if clocks and all(isinstance(c, (int, float)) for c in clocks):
+        section["min_sm_clock_mhz"] = int(margin * min(clocks))
+        measured.note("power", f"power: median SM clock at the power limit per GPU, {where}: "
+                               f"{', '.join(f'{c:.0f}' for c in clocks)} MHz; floor {margin:g} x the lowest")
+    else:
+        measured.note("power", f"power: the GPUs did not reach their power limit in the hold ({where}): no clock floor")
+    measured.sections["power"] = section
+
+
+def _pcie(measured: Measured, results: list[dict], where: str) -> None:
+    if not results:
+        return
+    links = [g["link"]["under_load"] for g in results[0]["gpus"]]
+    gens = [link.get("gen_min") for link in links]
+    widths = [link.get("width_min") for link in links]
+    section: dict = {"seconds": 3, "max_replay_rise": 0}
+    if all(isinstance(v, int) for v in gens + widths):
+        section.update(gen=min(gens), width=min(widths))
+    measured.sections["pcie_load"] = section
+    measured.note("pcie_load", f"pcie_load: the link under host<->device copies, {where}: "
+                               + ", ".join(f"gen {g} x{w}" for g, w in zip(gens, widths, strict=True)))
+
+
+def _gemm(measured: Measured, results: list[dict], margin: float, where: str) -> None:
+    if not results:
+        return
+    rates = [g["tflops"] for g in results[0]["gpus"]]
+    measured.sections["burn_in"] = {"chunk_s": 60, "min_tflops": round(margin * min(rates))}
+    measured.note("burn_in", f"burn_in: bf16 8192^3 GEMM per GPU, {where}: {', '.join(f'{r:.0f}' for r in rates)} "
+                             f"TFLOP/s; floor {margin:g} x the lowest")
+
+
+def _memory(measured: Measured, results: list[dict], fabric, margin: float, where: str) -> None:
+    if not results:
+        return
+    result = results[0]
+    section = _memory_section(fabric)
+    section["budget"] = format_bytes(result["budget_bytes"]).replace(".00 ", " ")
+    for spec, run in zip(section["lms"], result.get("lms", []), strict=False):
+        ratio = run.get("ratio_vs_baseline")
+        if run.get("outcome") == "completed" and isinstance(ratio, (int, float)):
+            spec["max_slowdown"] = round(ratio / margin, 2)
+            measured.note("memory", f"memory: offloading tensors >= {spec['threshold']} past "
+                                    f"{spec['usage_fraction']:.0%} of the budget, {where}: {ratio:.2f}x the batch-1 "
+                                    f"time per image; ceiling / {margin:g}")
+    section["lms"] = [spec for spec in section["lms"] if "max_slowdown" in spec]
+    if not section["lms"]:
+        del section["lms"]
+    measured.sections["memory"] = section
+
+
+def _pattern(measured: Measured, results: list[dict], where: str) -> None:
+    """Promised only where the golden machine passed it: a pattern test it fails is a faulty golden machine."""
+    if not results:
+        return
+    rows = results[0].get("gpus", [])
+    bad = [f"GPU{g.get('index')}: " + (g.get("error") or f"{g.get('mismatches')} mismatch(es)")
+           for g in rows if g.get("error") or g.get("mismatches")]
+    if bad or not rows:
+        measured.not_measured.append(f"memory_pattern: the test did not pass here ({'; '.join(bad) or 'no GPU row'}):"
+                                     " not a golden machine for it")
+        return
+    coverage = ", ".join(f"GPU{g['index']} {g['tested_bytes'] / 2**30:.1f} GiB ({g['coverage']:.1%} of total)"
+                         for g in rows)
+    measured.sections["memory_pattern"] = dict(PATTERN_SECTION)
+    measured.note("memory_pattern", f"memory_pattern, {where}: no mismatch over {coverage} in "
+                                    f"{max(g['seconds'] for g in rows):.0f} s; any mismatch fails (no floor)")
