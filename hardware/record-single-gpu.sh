@@ -15,9 +15,9 @@ source "$(dirname "$0")/common.sh"
 {
   step nvidia-smi -L
   step python3 -m pytest_gpufabric snapshot bundle
-  started=$(date +%s.%N)
+  started=$SECONDS
   step python3 -m pytest_gpufabric profile init --measure -o measured.yaml
-  echo "### profile init --measure took $(echo "$(date +%s.%N) - $started" | bc) s"
+  echo "### profile init --measure took $((SECONDS - started)) s"
   cat measured.yaml
   step python3 "$repo/benchmarks/acceptance_time.py" --profile measured.yaml --burn-in 60s --out timing
   for f in timing/acceptance/*.json; do
