@@ -147,6 +147,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     fabric_session = session.config.stash[SESSION_KEY]
     fabric_session.discover()
+    fabric_session.prestart_workloads()
     from .report.html import add_environment
 
     add_environment(session.config, fabric_session)

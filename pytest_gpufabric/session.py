@@ -116,10 +116,27 @@ class FabricSession:
         entry = REGISTRY[name]
         if self.replay:
             return entry.replay(self.bundle_dir, self)
+        from .workloads.runner import SPARES
+
+        SPARES.enable()  # the next workload script's interpreter starts while this one runs (runner.py)
         result = entry.live(self)
         if entry.record_file:
             write_json(entry.to_json(result) if entry.to_json else result, self.report_dir / entry.record_file)
         return result
+
+    def prestart_workloads(self) -> None:
+        """A live run of a profile: the first workload's interpreter starts now, while the checks that need no
+        workload run (runner.SpareInterpreters)."""
+        if self.replay or self.profile is None or self.fabric is None:
+            return
+        from .workloads.environment import gpu_environment
+        from .workloads.runner import SPARES
+
+        try:
+            env = gpu_environment(self.boards())
+        except GpuFabricError:
+            return  # the tests that need the boards say why
+        SPARES.prestart(env)
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES

@@ -219,3 +219,76 @@ def test_real_ddp_training_on_cpu_with_gloo(monkeypatch):
     assert entered - began >= 0.5
     # the measured steps ran inside the window
     assert left - entered >= sum(result["step_time_s"]["all"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# spare interpreters (runner.SPARES): torch imported ahead of the next workload script
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _script(tmp_path: Path, name: str, body: str) -> list[str]:
+    path = tmp_path / name
+    path.write_text(body)
+    return [sys.executable, str(path)]
+
+
+#: a workload script: says which process ran it, whether torch was already imported when it began, its argv
+_REPORTS_ITSELF = """
+import json, os, sys
+torch_before = "torch" in sys.modules
+result = sys.argv[sys.argv.index("--result") + 1]
+print("stdout of", os.getpid())
+print("stderr of", os.getpid(), file=sys.stderr)
+json.dump({"pid": os.getpid(), "torch_already_imported": torch_before, "name": __name__,
+           "path0": sys.path[0], "argv": sys.argv[1:], "env": os.environ.get("SPARE_TEST")}, open(result, "w"))
+"""
+
+
+@pytest.fixture
+def spares(monkeypatch):
+    from pytest_gpufabric.workloads import runner
+
+    pool = runner.SpareInterpreters()
+    pool.enabled = True  # not enable(): no atexit hook from a test; closed below
+    monkeypatch.setattr(runner, "SPARES", pool)
+    yield pool
+    pool.close()
+
+
+def test_a_spare_runs_the_next_script_with_torch_already_imported(tmp_path, spares):
+    cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
+    env = {**os.environ, "SPARE_TEST": "1"}
+    first = run_workload([*cmd, "--flag", "a b"], timeout_s=120, env=env)
+    second = run_workload([*cmd, "--flag", "c"], timeout_s=120, env=env)
+    assert spares.served == 1  # the first started cold and left a spare; the second ran in it
+    assert first["torch_already_imported"] is False and second["torch_already_imported"] is True
+    assert second["pid"] != first["pid"]  # a fresh process for every workload all the same
+    for result, flag in ((first, "a b"), (second, "c")):
+        assert result["name"] == "__main__" and result["path0"] == str(tmp_path)
+        assert result["argv"][:2] == ["--flag", flag] and result["env"] == "1"
+        assert f"stdout of {result['pid']}" in result["stdout_tail"]
+
+
+def test_a_script_failing_in_a_spare_fails_as_it_would_cold(tmp_path, spares):
+    ok = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
+    failing = _script(tmp_path, "fails.py", "import sys\nprint('about to fail', file=sys.stderr)\nsys.exit(3)\n")
+    run_workload(ok, timeout_s=120)
+    with pytest.raises(WorkloadError) as raised:
+        run_workload(failing, timeout_s=120)
+    assert spares.served == 1
+    assert raised.value.returncode == 3 and "about to fail" in str(raised.value)
+
+
+def test_a_spare_of_another_environment_is_not_used(tmp_path, spares):
+    cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
+    run_workload(cmd, timeout_s=120, env={**os.environ, "SPARE_TEST": "1"})
+    other = run_workload(cmd, timeout_s=120, env={**os.environ, "SPARE_TEST": "2"})
+    assert spares.served == 0 and other["env"] == "2" and other["torch_already_imported"] is False
+
+
+def test_spares_are_off_unless_enabled(tmp_path):
+    from pytest_gpufabric.workloads import runner
+
+    assert runner.SPARES.enabled is False  # tests and library callers start cold
+    result = run_workload(_script(tmp_path, "reports.py", _REPORTS_ITSELF), timeout_s=120)
+    assert result["torch_already_imported"] is False

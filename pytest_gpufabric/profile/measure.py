@@ -20,17 +20,25 @@ from pathlib import Path
 
 from ..units import GIB, MIB, format_bytes
 
-#: the memory suite's workload as the shipped profiles run it (GoogLeNet at 3x1200x1200 under a 16 GiB budget:
-#: a batch of 16 does not fit, offloading makes it fit); its slowdown floors come from this machine
-MEMORY_TEMPLATE = {"budget": "16 GiB", "model": "auto", "mode": "train", "input": [16, 3, 1200, 1200],
-                   "fit_batch": 1, "probe_batches": [2, 4, 8], "expect": "oom", "estimate_tolerance": 0.10,
+#: the memory suite's workload: GoogLeNet at 3x1200x1200, as the shipped profiles run it, at a quarter of their size
+#: (a 4 GiB budget, a batch of 4) so that it takes seconds. The batch of 4 must not fit: on nvidia-h100-x1 it
+#: peaked at 5.30 GiB (1.40 GiB at batch 1); offloading makes it fit. Offloading a batch of 16 under 16 GiB moved
+#: 31 GB into pinned host memory per step, and pinning it took 26 s of the suite's 57 s on nvidia-h100-x1. The
+#: slowdown ceilings come from this machine.
+MEMORY_TEMPLATE = {"budget": "4 GiB", "model": "auto", "mode": "train", "input": [4, 3, 1200, 1200],
+                   "fit_batch": 1, "probe_batches": [2], "expect": "oom", "estimate_tolerance": 0.10,
                    "lms": [{"threshold": "8 MiB", "usage_fraction": 0.0},
                            {"threshold": "64 MiB", "usage_fraction": 0.5}]}
 COLLECTIVE_SIZES = (MIB, 256 * MIB, GIB)
+#: the power hold and the PCIe load as the measured profile promises them: long enough to reach the power limit
+#: and hold it (an H100 is there within a second of the 3 s warm-up) and to read the link under load, short enough
+#: for a single-GPU acceptance within 45 s; the burn-in is where a GPU is held for long
+POWER_SECTION = {"seconds": 10}
+PCIE_SECTION = {"seconds": 2}
 #: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
 PATTERN_SECTION = {"seconds": 5}
-#: a latency-bound time (all_reduce at 1 MiB) moves more from run to run than a bandwidth does: its ceiling is the
-#: highest time measured times this, whatever the margin
+#: a latency-bound time (all_reduce at 1 MiB) or an offloading slowdown (bound by the host) moves more from run to
+#: run than a bandwidth does: its ceiling is the highest measured times this, whatever the margin
 LATENCY_ALLOWANCE = 1.5
 
 
@@ -60,7 +68,9 @@ class _Runs:
 
     def __init__(self, fabric, name: str):
         from ..workloads.environment import gpu_environment, promised_boards
+        from ..workloads.runner import SPARES
 
+        SPARES.enable()
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
@@ -85,12 +95,12 @@ class _Runs:
     def power(self) -> dict:
         from ..workloads.stress import measure_power_hold
 
-        return measure_power_hold({"seconds": 10}, self.env)
+        return measure_power_hold(dict(POWER_SECTION), self.env)
 
     def pcie(self) -> dict:
         from ..workloads.stress import measure_pcie_load
 
-        return measure_pcie_load({"seconds": 2}, self.env)
+        return measure_pcie_load(dict(PCIE_SECTION), self.env)
 
     def gemm(self) -> dict:
         from ..workloads.burn_in import gemm_command
@@ -110,11 +120,11 @@ class _Runs:
 
 
 def _memory_section(fabric) -> dict:
-    """The template, its budget halved on a GPU of less than 32 GiB (the oversized batch must still not fit)."""
+    """The template, its budget halved on a GPU of less than 8 GiB (the oversized batch must still not fit)."""
     smallest = min((g.memory_bytes for g in fabric.gpus if isinstance(g.memory_bytes, int)), default=None)
     section = {k: v for k, v in MEMORY_TEMPLATE.items() if k != "lms"}
     section["lms"] = [dict(spec) for spec in MEMORY_TEMPLATE["lms"]]
-    if smallest is not None and smallest < 32 * GIB:
+    if smallest is not None and smallest < 8 * GIB:
         section["budget"] = format_bytes(smallest // 2)
     return section
 
@@ -237,7 +247,7 @@ def _power(measured: Measured, results: list[dict], margin: float, where: str) -
     if not results:
         return
     clocks = [g["summary"]["sm_clock_mhz_median_at_limit"] for g in results[0]["gpus"]]
-    section: dict = {"seconds": 10}
+    section: dict = dict(POWER_SECTION)
     if clocks and all(isinstance(c, (int, float)) for c in clocks):
         section["min_sm_clock_mhz"] = int(margin * min(clocks))
         measured.note("power", f"power: median SM clock at the power limit per GPU, {where}: "
@@ -253,7 +263,7 @@ def _pcie(measured: Measured, results: list[dict], where: str) -> None:
     links = [g["link"]["under_load"] for g in results[0]["gpus"]]
     gens = [link.get("gen_min") for link in links]
     widths = [link.get("width_min") for link in links]
-    section: dict = {"seconds": 3, "max_replay_rise": 0}
+    section: dict = {**PCIE_SECTION, "max_replay_rise": 0}
     if all(isinstance(v, int) for v in gens + widths):
         section.update(gen=min(gens), width=min(widths))
     measured.sections["pcie_load"] = section
@@ -279,10 +289,11 @@ def _memory(measured: Measured, results: list[dict], fabric, margin: float, wher
     for spec, run in zip(section["lms"], result.get("lms", []), strict=False):
         ratio = run.get("ratio_vs_baseline")
         if run.get("outcome") == "completed" and isinstance(ratio, (int, float)):
-            spec["max_slowdown"] = round(ratio / margin, 2)
+            spec["max_slowdown"] = round(ratio * LATENCY_ALLOWANCE, 2)
             measured.note("memory", f"memory: offloading tensors >= {spec['threshold']} past "
                                     f"{spec['usage_fraction']:.0%} of the budget, {where}: {ratio:.2f}x the batch-1 "
-                                    f"time per image; ceiling / {margin:g}")
+                                    f"time per image; ceiling {LATENCY_ALLOWANCE:g} x that (host-bound: on "
+                                    "nvidia-h100-x1 the same step read 2.88x and 3.41x in two runs)")
     section["lms"] = [spec for spec in section["lms"] if "max_slowdown" in spec]
     if not section["lms"]:
         del section["lms"]

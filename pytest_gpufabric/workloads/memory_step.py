@@ -272,7 +272,8 @@ def main() -> int:
     board = cuda_boards(torch)[0]  # before anything is measured: the board the results belong to
     torch.cuda.set_per_process_memory_fraction(min(1.0, args.budget / total), device)
     phase("CUDA context and board")
-    model, model_name = build_model(args.model)
+    with torch.device(device):  # the weights made and initialised on the GPU, not on the CPU and copied
+        model, model_name = build_model(args.model)
     model = model.to(device).train(train)
     phase("model built")
     allocated_at = {"model loaded": torch.cuda.memory_allocated(device)}

@@ -4,14 +4,19 @@ A workload may mark the part of its run that is to be measured (after start-up a
 ``ready`` into its handshake directory and waits for ``go``; when the measured part is over it writes ``done``
 and waits for ``release``. The runner calls ``on_begin``/``on_end`` at those points, so a sampler in the
 pytest process can bracket exactly the measured steps.
+
+Live acceptance runs keep a spare interpreter (spare.py) with torch imported for the next workload script, started
+while the current one runs: ``SPARES.enable()``. Off by default, so a test's run_workload starts cold.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +42,73 @@ def _kill_group(process: subprocess.Popen) -> None:
             continue
 
 
+class SpareInterpreters:
+    """At most one spare interpreter (spare.py), for the next ``python SCRIPT.py`` workload with the same
+    environment; a workload whose environment differs, or that is not a Python script, starts cold."""
+
+    SCRIPT = Path(__file__).with_name("spare.py")
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.served = 0  # workloads a spare ran: for tests and the acceptance-time benchmark
+        self._spare: tuple[subprocess.Popen, dict | None] | None = None
+
+    def enable(self) -> None:
+        if not self.enabled:
+            self.enabled = True
+            atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the waiting spare: it has no work, so it is not waited for."""
+        if self._spare is not None:
+            process, _ = self._spare
+            self._spare = None
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+            _kill_group(process)
+
+    def prestart(self, env: dict[str, str] | None) -> None:
+        """Start a spare now (the run's first workload then starts warm too)."""
+        self.enable()
+        if self._spare is None:
+            self._spare = (self._spawn(env), env)
+
+    def _spawn(self, env: dict[str, str] | None) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(self.SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env, text=True, start_new_session=True)
+
+    def _usable(self, cmd: list[str]) -> bool:
+        return self.enabled and len(cmd) >= 2 and cmd[0] == sys.executable and cmd[1].endswith(".py")
+
+    def start(self, cmd: list[str], env: dict[str, str] | None, stdout: Path, stderr: Path) -> subprocess.Popen | None:
+        """The workload, run by the waiting spare when it fits (None: start it cold); a new spare is started for
+        the next one either way."""
+        if not self._usable(cmd):
+            return None
+        process = None
+        if self._spare is not None:
+            spare, spare_env = self._spare
+            self._spare = None
+            if spare_env == env and spare.poll() is None:
+                try:
+                    request = {"argv": cmd[1:], "stdout": str(stdout), "stderr": str(stderr)}
+                    spare.stdin.write(json.dumps(request) + "\n")
+                    spare.stdin.close()
+                    process = spare
+                    self.served += 1
+                except OSError:
+                    _kill_group(spare)
+            else:
+                _kill_group(spare)
+        self._spare = (self._spawn(env), env)
+        return process
+
+
+SPARES = SpareInterpreters()
+
+
 def run_workload(
     cmd: list[str],
     *,
@@ -57,7 +129,8 @@ def run_workload(
         out_path, err_path = handshake / "stdout.txt", handshake / "stderr.txt"
         began = ended = False
         with open(out_path, "w") as out, open(err_path, "w") as err:
-            process = subprocess.Popen(full_cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+            process = SPARES.start(full_cmd, env, out_path, err_path) or subprocess.Popen(
+                full_cmd, stdout=out, stderr=err, env=env, start_new_session=True)
             deadline = time.monotonic() + timeout_s
             try:
                 while process.poll() is None:

@@ -1,0 +1,44 @@
+"""A spare Python interpreter for the next workload script: torch is imported while another workload runs, then it
+waits for the one command it will run (runner.py's SpareInterpreters).
+
+Importing torch takes about 5 s on the GPU machines (measured: 4.8 s of the memory workload on nvidia-h100-x1); a
+single-GPU acceptance runs six workloads one after the other, so cold starts were a quarter of its time. A spare is
+still a fresh process for every workload (its own CUDA context, allocator and crash), only started early.
+
+Protocol: one JSON line on stdin, ``{"argv": [script, args...], "stdout": PATH, "stderr": PATH}``; the script then
+runs as ``python script args...`` would (``__main__``, its folder first on sys.path) and its exit status is this
+process's. End of input without a line: not needed, exit 0.
+"""
+
+import json
+import os
+import runpy
+import sys
+
+try:
+    import torch  # noqa: F401  the point of a spare: imported before the workload is known
+except ImportError:
+    pass  # the script's own import fails with its own message
+try:
+    import torchvision  # noqa: F401  the memory workload's model, where it is installed
+except ImportError:
+    pass
+
+
+def main() -> int:
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    request = json.loads(line)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        with open(path, "a") as stream:
+            os.dup2(stream.fileno(), fd)
+    argv = request["argv"]
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    runpy.run_path(argv[0], run_name="__main__")  # a script's SystemExit is this process's exit status
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
