@@ -292,3 +292,13 @@ def test_spares_are_off_unless_enabled(tmp_path):
     assert runner.SPARES.enabled is False  # tests and library callers start cold
     result = run_workload(_script(tmp_path, "reports.py", _REPORTS_ITSELF), timeout_s=120)
     assert result["torch_already_imported"] is False
+
+
+def test_a_spare_serves_the_next_test_whose_pytest_variable_differs(tmp_path, spares):
+    """pytest sets PYTEST_CURRENT_TEST per test: the workload of the next test still runs in the spare, with the
+    variable as that test has it."""
+    cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF.replace('os.environ.get("SPARE_TEST")',
+                                                                  'os.environ.get("PYTEST_CURRENT_TEST")'))
+    run_workload(cmd, timeout_s=120, env={**os.environ, "PYTEST_CURRENT_TEST": "first (call)"})
+    second = run_workload(cmd, timeout_s=120, env={**os.environ, "PYTEST_CURRENT_TEST": "second (call)"})
+    assert spares.served == 1 and second["torch_already_imported"] is True and second["env"] == "second (call)"

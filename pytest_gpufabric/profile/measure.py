@@ -33,7 +33,7 @@ COLLECTIVE_SIZES = (MIB, 256 * MIB, GIB)
 #: the power hold and the PCIe load as the measured profile promises them: long enough to reach the power limit
 #: and hold it (an H100 is there within a second of the 3 s warm-up) and to read the link under load, short enough
 #: for a single-GPU acceptance within 45 s; the burn-in is where a GPU is held for long
-POWER_SECTION = {"seconds": 10}
+POWER_SECTION = {"seconds": 8}
 PCIE_SECTION = {"seconds": 2}
 #: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
 PATTERN_SECTION = {"seconds": 5}

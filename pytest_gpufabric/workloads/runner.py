@@ -42,6 +42,12 @@ def _kill_group(process: subprocess.Popen) -> None:
             continue
 
 
+def _start_time(env: dict[str, str] | None) -> dict[str, str] | None:
+    """What of an environment a spare must have had from its start: all of it but pytest's PYTEST_CURRENT_TEST,
+    which changes with every test (the spare sets it, with the rest, before the script runs)."""
+    return None if env is None else {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
+
+
 class SpareInterpreters:
     """At most one spare interpreter (spare.py), for the next ``python SCRIPT.py`` workload with the same
     environment; a workload whose environment differs, or that is not a Python script, starts cold."""
@@ -91,9 +97,9 @@ class SpareInterpreters:
         if self._spare is not None:
             spare, spare_env = self._spare
             self._spare = None
-            if spare_env == env and spare.poll() is None:
+            if _start_time(spare_env) == _start_time(env) and spare.poll() is None:
                 try:
-                    request = {"argv": cmd[1:], "stdout": str(stdout), "stderr": str(stderr)}
+                    request = {"argv": cmd[1:], "stdout": str(stdout), "stderr": str(stderr), "env": env}
                     spare.stdin.write(json.dumps(request) + "\n")
                     spare.stdin.close()
                     process = spare

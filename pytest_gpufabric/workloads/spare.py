@@ -5,9 +5,10 @@ Importing torch takes about 5 s on the GPU machines (measured: 4.8 s of the memo
 single-GPU acceptance runs six workloads one after the other, so cold starts were a quarter of its time. A spare is
 still a fresh process for every workload (its own CUDA context, allocator and crash), only started early.
 
-Protocol: one JSON line on stdin, ``{"argv": [script, args...], "stdout": PATH, "stderr": PATH}``; the script then
-runs as ``python script args...`` would (``__main__``, its folder first on sys.path) and its exit status is this
-process's. End of input without a line: not needed, exit 0.
+Protocol: one JSON line on stdin, ``{"argv": [script, args...], "stdout": PATH, "stderr": PATH, "env": {...}}``
+(env: the workload's environment, which differs from the spare's own only in pytest's PYTEST_ variables); the
+script then runs as ``python script args...`` would (``__main__``, its folder first on sys.path) and its exit
+status is this process's. End of input without a line: not needed, exit 0.
 """
 
 import json
@@ -33,6 +34,9 @@ def main() -> int:
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         with open(path, "a") as stream:
             os.dup2(stream.fileno(), fd)
+    if request.get("env") is not None:  # the same as at start, but for what changes per test (PYTEST_...)
+        os.environ.clear()
+        os.environ.update(request["env"])
     argv = request["argv"]
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
