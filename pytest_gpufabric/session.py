@@ -17,6 +17,9 @@ from .errors import GpuFabricError
 from .fabric.model import Fabric
 from .profile.model import Profile
 
+#: spare interpreters started ahead of a run's measurements (each holds torch: a few hundred MB of host memory)
+MAX_SPARES = 8
+
 
 @dataclass
 class FabricSession:
@@ -125,10 +128,11 @@ class FabricSession:
         return result
 
     def prestart_workloads(self) -> None:
-        """A live run of a profile: the first workload's interpreter starts now, while the checks that need no
-        workload run (runner.SpareInterpreters)."""
+        """A live run of a profile: an interpreter for each measurement it promises starts now, before the first
+        measurement (runner.SpareInterpreters)."""
         if self.replay or self.profile is None or self.fabric is None:
             return
+        from .measurements import REGISTRY
         from .workloads.environment import gpu_environment
         from .workloads.runner import SPARES
 
@@ -136,7 +140,9 @@ class FabricSession:
             env = gpu_environment(self.boards())
         except GpuFabricError:
             return  # the tests that need the boards say why
-        SPARES.prestart(env)
+        promised = [entry for entry in REGISTRY.values() if entry.needs_machine and not entry.promised(self.profile)
+                    and (entry.asked is None or getattr(self, entry.asked))]
+        SPARES.prestart(env, count=min(len(promised), MAX_SPARES))
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES

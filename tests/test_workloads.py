@@ -302,3 +302,15 @@ def test_a_spare_serves_the_next_test_whose_pytest_variable_differs(tmp_path, sp
     run_workload(cmd, timeout_s=120, env={**os.environ, "PYTEST_CURRENT_TEST": "first (call)"})
     second = run_workload(cmd, timeout_s=120, env={**os.environ, "PYTEST_CURRENT_TEST": "second (call)"})
     assert spares.served == 1 and second["torch_already_imported"] is True and second["env"] == "second (call)"
+
+
+def test_prestarted_spares_serve_the_workloads_in_turn(tmp_path, spares):
+    cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
+    spares.prestart(dict(os.environ), count=3)
+    spares.prestart(dict(os.environ), count=3)  # asked again: still three
+    assert len(spares._spares) == 3
+    pids = {process.pid for process, _ in spares._spares}
+    results = [run_workload(cmd, timeout_s=120, env=dict(os.environ)) for _ in range(3)]
+    assert {r["pid"] for r in results} == pids and spares.served == 3
+    assert all(r["torch_already_imported"] for r in results)
+    assert len(spares._spares) == 1  # the last one taken: one more for whatever comes next

@@ -35,6 +35,9 @@ COLLECTIVE_SIZES = (MIB, 256 * MIB, GIB)
 #: for a single-GPU acceptance within 45 s; the burn-in is where a GPU is held for long
 POWER_SECTION = {"seconds": 8}
 PCIE_SECTION = {"seconds": 2}
+#: the interpreters started ahead (runner.SpareInterpreters): one per workload of a machine's measurement, at most
+#: this many at once
+MEASUREMENTS_PER_GPU_MACHINE = 8
 #: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
 PATTERN_SECTION = {"seconds": 5}
 #: a latency-bound time (all_reduce at 1 MiB) or an offloading slowdown (bound by the host) moves more from run to
@@ -70,10 +73,10 @@ class _Runs:
         from ..workloads.environment import gpu_environment, promised_boards
         from ..workloads.runner import SPARES
 
-        SPARES.enable()
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
+        SPARES.prestart(self.env, count=MEASUREMENTS_PER_GPU_MACHINE)
 
     def copy(self) -> dict:
         from ..workloads.bandwidth import run_copy

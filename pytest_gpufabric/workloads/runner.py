@@ -5,8 +5,8 @@ A workload may mark the part of its run that is to be measured (after start-up a
 and waits for ``release``. The runner calls ``on_begin``/``on_end`` at those points, so a sampler in the
 pytest process can bracket exactly the measured steps.
 
-Live acceptance runs keep a spare interpreter (spare.py) with torch imported for the next workload script, started
-while the current one runs: ``SPARES.enable()``. Off by default, so a test's run_workload starts cold.
+Live acceptance runs keep spare interpreters (spare.py) with torch imported for the next workload scripts, started
+before the first measurement: ``SPARES.prestart(env, count)``. Off by default, so a test's run_workload starts cold.
 """
 
 from __future__ import annotations
@@ -49,15 +49,19 @@ def _start_time(env: dict[str, str] | None) -> dict[str, str] | None:
 
 
 class SpareInterpreters:
-    """At most one spare interpreter (spare.py), for the next ``python SCRIPT.py`` workload with the same
-    environment; a workload whose environment differs, or that is not a Python script, starts cold."""
+    """Spare interpreters (spare.py) for the next ``python SCRIPT.py`` workloads with the same environment; a
+    workload whose environment differs, or that is not a Python script, starts cold.
+
+    ``prestart(env, count)`` starts as many as the run will use before its first measurement: they import in
+    parallel then, not while a measurement runs. When the last is taken, one more is started for the next (the
+    burn-in's chunks), so at most one import ever overlaps a running workload."""
 
     SCRIPT = Path(__file__).with_name("spare.py")
 
     def __init__(self) -> None:
         self.enabled = False
         self.served = 0  # workloads a spare ran: for tests and the acceptance-time benchmark
-        self._spare: tuple[subprocess.Popen, dict | None] | None = None
+        self._spares: list[tuple[subprocess.Popen, dict | None]] = []
 
     def enable(self) -> None:
         if not self.enabled:
@@ -65,21 +69,20 @@ class SpareInterpreters:
             atexit.register(self.close)
 
     def close(self) -> None:
-        """Stop the waiting spare: it has no work, so it is not waited for."""
-        if self._spare is not None:
-            process, _ = self._spare
-            self._spare = None
+        """Stop the waiting spares: they have no work, so they are not waited for."""
+        spares, self._spares = self._spares, []
+        for process, _ in spares:
             try:
                 process.stdin.close()
             except OSError:
                 pass
             _kill_group(process)
 
-    def prestart(self, env: dict[str, str] | None) -> None:
-        """Start a spare now (the run's first workload then starts warm too)."""
+    def prestart(self, env: dict[str, str] | None, count: int = 1) -> None:
+        """Have ``count`` spares for ``env`` starting now (the run's first workload then starts warm too)."""
         self.enable()
-        if self._spare is None:
-            self._spare = (self._spawn(env), env)
+        ready = sum(1 for _, spare_env in self._spares if _start_time(spare_env) == _start_time(env))
+        self._spares += [(self._spawn(env), env) for _ in range(count - ready)]
 
     def _spawn(self, env: dict[str, str] | None) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, str(self.SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -88,27 +91,32 @@ class SpareInterpreters:
     def _usable(self, cmd: list[str]) -> bool:
         return self.enabled and len(cmd) >= 2 and cmd[0] == sys.executable and cmd[1].endswith(".py")
 
+    def _hand_over(self, spare: subprocess.Popen, cmd: list[str], env: dict[str, str] | None, stdout: Path,
+                   stderr: Path) -> bool:
+        try:
+            request = {"argv": cmd[1:], "stdout": str(stdout), "stderr": str(stderr), "env": env}
+            spare.stdin.write(json.dumps(request) + "\n")
+            spare.stdin.close()
+        except OSError:  # it died (a broken installation): the workload starts cold and says why
+            _kill_group(spare)
+            return False
+        self.served += 1
+        return True
+
     def start(self, cmd: list[str], env: dict[str, str] | None, stdout: Path, stderr: Path) -> subprocess.Popen | None:
-        """The workload, run by the waiting spare when it fits (None: start it cold); a new spare is started for
-        the next one either way."""
+        """The workload, run by a waiting spare of its environment (None: start it cold); spares of another
+        environment are stopped, and when none is left one is started for the next workload."""
         if not self._usable(cmd):
             return None
         process = None
-        if self._spare is not None:
-            spare, spare_env = self._spare
-            self._spare = None
+        while self._spares and process is None:
+            spare, spare_env = self._spares.pop(0)
             if _start_time(spare_env) == _start_time(env) and spare.poll() is None:
-                try:
-                    request = {"argv": cmd[1:], "stdout": str(stdout), "stderr": str(stderr), "env": env}
-                    spare.stdin.write(json.dumps(request) + "\n")
-                    spare.stdin.close()
-                    process = spare
-                    self.served += 1
-                except OSError:
-                    _kill_group(spare)
+                process = spare if self._hand_over(spare, cmd, env, stdout, stderr) else None
             else:
                 _kill_group(spare)
-        self._spare = (self._spawn(env), env)
+        if not self._spares:
+            self._spares.append((self._spawn(env), env))
         return process
 
 
