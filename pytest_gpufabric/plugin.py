@@ -147,7 +147,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     fabric_session = session.config.stash[SESSION_KEY]
     fabric_session.discover()
-    fabric_session.prestart_workloads()
     from .report.html import add_environment
 
     add_environment(session.config, fabric_session)
@@ -217,6 +216,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item.path != suite]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    fabric_session = session.config.stash.get(SESSION_KEY, None)
+    if fabric_session is not None:
+        fabric_session.prestart_workloads({name for item in session.items
+                                           for name in getattr(item, "fixturenames", ())})
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

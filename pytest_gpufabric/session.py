@@ -7,6 +7,7 @@ for the machine); fixtures and suites ask it, it never asks them.
 from __future__ import annotations
 
 import getpass
+import os
 import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -127,22 +128,25 @@ class FabricSession:
             write_json(entry.to_json(result) if entry.to_json else result, self.report_dir / entry.record_file)
         return result
 
-    def prestart_workloads(self) -> None:
-        """A live run of a profile: an interpreter for each measurement it promises starts now, before the first
-        measurement (runner.SpareInterpreters)."""
+    def prestart_workloads(self, fixtures: set[str]) -> None:
+        """A live run of a profile: an interpreter for each measurement the selected tests ask for (``fixtures``:
+        theirs) starts now, before the first measurement (runner.SpareInterpreters)."""
         if self.replay or self.profile is None or self.fabric is None:
             return
         from .measurements import REGISTRY
         from .workloads.environment import gpu_environment
         from .workloads.runner import SPARES
 
+        wanted = [entry for entry in REGISTRY.values() if entry.fixture in fixtures and entry.needs_machine
+                  and not entry.promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]
+        if not wanted:
+            return
         try:
             env = gpu_environment(self.boards())
         except GpuFabricError:
             return  # the tests that need the boards say why
-        promised = [entry for entry in REGISTRY.values() if entry.needs_machine and not entry.promised(self.profile)
-                    and (entry.asked is None or getattr(self, entry.asked))]
-        SPARES.prestart(env, count=min(len(promised), MAX_SPARES))
+        # imports in parallel only where there are cores for them (a 2-core CI machine gets one)
+        SPARES.prestart(env, count=min(len(wanted), MAX_SPARES, max(1, (os.cpu_count() or 2) // 2)))
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES

@@ -82,11 +82,13 @@ class SpareInterpreters:
         """Have ``count`` spares for ``env`` starting now (the run's first workload then starts warm too)."""
         self.enable()
         ready = sum(1 for _, spare_env in self._spares if _start_time(spare_env) == _start_time(env))
-        self._spares += [(self._spawn(env), env) for _ in range(count - ready)]
+        # the first is light (torch only): the first workload takes it, and it is ready sooner
+        self._spares += [(self._spawn(env, light=ready + n == 0), env) for n in range(count - ready)]
 
-    def _spawn(self, env: dict[str, str] | None) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, str(self.SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=env, text=True, start_new_session=True)
+    def _spawn(self, env: dict[str, str] | None, light: bool = False) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(self.SCRIPT), *(["--light"] if light else [])],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                text=True, start_new_session=True)
 
     def _usable(self, cmd: list[str]) -> bool:
         return self.enabled and len(cmd) >= 2 and cmd[0] == sys.executable and cmd[1].endswith(".py")

@@ -4,6 +4,7 @@ waits for the one command it will run (runner.py's SpareInterpreters).
 Importing torch takes about 5 s on the GPU machines (measured: 4.8 s of the memory workload on nvidia-h100-x1); a
 single-GPU acceptance runs six workloads one after the other, so cold starts were a quarter of its time. A spare is
 still a fresh process for every workload (its own CUDA context, allocator and crash), only started early.
+``--light``: torch only, not torchvision too (the spare the first workload takes: it is ready sooner).
 
 Protocol: one JSON line on stdin, ``{"argv": [script, args...], "stdout": PATH, "stderr": PATH, "env": {...}}``
 (env: the workload's environment, which differs from the spare's own only in pytest's PYTEST_ variables); the
@@ -20,10 +21,11 @@ try:
     import torch  # noqa: F401  the point of a spare: imported before the workload is known
 except ImportError:
     pass  # the script's own import fails with its own message
-try:
-    import torchvision  # noqa: F401  the memory workload's model, where it is installed
-except ImportError:
-    pass
+if "--light" not in sys.argv:
+    try:
+        import torchvision  # noqa: F401  the memory workload's model where it is installed: 5 s more on an H100
+    except ImportError:
+        pass
 
 
 def main() -> int:
