@@ -18,6 +18,7 @@ source "$(dirname "$0")/common.sh"
   started=$SECONDS
   step python3 -m pytest_gpufabric profile init --measure -o measured.yaml
   echo "### profile init --measure took $((SECONDS - started)) s"
+  [ -f measured.yaml ] || { echo "### no measured profile: stopping"; exit 1; }
   cat measured.yaml
   step python3 "$repo/benchmarks/acceptance_time.py" --profile measured.yaml --burn-in 60s --out timing
   for f in timing/acceptance/*.json; do
