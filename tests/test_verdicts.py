@@ -326,3 +326,21 @@ def test_without_torch_a_measurement_is_not_checked(monkeypatch):
     with pytest.raises(ToolMissing, match=r"the memory suite needs torch, which is not installed: pip install "
                                           r"'pytest-gpufabric\[torch\]'"):
         require_torch("the memory suite")
+
+
+def test_results_files_are_readable_like_any_other_output(tmp_path):
+    """gpufabric-results.json was written 0600 through mkstemp: a pipeline running as another user could not read
+    it. Now 0666 less the umask, as fleet-results.json and any plainly opened file."""
+    import os
+    import stat
+
+    from pytest_gpufabric.report.results import write_json
+
+    old = os.umask(0o022)
+    try:
+        path = write_json({"schema_version": 2}, tmp_path / "gpufabric-results.json")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        os.umask(0o077)  # a user who keeps files private still does
+        assert stat.S_IMODE(write_json({}, tmp_path / "private.json").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..report.results import json_text
+from ..report.results import json_text, published_mode
 from .analysis import FleetSettings, analyse
 from .fabric import FABRIC_FILE, judge_fabric, load_fabric_result
 from .hostlist import expand_hostlist
@@ -242,7 +242,7 @@ def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.chmod(tmp, 0o666 & ~_umask())
+            os.chmod(tmp, published_mode())
         with open(out / LOCK_FILE, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             for key, tmp in staged.items():
@@ -252,12 +252,6 @@ def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return paths
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def validate_fleet_document(document: dict) -> None:

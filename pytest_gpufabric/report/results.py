@@ -42,8 +42,16 @@ def write_json(document: dict, path: Path) -> Path:
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())
+    os.chmod(tmp, published_mode())  # mkstemp makes it 0600: a pipeline running as another user must read it
     os.replace(tmp, path)
     return path
+
+
+def published_mode() -> int:
+    """The mode a plain ``open(path, "w")`` gives: 0666 less the user's umask (0644 under the usual 022)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def check_writable_dir(directory: Path) -> None:
