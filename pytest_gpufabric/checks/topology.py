@@ -57,9 +57,20 @@ def check_gpu_memory(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     return failed(
         "gpu-memory", gpu.label, expected, gpu.memory_bytes,
         f"{gpu.label}: expected at least {format_bytes(expected)} of memory, found "
-        f"{format_bytes(gpu.memory_bytes)}. Usual causes: a different SKU than sold, or MIG/vGPU slicing.",
+        f"{format_bytes(gpu.memory_bytes)}. " + _memory_hint(expected, gpu.memory_bytes),
         unit="bytes",
     )
+
+
+def _memory_hint(expected: int, found: object) -> str:
+    """A promise written in GiB for a board sold in GB fails a healthy board (an H100 "80 GB" shows 79.65 GiB):
+    say how to write it as sold when that is the difference."""
+    whole_gib = expected % (1 << 30) == 0
+    as_sold = expected // (1 << 30) * 10**9
+    if whole_gib and isinstance(found, int) and found >= as_sold:
+        return (f"The board is sold as {expected >> 30} GB (1e9 bytes each: {format_bytes(as_sold)}), which it has: "
+                f"promise memory as sold, `memory: {expected >> 30} GB`, not GiB.")
+    return "Usual causes: a different SKU than sold, or MIG/vGPU slicing."
 
 
 def check_pcie(profile: Profile, gpu: Gpu, source: str) -> CheckResult:

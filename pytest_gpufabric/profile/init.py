@@ -27,6 +27,17 @@ def _floor(values: list) -> object | None:
     return min(known) if known and len(known) == len(values) else None
 
 
+def _memory_as_sold(model: object, memory: int) -> str:
+    """What the model is sold as ("80 GB": the reference catalogue, 1e9 bytes each) when the board has it; else
+    the whole GiB below what NVML reports (143771 MiB -> 140 GiB)."""
+    from ..reference import find_reference
+
+    reference = find_reference(str(model)) if model else None
+    if reference is not None and reference.memory_gb_sold and reference.memory_gb_sold * 10**9 <= memory:
+        return f"{reference.memory_gb_sold:g} GB"
+    return f"{math.floor(memory / GIB)} GiB"
+
+
 def build_profile_document(fabric: Fabric, name: str) -> dict:
     gpus = fabric.gpus
     doc: dict = {"name": name}
@@ -37,8 +48,7 @@ def build_profile_document(fabric: Fabric, name: str) -> dict:
         gpu_section["model"] = model
     memory = _floor([g.memory_bytes for g in gpus])
     if memory:
-        # whole GiB below what NVML reports: 143771 MiB -> 140 GiB
-        gpu_section["memory"] = f"{math.floor(memory / GIB)} GiB"
+        gpu_section["memory"] = _memory_as_sold(model, memory)
     pcie = {k: v for k, v in (("gen", _floor([g.pcie_gen_max for g in gpus])),
                               ("width", _floor([g.pcie_width_max for g in gpus]))) if v}
     if pcie:

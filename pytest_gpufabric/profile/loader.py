@@ -80,6 +80,25 @@ def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | 
 # --- loading ------------------------------------------------------------------------------------------
 
 
+@functools.cache
+def _yaml_loader():
+    """PyYAML's safe loader with YAML 1.2's booleans: only true and false. YAML 1.1 also reads on/off/yes/no as
+    booleans, so `iommu: off` (a value the schema names) arrived as False and failed validation."""
+    import re
+
+    import yaml
+
+    class ProfileLoader(yaml.SafeLoader):
+        pass
+
+    bool_tag = "tag:yaml.org,2002:bool"
+    ProfileLoader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != bool_tag]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    ProfileLoader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    return ProfileLoader
+
+
 def _read_yaml(path: Path) -> dict:
     import yaml
 
@@ -90,7 +109,7 @@ def _read_yaml(path: Path) -> dict:
     except UnicodeDecodeError as exc:
         raise ProfileError(f"not UTF-8 text (byte {exc.start}): a profile is a YAML file", path=str(path)) from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_yaml_loader())  # a safe loader, with YAML 1.2's booleans
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
