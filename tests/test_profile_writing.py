@@ -58,3 +58,17 @@ def test_profile_init_writes_memory_as_sold(tmp_path):
         output = tmp_path / f"{bundle}.yaml"
         assert main(["profile", "init", "--replay", bundle, "-o", str(output)]) == 0
         assert f"  memory: {sold}\n" in output.read_text()
+
+
+def test_an_unknown_profile_names_each_folder_searched_once(monkeypatch):
+    """In a source checkout the project's profiles/ is also the shipped one: it was listed twice."""
+    from pathlib import Path
+
+    from pytest_gpufabric.paths import shipped_profiles_dir
+
+    checkout = Path(shipped_profiles_dir()).parent
+    monkeypatch.delenv("GPUFABRIC_PROFILE_PATH", raising=False)
+    with pytest.raises(GpuFabricError) as raised:
+        load_profile("no-such-profile", checkout)
+    searched = str(raised.value).split("(searched ", 1)[1].rstrip(")").split(", ")
+    assert len(searched) == len(set(searched)) == 1 and "h200-nvswitch-x2" in str(raised.value)

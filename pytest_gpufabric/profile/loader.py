@@ -33,7 +33,18 @@ def search_dirs(rootdir: Path | None = None) -> list[Path]:
         dirs.append(Path(rootdir) / "profiles")
     dirs += [Path(p) for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]
     dirs.append(shipped_profiles_dir())
-    return dirs
+    unique: list[Path] = []  # in a source checkout the project's profiles/ is the shipped one: name it once
+    for directory in dirs:
+        if not any(_same_dir(directory, seen) for seen in unique):
+            unique.append(directory)
+    return unique
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b
 
 
 def available_profiles(rootdir: Path | None = None) -> dict[str, Path]:
