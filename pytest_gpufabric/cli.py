@@ -225,8 +225,133 @@ def cmd_parse(args: argparse.Namespace) -> int:
         # an empty file may well be the tool's output (nvlink -s without NVLink): say why, not "not its output"
         what = "" if not text.strip() else f"not `{tool}` output: "
         raise GpuFabricError(f"{args.file}: {what}{exc}") from None
+    if args.reference is not None or args.line_rate is not None:
+        result = _judged(args, result)
     print(json_text(result))
     return EXIT_OK
+
+
+def _judged(args: argparse.Namespace, result: dict) -> dict:
+    """`parse ... --reference [MODEL]`: the result held against the model's published peak (reference_judge.py);
+    the judgement, or why there is none, on stderr."""
+    from . import reference_judge as judge
+    from .reference import load_references
+
+    if args.kind == "perftest":
+        if args.reference:
+            raise GpuFabricError(f"--reference {args.reference}: perftest is judged against the port's line rate "
+                                 "(--line-rate), not a GPU model")
+        rate = None
+        if args.line_rate is not None:
+            from .units import parse_gbit
+
+            try:
+                rate = float(args.line_rate) if _is_number(args.line_rate) else parse_gbit(args.line_rate)
+            except ValueError as exc:
+                raise GpuFabricError(f"--line-rate: {exc}") from None
+        try:
+            judged, lines = judge.judge_perftest(result, rate, "--line-rate")
+        except ValueError as exc:
+            raise GpuFabricError(str(exc)) from None
+    else:
+        names = {"nccl-tests": judge.nccl_tests_device_names, "nvbandwidth": judge.nvbandwidth_device_names,
+                 "dcgm-diag": lambda _: []}[args.kind](result)
+        references = load_references()
+        try:
+            ref, model_from, reason = judge.resolve_model(args.reference, names, references, args.kind)
+        except ValueError as exc:
+            raise GpuFabricError(str(exc)) from None
+        if ref is None:
+            if args.kind == "dcgm-diag" and not args.reference:
+                reason = ("dcgmi diag does not print the GPU model (at most PCI device ids); name it: "
+                          f"--reference MODEL ({judge.known_models_line(references)})")
+            judged, lines = judge.no_reference(result, reason), []
+        else:
+            judge_fn = {"nccl-tests": judge.judge_nccl_tests, "nvbandwidth": judge.judge_nvbandwidth,
+                        "dcgm-diag": judge.judge_dcgm_diag}[args.kind]
+            judged, lines = judge_fn(result, ref, references, model_from)
+    if judged.get("reference") is None:
+        lines = [f"gpufabric: no reference: {judged['reference_reason']}"]
+    for line in lines:
+        print(line, file=sys.stderr)
+    return judged
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    """`gpufabric reference [MODEL] [--json]`: the catalogue of published GPU figures, or one model's entry."""
+    from .reference import find_reference, load_references
+    from .reference_judge import unknown_model_message
+
+    references = load_references()
+    if args.model:
+        ref = find_reference(args.model, references)
+        if ref is None:
+            raise GpuFabricError(unknown_model_message(args.model, references))
+        if args.json:
+            print(json_text(ref.to_json()))
+        else:
+            print(_reference_text(ref))
+        return EXIT_OK
+    if args.json:
+        print(json_text({model: ref.to_json() for model, ref in sorted(references.items())}))
+        return EXIT_OK
+    rows = [("model", "name", "memory", "mem GB/s", "NVLink GB/s/dir", "PCIe gen", "power W")]
+    for model, ref in sorted(references.items()):
+        rows.append((model, ref.name, _memory_words(ref), _figure(ref.memory_bandwidth_gbps),
+                     _figure(ref.nvlink_gbps_per_direction) if ref.nvlink_supported else "none",
+                     _figure(ref.pcie_generation), _figure(ref.power_limit_w)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print("'-' = not sourced (the entry's notes say why); `gpufabric reference MODEL` for one model with its sources")
+    return EXIT_OK
+
+
+def _figure(value: float | int | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _memory_words(ref) -> str:
+    sold = f"{ref.memory_gb_sold:g} GB" if ref.memory_gb_sold is not None else "-"
+    return f"{sold} {ref.memory_type}" if ref.memory_type else sold
+
+
+def _reference_text(ref) -> str:
+    from .units import MIB
+
+    nvml = (f"{ref.memory_bytes_nvml} bytes as NVML reports ({ref.memory_bytes_nvml // MIB} MiB)"
+            if ref.memory_bytes_nvml is not None else "NVML's total varies (notes)")
+    nvlink = "none"
+    if ref.nvlink_supported:
+        nvlink = (f"gen {_figure(ref.nvlink_generation)}, {_figure(ref.nvlink_links)} links x "
+                  f"{_figure(ref.nvlink_gbps_per_link_per_direction)} GB/s = {_figure(ref.nvlink_gbps_per_direction)} "
+                  "GB/s per direction")
+    lines = [
+        f"{ref.model}: {ref.name}",
+        f"  NVML names: {', '.join(ref.nvml_names)}; aliases: {', '.join(ref.aliases)}",
+        f"  memory: {_memory_words(ref)} sold, {nvml}",
+        f"  memory bandwidth: {_figure(ref.memory_bandwidth_gbps)} GB/s",
+        f"  NVLink: {nvlink}",
+        f"  PCIe: gen {_figure(ref.pcie_generation)} x{_figure(ref.pcie_width)}, "
+        f"{_figure(ref.pcie_gbps_per_direction)} GB/s per direction",
+        f"  power limit: {_figure(ref.power_limit_w)} W",
+        f"  bf16 dense: {_figure(ref.bf16_tflops_dense)} TFLOP/s",
+    ]
+    if ref.recorded:
+        lines.append(f"  recorded: {len(ref.recorded.get('fractions', []))} fractions of these peaks from this "
+                     "project's runs (--json shows them)")
+    lines.append("  sources:")
+    lines += [f"    {s['url']}: {', '.join(s['what'])}" for s in ref.sources]
+    lines += [f"  note: {note}" for note in ref.notes]
+    return "\n".join(lines)
 
 
 EXIT_REJECTED, EXIT_USAGE = 1, 4  # `gpufabric fleet report`, as pytest's
@@ -519,7 +644,21 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--op", dest="nccl_op", help="nccl-tests: the test (all_reduce or all_reduce_perf) of a "
                        "run whose output does not say (before nccl-tests 2.16 no `# Collective test starting:` "
                        "line names it); the output's own line, then a `*_perf` command line in the log, win over it")
+    parse.add_argument("--reference", nargs="?", const="", default=None, metavar="MODEL",
+                       help="nccl-tests, nvbandwidth, dcgm-diag: hold the figures against the GPU model's published "
+                       "peak (MODEL as NVML names it or an alias, e.g. h100; default: the model the output names) "
+                       "and what this project's runs reached; adds a `reference` block and fractions to the JSON and "
+                       "prints a judgement on stderr. perftest: against the port's line rate (--line-rate)")
+    parse.add_argument("--line-rate", metavar="RATE", help="perftest: the port's line rate, e.g. 25Gb/s or 400 "
+                       "(Gb/s); perftest does not print it")
     parse.set_defaults(func=cmd_parse)
+
+    reference = sub.add_parser("reference", help="published GPU figures: the catalogue, or one model's entry",
+                               description="Without MODEL: a table of the catalogue. MODEL as NVML names it "
+                               "(\"NVIDIA H100 80GB HBM3\") or an alias (h100).")
+    reference.add_argument("model", nargs="?", metavar="MODEL")
+    reference.add_argument("--json", action="store_true", help="every field, the sources and the recorded fractions")
+    reference.set_defaults(func=cmd_reference)
     return parser
 
 
@@ -533,6 +672,10 @@ def main(argv: list[str] | None = None) -> int:
         raise
     if getattr(args, "nccl_op", None) is not None and args.kind != "nccl-tests":
         build_parser().error("--op is for `gpufabric parse nccl-tests`")
+    if getattr(args, "reference", None) is not None and args.kind in ("topo", "nvlink"):
+        build_parser().error("--reference is for `gpufabric parse` nccl-tests, perftest, nvbandwidth and dcgm-diag")
+    if getattr(args, "line_rate", None) is not None and args.kind != "perftest":
+        build_parser().error("--line-rate is for `gpufabric parse perftest`")
     if extra and not getattr(args, "takes_pytest_args", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
     try:
