@@ -214,11 +214,34 @@ def test_the_figures_agree_with_each_other(model):
 # --- the shipped profiles against the peaks of their model ---------------------------------------------------
 
 PROFILES = sorted(shipped_profiles_dir().glob("*.yaml"))
+#: profiles that `gpufabric profile init --measure` wrote on real machines (committed with their runs): the only
+#: ones with a memory_bandwidth: floor so far
+MEASURED_PROFILES = sorted((DATA / "results").glob("**/measured.yaml")) + sorted(
+    (DATA / "results" / "h200-x4-profiles").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
 def test_shipped_profile_floors_are_below_the_reference_peaks(path):
-    profile = load_profile(path)
+    _assert_floors_below_peaks(load_profile(path))
+
+
+@pytest.mark.parametrize("path", MEASURED_PROFILES, ids=[p.relative_to(DATA).as_posix() for p in MEASURED_PROFILES])
+def test_measured_profile_floors_are_below_the_reference_peaks(path):
+    _assert_floors_below_peaks(load_profile(path))
+
+
+def test_the_measured_profiles_hold_an_hbm_floor_below_the_published_bandwidth():
+    """run-1 on nvidia-h100-x1: 3239-3271 GB/s measured, floor 2915 GB/s = 0.87 of the published 3350 GB/s."""
+    floors = {p.relative_to(DATA).as_posix(): load_profile(p).data.get("memory_bandwidth", {}).get("min")
+              for p in MEASURED_PROFILES}
+    assert floors["results/single-gpu-on-h100-x1/run-1/measured.yaml"] == "2915 GB/s"
+    assert parse_gbps("2915 GB/s") / find_reference("NVIDIA H100 80GB HBM3").memory_bandwidth_gbps < 0.88
+
+
+def _assert_floors_below_peaks(profile) -> None:
+    """Each floor of the profile below the published peak of its GPU model: copies host<->device against the PCIe
+    peak, GPU-to-GPU copies and busbw against NVLink (PCIe without links), memory_bandwidth against the published
+    memory bandwidth, gpus.memory against what NVML reports, the burn-in GEMM rate against bf16 dense."""
     ref = find_reference(profile.gpu_model or "")
     if ref is None:
         pytest.skip(f"profile {profile.name}: no reference for GPU model {profile.gpu_model!r}")
@@ -247,6 +270,12 @@ def test_shipped_profile_floors_are_below_the_reference_peaks(path):
     burn_in = profile.data.get("burn_in", {})
     if "min_tflops" in burn_in and burn_in.get("dtype", "bfloat16") == "bfloat16":
         assert ref.bf16_tflops_dense is not None and burn_in["min_tflops"] < ref.bf16_tflops_dense
+    memory_bandwidth = profile.data.get("memory_bandwidth") or {}
+    if "min" in memory_bandwidth:
+        assert ref.memory_bandwidth_gbps is not None
+        assert parse_gbps(memory_bandwidth["min"]) < ref.memory_bandwidth_gbps, memory_bandwidth
+    if "min_fraction_of_peak" in memory_bandwidth:
+        assert 0 < memory_bandwidth["min_fraction_of_peak"] < 1
 
 
 def test_every_shipped_profile_with_bandwidth_floors_has_a_reference():
