@@ -298,3 +298,12 @@ def test_recorded_floors_follow_the_size():
     # a model with no NVLink recordings borrows the H200's; a basis nobody recorded is not judged
     l40s = refs["l40s"]
     assert "no recorded run" in judge.recorded_floor(samples, l40s, "memory", None, "memory", None)["why"]
+
+
+def test_the_readme_example_is_what_the_command_prints(data, capsys):
+    readme = (data.parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("**Against normal: `gpufabric reference` and `parse ... --reference`.**", 1)[1]
+    command, *shown = block.split("```\n", 2)[1].splitlines()
+    assert command.startswith(f"$ gpufabric parse nccl-tests tests/data/{H200_NCCL} --reference")
+    _, _, err = run(capsys, "parse", "nccl-tests", data / H200_NCCL, "--reference")
+    assert shown == err.splitlines()
