@@ -34,6 +34,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("--gpu-fleet-id", "gpu_fleet_id", "ID",
          "the fleet run these results belong to (default: SLURM_JOB_ID)"),
         ("--gpu-customer", "gpu_customer", "NAME", "the customer named on the HTML report's cover"),
+        ("--gpu-operator", "gpu_operator", "NAME", "who ran the acceptance, named on the cover (default: the user)"),
+        ("--gpu-sign-key", "gpu_sign_key", "KEY.pem",
+         "sign the results and the HTML report with this Ed25519 private key (openssl genpkey -algorithm ed25519); "
+         "check them with `gpufabric verify FILE --key PUB.pem`"),
         ("--gpu-burn-in", "gpu_burn_in", "DURATION",
          "run the burn-in for DURATION (90s, 10m, 2h): GEMM on every GPU cross-checked, plus the profile's "
          "collectives and memory workloads; resumes an unfinished burn-in of the same profile"),
@@ -155,8 +159,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     profile = _session(metafunc.config).profile if SESSION_KEY in metafunc.config.stash else None
     if "gpu_pair" in metafunc.fixturenames:
-        pairs = profile.pairs if profile else []
-        metafunc.parametrize("gpu_pair", pairs, ids=[f"GPU{a}-GPU{b}" for a, b in pairs], indirect=True)
+        pairs = profile.pairs if profile else _machine_pairs(metafunc.config)
+        # none: one case that skips saying why, not pytest's "got empty parameter set"
+        metafunc.parametrize("gpu_pair", pairs or [None], ids=[f"GPU{a}-GPU{b}" for a, b in pairs] or ["none"],
+                             indirect=True)
     if "promised_gpu" in metafunc.fixturenames:
         indices = range(profile.gpu_count) if profile else []
         metafunc.parametrize("promised_gpu", indices, ids=[f"GPU{i}" for i in indices], indirect=True)
@@ -199,6 +205,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "copy_kind" in metafunc.fixturenames:
         kinds = list(profile.copy_thresholds()) if profile else []
         metafunc.parametrize("copy_kind", kinds or [None], ids=kinds or ["none"])
+
+
+def _machine_pairs(config: pytest.Config) -> list[tuple[int, int]]:
+    """Without a profile: every pair of GPUs the machine (live, or --gpu-replay's bundle) joins by NVLink."""
+    import itertools
+
+    from .fabric.model import nvlink_count_of_label
+
+    fabric = _session(config).fabric if SESSION_KEY in config.stash else None
+    if fabric is None:
+        return []
+    return [(a.index, b.index) for a, b in itertools.combinations(fabric.gpus, 2)
+            if nvlink_count_of_label(fabric.label(a.label, b.label) or "") > 0]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -344,10 +363,17 @@ def promised_gpu(request: pytest.FixtureRequest, gpu_profile, fabric):
 
 
 @pytest.fixture
-def gpu_pair(request: pytest.FixtureRequest, gpu_profile, fabric):
-    """A pair of GPUs the profile names (parametrized: `pairs:`, else every NVLink-joined pair)."""
+def gpu_pair(request: pytest.FixtureRequest, fabric):
+    """A pair of GPUs the profile names (parametrized: `pairs:`, else every NVLink-joined pair; without a profile,
+    every pair the machine joins by NVLink)."""
+    profile = _session(request.config).profile
+    if request.param is None:
+        pytest.skip(f"profile {profile.name} promises no GPU pair (pairs:, or NVLinks in its matrix)" if profile
+                    else f"no two GPUs joined by NVLink in {fabric.source}")
     a, b = request.param
-    return _promised_gpu(request, gpu_profile, fabric, a), _promised_gpu(request, gpu_profile, fabric, b)
+    if profile is None:
+        return fabric.gpu(a), fabric.gpu(b)
+    return _promised_gpu(request, profile, fabric, a), _promised_gpu(request, profile, fabric, b)
 
 
 @pytest.fixture

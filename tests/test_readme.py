@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -30,3 +32,19 @@ def test_the_constraints_pin_the_torch_ci_installs():
     pins = [line for line in ROOT.joinpath("constraints.txt").read_text().splitlines()
             if line and not line.startswith("#")]
     assert pins == ["torch==2.13.0"]
+
+
+def _python_blocks(after_heading: str) -> list[str]:
+    section = ROOT.joinpath("README.md").read_text().split(after_heading, 1)[1]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+@pytest.mark.parametrize(("bundle", "outcome"), [("h200-nvswitch-x2", "passed"), ("titan-rtx-nvlink", "passed"),
+                                                 ("rtx-2080ti-pcie", "skipped")])
+def test_the_marker_example_runs_on_a_replay_without_a_profile(pytester: pytest.Pytester, bundle, outcome):
+    """It skipped with "got empty parameter set for (gpu_pair)" on the H200 bundle, which has an NV18 pair."""
+    pytester.makepyfile(test_bridge=_python_blocks("Markers (they work in your own test files too)")[0])
+    result = pytester.runpytest("test_bridge.py", "--gpu-replay", bundle, "-rs")
+    assert result.parseoutcomes().get(outcome) == 1
+    if outcome == "skipped":  # two GeForce cards without a bridge: the reason names what is missing
+        result.stdout.fnmatch_lines(["*no NVLink of 2+ links between a GPU pair (found GPU0-GPU1 PHB)*"])

@@ -92,12 +92,11 @@ def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | 
 
 
 @functools.cache
-def _yaml_loader():
+def _yaml_loader(yaml):
     """PyYAML's safe loader with YAML 1.2's booleans: only true and false. YAML 1.1 also reads on/off/yes/no as
-    booleans, so `iommu: off` (a value the schema names) arrived as False and failed validation."""
+    booleans, so `iommu: off` (a value the schema names) arrived as False and failed validation. Made per ``yaml``
+    module object: its errors must be the classes the caller catches, also where a module was imported again."""
     import re
-
-    import yaml
 
     class ProfileLoader(yaml.SafeLoader):
         pass
@@ -120,7 +119,7 @@ def _read_yaml(path: Path) -> dict:
     except UnicodeDecodeError as exc:
         raise ProfileError(f"not UTF-8 text (byte {exc.start}): a profile is a YAML file", path=str(path)) from None
     try:
-        doc = yaml.load(text, Loader=_yaml_loader())  # a safe loader, with YAML 1.2's booleans
+        doc = yaml.load(text, Loader=_yaml_loader(yaml))  # a safe loader, with YAML 1.2's booleans
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
