@@ -72,3 +72,9 @@ def test_an_unknown_profile_names_each_folder_searched_once(monkeypatch):
         load_profile("no-such-profile", checkout)
     searched = str(raised.value).split("(searched ", 1)[1].rstrip(")").split(", ")
     assert len(searched) == len(set(searched)) == 1 and "h200-nvswitch-x2" in str(raised.value)
+
+
+def test_an_rdma_port_serving_a_gpu_the_profile_does_not_have_is_refused(tmp_path):
+    text = "rdma:\n  devices:\n    - {name: mlx5_0, gpus: [0, 9]}\n"
+    with pytest.raises(GpuFabricError, match=r"\$\.rdma\.devices\[0\]\.gpus: GPU 9 is not among the profile's 1 GPUs"):
+        _profile(tmp_path, text)

@@ -26,8 +26,8 @@ columns are ``MB/sec`` in older releases and ``MiB/sec`` since linux-rdma/perfte
 Modes that change the table and how they come back:
 
 - ``-a`` prints one row per message size (2 B .. 8 MiB): ``results`` holds every row, in order.
-- ``-D`` (duration) and ``-N`` (no peak) print ``BW peak`` as 0.00: kept as 0.0, with ``bw_peak_reported`` False;
-  the two cannot be told apart from the output.
+- ``-D`` (duration) and ``-N`` (no peak) print ``BW peak`` as 0.00: read as None (not measured), with
+  ``bw_peak_reported`` False; the two cannot be told apart from the output.
 - ``-b`` (bidirectional) says so in the title ("RDMA_Write Bidirectional BW Test"); the printed figures are then
   both directions added up (print_full_bw_report sums the local and the remote report; ib_send_bw -b -D prints
   only its own side). They are kept as printed, with ``bidirectional`` True so nobody compares them with a
@@ -180,6 +180,8 @@ def _row(line: str, line_no: int, table: _Table) -> dict[str, Any]:
             if "." in text:
                 raise ValueError(f"line {line_no}: {key} must be a whole number, got {text!r}")
             row[key] = int(text)
+        elif kind == "bw" and key == "bw_peak_gbps" and float(text) == 0:
+            row[key] = None  # -D and -N print the peak as 0.00: not measured, not a peak of zero
         elif kind == "bw":
             row[key] = to_gbps(float(text), table.unit)
         else:
@@ -338,7 +340,7 @@ def parse_perftest(text: str) -> dict[str, Any]:
         "rdma_cm": None if rdma_cm is None else rdma_cm == "ON",
         "bidirectional": bidirectional,
         "units_printed": units.pop(),
-        "bw_peak_reported": any(row["bw_peak_gbps"] != 0 for row in results),
+        "bw_peak_reported": any(row["bw_peak_gbps"] is not None for row in results),
         "server_side": server_side,
         "report_both": both if any(both.values()) else None,
         "repeated_tables": repeated,

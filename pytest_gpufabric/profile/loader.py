@@ -267,6 +267,11 @@ def _check_semantics(doc: dict, path: Path) -> None:
         for row in matrix:
             if row.startswith("GPU") and int(row[3:]) >= count:
                 fail(f"{row} is not among the profile's {count} GPUs", f"$.topology.matrix.{row}")
+        for i, device in enumerate(doc.get("rdma", {}).get("devices", [])):
+            for gpu in device.get("gpus", []) if isinstance(device, dict) else []:
+                if isinstance(gpu, int) and gpu >= count:
+                    fail(f"GPU {gpu} is not among the profile's {count} GPUs (GPU0 to GPU{count - 1})",
+                         f"$.rdma.devices[{i}].gpus")
 
 
 def _merge(base: dict, override: dict) -> dict:
