@@ -124,6 +124,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     fabric_session = config.stash.get(SESSION_KEY, None)
     if fabric_session is not None and fabric_session.metrics is not None:
         fabric_session.metrics.stop()
+    if fabric_session is not None and not fabric_session.replay:
+        from .workloads.runner import SPARES
+
+        SPARES.disable()  # the spares served this run; a pytest run inside the same process starts cold
 
 
 def _collect_shipped_suites(config: pytest.Config) -> None:

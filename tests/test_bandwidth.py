@@ -550,8 +550,8 @@ def test_a_measurement_that_cannot_be_read_fails_each_test_with_its_reason(pytes
     shutil.copytree(BANDWIDTH_BUNDLE, bundle)
     text = (bundle / "bandwidth.json").read_text(encoding="utf-8")
     (bundle / "bandwidth.json").write_text(text[: len(text) // 2], encoding="utf-8")  # DERIVED: cut in half
-    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), "-k", "copy",
-                                "-p", "no:cacheprovider")
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle),
+                                "-k", "copy_bandwidth", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*bundle/bandwidth.json: not a gpufabric bandwidth recording (Expecting*"])
     result.stdout.no_fnmatch_line("*AttributeError*")

@@ -182,17 +182,23 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
             results.append(result)
         return results
 
-    _copies(measured, each("copy", repeats), gpus, margin, where)
-    if gpus >= 2:
-        _collectives(measured, each("collectives", repeats), margin, where)
-    else:
-        measured.not_measured.append("collective bandwidth: one GPU (nothing to reduce between)")
-    _hbm(measured, each("hbm", repeats), margin, where)
-    _power(measured, each("power", 1), margin, where)
-    _pcie(measured, each("pcie", 1), where)
-    _gemm(measured, each("gemm", 1), margin, where)
-    _memory(measured, each("memory", 1), fabric, margin, where)
-    _pattern(measured, each("pattern", 1), where)
+    try:
+        _copies(measured, each("copy", repeats), gpus, margin, where)
+        if gpus >= 2:
+            _collectives(measured, each("collectives", repeats), margin, where)
+        else:
+            measured.not_measured.append("collective bandwidth: one GPU (nothing to reduce between)")
+        _hbm(measured, each("hbm", repeats), margin, where)
+        _power(measured, each("power", 1), margin, where)
+        _pcie(measured, each("pcie", 1), where)
+        _gemm(measured, each("gemm", 1), margin, where)
+        _memory(measured, each("memory", 1), fabric, margin, where)
+        _pattern(measured, each("pattern", 1), where)
+    finally:
+        if bundle is None:
+            from ..workloads.runner import SPARES
+
+            SPARES.disable()
     measured.not_measured.append("ib_write_bw: needs a peer machine (rdma.ib_write_bw.peer), not measured alone")
     return measured
 

@@ -68,6 +68,12 @@ class SpareInterpreters:
             self.enabled = True
             atexit.register(self.close)
 
+    def disable(self) -> None:
+        """The run that wanted spares is over: stop them, and let later callers (tests run in-process, library
+        callers) start cold again."""
+        self.enabled = False
+        self.close()
+
     def close(self) -> None:
         """Stop the waiting spares: they have no work, so they are not waited for."""
         spares, self._spares = self._spares, []
