@@ -36,7 +36,10 @@ def _fabric(replay: str | None):
         return load_bundle(replay)
     from .fabric.nvml import collect_fabric
 
-    return collect_fabric()
+    try:
+        return collect_fabric()
+    except HardwareUnavailable as exc:
+        raise exc.for_flag("--replay BUNDLE") from None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -81,7 +84,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     except HardwareUnavailable as exc:
         record, nvml_error = None, exc
     if record is None and not Path(SYSFS_IB).is_dir():
-        raise nvml_error  # nothing to record: say why, and write nothing
+        # nothing to record: say why, and write nothing (snapshot has no --replay: a bundle is what it makes)
+        raise HardwareUnavailable(f"{nvml_error.why}; nothing to record here: run `gpufabric snapshot` on the GPU "
+                                  "machine, then judge its bundle anywhere with --replay") from None
     target.mkdir(parents=True, exist_ok=True)
     if record is not None:
         (target / bundle.NVML_FILE).write_text(json_text(record) + "\n",
@@ -372,6 +377,11 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     from .verdict import EXIT_CODES
 
     out = Path(args.output)
+    signatures = None
+    if args.require_signed:
+        refused, signatures = _refused_nodes(args, out)
+        if refused:
+            return EXIT_USAGE
     try:
         expected = expected_nodes(args.expect, dict(os.environ))
         document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile,
@@ -380,6 +390,8 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     except (ValueError, GpuFabricError) as exc:
         print(f"gpufabric fleet report: {_printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    if signatures is not None:
+        document["signatures"] = signatures
     try:
         paths = write_fleet_report(document, out)
     except OSError as exc:
@@ -412,6 +424,30 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     return EXIT_CODES[document["verdict"]]
 
 
+def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | None]:
+    """--require-signed: every node's results signed by --key and untouched, else (True, None) with each refused
+    node named on stderr (report/signing.py)."""
+    from .report.signing import check_node_signatures
+
+    if not args.key:
+        print("gpufabric fleet report: --require-signed needs --key PUB.pem (the nodes' Ed25519 public key)",
+              file=sys.stderr)
+        return True, None
+    try:
+        signatures, refused = check_node_signatures([Path(d) for d in args.dirs], args.key, exclude=[out])
+    except (ValueError, GpuFabricError) as exc:
+        print(f"gpufabric fleet report: {_printable(exc)}", file=sys.stderr)
+        return True, None
+    if refused:
+        print(f"gpufabric fleet report: refused {len(refused)} node result(s) (--require-signed, key "
+              f"{signatures['key_id']}); nothing written:", file=sys.stderr)
+        for node, why in refused[:50]:
+            print(_printable(f"  {node}: {why}")[:600], file=sys.stderr)
+        if len(refused) > 50:
+            print(f"  ... and {len(refused) - 50} more", file=sys.stderr)
+    return bool(refused), signatures
+
+
 def cmd_fleet_fabric(args: argparse.Namespace) -> int:
     """One rank of the fabric run, as the site's launcher starts one per node (srun, torchrun, mpirun); rank 0
     writes OUTDIR/fabric.json and, with --profile, judges it: exit 0 passed, 1 failed, 4 a usage error."""
@@ -422,6 +458,14 @@ def cmd_fleet_fabric(args: argparse.Namespace) -> int:
     from .workloads import fabric_pairs
 
     profile = load_profile(args.profile) if args.profile else None  # a bad profile is said before anything runs
+    _require_torch("gpufabric fleet fabric")
+    launchers = ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK")
+    if not any(name in os.environ for name in launchers):
+        raise GpuFabricError(
+            "gpufabric fleet fabric is one rank of a run across nodes: start it with the site's launcher, one rank "
+            "per GPU or per node, e.g. `srun -N 4 --ntasks-per-node=8 gpufabric fleet fabric -o OUT`, `torchrun "
+            "--nnodes 4 --nproc-per-node 8 --rdzv-endpoint HOST:29500 $(which gpufabric) fleet fabric -o OUT` or "
+            "`mpirun -np 32 -H ... gpufabric fleet fabric -o OUT` (MASTER_ADDR and MASTER_PORT set)")
     # the suspects measured again alone are the pairs the judgement would name: one fraction for both
     fraction = ((profile.data.get("fabric") or {}).get("pairs") or {}).get("min_fraction_of_median", 0.7) \
         if profile else 0.7
@@ -439,14 +483,28 @@ def cmd_fleet_fabric(args: argparse.Namespace) -> int:
         fabric_pairs.main()
     finally:
         sys.argv = saved
-    if os.environ.get("RANK", "0") != "0" or profile is None:
+    if os.environ.get("RANK", "0") != "0":
         return EXIT_OK
     result = json.loads((out / FABRIC_FILE).read_text(encoding="utf-8"))
+    print(f"fabric: {result['world_size']} ranks on {len(result['nodes'])} node(s), {len(result['pairs'])} pair "
+          f"measurement(s) in {result['rounds']} round(s) ({result['backend']}); wrote {out / FABRIC_FILE}")
+    if profile is None:
+        return EXIT_OK
     judged = judge_fabric(result, profile.data)
     print(f"fabric: {judged['verdict']}")
     for problem in judged["problems"]:
         print(f"  {problem}")
     return EXIT_REJECTED if judged["verdict"] == "failed" else EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Digests and signature of results JSON or HTML reports (report/signing.py)."""
+    from .report.signing import verify_command
+
+    code, lines = verify_command(args.files, args.key)
+    for line in lines:
+        print(_printable(line))
+    return code
 
 
 DEFAULT_PROFILE = "h200-nvswitch-x2"
@@ -479,7 +537,19 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
     quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
     argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html", "-W", quiet]
+    if args.sign_key:
+        argv += ["--gpu-sign-key", args.sign_key]
+    for flag, value in (("--gpu-customer", args.customer), ("--gpu-burn-in", args.burn_in),
+                        ("--gpu-report-dir", args.report_dir)):
+        if value:
+            argv += [flag, value]
     if replay:
+        from .fabric.bundle import bundle_directory
+
+        try:
+            bundle_directory(replay)  # a bundle that is not there is said here, by this command's flag
+        except GpuFabricError as exc:
+            raise GpuFabricError(f"--replay: {exc}") from None
         argv += ["--gpu-replay", replay]
     return int(pytest.main(argv + pytest_args))
 
@@ -507,6 +577,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = sorted(set(ops) - set(BENCH_OPS))
     if unknown:
         raise GpuFabricError(f"unknown operation(s) {unknown}; known: {', '.join(BENCH_OPS)}")
+    _require_torch("gpufabric bench")
     sizes = _sizes(args.sizes)
     results = {}
     collectives = [op for op in ops if op != "copy"]
@@ -527,10 +598,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _gpu_count() -> int:
     from .fabric.nvml import collect_fabric
 
-    count = len(collect_fabric().gpus)
+    try:
+        count = len(collect_fabric().gpus)
+    except HardwareUnavailable as exc:
+        raise HardwareUnavailable(f"{exc.why}; use --backend gloo to run on CPUs") from None
     if count == 0:
         raise HardwareUnavailable("no GPU found; use --backend gloo to run on CPUs")
     return count
+
+
+def _require_torch(what: str) -> None:
+    """Name the extra to install, not a ModuleNotFoundError under a child's command line."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise GpuFabricError(f"{what} runs its workloads with torch, which is not installed here: "
+                             "pip install 'pytest-gpufabric[torch]'")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -540,13 +623,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     accept = sub.add_parser(
         "accept", help="run the acceptance suites against a profile, writing the HTML report and JSON results",
-        description="Extra arguments go to pytest (e.g. -k topology, --junitxml=reports/junit.xml).",
+        description="Extra arguments go to pytest: any of its options (-k topology, --junitxml=reports/junit.xml) "
+                    "and any of this plugin's --gpu-* options (--gpu-waive ID=REASON, --gpu-evidence FILE, "
+                    "--gpu-plant-memory-fault GPU, ...; `pytest --help` lists them).",
     )
     accept.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or path (default {DEFAULT_PROFILE})")
     accept.add_argument("--replay", metavar="BUNDLE", help="judge a bundle; default: this machine, or the "
                         "profile's shipped bundle when this machine has no NVIDIA driver")
     accept.add_argument("--html", default="reports/acceptance.html", help="report file (default %(default)s)")
+    accept.add_argument("--sign-key", metavar="KEY.pem", help="sign the results and the report with this Ed25519 "
+                        "private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`)")
+    accept.add_argument("--customer", metavar="NAME", help="the customer named on the report's cover")
+    accept.add_argument("--burn-in", metavar="DURATION", help="also run the burn-in for DURATION (90s, 10m, 2h)")
+    accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json goes (default: reports/)")
     accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
+
+    verify = sub.add_parser(
+        "verify", help="check that a results JSON or HTML report is as the run wrote it, and who signed it",
+        description="Exit 0: untouched (and, with --key, signed by that key); 1: changed since the run (the parts "
+                    "that changed are named), not signed, or signed by another key; 2: a file or key that cannot be "
+                    "read.")
+    verify.add_argument("files", nargs="+", metavar="RESULTS.json|REPORT.html",
+                        help="results files or HTML reports a run wrote")
+    verify.add_argument("--key", metavar="PUB.pem", help="the Ed25519 public key the files must be signed with "
+                        "(`openssl pkey -in KEY.pem -pubout -out PUB.pem`); without it only the digests are checked")
+    verify.set_defaults(func=cmd_verify)
 
     bench = sub.add_parser("bench", help="measure collectives or copies without a profile",
                            description="The bandwidth suite's harnesses, printing nccl-tests' columns.")
@@ -554,8 +655,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="gloo runs on CPUs")
     bench.add_argument("--nprocs", type=int, help="ranks (default: every GPU; 2 with gloo)")
     bench.add_argument("--sizes", default="1M,256M,1G", help="comma-separated, nccl-tests style (1M = 1 MiB)")
-    bench.add_argument("--iters", type=int, default=20)
-    bench.add_argument("--warmup", type=int, default=5)
+    bench.add_argument("--iters", type=int, default=20, help="timed operations per size (default %(default)s)")
+    bench.add_argument("--warmup", type=int, default=5, help="untimed operations first (default %(default)s)")
     bench.add_argument("--timeout", type=float, default=600, help="seconds before the run is killed")
     bench.add_argument("--json", action="store_true", help="the full results as JSON")
     bench.set_defaults(func=cmd_bench)
@@ -566,14 +667,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
 
     snapshot = sub.add_parser("snapshot", help="record this machine (NVML + nvidia-smi) into a bundle directory")
-    snapshot.add_argument("dir")
+    snapshot.add_argument("dir", help="the bundle directory to write (made if missing); judge it later with "
+                          "--replay DIR or pytest --gpu-replay DIR")
     snapshot.set_defaults(func=cmd_snapshot)
 
     profile = sub.add_parser("profile", help="write or check machine profiles")
     profile_sub = profile.add_subparsers(dest="profile_command", required=True)
     init = profile_sub.add_parser("init", help="write a profile that this machine (or bundle) passes")
-    init.add_argument("--replay", metavar="BUNDLE")
-    init.add_argument("-o", "--output", required=True, metavar="FILE")
+    init.add_argument("--replay", metavar="BUNDLE", help="write it from a recorded bundle (directory, .tar.gz or "
+                      "shipped name) instead of this machine")
+    init.add_argument("-o", "--output", required=True, metavar="FILE", help="the profile file to write")
     init.add_argument("--name", help="profile name (default: the output file's stem)")
     init.add_argument("--from-fleet", metavar="DIR", help="floors from a fleet's results (the folder `gpufabric "
                       "fleet report` read): the profile extends the one the nodes ran")
@@ -590,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "--measure (default 0.9)")
     init.set_defaults(func=cmd_profile_init)
     validate = profile_sub.add_parser("validate", help="check profile files against the schema")
-    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="profile files (or names of shipped profiles)")
     validate.set_defaults(func=cmd_profile_validate)
 
     fleet = sub.add_parser("fleet", help="one verdict for many servers from their results")
@@ -599,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="judge a fleet from its nodes' results folders",
         description="Each DIR is a node's results folder (gpufabric-results.json; the node's name is the folder's), "
                     "or a folder of them (reports/fleet/ of --gpu-report-dir reports/fleet/{host}).")
-    report.add_argument("dirs", nargs="+", metavar="DIR")
+    report.add_argument("dirs", nargs="+", metavar="DIR", help="node results folders, or folders of them")
     report.add_argument("--expect", metavar="HOSTLIST", help="the nodes that must report, in Slurm's hostlist "
                         "syntax (node[01-64]); default: SLURM_JOB_NODELIST when set")
     report.add_argument("--profile", help="the one profile the fleet is judged by: a node that ran another (by "
@@ -612,6 +715,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: a fabric.json beside the node folders)")
     report.add_argument("--max-node-mb", type=float, default=64, metavar="MB",
                         help="a node's results file larger than this is unreadable, not read (default %(default)s)")
+    report.add_argument("--require-signed", action="store_true", help="refuse the fleet (exit 4, nothing written) "
+                        "when a node's results are unsigned, changed since the run or signed by another key than "
+                        "--key; each such node is named")
+    report.add_argument("--key", metavar="PUB.pem", help="with --require-signed: the Ed25519 public key every "
+                        "node's results must be signed with (--gpu-sign-key's pair)")
     report.set_defaults(func=cmd_fleet_report)
     fabric = fleet_sub.add_parser(
         "fabric", help="measure the fabric between the nodes: one rank per node, started by your launcher",
@@ -621,14 +729,15 @@ def build_parser() -> argparse.ArgumentParser:
     fabric.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="gloo runs on CPUs")
     fabric.add_argument("--sizes", default="64M,1G", help="all-node all_reduce sizes (1M = 1 MiB)")
     fabric.add_argument("--pair-size", default="256M", help="bytes each pair exchanges each way")
-    fabric.add_argument("--iters", type=int, default=5)
-    fabric.add_argument("--warmup", type=int, default=2)
+    fabric.add_argument("--iters", type=int, default=5, help="timed operations per size and pair (default %(default)s)")
+    fabric.add_argument("--warmup", type=int, default=2, help="untimed operations first (default %(default)s)")
     fabric.add_argument("--max-rounds", type=int, default=0, help="0: every pair meets (N-1 rounds)")
     fabric.add_argument("--confirm-repeats", type=int, default=2, help="how many times a pair that looked slow in "
                         "its round is measured again alone before it is named (default %(default)s)")
     fabric.add_argument("--node-per-rank", action="store_true", help="each rank a node (one host's GPUs)")
     fabric.add_argument("--profile", help="judge the result with this profile's fabric: section (rank 0)")
-    fabric.add_argument("-o", "--output", default="reports/fleet", metavar="OUTDIR")
+    fabric.add_argument("-o", "--output", default="reports/fleet", metavar="OUTDIR",
+                        help="where rank 0 writes fabric.json (default %(default)s)")
     fabric.set_defaults(func=cmd_fleet_fabric)
 
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
@@ -656,7 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
     reference = sub.add_parser("reference", help="published GPU figures: the catalogue, or one model's entry",
                                description="Without MODEL: a table of the catalogue. MODEL as NVML names it "
                                "(\"NVIDIA H100 80GB HBM3\") or an alias (h100).")
-    reference.add_argument("model", nargs="?", metavar="MODEL")
+    reference.add_argument("model", nargs="?", metavar="MODEL", help="one model's entry (default: the whole catalogue)")
     reference.add_argument("--json", action="store_true", help="every field, the sources and the recorded fractions")
     reference.set_defaults(func=cmd_reference)
     return parser

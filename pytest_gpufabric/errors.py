@@ -35,7 +35,17 @@ class BundleError(GpuFabricError):
 
 
 class HardwareUnavailable(GpuFabricError):
-    """The live machine cannot be queried (no NVIDIA driver, NVML missing)."""
+    """The live machine cannot be queried (no NVIDIA driver, NVML missing).
+
+    ``replay_hint``: say how to judge a recorded bundle instead, by the flag of whatever prints the message: pytest's
+    ``--gpu-replay`` unless a command re-raises it with ``for_flag("--replay BUNDLE")``."""
+
+    def __init__(self, why: str, *, replay_hint: bool = False, flag: str = "--gpu-replay"):
+        self.why, self.replay_hint = why, replay_hint
+        super().__init__(f"{why}; use {flag} to check a recorded bundle" if replay_hint else why)
+
+    def for_flag(self, flag: str) -> HardwareUnavailable:
+        return HardwareUnavailable(self.why, replay_hint=self.replay_hint, flag=flag)
 
 
 class ToolMissing(GpuFabricError):

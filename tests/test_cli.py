@@ -62,6 +62,43 @@ def test_live_commands_without_driver_say_so(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("NVML not available") == 2 and "Traceback" not in err
     assert not (tmp_path / "bundle").exists()
+    # each hint names a flag of the command that printed it (they said --gpu-replay, a flag only pytest has)
+    assert "use --replay BUNDLE to check a recorded bundle" in err and "--gpu-replay" not in err
+    assert "run `gpufabric snapshot` on the GPU machine" in err
+    assert main(["profile", "init", "-o", str(tmp_path / "x.yaml")]) == EXIT_NO_HARDWARE
+    assert main(["bench", "all_reduce"]) == EXIT_NO_HARDWARE
+    err = capsys.readouterr().err
+    assert "use --replay BUNDLE" in err and "use --backend gloo to run on CPUs" in err and "--gpu-replay" not in err
+
+
+def test_accept_names_a_missing_bundle_by_its_own_flag(capsys):
+    assert main(["accept", "--replay", "no-such-bundle"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("gpufabric: --replay: replay bundle not found: no-such-bundle") and "--gpu-" not in err
+
+
+def test_accept_takes_what_a_delivery_needs(tmp_path):
+    """--customer, --burn-in and --report-dir reach the run (accept --customer ACME was "unrecognized")."""
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", "rtx-2080ti-pcie",
+                           "--replay", "rtx-2080ti-pcie", "--customer", "ACME <GPU> Corp", "--report-dir", "out",
+                           "--html", "out/acceptance.html", "-q", "-p", "no:cacheprovider", "-k", "topology"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (tmp_path / "out" / "gpufabric-results.json").is_file(), done.stdout + done.stderr
+    assert "ACME &lt;GPU&gt; Corp" in (tmp_path / "out" / "acceptance.html").read_text()
+    helped = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--help"], capture_output=True,
+                            text=True, timeout=60).stdout
+    helped = " ".join(helped.split())
+    for flag in ("--customer", "--burn-in", "--report-dir", "any of this plugin's --gpu-* options"):
+        assert flag in helped
+
+
+def test_fleet_fabric_outside_a_launcher_says_how_to_launch_it(monkeypatch, tmp_path, capsys):
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["fleet", "fabric", "-o", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "one rank of a run across nodes" in err and "srun" in err and "torchrun" in err and "mpirun" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("bundle", ["h200-nvswitch-x2", "h100-x1", "titan-rtx-nvlink", "rtx-2080ti-pcie"])
@@ -141,3 +178,26 @@ def test_profile_init_refuses_a_name_that_is_no_profile_name(tmp_path, capsys):
 def test_accept_reports_an_unknown_profile_first(capsys):
     assert main(["accept", "--profile", "titan-rtx"]) == EXIT_BAD_INPUT
     assert "unknown profile 'titan-rtx'; available profiles:" in capsys.readouterr().err
+
+
+def test_every_command_and_argument_has_help():
+    """`gpufabric snapshot --help` said nothing of its dir, nor `profile validate` of its files (issue 25)."""
+    import argparse
+
+    from pytest_gpufabric.cli import build_parser
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {choice.dest for choice in action._choices_actions if choice.help}
+                for name, sub in action.choices.items():
+                    if name not in helps:
+                        missing.append(f"{path} {name}")
+                    walk(sub, f"{path} {name}")
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)) and not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "gpufabric")
+    assert missing == []

@@ -13,7 +13,7 @@ import re
 import sys
 import time
 from datetime import datetime, timezone
-from html import escape, unescape
+from html import unescape
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -25,7 +25,7 @@ from pytest_gpufabric.fleet.analysis import FleetSettings, analyse, machine_clas
 from pytest_gpufabric.fleet.html import fleet_html
 from pytest_gpufabric.fleet.nodes import Node
 from pytest_gpufabric.fleet.report import build_fleet_document, judged_nodes
-from pytest_gpufabric.report.html import _number
+from pytest_gpufabric.report.phrases import number as _number
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DATA = REPO / "tests" / "data" / "results"
@@ -131,7 +131,8 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     assert "gpu-a02" not in not_accepted
     message = _node_of(document, "gpu-a01")["failed"][0]["message"]
     assert len(message) > 160 and message not in not_accepted  # truncated on the page ...
-    assert escape(message, quote=True) in flagged  # ... and whole in the cell's title
+    titles = [unescape(title) for title in re.findall(r' title="([^"]*)"', flagged)]
+    assert any(message in title for title in titles)  # ... and whole in the cell's title
     assert ABSENT in _text_of(_section(flagged, "Never reported", "Outliers"))
 
     outliers = _text_of(_section(flagged, "Outliers among the passing nodes", "Inventory drift"))
@@ -159,7 +160,7 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     # distributions: one plot per measurement, the outlier's named under its own
     distributions = _section(page, 'id="distributions"', 'id="nodes"')
     assert distributions.count("<figure>") == len(document["metrics"]) > 10
-    assert distributions.count('src="data:image/png;base64,') == len(document["metrics"])
+    assert distributions.count("<svg ") == len(document["metrics"])  # inline SVG: drawn on every install
     flagged_metrics = [m for m in document["metrics"] if m["flagged"]]
     assert flagged_metrics and all(m["flagged"] == [SLOW] for m in flagged_metrics)
     first = distributions.index("<figure>")
@@ -196,31 +197,46 @@ def test_a_folder_named_like_a_url_is_linked_as_a_relative_path(tmp_path: Path):
     assert 'href="javascript:' not in page
 
 
-def test_each_plot_is_the_same_whoever_drew_the_one_before(tmp_path: Path):
-    """The plots share one figure, its artists given each measurement's data in turn: a plot must not depend on the
-    plot drawn before it."""
-    from pytest_gpufabric.fleet.html import _draw, _flagged_values, _Plotter
+def test_each_distribution_draws_its_own_measurement(tmp_path: Path):
+    """A plot shows its own measurement: the flagged node's diamond at its value (named in the diamond's title),
+    one point per passing node, and the median line where the document puts it; the same figure whatever was drawn
+    before it."""
+    from pytest_gpufabric.fleet.html import _flagged_values, distribution_figure
 
-    pytest.importorskip("matplotlib")
     document, _ = _fleet(tmp_path)
     flagged = _flagged_values(document["nodes"])
     jobs = [(m, [(n, v) for n, v in flagged.get((m["check"], m["subject"], m["metric"]), []) if n in m["flagged"]])
             for m in document["metrics"]]
-    jobs.append((dict(jobs[0][0], values=[326.1, 327.9, 324.7, 275.97]), jobs[0][1]))  # a strip of points
-    assert any(found for _, found in jobs)
-    forward = _draw(jobs)
-    backward = _draw(jobs[::-1])[::-1]
-    alone = [_Plotter().png(metric, found) for metric, found in jobs]
-    assert forward == backward == alone and all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in forward)
+    metric, found = next((m, f) for m, f in jobs if f)
+    chart = distribution_figure(metric, found)["chart"]
+    assert [flag["name"] for flag in chart["flags"]] == [SLOW]
+    assert chart["flags"][0]["value"] == _number(found[0][1], metric["unit"])
+    frame = chart["frame"]
+    ticks = [t for t in chart["x_ticks"]]
+    low, high = float(ticks[0]["label"].replace(",", "")), float(ticks[-1]["label"].replace(",", ""))
+
+    def x_of(value: float) -> float:  # where the chart's own axis puts a value
+        return frame["left"] + (value - low) / (high - low) * (frame["right"] - frame["left"])
+
+    assert abs(chart["flags"][0]["x"] - x_of(found[0][1])) < 1.0
+    median_line = next(line for line in chart["lines"] if line["label"] == "median")
+    assert abs(median_line["x"] - x_of(metric["median"])) < 1.0
+    values = metric.get("values")
+    if values is not None:
+        assert len(chart["points"]) == len(values if isinstance(values, list) else list(values.values()))
+    forward = [distribution_figure(m, f) for m, f in jobs]
+    backward = [distribution_figure(m, f) for m, f in jobs[::-1]][::-1]
+    assert forward == backward
 
 
-def test_without_matplotlib_the_page_has_captions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_without_matplotlib_the_page_has_its_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The base install has no matplotlib: the distributions are inline SVG all the same."""
     document, out = _fleet(tmp_path)
-    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import matplotlib.figure raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     page = fleet_html(document, out)
     distributions = _section(page, 'id="distributions"', 'id="nodes"')
-    assert "<img" not in distributions and "matplotlib is not installed" in distributions
-    assert distributions.count("<figcaption>") == len(document["metrics"])
+    assert "<img" not in distributions and "not installed" not in page
+    assert distributions.count("<svg ") == distributions.count("<figcaption>") == len(document["metrics"])
 
 
 @needs_chromium

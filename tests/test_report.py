@@ -6,26 +6,31 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
-from html import escape
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.sax.saxutils import escape as xml_escape
 
 import pytest
 from jsonschema import Draft202012Validator
+from markupsafe import escape as _markup_escape
 
 from pytest_gpufabric.fabric.bundle import load_bundle
 from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
-from pytest_gpufabric.report.html import Html, _cell, _table, format_value, inventory_html, margin
+from pytest_gpufabric.report.html import inventory_data, report_html
+from pytest_gpufabric.report.phrases import format_value, margin, phrase, short
 from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
+from pytest_gpufabric.report.signing import verify_document
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DATA = REPO / "tests" / "data" / "results"
 BUNDLES = REPO / "tests" / "data" / "bundles"
+DOCS = REPO / "docs"
 CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 needs_no_driver = pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
@@ -48,6 +53,15 @@ def _assert_complete(document: dict) -> None:
     assert all(reason.strip() and not reason.startswith("Skipped:") for reason in document["skip_reasons"].values())
     summary = document["summary"]
     assert sum(summary[k] for k in ("passed", "failed", "skipped", "error")) == len(tests)
+    # a finished run's document carries its digests, and they match it (no key: unsigned, not invalid)
+    if document["finished_at"] is not None:
+        assert verify_document(document).valid
+        assert document["integrity"]["profile_sha256"] == (document["profile"] or {}).get("sha256")
+
+
+def escape(text: str) -> str:
+    """Text as the report's templates write it (Jinja2's autoescaping: markupsafe)."""
+    return str(_markup_escape(text))
 
 
 # --- the schema -----------------------------------------------------------------------------------------
@@ -224,48 +238,64 @@ def test_committed_live_results_parts_validate(path: Path):
 
 
 # --- the HTML report ------------------------------------------------------------------------------------
-
-
 def _html_run(pytester: pytest.Pytester, *args: str, fresh_process: bool = False) -> tuple[str, dict]:
-    """The run's HTML report and results. ``fresh_process``: in a new process, for the plots: matplotlib cannot
-    be imported twice in one process ("cannot load module more than once per process"), and an in-process
-    pytester run drops the modules its run imported, so only the first such run in a process draws plots."""
+    """The run's HTML report and results. ``fresh_process``: in a new process, for the suites' own PNG extras:
+    matplotlib, where it is installed, cannot be imported twice in one process ("cannot load module more than once
+    per process"), and an in-process pytester run drops the modules its run imported. The report's own plots are
+    SVG and need nothing."""
     run = pytester.runpytest_subprocess if fresh_process else pytester.runpytest
     run(*args, "--html", "reports/acceptance.html", "--self-contained-html")
     return (pytester.path / "reports" / "acceptance.html").read_text(), _results(pytester)
 
 
 def _gpufabric_section(html: str) -> str:
+    """The report's own sections as the page shows them (the embedded results document and scripts left out)."""
     start = html.index('<div class="gpufabric" id="gpufabric-report">')
-    return html[start:html.index("<script>", start)]
+    ends = [i for i in (html.find('<script type="application/json"', start), html.find("<script>", start)) if i > 0]
+    return html[start:min(ends)]
 
 
-def test_rejected_report_has_cover_measurements_and_skipped_reasons(pytester: pytest.Pytester):
+def _promise_rows(section: str) -> dict[str, list[str]]:
+    """Promise id -> the texts of its row's cells (Promise, Expected, Found, Margin, Result)."""
+    table = section[section.index('<table class="promises">'):]
+    table = table[:table.index("</table>")]
+    rows = {}
+    for row in re.findall(r'<tr><td class="id">(.*?)</tr>', table, re.S):
+        cells = [_text_of(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + row, re.S)]
+        rows[_text_of(cells[0])] = cells
+    return rows
+
+
+def test_rejected_report_has_cover_promises_and_skipped_reasons(pytester: pytest.Pytester):
     html, document = _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
                                "--gpu-customer", "ACME Labs")
     section = _gpufabric_section(html)
-    # the cover: verdict and why, customer, profile and its digest, machine identity, date, version
+    # the cover: verdict and why, customer, profile and its digest, machine identity, dates, operator, version
     assert '<div class="verdict rejected">Verdict: REJECTED</div>' in section
     assert escape(document["summary"]["verdict_reason"]) in section
     assert "<th>Customer</th><td>ACME Labs</td>" in section
     assert load_profile("titan-rtx-nvlink").sha256 in section and "titan-rtx-nvlink" in section
-    for field in ("NVIDIA driver", "CUDA driver", "NCCL", "<th>serial</th>", "<th>UUID</th>", "<th>VBIOS</th>",
-                  "pytest-gpufabric", document["plugin_version"], document["started_at"][:10]):
+    for field in ("NVIDIA driver", "CUDA driver", "NCCL", "<th>Serial</th>", "<th>UUID</th>", "<th>VBIOS</th>",
+                  "<th>Operator</th>", "pytest-gpufabric", document["plugin_version"], "<th>Judged</th>",
+                  document["finished_at"][:10]):
         assert field in section, field
-    assert section.index("Verdict: REJECTED") < section.index("Inventory") < section.index("Topology")
-    # every check, with its verdict; the mismatch highlighted
-    assert "<h2>Measurements</h2>" in section
-    table = section[section.index('<table class="measurements">'):]
-    table = table[:table.index("</table>")]
-    assert table.count("<tr>") == len(document["checks"]) + 1
-    assert table.count(">FAIL</td>") == sum(c["verdict"] == "failed" for c in document["checks"])
-    assert "GPU0-GPU1 NV2" in table and "GPU0-GPU1 PHB" in table
+    # a bundle without manifest.json: when it was measured is not known, and the cover says so
+    assert "<th>Measured</th><td>not recorded by the bundle (no manifest.json)</td>" in section
+    assert "replay of bundle rtx-2080ti-pcie" in section
+    assert section.index("Verdict: REJECTED") < section.index("<h2>Promises</h2>") < section.index(
+        "<h2>Inventory</h2>") < section.index("Topology")
+    # one row per promise, with its result; the mismatch highlighted
+    rows = _promise_rows(section)
+    assert set(rows) == {p["id"] for p in document["promises"]}
+    assert [c[4] for c in rows.values()].count("failed") == sum(p["outcome"] == "failed" for p in document["promises"])
+    assert rows["topology-matrix"][1:3] == ["GPU0-GPU1 NV2", "GPU0-GPU1 PHB"]
     assert 'class="mismatch">expected NV2, found PHB' in section
-    # every skipped test and why
+    # every skipped test and why, its paths relative: never a local absolute path on the page
     assert "<h2>Skipped checks</h2>" in section and document["skip_reasons"]
     for nodeid, reason in document["skip_reasons"].items():
-        assert escape(reason) in section, nodeid
-    # a customer reads tables, not Python reprs
+        assert escape(reason.replace(str(REPO) + "/", "")) in section, nodeid
+    assert str(REPO) not in _text_of(html) and str(pytester.path) not in _text_of(html)
+    # a customer reads words, not Python reprs
     assert "{'" not in section and "['" not in section and ">None<" not in section
 
 
@@ -282,11 +312,17 @@ def test_accepted_report_shows_identity_nccl_and_margins(pytester: pytest.Pytest
                   document["machine"]["cuda_driver_version"]):
         assert f"<td>{value}</td>" in section, value
     assert "<th>NCCL</th><td>2.28.9</td>" in section  # what the recorded collectives ran on
+    rows = _promise_rows(section)
     # all_reduce at 256 MiB: 297.4 GB/s busbw against a 285 GB/s floor; 1 MiB: 16.1 us against 68 us
-    assert ">+12.4 GB/s (+4.4%)</td>" in section
-    assert ">+51.9 us (+76.3%)</td>" in section
-    # the busbw-vs-size plots, embedded
-    assert "<h2>Plots</h2>" in section and 'src="data:image/png;base64,iVBORw0KGgo' in section
+    assert rows["collective-bandwidth[all_reduce-256MiB]"][1:5] == [
+        "≥ 285 GB/s all_reduce busbw at 256 MiB", "297.4 GB/s busbw", "+12.4 GB/s (+4.4%)", "passed"]
+    assert rows["collective-bandwidth[all_reduce-1MiB]"][1:4] == [
+        "≤ 68 µs per all_reduce of 1 MiB", "16.1 µs", "+51.9 µs (+76.3%)"]
+    # the busbw-vs-size plots, inline SVG, each size's floor marked
+    plots = section[section.index("<h2>Plots</h2>"):]
+    assert '<svg viewBox="0 0 720 300"' in plots
+    assert 'aria-label="all_reduce: bus bandwidth against message size"' in plots
+    assert "<title>256 MiB: 285.0 GB/s (min 285 GB/s)</title>" in plots
 
 
 def test_report_without_a_machine_says_why(pytester: pytest.Pytester):
@@ -294,7 +330,60 @@ def test_report_without_a_machine_says_why(pytester: pytest.Pytester):
     section = _gpufabric_section(html)
     assert document["summary"]["verdict"] is None
     assert '<div class="verdict none">No verdict</div>' in section
-    assert "none: nothing was promised" in section and "not given (--gpu-customer)" in section
+    assert "none: nothing was promised" in section and "not named (--gpu-customer NAME)" in section
+
+
+# --- one row per promise, in words and units -----------------------------------------------------------
+
+
+LIVE_H100 = RESULTS_DATA / "single-gpu-on-h100-x1" / "run-2" / "acceptance-results.json"
+
+
+def _check(document: dict, name: str, subject: str | None = None) -> dict:
+    return next(c for c in document["checks"] if c["name"] == name and (subject is None or c["subject"] == subject))
+
+
+def test_every_check_of_the_live_h100_run_in_words_and_units():
+    """The live run on nvidia-h100-x1 (2026-11-25), each check as its promise row says it: the promise with its
+    unit, the deciding figure with its unit, never a dump of keys."""
+    document = json.loads(LIVE_H100.read_text())
+    said = {c["name"]: phrase(c) for c in document["checks"]}
+    assert said["copy-host_to_device"] == ("≥ 49.6 GB/s host-to-device copy on every GPU", "55.0 GB/s")
+    assert said["hbm-bandwidth"] == ("≥ 2,945 GB/s HBM bandwidth (88% of the 3,352.3 GB/s peak)",
+                                     "3,275.1 GB/s (write, 97.7% of peak)")
+    assert said["memory-pattern"] == ("0 mismatches over ≥ 75% of memory", "0 mismatches, 88.6% of memory in 17 passes")
+    assert said["power-hold"][0].startswith("SM clock ≥ 1235 MHz at the power limit; no hw_power_brake_slowdown")
+    assert said["power-hold"][1] == "1365 MHz; 698 W of 700 W; 68 °C at most; 684 TFLOP/s; sw_power_cap"
+    assert said["memory-estimate"] == ("the estimate within 10% of the measured peak",
+                                       "3.9% off at worst, over 2 measured batch(es)")
+    assert said["gpu-memory"] == ("≥ 79.00 GiB", "79.65 GiB")
+    assert said["platform-pcie"] == ("min max payload: 256; min max read request: 4096",
+                                     "max payload: 256; max read request: 4096; max payload supported: 256")
+    for expected, found in said.values():
+        for text in (expected, found):
+            assert "{" not in text and "_gbps" not in text and "_bytes" not in text, text
+    assert margin(_check(document, "hbm-bandwidth"))[0] == "+325.1 GB/s (+11.0%)"  # the tighter of 2945 and 0.88x
+    assert margin(_check(document, "power-hold"))[0] == "+130 MHz (+10.5%)"
+    assert margin(_check(document, "memory-pattern"))[0] == "+13.6 points"
+
+
+def test_the_issues_row_all_reduce_at_1_gib():
+    """The issue's example row: Expected "≥ 312 GB/s all_reduce busbw at 1 GiB", Found "326.1 GB/s"."""
+    live = json.loads((RESULTS_DATA / "h200-nvswitch-x2-all-suites-live-on-h200-x2.json").read_text())
+    check = _check(live, "bandwidth-all_reduce", "all_reduce 1GiB")
+    expected, found = phrase(check)
+    assert expected == "≥ 312 GB/s all_reduce busbw at 1 GiB"
+    assert re.fullmatch(r"3\d\d\.\d GB/s busbw", found), found
+    assert margin(check)[0].startswith("+")
+
+
+def test_short_text_ends_at_a_word_and_the_row_keeps_the_whole():
+    message = ("GPU0 (serial 1793226006610) NVIDIA H100 80GB HBM3: copy 3020.2, read 3090.4, write 3275.1 GB/s, best "
+               "3275.1 GB/s of NVML's 3352.32 GB/s peak")
+    cut = short(message, 60)
+    assert cut.endswith(" …") and len(cut) <= 62
+    assert message.startswith(cut[:-2]) and message[len(cut) - 2] in " ,;"  # cut at a word's end, never inside one
+    assert short("short enough", 60) == "short enough"
 
 
 @pytest.mark.parametrize("check, text", [
@@ -328,11 +417,115 @@ def test_margin_is_blank_where_there_is_no_numeric_threshold(check):
 def test_values_are_compact_text():
     assert format_value({"GPU0": {"GPU0": "X", "GPU1": "NV2"}, "GPU1": {"GPU0": "NV2", "GPU1": "X"}}) == "GPU0-GPU1 NV2"
     assert format_value({"busbw_gbps": 297.4319, "time_us": 902.51, "peak": "NVLink", "wrong": 0}) == (
-        "busbw: 297.43 GB/s; time: 902.51 us; peak: NVLink; wrong: 0")
+        "busbw: 297.43 GB/s; time: 902.51 µs; peak: NVLink; wrong: 0")
     assert format_value({"GPU0->GPU1 (p2p)": 393.11}, "GB/s") == "GPU0->GPU1 (p2p): 393.11 GB/s"
     assert format_value(150754820096, "bytes") == "140.40 GiB"
     assert format_value({"all_active": True, "inactive": []}) == "all_active: yes; inactive: none"
     assert format_value(None) == "—"
+
+
+# --- the cover: evidence, dates, operator --------------------------------------------------------------
+
+
+def test_the_replay_of_the_live_h100_bundle_says_when_the_machine_was_measured(pytester: pytest.Pytester):
+    """The replay of h100-x1-diagnostics (recorded live on nvidia-h100-x1, 2026-11-25): the cover names the bundle
+    (never its path), the date in its manifest.json as when the machine was measured, today as when it was judged,
+    and the operator given."""
+    shutil.copy(LIVE_H100.with_name("measured.yaml"), pytester.path / "measured.yaml")
+    html, document = _html_run(pytester, "--gpu-profile", "measured.yaml", "--gpu-replay", "h100-x1-diagnostics",
+                               "--gpu-customer", "ACME Labs", "--gpu-operator", "J. Doe (vendor QA)")
+    manifest = json.loads((BUNDLES / "h100-x1-diagnostics" / "manifest.json").read_text())
+    assert document["evidence"]["measured_at"] == manifest["recorded_at"] == "2026-11-25T15:35:57+00:00"
+    assert document["evidence"]["bundle"] == "h100-x1-diagnostics"
+    assert document["run"]["operator"] == "J. Doe (vendor QA)"
+    assert document["profile"]["path"] == "measured.yaml"
+    section = _gpufabric_section(html)
+    assert "<th>Measured</th><td>2026-11-25 15:35 UTC</td>" in section
+    assert f"<th>Judged</th><td>{document['finished_at'][:10]}" in section
+    assert "replay of bundle h100-x1-diagnostics, recorded on host vm" in section
+    assert "<th>Operator</th><td>J. Doe (vendor QA), on host" in section
+    assert "DMI serials not recorded by this bundle" in section
+    assert str(BUNDLES) not in _text_of(html) and str(REPO) not in _text_of(html)
+    # the whole record of a row is one click away, never cut
+    hbm = _check(document, "hbm-bandwidth")
+    assert escape(hbm["message"]) in section and "<details><summary>Detail: " in section
+
+
+def test_pytest_htmls_table_shows_reasons_not_tuples_and_no_local_paths(pytester: pytest.Pytester):
+    html, document = _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
+    blob = html[html.index('data-jsonblob="'):]
+    blob = json.loads(unescape(blob[len('data-jsonblob="'):blob.index('"></div>')]))
+    logs = [test["log"] for tests in blob["tests"].values() for test in tests]
+    assert logs and not [log for log in logs if log.startswith("(") or "', " in log.split("\n")[0]]
+    skipped = [test for tests in blob["tests"].values() for test in tests if test["result"] == "Skipped"]
+    assert skipped and all(test["log"].startswith("Skipped: ") for test in skipped)
+    cells = json.dumps(blob)
+    assert str(REPO) not in cells and str(pytester.path) not in cells and "/root" not in cells
+    environment = json.dumps(blob["environment"])
+    assert "titan-rtx-nvlink (" in environment and str(REPO) not in environment
+    assert "bundle rtx-2080ti-pcie" in environment
+
+
+def test_a_bundle_with_dmi_names_the_system_by_its_serials(pytester: pytest.Pytester):
+    """DERIVED: the h100-x1-diagnostics bundle with DMI files as /sys/class/dmi/id holds them on a server (the
+    bundles recorded so far come from VMs, whose firmware gives no DMI serials)."""
+    bundle = pytester.path / "h100-with-dmi"
+    shutil.copytree(BUNDLES / "h100-x1-diagnostics", bundle)
+    dmi = bundle / "platform" / "sys" / "class" / "dmi" / "id"
+    dmi.mkdir(parents=True)
+    for name, value in (("sys_vendor", "Supermicro"), ("product_name", "SYS-821GE-TNHR"),
+                        ("product_serial", "S123456789"), ("board_serial", "OM23AS000123"),
+                        ("chassis_serial", "C8210LK01A2345"), ("board_name", "X13DEG-OAD"),
+                        ("chassis_vendor", "To Be Filled By O.E.M.")):  # a firmware placeholder: left out
+        (dmi / name).write_text(value + "\n")
+    shutil.copy(LIVE_H100.with_name("measured.yaml"), pytester.path / "measured.yaml")
+    html, document = _html_run(pytester, "--gpu-profile", "measured.yaml", "--gpu-replay", str(bundle), "-k",
+                               "topology")
+    assert document["system"]["dmi"]["chassis_serial"] == "C8210LK01A2345"
+    assert document["system"]["dmi"]["chassis_vendor"] is None
+    system = re.search(r"<th>System</th><td>(.*?)</td>", _gpufabric_section(html)).group(1)
+    assert system == ("host vm; Supermicro SYS-821GE-TNHR; system serial S123456789; chassis serial C8210LK01A2345; "
+                      "board serial OM23AS000123")
+
+
+# --- plots on every install -----------------------------------------------------------------------------
+
+NO_MATPLOTLIB = """
+import sys
+
+sys.modules["matplotlib"] = None  # `import matplotlib` raises ImportError: the README's first install
+"""
+
+
+def test_the_base_install_draws_the_plots_without_matplotlib(pytester: pytest.Pytester):
+    """Without matplotlib (what `pip install -e .` installs), the report has its plots: each collective's sweep with
+    its floors, the copies against theirs, one NVLink plot per GPU from its own counters, memory, the burn-in."""
+    pytester.makepyfile(nompl=NO_MATPLOTLIB)
+    result = pytester.runpytest_subprocess("-p", "nompl", "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
+                                           "h200-nvswitch-x2-acceptance", "--html", "reports/acceptance.html",
+                                           "--self-contained-html")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    html = (pytester.path / "reports" / "acceptance.html").read_text()
+    assert "iVBORw0KGgo" not in html  # no PNG anywhere: matplotlib drew nothing
+    plots = _gpufabric_section(html)
+    plots = plots[plots.index("<h2>Plots</h2>"):plots.index('id="gpufabric-machine"')]
+    labels = re.findall(r'aria-label="([^"]*)"', plots)
+    assert labels == ["all_reduce: bus bandwidth against message size", "sendrecv: bus bandwidth against message size",
+                      "Copies: bandwidth against its floor (GB/s)", "Burn-in collectives: bandwidth against its floor "
+                      "(GB/s)", "GPU0: NVLink throughput during the training step",
+                      "GPU1: NVLink throughput during the training step", "GPU memory against the batch (googlenet)"]
+    figures = re.findall(r"<figure>(.*?)</figure>", plots, re.S)
+    # every bandwidth plot shows its floor: a red triangle per promised size, a red line per bar, a red rule
+    assert figures[0].count('fill="#c0392b"><title>') == 4 and figures[1].count('fill="#c0392b"><title>') == 1
+    assert figures[2].count('stroke="#c0392b"') == 6 and "(floor 375 GB/s)" in figures[2]
+    for nvlink in figures[4:6]:
+        assert 'stroke="#c0392b"' in nvlink and "mean</text>" in nvlink
+    # one NVLink plot per GPU, each from its own samples
+    gpu0, gpu1 = (re.findall(r'<polyline fill="none" points="([^"]*)"', f) for f in figures[4:6])
+    assert gpu0 and gpu1 and gpu0 != gpu1
+    document = _results(pytester)
+    nvlink = document["series"]["nvlink"]
+    assert set(nvlink) == {"0", "1"} and nvlink["0"] != nvlink["1"]
 
 
 # --- rendered in a browser ------------------------------------------------------------------------------
@@ -375,11 +568,16 @@ def _cover_first(dom: str) -> None:
     assert dom.index('id="gpufabric-report"') < dom.index('id="environment-header"')
 
 
+def _screenshot(name: str, tmp: Path) -> Path:
+    """docs/NAME with GPUFABRIC_WRITE_SCREENSHOTS=1 (how docs/ is regenerated), else a file in ``tmp``."""
+    return DOCS / name if os.environ.get("GPUFABRIC_WRITE_SCREENSHOTS") == "1" else tmp / name
+
+
 @needs_chromium
 def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
     _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie",
               "--gpu-customer", "ACME Labs", fresh_process=True)
-    dom = _render(pytester, pytester.path / "reports" / "acceptance.html", REPO / "reports" / "acceptance-report.png")
+    dom = _render(pytester, pytester.path / "reports" / "acceptance.html", pytester.path / "rejected.png")
     assert "Verdict: REJECTED" in dom and "ACME Labs" in dom
     _cover_first(dom)
     # pytest-html's own script ran too: it filled the Environment table from its JSON blob
@@ -388,12 +586,13 @@ def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
 
 @needs_chromium
 def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
-    """The screenshot docs/acceptance-report.png was taken from (reports/acceptance-report-accepted.png): the
-    replay of a whole acceptance run of an nvidia-h200-x2 machine, its 10-minute burn-in included."""
+    """docs/acceptance-report.png (GPUFABRIC_WRITE_SCREENSHOTS=1): the cover and the promise table of the replay
+    of a whole acceptance run of an nvidia-h200-x2 machine, its 10-minute burn-in included; and
+    docs/acceptance-report-plots.png, its plots."""
     _, document = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
                             "h200-nvswitch-x2-acceptance", "--gpu-customer", "ACME Labs", fresh_process=True)
-    dom = _render(pytester, pytester.path / "reports" / "acceptance.html",
-                  REPO / "reports" / "acceptance-report-accepted.png", window="1280,3500")
+    page = pytester.path / "reports" / "acceptance.html"
+    dom = _render(pytester, page, _screenshot("acceptance-report.png", pytester.path), window="1280,2200")
     assert "Verdict: ACCEPTED" in dom and "ACME Labs" in dom and "<td>2.28.9</td>" in dom
     _cover_first(dom)
     for gpu in document["machine"]["gpus"]:
@@ -401,8 +600,34 @@ def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
     burn_in = dom[dom.index("<h2>Burn-in</h2>"):dom.index("<h2>Skipped checks</h2>")]
     assert "10.0 of 10.0 minutes of GEMM burn on every GPU (finished)" in burn_in
     assert burn_in.count("<td>sw_power_cap</td>") == 8  # 4 chunks x 2 GPUs, each at the power cap under load
-    assert burn_in.count("busbw 34") == 4 and 'alt="Temperature and power through the burn-in' in burn_in
-    assert 'alt="all_reduce busbw vs size"' in dom and 'alt="peak memory vs batch"' in dom  # the suites' plots
+    assert burn_in.count("busbw 34") == 4 and 'aria-label="The burn-in: temperature"' in burn_in
+    # the plots alone: the same page with everything above them hidden (a screenshot shows a page's top)
+    plots_only = pytester.path / "reports" / "plots.html"
+    plots_only.write_text(page.read_text().replace(
+        "</head>", "<style>body>*:not(#gpufabric-report),#gpufabric-report>*:not(#gpufabric-plots)"
+                   "{display:none!important}</style></head>", 1))
+    plots = _render(pytester, plots_only, _screenshot("acceptance-report-plots.png", pytester.path),
+                    window="1280,2400")
+    assert 'aria-label="GPU1: NVLink throughput during the training step"' in plots
+
+
+@needs_chromium
+def test_the_live_h100_run_renders_in_chromium(pytester: pytest.Pytester):
+    """docs/acceptance-report-h100.png (GPUFABRIC_WRITE_SCREENSHOTS=1): the cover and promise table of the live
+    acceptance run on nvidia-h100-x1 (2026-11-25, tests/data/results/single-gpu-on-h100-x1/run-2), as the replay of
+    that run's bundle (h100-x1-diagnostics: its snapshot and measurement files) under its measured profile."""
+    shutil.copy(LIVE_H100.with_name("measured.yaml"), pytester.path / "measured.yaml")
+    _, document = _html_run(pytester, "--gpu-profile", "measured.yaml", "--gpu-replay", "h100-x1-diagnostics",
+                            "--gpu-customer", "ACME Labs", fresh_process=True)
+    live = json.loads(LIVE_H100.read_text())
+    # the replay judges the live run's numbers the same way
+    assert document["summary"]["promises"] == live["summary"]["promises"] == {
+        "passed": 25, "failed": 0, "not_checked": 0, "waived": 0}
+    assert [(c["name"], c["found"]) for c in document["checks"] if c["name"] == "hbm-bandwidth"] == [
+        (c["name"], c["found"]) for c in live["checks"] if c["name"] == "hbm-bandwidth"]
+    dom = _render(pytester, pytester.path / "reports" / "acceptance.html",
+                  _screenshot("acceptance-report-h100.png", pytester.path), window="1280,2000")
+    assert "Verdict: ACCEPTED" in dom and "1793226006610" in dom and "2026-11-25 15:35 UTC" in dom
 
 
 @needs_chromium
@@ -439,22 +664,29 @@ class _Elements(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.tags: list[tuple[str, dict]] = []
         self.scripts: list[str] = []
-        self._in_script = False
+        self.data_scripts: list[str] = []
+        self._in_script = self._in_data = False
         self.feed(page)
         self.close()
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
-        self._in_script = tag == "script"
+        # a <script type="application/json"> is data (the report's embedded results), never run
+        self._in_script = tag == "script" and dict(attrs).get("type", "text/javascript") != "application/json"
         if self._in_script:
             self.scripts.append("")
+        elif tag == "script":
+            self.data_scripts.append("")
+        self._in_data = tag == "script" and not self._in_script
 
     def handle_endtag(self, tag):
-        self._in_script = False
+        self._in_script = self._in_data = False
 
     def handle_data(self, data):
         if self._in_script:
             self.scripts[-1] += data
+        elif self._in_data:
+            self.data_scripts[-1] += data
 
 
 def _assert_nothing_injected(page: str) -> None:
@@ -463,6 +695,10 @@ def _assert_nothing_injected(page: str) -> None:
     assert not [attrs for tag, attrs in elements.tags if "onerror" in attrs]
     assert not [attrs for tag, attrs in elements.tags if "data-pwned" in attrs]
     assert not [script for script in elements.scripts if "pwned" in script]
+    # the embedded results hold the markup as JSON text whose '<' is written \u003c: nothing can end the script
+    assert not [data for data in elements.data_scripts if "<" in data]
+    for data in elements.data_scripts:
+        json.loads(data)
     # pytest-html's and this plugin's own pages have no <b> at all
     assert not [attrs for tag, attrs in elements.tags if tag == "b"]
 
@@ -504,14 +740,21 @@ def _run_marked_up(pytester: pytest.Pytester, evidence: dict) -> tuple[str, dict
                      "--gpu-customer", evidence["customer"])
 
 
-def test_table_cells_are_text_unless_the_report_built_them():
-    """The issue: a cell whose text starts with '<td' was passed through as markup."""
-    table = _table(["GPU", "name"], [["GPU0", "<td><script>alert(1)</script>"], ["GPU1", _cell("H200", "match")]])
-    assert "<script>" not in table
+def test_table_cells_are_text_whatever_they_start_with():
+    """The issue of an earlier round: a cell whose text starts with '<td' was passed through as markup. Cells are
+    now laid out by the templates, autoescaping on: text or a {text, css, title} cell, never markup."""
+    from pytest_gpufabric.report.render import environment
+
+    template = environment().from_string('{% import "macros.html.j2" as m %}{{ m.table(header, rows) }}')
+    table = template.render(header=["GPU", "<b>name</b>"], rows=[
+        ["GPU0", "<td><script>alert(1)</script>"],
+        ["GPU1", {"text": "H200", "css": "match", "title": '"><b>'}],
+        ["GPU2", {"text": "<img src=x onerror=alert(1)>", "css": '" onmouseover="alert(1)', "title": ""}]])
+    assert "<script>" not in table and "<img" not in table and "<b>" not in table
     assert "<tr><td>GPU0</td><td>&lt;td&gt;&lt;script&gt;alert(1)&lt;/script&gt;</td></tr>" in table
-    assert '<tr><td>GPU1</td><td class="match">H200</td></tr>' in table
-    assert isinstance(table, Html) and isinstance(_cell("x"), Html)
-    assert _cell("a", title='"><b>') == '<td title="&quot;&gt;&lt;b&gt;">a</td>'
+    assert '<td class="match" title="&#34;&gt;&lt;b&gt;">H200</td>' in table
+    assert 'class="&#34; onmouseover=&#34;alert(1)"' in table
+    _assert_nothing_injected(table)
 
 
 def test_inventory_says_not_recorded_for_missing_values_only():
@@ -519,9 +762,47 @@ def test_inventory_says_not_recorded_for_missing_values_only():
     fabric = load_bundle(BUNDLES / "h200-nvswitch-x2")
     gpus = [dataclasses.replace(fabric.gpus[0], name=None),  # DERIVED: GPU0's name not recorded
             dataclasses.replace(fabric.gpus[1], name="None")]  # DERIVED: GPU1 named "None"
-    html = inventory_html(dataclasses.replace(fabric, gpus=gpus))
-    assert "<tr><td>GPU0</td><td>not recorded</td>" in html
-    assert "<tr><td>GPU1</td><td>None</td>" in html
+    rows = inventory_data(dataclasses.replace(fabric, gpus=gpus))["rows"]
+    assert rows[0][:2] == ["GPU0", "not recorded"] and rows[1][:2] == ["GPU1", "None"]
+
+
+#: keys whose values the report branches on (a burn-in line's kind, a recording's format): kept, so that the
+#: marked-up document is still drawn in full rather than refused
+_STRUCTURAL = {"type", "format"}
+
+
+def _marked_up_document(value: object, key: str = "") -> object:
+    """DERIVED: every text of a real results document, and every key of its free-form maps, with markup in front."""
+    if isinstance(value, str):
+        return value if key in _STRUCTURAL else _PAYLOAD + value
+    if isinstance(value, list):
+        return [_marked_up_document(v, key) for v in value]
+    if isinstance(value, dict):
+        free = key in {"tests", "skip_reasons", "durations", "not_run", "found", "expected", "rose", "reasons_seen",
+                       "dmi", "nccl", "matrix"}
+        return {(_PAYLOAD + k if free else k): _marked_up_document(v, k) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("name", ["single-gpu-on-h100-x1/run-2/acceptance-results.json",
+                                  "burn-in-2min-window-from-set-up-on-h200-x2.json",
+                                  "h200-nvswitch-x2-all-suites-live-on-h200-x2.json"])
+def test_every_text_a_results_document_can_carry_is_shown_as_text(name: str):
+    """Each text of three real results documents (the live H100 acceptance, the live H200 burn-in with its health
+    reads, the live H200 run of every suite), with markup put into every string and every free-form key, and a
+    marked-up customer: the report drawn from it holds no element of the markup."""
+    document = json.loads((RESULTS_DATA / name).read_text())
+    document["evidence"] = {"kind": "replay", "bundle": "b", "bundle_sha256": None, "measured_at": "m",
+                            "measured_on": "h", "recorded_by": "v", "judged_at": "j"}
+    document["system"] = {"hostname": "h", "dmi": {"chassis_serial": "c", "product_serial": "p"},
+                          "gpu_chassis_serials": ["g"]}
+    document["run"]["operator"] = "o"
+    marked = _marked_up_document(document)
+    page = report_html(marked, customer="ACME " + _PAYLOAD, nccl=[_PAYLOAD])
+    for raw in _RAW:
+        assert raw not in page, raw
+    _assert_nothing_injected(page)
+    assert page.count("&lt;script&gt;document.body") > 20  # the texts are there, as text
 
 
 def test_marked_up_evidence_profile_and_customer_are_shown_as_text(pytester: pytest.Pytester):
@@ -539,13 +820,16 @@ def test_marked_up_evidence_profile_and_customer_are_shown_as_text(pytester: pyt
     customer = escape(evidence["customer"])
     assert f"<h1>GPU server acceptance: {customer}</h1>" in section
     assert f"<th>Customer</th><td>{customer}</td>" in section
-    assert f"<th>Machine</th><td>{escape(evidence['hostname'])}</td>" in section
-    assert f"replay of bundle {escape(str(evidence['bundle']))} (not this host)" in section
-    assert f"<th>Profile</th><td>h200-nvswitch-x2 ({escape(str(evidence['profile']))})</td>" in section
-    # the cover's GPU table and the inventory; the gpu-model checks' Found (GPU0) and Expected (both GPUs)
+    assert f"<th>System</th><td>host {escape(evidence['hostname'])}; " in section
+    # the bundle by its name, the profile by its path below where pytest ran: the folder's markup is text
+    assert "replay of bundle h200-nvswitch-x2, recorded on host vm (judged here" in section
+    folder = evidence["profile"].parent.name
+    assert f"<th>Profile</th><td>h200-nvswitch-x2 ({escape(folder)}/h200-nvswitch-x2.yaml)</td>" in section
+    # the cover's GPU table and the inventory; the gpu-model promises' Found (GPU0) and Expected (both GPUs)
     assert section.count(f"<tr><td>GPU0</td><td>{escape(evidence['gpu_name'])}</td>") == 2
-    assert section.count(f"<td>{escape(evidence['gpu_name'])}</td>") == 3
-    assert section.count(f"<td>{escape(evidence['model'])}</td>") == 2
+    rows = _promise_rows(section)
+    assert rows["gpu-model[GPU0]"][1:3] == [evidence["model"], evidence["gpu_name"]]
+    assert rows["gpu-model[GPU1]"][1] == evidence["model"]
 
 
 def test_marked_up_values_stay_plain_text_without_an_html_report(pytester: pytest.Pytester):
@@ -566,12 +850,15 @@ def test_marked_up_evidence_renders_as_text_in_chromium(pytester: pytest.Pyteste
     _assert_nothing_injected(dom)
     assert "data-pwned" not in dom  # no script of the markup ran (each would have marked <body>)
     text = _text_of(dom)
+    relative_profile = f"{evidence['profile'].parent.name}/{evidence['profile'].name}"
     for value in (evidence["customer"], evidence["hostname"], evidence["gpu_name"], evidence["model"],
-                  str(evidence["profile"]), str(evidence["bundle"])):
+                  relative_profile):
         assert value in text, value
+    assert str(evidence["bundle"]) not in text and str(pytester.path) not in text  # never a local absolute path
     environment = dom[dom.index('id="environment"'):]
     environment = _text_of(environment[:environment.index("</table>")])
-    for value in (evidence["customer"], f"GPU0 {evidence['gpu_name']} (serial", str(evidence["bundle"])):
+    for value in (evidence["customer"], f"GPU0 {evidence['gpu_name']} (serial", "bundle h200-nvswitch-x2",
+                  relative_profile):
         assert value in environment, value
 
 

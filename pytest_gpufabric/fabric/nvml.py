@@ -261,7 +261,7 @@ def collect_record(*, sysfs_root: str = "/") -> dict:
     """
     pynvml, why = _init_nvml()
     if pynvml is None:
-        raise HardwareUnavailable(f"{why}; use --gpu-replay to check a recorded bundle")
+        raise HardwareUnavailable(why, replay_hint=True)
     try:
         return _record(pynvml, sysfs_root)
     except pynvml.NVMLError as exc:

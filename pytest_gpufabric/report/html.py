@@ -1,88 +1,40 @@
 """pytest-html sections: the customer's acceptance report.
 
 At the top of the report (moved above pytest-html's Environment table): a cover with the verdict and its reason,
-the customer, the machine's identity (host, driver, CUDA, NCCL, each GPU's serial, UUID and VBIOS), the profile
-and its sha256, the run's dates and the plugin's version; then the inventory, the topology expected vs found,
-every check against its threshold with the margin, the skipped checks with their reasons, and the plots.
+the customer, the system (hostname, DMI serials where recorded), the evidence (live, or the replay of a bundle named
+by its name) with the date the machine was measured, the profile and its sha256, the operator, the tool's version and
+every GPU's identity; then one row per promise in words and units (expected, found, margin, result; the whole record
+one click away), the plots (inline SVG, drawn from the results), the inventory and topology, health, the burn-in,
+the skipped checks, and the digests and signature of the results.
 
-The cover is drawn from the results document the run wrote (reports/gpufabric-results.json), so the report and
-the JSON say the same thing. Registered only when pytest-html is active (its hooks are unknown otherwise).
+The page is drawn from the results document the run wrote (reports/gpufabric-results.json, signed where
+--gpu-sign-key was given), so the report and the JSON say the same thing, and the document itself is embedded in
+the page for ``gpufabric verify``. Registered only when pytest-html is active (its hooks are unknown otherwise).
 
-Markup comes only from this module's own code, typed Html; every other str is text and is escaped where the parts
-are joined (_table, _join). What a bundle, a profile, the customer or the machine says (a hostname, a GPU's
-name, a serial, a message, a path) is such text: a GPU named `<script>...` shows as that name, never runs.
+This module prepares plain data (str, numbers, lists, dicts); the Jinja2 templates in templates/ lay it out with
+autoescaping on, so whatever a bundle, a profile, the customer or the machine says (a hostname, a GPU's name, a
+serial, a message) is text: a GPU named ``<script>...`` shows as that name and never runs.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import math
+import os
+import re
 from html import escape
+from pathlib import Path
 
-from ..fabric.model import Fabric
 from ..formats.topo import normalize_label
-from ..units import format_bytes, parse_gbps, parse_seconds
+from ..units import format_bytes
+from .phrases import format_value, margin, number, short  # noqa: F401  (format_value, margin: public here too)
 from .results import nccl_versions
 
 REPORT_ID = "gpufabric-report"
-
-
-class Html(str):
-    """HTML the report built itself. Where the report joins parts (_table, _join) an Html passes through as it is
-    and any other str is text, escaped: a value read from a bundle, a profile, the customer or the machine never
-    becomes markup, whatever it starts with. Build one only from literals and escaped or Html parts."""
-
-    __slots__ = ()
-
-
-def _join(*parts: str) -> Html:
-    """The parts as one Html: Html parts as they are, any other str escaped as text."""
-    return Html("".join(part if isinstance(part, Html) else escape(part) for part in parts))
-
-
-_STYLE = Html(
-    "<style>"
-    ".gpufabric{color:#212529;font-size:13px;max-width:1240px}"
-    ".gpufabric h2{font-size:18px;margin:22px 0 6px;border-bottom:2px solid #dee2e6;padding-bottom:3px}"
-    ".gpufabric h3{font-size:14px;margin:14px 0 4px}"
-    ".gpufabric p{margin:4px 0}"
-    ".gpufabric table{border-collapse:collapse;margin:6px 0 14px}"
-    ".gpufabric td,.gpufabric th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;"
-    "font-family:monospace}"
-    ".gpufabric th{background:#f1f3f5;font-family:Helvetica,Arial,sans-serif}"
-    ".gpufabric .mismatch{background:#f8d7da;color:#842029;font-weight:bold}"
-    ".gpufabric .match{background:#d1e7dd}"
-    ".gpufabric .unknown{background:#fff3cd;color:#664d03}"
-    ".gpufabric .num{text-align:right;white-space:nowrap}"
-    ".gpufabric .note{font-family:Helvetica,Arial,sans-serif;color:#495057;max-width:460px;white-space:pre-line}"
-    ".gpufabric .cover{border:1px solid #dee2e6;border-radius:6px;padding:14px 18px;margin:8px 0 18px}"
-    ".gpufabric .cover h1{font-size:22px;margin:0 0 10px;color:#212529}"
-    ".gpufabric .verdict{font-size:34px;font-weight:bold;color:#fff;padding:12px 18px;border-radius:6px;"
-    "letter-spacing:1px;font-family:Helvetica,Arial,sans-serif}"
-    ".gpufabric .verdict.accepted{background:#198754}"
-    ".gpufabric .verdict.rejected{background:#dc3545}"
-    ".gpufabric .verdict.none{background:#6c757d}"
-    ".gpufabric .verdict.incomplete,.gpufabric .verdict.not-tested{background:#b45309}"
-    ".gpufabric .reason{font-size:15px;margin:8px 0 12px}"
-    ".gpufabric .facts th{width:150px}"
-    ".gpufabric figure{display:inline-block;margin:6px 12px 12px 0;vertical-align:top}"
-    ".gpufabric figure img{max-width:780px;width:100%;border:1px solid #dee2e6}"
-    ".gpufabric figcaption{font-size:12px;color:#495057}"
-    "</style>"
-)
-
-# pytest-html puts the summary below its Environment table; the cover belongs first, under the title.
-_MOVE_TO_TOP = Html(
-    "<script>(function(){var r=document.getElementById('" + REPORT_ID + "'),"
-    "e=document.getElementById('environment-header');"
-    "if(r&&e&&e.parentNode){e.parentNode.insertBefore(r,e);}})();</script>"
-)
-
-_TRUNCATE = 160  # characters of a value shown in a table cell (the whole value is in the cell's tooltip)
-_MAX_PLOTS = 40
-_VERDICTS = {"passed": ("PASS", "match"), "failed": ("FAIL", "mismatch"), "not checked": ("NOT CHECKED", "unknown"),
-             "unknown": ("NOT CHECKED", "unknown"), "waived": ("WAIVED", "unknown")}
+RESULTS_LABEL = {"passed": ("passed", "match"), "failed": ("failed", "mismatch"),
+                 "not checked": ("not checked", "unknown"), "unknown": ("not checked", "unknown"),
+                 "waived": ("waived", "unknown")}
+_VERDICT_CSS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
+                "NOT TESTED": "not-tested"}
 
 
 def customer_name(config) -> str | None:
@@ -99,210 +51,274 @@ def add_environment(config, fabric_session) -> None:
     pytest-html 4.x draws that table in the browser, each value through innerHTML (`<div>${value}</div>` in its
     app.js): a value is HTML there. So where pytest-html writes a report (--html), the values are stored escaped
     (<, > and &; text without them is unchanged) and a GPU or host named with markup shows as its name. Otherwise
-    they stay plain text (pytest-metadata's -v header, its JUnit properties)."""
+    they stay plain text (pytest-metadata's -v header, its JUnit properties). Paths are shown relative to where
+    pytest was started, or by name: never a local absolute path."""
     try:
         from pytest_metadata.plugin import metadata_key
     except ImportError:
         return
     if metadata_key not in config.stash:
         return
+    from .provenance import bundle_name, display_path
+
+    base = config.invocation_params.dir
     facts: dict[str, str] = {}
     customer = customer_name(config)
     if customer:
         facts["Customer"] = customer
     profile = fabric_session.profile
     if profile is not None:
-        facts["GPU profile"] = f"{profile.name} ({profile.path})"
+        facts["GPU profile"] = f"{profile.name} ({display_path(str(profile.path), base)})"
         facts["GPU profile sha256"] = profile.sha256
     fabric = fabric_session.fabric
     if fabric is not None:
-        facts["Machine source"] = fabric.source
+        facts["Machine source"] = (f"bundle {bundle_name(fabric_session.replay, fabric_session.bundle_dir)}"
+                                   if fabric_session.replay else fabric.source)
         facts["NVIDIA driver"] = str(fabric.driver_version or "not recorded")
         facts["CUDA driver"] = str(fabric.cuda_driver_version or "not recorded")
         facts["GPUs"] = ", ".join(f"{g.label} {g.name or '?'} (serial {g.serial or '?'})" for g in fabric.gpus)
     elif fabric_session.discovery_error is not None:
-        facts["Machine"] = str(fabric_session.discovery_error)
+        facts["Machine"] = _relative_paths(str(fabric_session.discovery_error), base)
     as_html = config.pluginmanager.hasplugin("html") and bool(config.getoption("htmlpath", None))
     config.stash[metadata_key].update({key: escape(str(value), quote=False) if as_html else str(value)
                                        for key, value in facts.items()})
 
 
-# --- tables and values ----------------------------------------------------------------------------------
+def _relative_paths(text: str, base: Path | None) -> str:
+    """``text`` with the local folders it names (where pytest was started, the package, the home folder) written
+    relative or left out."""
+    from ..paths import SUITES_DIR
+
+    for folder, instead in ((str(base) if base else None, ""), (str(SUITES_DIR.parent.parent), ""),
+                            (os.path.expanduser("~"), "~")):
+        if folder and folder != "/":
+            text = text.replace(folder + os.sep, instead + (os.sep if instead else "")).replace(folder, instead or ".")
+    return text
 
 
-def _cell(text: str, css: str = "", title: str = "") -> Html:
-    """A <td> of text, escaped, with a CSS class and a tooltip (escaped as attribute values)."""
-    attrs = f' class="{escape(css, quote=True)}"' if css else ""
-    if title and title != text:
-        attrs += f' title="{escape(title[:2000], quote=True)}"'
-    return Html(f"<td{attrs}>{escape(text)}</td>")
-
-
-def _table(header: list[str], rows: list[list[str]], css: str = "") -> Html:
-    """A table: the header's cells are text; a row's cells are text (escaped into a <td>) or a <td> the report
-    built (an Html, from _cell). A str that merely starts with '<td' is text like any other."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(cell if isinstance(cell, Html) else _cell(cell) for cell in row) + "</tr>"
-                   for row in rows)
-    attrs = f' class="{escape(css, quote=True)}"' if css else ""
-    return Html(f"<table{attrs}><tr>{head}</tr>{body}</table>")
+# --- values ---------------------------------------------------------------------------------------------
 
 
 def _text(value: object, missing: str = "not recorded") -> str:
     return missing if value is None or value == "" else str(value)
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-_SUFFIXES = (("_bytes", "bytes"), ("_gbps", "GB/s"), ("_gbit", "Gb/s"), ("_us", "us"), ("_s", "s"))
-
-
-def _number(value: float, unit: str | None) -> str:
-    if unit == "bytes":
-        return format_bytes(int(value))
-    if isinstance(value, int):
-        text = str(value)
-    else:
-        text = f"{value:.5g}" if abs(value) < 1e5 else f"{value:.4g}"
-    return f"{text} {unit}" if unit else text
-
-
-def _matrix_text(matrix: dict) -> str:
-    """{'GPU0': {'GPU1': 'NV2'}, ...} -> 'GPU0-GPU1 NV2, ...' (the diagonal and mirrored cells left out)."""
-    cells, shown = [], {}
-    for row, columns in matrix.items():
-        for col, label in columns.items():
-            if row == col or shown.get((col, row)) == label:
-                continue
-            shown[(row, col)] = label
-            cells.append(f"{row}-{col} {label}")
-    return ", ".join(cells)
-
-
-def format_value(value: object, unit: str | None = None) -> str:
-    """A check's expected/found value as compact text: numbers with their units, dicts as 'key: value; ...',
-    topology matrices as 'GPU0-GPU1 NV2, ...'; never a Python repr."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if _is_number(value):
-        return _number(value, unit)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict):
-        if value and all(isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in value.values()):
-            return _matrix_text(value)
-        numeric = all(_is_number(v) for v in value.values())
-        parts = []
-        for key, item in value.items():
-            key, item_unit = str(key), None
-            for suffix, suffix_unit in _SUFFIXES:
-                if key.endswith(suffix) and _is_number(item):
-                    stripped = key[: -len(suffix)]
-                    key = stripped if stripped and stripped not in value else key
-                    item_unit = suffix_unit
-                    break
-            else:
-                if numeric and "ratio" not in key and "fraction" not in key:
-                    item_unit = unit  # a flat map of measurements, e.g. {'GPU0->GPU1 (p2p)': 393.1}
-            parts.append(f"{key}: {format_value(item, item_unit)}")
-        return "; ".join(parts) if parts else "—"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "none"
-        items = [format_value(v, unit) for v in value]
-        return "[" + "], [".join(items) + "]" if any(isinstance(v, dict) for v in value) else ", ".join(items)
-    return str(value)
-
-
-def _truncated(text: str, limit: int = _TRUNCATE) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _value_cell(value: object, unit: str | None) -> Html:
-    text = format_value(value, unit)
-    return _cell(_truncated(text), title=text)
-
-
-# --- margins --------------------------------------------------------------------------------------------
-
-
-def _limits(check: dict) -> list[tuple[float, float, str, bool]]:
-    """(limit, worst measured value, unit, higher is better) for each numeric threshold the record states
-    in a form this knows; an empty list for everything else (the margin is left blank)."""
-    expected, found, unit = check.get("expected"), check.get("found"), check.get("unit")
-    limits = []
-    if isinstance(expected, dict) and isinstance(found, dict):
-        busbw, peak = found.get("busbw_gbps"), found.get("peak_gbps")
-        if _is_number(busbw):
-            if "min_busbw" in expected:
-                limits.append((parse_gbps(expected["min_busbw"]), busbw, "GB/s", True))
-            if _is_number(peak) and _is_number(expected.get("min_fraction_of_peak")):
-                limits.append((expected["min_fraction_of_peak"] * peak, busbw, "GB/s", True))
-        if _is_number(found.get("time_us")) and "max_time" in expected:
-            limits.append((parse_seconds(expected["max_time"]) * 1e6, found["time_us"], "us", False))
-        values = list(found.values())
-        if "min" in expected and unit == "GB/s" and values and all(_is_number(v) for v in values):
-            limits.append((parse_gbps(expected["min"]), min(values), "GB/s", True))
-        moved = [found[k] for k in ("tx_bytes", "rx_bytes") if _is_number(found.get(k))]
-        if _is_number(expected.get("min_bytes")) and moved:
-            limits.append((expected["min_bytes"], min(moved), "bytes", True))
-        if _is_number(expected.get("tx_bytes_at_least")) and _is_number(found.get("tx_bytes")):
-            limits.append((expected["tx_bytes_at_least"], found["tx_bytes"], "bytes", True))
-        floors = [f for f in expected.get("floors_gbit") or [] if _is_number(f)]
-        if floors and _is_number(found.get("bw_avg_gbit")):
-            limits.append((max(floors), found["bw_avg_gbit"], "Gb/s", True))
-        if _is_number(expected.get("max_slowdown")) and _is_number(found.get("ratio_vs_baseline")):
-            limits.append((expected["max_slowdown"], found["ratio_vs_baseline"], "x", False))
-    elif _is_number(expected) and isinstance(found, dict) and isinstance(found.get("rows"), list):
-        errors = [abs(r["error"]) for r in found["rows"] if isinstance(r, dict) and _is_number(r.get("error"))]
-        if errors:  # an estimate within a relative tolerance (memory-estimate)
-            limits.append((expected * 100, max(errors) * 100, "%", False))
-    elif _is_number(expected) and _is_number(found) and unit == "bytes":
-        limits.append((expected, found, "bytes", True))  # at least (gpu-memory)
-    return limits
-
-
-def _quantity(value: float, unit: str) -> str:
-    return f"{value:.1f} %" if unit == "%" else _number(value, unit)
-
-
-def _signed(value: float, unit: str) -> str:
-    sign = "+" if value >= 0 else "−"
-    if unit == "bytes":
-        return f"{sign}{format_bytes(int(abs(value)))}"
-    if unit == "%":
-        return f"{sign}{abs(value):.1f} points"
-    digits = 2 if unit in ("Gb/s", "x") else 1
-    return f"{sign}{abs(value):.{digits}f} {unit}"
-
-
-def margin(check: dict) -> tuple[str, str, bool] | None:
-    """(margin text, how it was computed, within the limit) for the tightest numeric threshold of a check
-    record, or None where the record states none this can compute."""
-    try:
-        limits = _limits(check)
-    except (ValueError, TypeError, KeyError, AttributeError):
+def _when(stamp: object) -> str | None:
+    """'2026-11-25T15:37:05+00:00' -> '2026-11-25 15:37 UTC'."""
+    if not stamp:
         return None
-    best = None
-    for limit, value, unit, higher_is_better in limits:
-        room = value - limit if higher_is_better else limit - value
-        relative = room / abs(limit) if limit else None
-        key = relative if relative is not None else room
-        if best is None or key < best[0]:
-            bound = "min" if higher_is_better else "max"
-            what = f"worst {_quantity(value, unit)} vs {bound} {_quantity(limit, unit)}"
-            text = _signed(room, unit)
-            if relative is not None and unit != "%":
-                text += f" ({'+' if relative >= 0 else '−'}{abs(relative):.1%})"
-            best = (key, text, what, room >= 0)
-    return None if best is None else best[1:]
+    text = str(stamp)
+    match = re.match(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d)(?::\d\d(?:\.\d+)?)?(Z|[+-]00:?00)?", text)
+    if match is None:
+        return text
+    return f"{match.group(1)} {match.group(2)}" + (" UTC" if match.group(3) else "")
 
 
-# --- sections -------------------------------------------------------------------------------------------
+def _cell(text: str, css: str = "", title: str = "") -> dict:
+    return {"text": text, "css": css, "title": title}
+
+
+def _short_nodeid(nodeid: str) -> str:
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+# --- the cover ------------------------------------------------------------------------------------------
+
+
+def _system_text(document: dict) -> str:
+    system = document.get("system") or {}
+    machine = document.get("machine") or {}
+    host = system.get("hostname") or machine.get("hostname")
+    parts = [f"host {host}" if host else "hostname not recorded"]
+    dmi = system.get("dmi") or {}
+    product = " ".join(v for v in (dmi.get("sys_vendor"), dmi.get("product_name")) if v)
+    if product:
+        parts.append(product)
+    serials = [f"{label} {dmi[key]}" for key, label in (("product_serial", "system serial"),
+                                                        ("chassis_serial", "chassis serial"),
+                                                        ("board_serial", "board serial")) if dmi.get(key)]
+    serials += [f"chassis serial {s} (per nvidia-smi)" for s in system.get("gpu_chassis_serials") or []
+                if s != dmi.get("chassis_serial")]
+    if serials:
+        parts += serials
+    elif system:
+        live = (document.get("evidence") or {}).get("kind") == "live"
+        parts.append("DMI serials not readable here (root reads /sys/class/dmi/id)" if live
+                     else "DMI serials not recorded by this bundle")
+    return "; ".join(parts)
+
+
+def _evidence_text(document: dict) -> tuple[str, str | None, str | None]:
+    """(evidence, measured, judged) as the cover says them."""
+    evidence = document.get("evidence") or {}
+    run = document.get("run") or {}
+    if evidence.get("kind") == "replay" or run.get("mode") == "replay":
+        from .provenance import bundle_name
+
+        name = evidence.get("bundle") or bundle_name(run.get("replay"), None) or "a bundle"
+        on = f", recorded on host {evidence['measured_on']}" if evidence.get("measured_on") else ""
+        measured = _when(evidence.get("measured_at")) or "not recorded by the bundle (no manifest.json)"
+        return (f"replay of bundle {name}{on} (judged here, not measured on this host)", measured,
+                _when(evidence.get("judged_at") or document.get("finished_at")) or "not finished")
+    machine = document.get("machine") or {}
+    source = machine.get("source") or "NVML"
+    return f"live: this machine, read through {source}", _when(evidence.get("measured_at")
+                                                                or document.get("started_at")), None
+
+
+def _gpus(machine: dict) -> tuple[dict | None, str]:
+    gpus = machine.get("gpus") or []
+    identity = ("name", "serial", "uuid", "vbios_version", "pci_bus_id")
+    if gpus and all(g.get(k) is None for g in gpus for k in identity):
+        return None, f"{len(gpus)} GPU(s); their serials, UUIDs and VBIOS versions are not recorded by this evidence."
+    if not gpus:
+        return None, ""
+    rows = [[f"GPU{g.get('index')}", _text(g.get("name")), _text(g.get("serial")), _text(g.get("uuid")),
+             _text(g.get("vbios_version")), _text(g.get("pci_bus_id"))] for g in gpus]
+    return {"header": ["GPU", "Model", "Serial", "UUID", "VBIOS", "PCI bus id"], "rows": rows}, ""
+
+
+def _open_promises(document: dict, base: Path | None = None) -> list[list]:
+    """Every promise that failed, was not checked or was waived, with why: what a customer must read first."""
+    rows = [[p["id"], _cell(*RESULTS_LABEL.get(p["outcome"], (p["outcome"], ""))),
+             _relative_paths(p.get("reason") or "", base)]
+            for p in document.get("promises") or [] if p.get("outcome") != "passed"]
+    rows += [[f"{pid} (not run)", _cell("not checked", "unknown"), why]
+             for pid, why in (document.get("not_run") or {}).items()]
+    return rows
+
+
+def _signature_text(document: dict) -> str:
+    block = document.get("integrity") or {}
+    signature = block.get("signature")
+    if isinstance(signature, dict):
+        return (f"signed with Ed25519 key {signature.get('key_id')}: `gpufabric verify` this file with the public "
+                "key to see that nothing was changed")
+    if block:
+        return "not signed (--gpu-sign-key KEY.pem signs it); digests on the last page"
+    return "none: the run did not finish"
+
+
+def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path | None = None) -> dict:
+    from .provenance import display_path
+
+    summary = document.get("summary") or {}
+    verdict = summary.get("verdict")
+    tally = summary.get("promises") or {}
+    counts = ", ".join(f"{tally[k]} {k.replace('_', ' ')}" for k in ("passed", "failed", "not_checked", "waived")
+                       if tally.get(k))
+    profile = document.get("profile") or {}
+    machine = document.get("machine") or {}
+    run = document.get("run") or {}
+    evidence, measured, judged = _evidence_text(document)
+    operator = run.get("operator") or run.get("user")
+    facts = [
+        ("Customer", customer or "not named (--gpu-customer NAME)"),
+        ("System", _system_text(document) if machine or document.get("system")
+         else f"not read: {document.get('machine_error') or 'unknown error'}"),
+        ("Evidence", evidence),
+        ("Measured", measured or "not recorded"),
+    ]
+    if judged:
+        facts.append(("Judged", judged))
+    facts += [
+        ("Profile", f"{profile['name']} ({display_path(profile.get('path'), base)})" if profile
+         else "none: nothing was promised"),
+        ("Profile sha256", _cell(profile.get("sha256") or "—", "digest")),
+        ("NVIDIA driver", _text(machine.get("driver_version"))),
+        ("CUDA driver", _text(machine.get("cuda_driver_version"))),
+        ("NCCL", ", ".join(nccl) if nccl else "not measured in this run"),
+        ("Operator", (operator or "not recorded") + (f", on host {run['host']}" if run.get("host") else "")),
+        ("Tool", f"pytest-gpufabric {_text(document.get('plugin_version'))}"),
+        ("Signature", _signature_text(document)),
+    ]
+    gpus, gpus_note = _gpus(machine)
+    waivers = [[w["promise"], w["reason"], w["source"], ", ".join(w.get("matched") or []) or "none"]
+               for w in document.get("waivers") or []]
+    return {"title": "GPU server acceptance" + (f": {customer}" if customer else ""),
+            "verdict_css": _VERDICT_CSS.get(verdict or "", "none"),
+            "verdict_text": f"Verdict: {verdict}" if verdict else "No verdict",
+            "reason": summary.get("verdict_reason") or "", "counts": counts, "facts": facts, "gpus": gpus,
+            "gpus_note": gpus_note, "open_promises": _open_promises(document, base), "waivers": waivers,
+            "customer": customer, "sign": bool(verdict)}
+
+
+# --- promises -------------------------------------------------------------------------------------------
+
+
+def _part(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:\[\]\-]", "_", name)[:200]
+
+
+def _detail(checks: list[dict], promise: dict | None) -> tuple[str, str]:
+    """(the summary a row shows folded, the whole record unfolded): every check's message, expected and found in
+    full, its detail lines and the test that judged it."""
+    lines = []
+    for check in checks:
+        lines.append(str(check.get("message") or ""))
+        lines.append(f"expected: {format_value(check.get('expected'), check.get('unit'))}")
+        lines.append(f"found: {format_value(check.get('found'), check.get('unit'))}")
+        lines += [f"  {d}" for d in check.get("details") or []]
+        if check.get("test"):
+            lines.append(f"judged by {_short_nodeid(str(check['test']))}")
+        lines.append("")
+    if promise is not None and promise.get("reason") and promise.get("outcome") != "passed":
+        lines.insert(0, f"{promise['outcome']}: {promise['reason']}")
+    if not checks and promise is not None:
+        lines += [f"judged by {_short_nodeid(t)}" for t in promise.get("tests") or []]
+    full = "\n".join(lines).strip() or "no record"
+    head = next((line for line in lines if line.strip()), "no record")
+    return f"Detail: {short(head, 110)}", full
+
+
+def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base: Path | None = None) -> dict:
+    from .phrases import phrase
+
+    if checks:
+        phrased = [phrase(c) for c in checks]
+        many = len(checks) > 1
+        expected = "; ".join(dict.fromkeys(e for e, _ in phrased))
+        found = "; ".join((f"{c.get('subject')}: {f}" if many else f) for c, (_, f) in zip(checks, phrased,
+                                                                                          strict=True))
+        margins = [m for m in (margin(c) for c in checks) if m is not None]
+        worst = min(margins, key=lambda m: (m[2], m[0].startswith("+"))) if margins else None
+    else:
+        expected = "—"
+        found = (promise or {}).get("reason") or "no measurement recorded"
+        worst = None
+    label, css = RESULTS_LABEL.get(outcome, (outcome, ""))
+    summary, detail = _detail(checks, promise)
+    expected, found, summary, detail = (_relative_paths(t, base) for t in (expected, found, summary, detail))
+    return {"id": pid, "part": _part(f"promise:{pid}"), "expected": expected, "found": found,
+            "margin": _cell("") if worst is None else _cell(worst[0], "num" if worst[2] else "num mismatch",
+                                                             worst[1]),
+            "result": _cell(label, f"result {css}".strip(), (promise or {}).get("reason") or ""),
+            "summary": summary, "detail": detail}
+
+
+def promise_rows(document: dict, base: Path | None = None) -> dict:
+    """One row per promise (and per check no promise judged: a user's own test's), in the document's order."""
+    checks = document.get("checks") or []
+    by_test: dict[str, list[dict]] = {}
+    for check in checks:
+        by_test.setdefault(str(check.get("test")), []).append(check)
+    rows, used = [], set()
+    for promise in document.get("promises") or []:
+        mine = [c for t in promise.get("tests") or [] for c in by_test.get(t, [])]
+        used.update(id(c) for c in mine)
+        rows.append(_row(promise["id"], mine, promise.get("outcome", "not checked"), promise, base))
+    for pid, why in (document.get("not_run") or {}).items():
+        rows.append(_row(pid, [], "not checked", {"id": pid, "outcome": "not checked", "reason": why}, base))
+    for check in checks:
+        if id(check) not in used:
+            rows.append(_row(f"{check.get('name')} {check.get('subject')}", [check],
+                             str(check.get("verdict")), None, base))
+    why = "no profile was given" if not document.get("profile") else "no test judged a promise"
+    return {"rows": rows, "why": why}
+
+
+# --- the machine ----------------------------------------------------------------------------------------
 
 
 def _recorded(value: object) -> str:
@@ -311,7 +327,9 @@ def _recorded(value: object) -> str:
     return "not recorded" if value is None else str(value)
 
 
-def inventory_html(fabric: Fabric) -> Html:
+def inventory_data(fabric) -> dict:
+    if fabric is None:
+        return {"error": "not read"}
     rows = [
         [g.label, _recorded(g.name), _recorded(g.serial), _recorded(g.uuid), _recorded(g.pci_bus_id),
          _recorded(None if g.memory_bytes is None else format_bytes(g.memory_bytes)),
@@ -321,19 +339,17 @@ def inventory_html(fabric: Fabric) -> Html:
          _recorded(None if g.nvlinks is None else len(g.active_nvlinks()))]
         for g in fabric.gpus
     ]
-    header = ["GPU", "name", "serial", "UUID", "PCI bus id", "memory", "PCIe max", "VBIOS", "NVLinks active"]
-    nics = Html("")
-    if fabric.nics:
-        nics = _table(["NIC", "device"], [[n.label, _text(n.device)] for n in fabric.nics])
-    return _join(Html("<h2>Inventory</h2>"), _table(header, rows), nics)
+    header = ["GPU", "Name", "Serial", "UUID", "PCI bus id", "Memory", "PCIe max", "VBIOS", "NVLinks active"]
+    return {"error": None, "header": header, "rows": rows,
+            "nics": [[n.label, _text(n.device)] for n in fabric.nics]}
 
 
-def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> Html:
+def topology_data(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> dict:
     """The matrix as `topo -m` lays it out, each cell 'found' or 'expected → found' where they differ."""
     devices = list(dict.fromkeys([*expected, *found]))
     rows = []
     for row in devices:
-        cells = [row]
+        cells: list = [row]
         for col in devices:
             want = expected.get(row, {}).get(col)
             have = found.get(row, {}).get(col)
@@ -344,143 +360,10 @@ def topology_html(expected: dict[str, dict[str, str]], found: dict[str, dict[str
             else:
                 cells.append(_cell(f"expected {want}, found {have}", "mismatch"))
         rows.append(cells)
-    if not devices:
-        return Html("<h2>Topology: expected vs found</h2><p>No topology was promised or recorded.</p>")
-    return _join(Html("<h2>Topology: expected vs found</h2>"), _table(["", *devices], rows))
+    return {"header": ["", *devices], "rows": rows}
 
 
-def measurements_html(checks: list[dict]) -> Html:
-    """Every check record: what was promised, what was found, the margin to the threshold, the verdict."""
-    if not checks:
-        return Html("<h2>Measurements</h2><p>No check recorded a measurement.</p>")
-    rows = []
-    for check in checks:
-        verdict, css = _VERDICTS.get(check.get("verdict"), (str(check.get("verdict")), ""))
-        unit = check.get("unit")
-        found = margin(check)
-        margin_cell = _cell("") if found is None else _cell(found[0], "num" if found[2] else "num mismatch", found[1])
-        message = str(check.get("message") or "")
-        note = "" if check.get("verdict") == "passed" else message
-        rows.append([
-            _cell(str(check.get("name", ""))), _cell(str(check.get("subject", ""))),
-            _value_cell(check.get("expected"), unit), _value_cell(check.get("found"), unit), margin_cell,
-            _cell(verdict, css, message), _cell(_truncated(note, 300), "note", note),
-        ])
-    header = ["Check", "Subject", "Expected", "Found", "Margin", "Result", "Note"]
-    return _join(Html("<h2>Measurements</h2><p>Every check against what the profile promises. Margin: how far the "
-                      "worst measured value is from its limit (negative: short of it); blank where the check has "
-                      "no numeric limit. Hover a cell for the whole value.</p>"), _table(header, rows, "measurements"))
-
-
-def _short_nodeid(nodeid: str) -> str:
-    path, sep, rest = nodeid.partition("::")
-    return path.rsplit("/", 1)[-1] + sep + rest
-
-
-def skipped_html(skip_reasons: dict[str, str], tests: dict[str, str]) -> Html:
-    skipped = [nodeid for nodeid, outcome in tests.items() if outcome == "skipped"]
-    skipped += [nodeid for nodeid in skip_reasons if nodeid not in tests]
-    if not skipped:
-        return Html("<h2>Skipped checks</h2><p>No test was skipped.</p>")
-    rows = [[_cell(_short_nodeid(n), title=n), _cell(skip_reasons.get(n) or "no reason recorded", "note")]
-            for n in skipped]
-    return _join(Html(f"<h2>Skipped checks</h2><p>{len(skipped)} check(s) did not run: the profile does not promise "
-                      "what they test, or the evidence does not record it. A skip is never a pass.</p>"),
-                 _table(["Test", "Reason"], rows, "skipped"))
-
-
-def plots_html(plots: list[tuple[str, str, str]]) -> Html:
-    """The tests' PNG extras: a test's name for its plot and its content (base64 from any test) are text."""
-    if not plots:
-        return Html("")
-    figures = "".join(
-        f'<figure><img alt="{escape(name or nodeid, quote=True)}" '
-        f'src="data:image/png;base64,{escape(content, quote=True)}"/>'
-        f"<figcaption>{escape(name)}{' — ' if name else ''}{escape(_short_nodeid(nodeid))}</figcaption></figure>"
-        for nodeid, name, content in plots[:_MAX_PLOTS]
-    )
-    return Html("<h2>Plots</h2>" + figures)
-
-
-def _when(document: dict) -> str:
-    def at(stamp: object) -> str:
-        return str(stamp).replace("T", " ").replace("+00:00", " UTC") if stamp else "?"
-
-    return f"{at(document.get('started_at'))} to {at(document.get('finished_at'))}"
-
-
-def _open_promises_html(document: dict) -> Html:
-    """On the cover: every promise that failed, was not checked or was waived, with why, and the waivers in
-    force (who agreed to what): what a customer must read before signing."""
-    rows = [[_cell(p["id"]), _cell(*_VERDICTS.get(p["outcome"], (p["outcome"], ""))), _cell(p.get("reason") or "")]
-            for p in document.get("promises") or [] if p.get("outcome") != "passed"]
-    rows += [[_cell(f"{pid} (not run)"), _cell("NOT CHECKED", "unknown"), _cell(why)]
-             for pid, why in (document.get("not_run") or {}).items()]
-    parts = []
-    if rows:
-        parts.append(_table(["promise", "outcome", "why"], rows, "promises"))
-    waivers = document.get("waivers") or []
-    if waivers:
-        parts.append(Html("<h3>Waivers</h3>"))
-        parts.append(_table(["promise", "agreed", "from", "waived in this run"],
-                            [[_cell(w["promise"]), _cell(w["reason"]), _cell(w["source"]),
-                              _cell(", ".join(w.get("matched") or []) or "none")] for w in waivers]))
-    return _join(*parts)
-
-
-def cover_html(document: dict, customer: str | None, nccl: list[str], verdict: str | None = None) -> Html:
-    summary = document.get("summary") or {}
-    verdict = summary.get("verdict", verdict)
-    css = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
-           "NOT TESTED": "not-tested"}.get(verdict or "", "none")
-    reason = summary.get("verdict_reason") or ""
-    tally = summary.get("promises") or {}
-    counts = ", ".join(f"{tally[k]} {k.replace('_', ' ')}" for k in ("passed", "failed", "not_checked", "waived")
-                       if tally.get(k))
-    profile = document.get("profile") or {}
-    machine = document.get("machine") or {}
-    run = document.get("run") or {}
-    if run.get("mode") == "replay":
-        evidence = f"replay of {machine.get('source') or 'bundle ' + str(run.get('replay'))} (not this host)"
-    elif machine:
-        evidence = f"live: this machine ({machine.get('source')})"
-    else:
-        evidence = "live: this machine"
-    facts = [
-        ("Customer", customer or "not given (--gpu-customer)"),
-        ("Profile", f"{profile['name']} ({profile.get('path')})" if profile else "none: nothing was promised"),
-        ("Profile sha256", profile.get("sha256") or "—"),
-        ("Machine", _text(machine.get("hostname"), "hostname not recorded") if machine
-         else f"not read: {document.get('machine_error') or 'unknown error'}"),
-        ("Evidence", evidence),
-        ("NVIDIA driver", _text(machine.get("driver_version"))),
-        ("CUDA driver", _text(machine.get("cuda_driver_version"))),
-        ("NCCL", ", ".join(nccl) if nccl else "not measured in this run"),
-        ("Date", _when(document)),
-        ("Run on", f"{run.get('host') or '?'}" + (f" by {run['user']}" if run.get("user") else "")),
-        ("pytest-gpufabric", _text(document.get("plugin_version"))),
-    ]
-    parts = [
-        Html('<div class="cover">'),
-        Html(f"<h1>GPU server acceptance{': ' + escape(customer) if customer else ''}</h1>"),
-        Html(f'<div class="verdict {css}">{"Verdict: " + escape(verdict) if verdict else "No verdict"}</div>'),
-        Html(f'<p class="reason">{escape(reason)}</p>' if reason else ""),
-        Html(f"<p>Promises: {escape(counts)}</p>" if counts else ""),
-        _open_promises_html(document),
-        Html('<table class="facts">' + "".join(f"<tr><th>{escape(k)}</th>{_cell(v)}</tr>" for k, v in facts)
-             + "</table>"),
-    ]
-    gpus = machine.get("gpus") or []
-    identity = ("name", "serial", "uuid", "vbios_version", "pci_bus_id")
-    if gpus and all(g.get(k) is None for g in gpus for k in identity):
-        parts.append(Html(f"<p>{len(gpus)} GPU(s); their serials, UUIDs and VBIOS versions are not recorded by this "
-                          "evidence.</p>"))
-    elif gpus:
-        rows = [[f"GPU{g.get('index')}", _text(g.get("name")), _text(g.get("serial")), _text(g.get("uuid")),
-                 _text(g.get("vbios_version")), _text(g.get("pci_bus_id"))] for g in gpus]
-        parts += [Html("<h3>GPUs</h3>"), _table(["GPU", "model", "serial", "UUID", "VBIOS", "PCI bus id"], rows)]
-    parts.append(Html("</div>"))
-    return _join(*parts)
+# --- health and burn-in ---------------------------------------------------------------------------------
 
 
 def _counter_order(item: tuple[str, int]) -> tuple[str, int]:
@@ -514,50 +397,47 @@ def _counters_risen(rose: dict[str, int]) -> str:
 
 
 #: the columns _window_cells fills, after the caller's own
-_WINDOW_COLUMNS = ["counters that rose", "hottest C", "peak power W", "clock events"]
+_WINDOW_COLUMNS = ["Counters that rose", "Hottest °C", "Peak power W", "Clock events"]
 
 
-def _window_cells(window: dict | None) -> list[Html]:
+def _window_cells(window: dict | None) -> list:
     """One GPU's health over a stretch of work (a test, a burn-in chunk: fabric.health.window_record), as table
     cells: the counters that rose (each link's figure in the title), the hottest read, the highest power and the
     clock-event reasons seen. Recordings without background peaks show their closing read; None: not read."""
     if window is None:
-        return [_cell("not read"), _cell("-"), _cell("-"), _cell("-")]
+        return ["not read", "-", "-", "-"]
     rose = window.get("rose", {})
     per_link = ", ".join(f"{name} +{delta}" for name, delta in sorted(rose.items(), key=_counter_order))
     hottest = window.get("peak_temperature_c", window.get("temperature_c"))
     power = window.get("peak_power_w", window.get("power_w"))
     seen = window.get("throttle_seen", window.get("throttle")) or []
-    return [_cell(_counters_risen(rose), title=per_link), _cell("-" if hottest is None else str(hottest)),
-            _cell("-" if power is None else f"{power:.0f}"), _cell(", ".join(map(str, seen)) or "-")]
+    return [_cell(_counters_risen(rose), title=per_link), "-" if hottest is None else str(hottest),
+            "-" if power is None else f"{power:.0f}", ", ".join(map(str, seen)) or "-"]
 
 
-def health_html(health: dict, replay: bool = False) -> Html:
+def health_data(health: dict, replay: bool = False) -> dict:
     """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
-    read during it, and the clock-event reasons seen."""
-    rows = [[nodeid.rsplit("/", 1)[-1], f"GPU{gpu}", *_window_cells(record)]
+    read during it, and the clock-event reasons seen; the temperature and power through the run."""
+    from .figures import health_charts
+
+    rows = [[_short_nodeid(nodeid), f"GPU{gpu}", *_window_cells(record)]
             for nodeid, gpus in (health.get("tests") or {}).items() for gpu, record in sorted(gpus.items())]
-    if not rows:
-        if replay:
-            return Html("<h2>Health</h2><p>No health reads in a replay: the watchdog reads every GPU around each "
-                        "test of a live run (that run's results JSON keeps them). A burn-in's own reads are under "
-                        "Burn-in.</p>")
-        return Html("<h2>Health</h2><p>No health reads: the watchdog runs around each test of a live run.</p>")
+    if replay:
+        why = ("No health reads in a replay: the watchdog reads every GPU around each test of a live run (that run's "
+               "results JSON keeps them). A burn-in's own reads are under Burn-in.")
+    else:
+        why = "No health reads: the watchdog runs around each test of a live run."
     xid = health.get("xid_events") or []
-    head = Html(f"<p>XID events: {len(xid)} ({escape(str(health.get('xid_watch', 'not watched')))}).</p>")
-    from .plots import health_timeline_png
-
-    plot = _png_figure(health_timeline_png(health.get("timeline") or []), "GPU health timeline")
-    table = _table(["test", "GPU", "counters that rose during the test", *_WINDOW_COLUMNS[1:]], rows)
-    return _join(Html("<h2>Health</h2>"), head, table, plot)
+    return {"rows": rows, "why": why, "xid": f"{len(xid)} ({health.get('xid_watch', 'not watched')})",
+            "header": ["Test", "GPU", "Counters that rose during the test", *_WINDOW_COLUMNS[1:]],
+            "charts": health_charts(health.get("timeline") or [], "The run") if rows else []}
 
 
-def _png_figure(png: bytes | None, caption: str) -> Html:
-    if png is None:
-        return Html("")
-    content = base64.b64encode(png).decode("ascii")
-    return Html(f'<figure><img alt="{escape(caption, quote=True)}" src="data:image/png;base64,{content}"/>'
-                f"<figcaption>{escape(caption)}</figcaption></figure>")
+def health_html(health: dict, replay: bool = False) -> str:
+    """The Health section alone, as HTML (for tests and tools that show it without a whole report)."""
+    from .render import render
+
+    return render("report/health.html.j2", health=health_data(health, replay))
 
 
 def _between_chunks(chunk: dict) -> tuple[str, str, bool]:
@@ -583,28 +463,30 @@ def _board_title(gpu: dict, serials: dict) -> str:
     return f"serial {serial}" + (f", CUDA device {gpu['cuda_index']}" if "cuda_index" in gpu else "")
 
 
-def burn_in_html(burn_in: dict | None) -> Html:
+def burn_in_data(burn_in: dict | None, base: Path | None = None) -> dict | None:
     """The burn-in chunk by chunk: per GPU its rate, checks and wrong elements, the hottest read, the highest power,
-    the clock events and the counters that rose; the workloads run between the chunks; and a plot of temperature
-    and power through it, from the reads each chunk logged (so a replayed burn-in log shows them too)."""
+    the clock events and the counters that rose; the workloads run between the chunks; and temperature and power
+    through it, from the reads each chunk logged (so a replayed burn-in log shows them too)."""
     if not burn_in:
-        return Html("")
+        return None
+    from .figures import health_charts
+    from .provenance import display_path
+
     gemm_s = burn_in.get("gemm_s", burn_in["elapsed_s"])
     minutes = f"{burn_in['elapsed_s'] / 60:.1f} of {burn_in['duration_s'] / 60:.1f} minutes of GEMM burn"
     if abs(gemm_s - burn_in["elapsed_s"]) >= 3:  # a log with wall-clock times: both said
         minutes = (f"{gemm_s / 60:.1f} minutes of GEMM burn in {burn_in['elapsed_s'] / 60:.1f} of "
                    f"{burn_in['duration_s'] / 60:.1f} minutes")
     state = "finished" if burn_in["finished"] else "not finished: a rerun with the same profile and duration resumes it"
-    parts = [Html(f"<h2>Burn-in</h2><p>{escape(minutes)} on every GPU ({escape(state)})"
-                  + (f", resumed at {burn_in['resumed_from_s'] / 60:.1f} min" if burn_in.get("resumed_from_s") else "")
-                  + f"; log: <code>{escape(str(burn_in['log']))}</code>.</p>")]
+    summary = f"{minutes} on every GPU ({state})" + (
+        f", resumed at {burn_in['resumed_from_s'] / 60:.1f} min" if burn_in.get("resumed_from_s") else "")
+    planted = ""
     if burn_in.get("plant_fault") is not None:
         board = burn_in.get("plant_fault_board")
         where = (f"CUDA device {burn_in['plant_fault']}, which is GPU{board['index']} (serial "
                  f"{board.get('serial') or 'not recorded'})" if board else f"GPU{burn_in['plant_fault']}")
-        parts.append(_join(Html('<p class="mismatch">A fault was planted on '), where,
-                           Html(" (--gpu-burn-in-plant-fault): its products were corrupted on purpose, to show that "
-                                "the check catches a wrong result. This run accepts nothing.</p>")))
+        planted = (f"A fault was planted on {where} (--gpu-burn-in-plant-fault): its products were corrupted on "
+                   "purpose, to show that the check catches a wrong result. This run accepts nothing.")
     serials = burn_in.get("serials") or {}
     rows, between, points = [], [], []
     chunk_number = 0
@@ -625,15 +507,70 @@ def burn_in_html(burn_in: dict | None) -> Html:
                 _cell(f"{gpu['checks']:,}", "num"), _cell(f"{wrong:,}", "num mismatch" if wrong else "num"),
                 *_window_cells(health.get(str(gpu["gpu"]))),
             ])
-    parts.append(_table(["chunk", "s", "GPU", "TFLOP/s", "GEMMs", "checks", "wrong elements", *_WINDOW_COLUMNS],
-                        rows))
-    if between:
-        parts += [Html("<h3>Between the chunks</h3>"), _table(["after chunk", "workload", "result"], between)]
-    from .plots import health_timeline_png
+    return {"summary": summary, "log": display_path(str(burn_in["log"]), base), "planted": planted,
+            "header": ["Chunk", "s", "GPU", "TFLOP/s", "GEMMs", "Checks", "Wrong elements", *_WINDOW_COLUMNS],
+            "rows": rows, "between": between, "charts": health_charts(points, "The burn-in")}
 
-    parts.append(_png_figure(health_timeline_png(points, "GPU health during the burn-in"),
-                             "Temperature and power through the burn-in (background reads of each chunk)"))
-    return _join(*parts)
+
+def skipped_data(skip_reasons: dict[str, str], tests: dict[str, str], base: Path | None = None) -> dict:
+    skipped = [nodeid for nodeid, outcome in tests.items() if outcome == "skipped"]
+    skipped += [nodeid for nodeid in skip_reasons if nodeid not in tests]
+    return {"rows": [[_cell(_short_nodeid(n), title=n), _cell(_relative_paths(skip_reasons.get(n) or
+                                                                               "no reason recorded", base), "note")]
+                     for n in skipped]}
+
+
+def integrity_data(document: dict) -> dict:
+    block = document.get("integrity") or {}
+    evidence = document.get("evidence") or {}
+    signature = block.get("signature") if isinstance(block.get("signature"), dict) else None
+    facts = [("Results sha256", _cell(block.get("results_sha256") or "not computed: the run did not finish",
+                                      "digest")),
+             ("Profile sha256", _cell(block.get("profile_sha256") or "no profile", "digest")),
+             ("Bundle", evidence.get("bundle") or "none: a live run"),
+             ("Bundle sha256", _cell(block.get("bundle_sha256") or "—", "digest")),
+             ("Signature", f"Ed25519, key {signature.get('key_id')}" if signature else "not signed")]
+    how = ("Check them with `gpufabric verify REPORT.html --key PUB.pem` (or the results JSON): it names any part "
+           "changed since the run, and any other key." if signature else
+           "Without --gpu-sign-key the digests show a change, but not who made the file.")
+    return {"facts": facts, "how": how}
+
+
+# --- the whole section ----------------------------------------------------------------------------------
+
+
+def report_html(document: dict, *, fabric=None, expected_matrix: dict | None = None, customer: str | None = None,
+                nccl: list[str] | None = None, base: Path | None = None, embed: bool = True) -> str:
+    """The report's sections (a fragment pytest-html's page holds) for a results document; ``fabric``: the
+    machine read (its inventory and topology), None where it could not be read."""
+    from .figures import report_figures
+    from .render import render, trusted
+    from .signing import embed_results_json
+
+    nccl = nccl if nccl is not None else list((document.get("software") or {}).get("nccl") or [])
+    error = document.get("machine_error")
+    inventory = inventory_data(fabric) if fabric is not None else {"error": error or "not read"}
+    topology = topology_data(expected_matrix or {}, fabric.matrix) if fabric is not None else {"rows": []}
+    replay = (document.get("run") or {}).get("mode") == "replay"
+    return render(
+        "report.html.j2", page=False, page_id=REPORT_ID, css_class="", title="GPU acceptance report",
+        cover=cover_data(document, customer, nccl, base), promises=promise_rows(document, base),
+        figures=report_figures(document), inventory=inventory, topology=topology,
+        health=health_data(document.get("health") or {}, replay), burn_in=burn_in_data(document.get("burn_in"), base),
+        skipped=skipped_data(document.get("skip_reasons") or {}, document.get("tests") or {}, base),
+        integrity=integrity_data(document),
+        results_json=trusted(embed_results_json(document)) if embed and document.get("integrity") else "")
+
+
+# --- pytest-html ----------------------------------------------------------------------------------------
+
+
+def _report_path(config) -> Path | None:
+    """Where pytest-html writes the report (as it works it out: the --html path below the working folder)."""
+    path = config.getoption("htmlpath", None)
+    if not path:
+        return None
+    return Path.cwd() / Path(os.path.expandvars(path)).expanduser()
 
 
 class HtmlSections:
@@ -641,20 +578,36 @@ class HtmlSections:
 
     def __init__(self, fabric_session) -> None:
         self.fabric_session = fabric_session
-        self.plots: list[tuple[str, str, str]] = []  # (node id, name, base64 PNG) of the tests' image extras
+        self.written = False
 
     def pytest_html_report_title(self, report) -> None:
         profile = self.fabric_session.profile
         report.title = f"GPU acceptance report: {profile.name}" if profile else "GPU fabric report"
 
-    def pytest_runtest_logreport(self, report) -> None:
-        # before pytest-html (trylast) turns the extras' content into data URIs or asset files
-        if report.when != "call" or len(self.plots) >= _MAX_PLOTS:
+    def pytest_html_results_table_row(self, report, cells) -> None:
+        """pytest-html's results table: a test by its file and name, not the path the suites were loaded from."""
+        for index, cell in enumerate(cells):
+            if 'class="col-testId"' in cell:
+                inner = _unescape(re.sub(r"^<td[^>]*>|</td>$", "", cell))
+                cells[index] = f'<td class="col-testId">{escape(_relative_paths(inner, self._base))}</td>'
+
+    def pytest_html_results_table_html(self, report, data) -> None:
+        """A skipped test's log is its reason, not pytest's raw (path, line, reason) tuple; local paths in any log
+        are written relative."""
+        from .recorder import skip_reason
+
+        base = self._base
+        if report.skipped:
+            data[:] = [escape(f"Skipped: {_relative_paths(skip_reason(report), base)}") + "\n"]
             return
-        for extra in getattr(report, "extras", None) or []:
-            content = extra.get("content") if isinstance(extra, dict) else None
-            if extra.get("mime_type") == "image/png" and isinstance(content, str) and not content.startswith("data:"):
-                self.plots.append((report.nodeid, str(extra.get("name") or ""), content))
+        data[:] = [escape(_relative_paths(_unescape(part), base)) for part in data]
+
+    @property
+    def _base(self) -> Path | None:
+        return getattr(self, "_invocation_dir", None)
+
+    def pytest_sessionstart(self, session) -> None:
+        self._invocation_dir = session.config.invocation_params.dir
 
     def _document(self, session) -> dict:
         """The results document the run wrote; what the session knows where it could not be read."""
@@ -676,20 +629,31 @@ class HtmlSections:
         fabric = self.fabric_session.fabric
         nccl = (document.get("software") or {}).get("nccl") or nccl_versions(
             getattr(self.fabric_session, "_measured", {}) or {})
-        parts = [_STYLE, Html(f'<div class="gpufabric" id="{REPORT_ID}">'),
-                 cover_html(document, customer_name(session.config), nccl)]
-        if fabric is None:
-            error = document.get("machine_error") or self.fabric_session.discovery_error
-            parts.append(Html(f"<h2>Inventory</h2><p>No machine: {escape(str(error))}</p>"))
-        else:
-            parts.append(inventory_html(fabric))
-            expected = self.fabric_session.profile.matrix if self.fabric_session.profile else {}
-            parts.append(topology_html(expected, fabric.matrix))
-        parts.append(measurements_html(document.get("checks") or []))
-        parts.append(health_html(document.get("health") or {}, (document.get("run") or {}).get("mode") == "replay"))
-        parts.append(burn_in_html(document.get("burn_in")))
-        parts.append(skipped_html(document.get("skip_reasons") or {}, document.get("tests") or {}))
-        parts.append(plots_html(self.plots))
-        parts.append(Html("</div>"))
-        parts.append(_MOVE_TO_TOP)
-        prefix.append(str(_join(*parts)))  # pytest-html writes it unescaped (`{{ p|safe }}`)
+        profile = self.fabric_session.profile
+        if fabric is None and not document.get("machine_error") and self.fabric_session.discovery_error:
+            document["machine_error"] = str(self.fabric_session.discovery_error)
+        prefix.append(report_html(document, fabric=fabric, expected_matrix=profile.matrix if profile else {},
+                                  customer=customer_name(session.config), nccl=list(nccl),
+                                  base=session.config.invocation_params.dir))
+        self.written = True  # pytest-html writes it unescaped (`{{ p|safe }}`)
+
+    def pytest_unconfigure(self, config) -> None:
+        """After pytest-html wrote the page: its integrity block (signed with --gpu-sign-key)."""
+        path = _report_path(config)
+        if not self.written or path is None or not path.is_file():
+            return
+        from .signing import sign_html
+
+        recorder = config.pluginmanager.get_plugin("gpufabric-recorder")
+        try:
+            sign_html(path, getattr(recorder, "sign_key", None))
+        except OSError as exc:
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"gpufabric: could not sign {path}: {exc.strerror or exc}", red=True)
+
+
+def _unescape(text: str) -> str:
+    from html import unescape
+
+    return unescape(text)

@@ -32,6 +32,8 @@ class RunRecorder:
         self.reason = ""
         self.exit_status = 0
         self.promises: list[dict] = []
+        self.sign_key = None if self.is_worker else _sign_key(config)
+        self._evidence: dict | None = None  # the bundle's digest: read once
         if not self.is_worker:
             fabric_session.checkpoint = self.checkpoint
 
@@ -62,9 +64,34 @@ class RunRecorder:
         self._write(self._document(0, finished=False))
 
     def _document(self, exitstatus: int, finished: bool = True) -> dict:
-        return self.fabric_session.results_document(
+        document = self.fabric_session.results_document(
             self.outcomes, exitstatus, skip_reasons=self.skip_reasons, durations=self.durations, finished=finished,
             promise_ids=self.promise_ids, messages=self.messages, not_run=self.not_run)
+        return self._provenance(document, finished)
+
+    def _provenance(self, document: dict, finished: bool) -> dict:
+        """Who ran it, what the verdict rests on (live, or a bundle by name, with the date it was measured), the
+        system's identity and the plots' numbers; a finished run's document gets its integrity block (signed with
+        --gpu-sign-key)."""
+        from .provenance import display_path, evidence_record, operator, system_record
+        from .signing import INTEGRITY_KEY, integrity_block
+
+        document["run"]["operator"] = operator(self.config)
+        if document.get("profile"):
+            document["profile"]["path"] = display_path(document["profile"]["path"], self.config.invocation_params.dir)
+        if self._evidence is None:
+            self._evidence = evidence_record(self.fabric_session, document)
+        document["evidence"] = {**self._evidence, "judged_at": document.get("finished_at")}
+        document["system"] = system_record(self.fabric_session, document)
+        if not finished:
+            return document
+        from .series import plot_series
+
+        document["series"] = plot_series(self.fabric_session)
+        profile = document.get("profile") or {}
+        document[INTEGRITY_KEY] = integrity_block(document, profile.get("sha256"), self._evidence.get("bundle"),
+                                                  self._evidence.get("bundle_sha256"), self.sign_key)
+        return document
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         """A promise whose test -k or -m deselected was never judged: the verdict cannot be ACCEPTED without it.
@@ -137,6 +164,23 @@ class RunRecorder:
             unwritten = (f" (the run's own results are not on disk: exit status {self.exit_status})"
                          if self.results_path is None else "")
             terminalreporter.write_line(f"gpufabric: {self.write_error}{unwritten}", red=True, bold=True)
+
+
+def _sign_key(config: pytest.Config):
+    """The Ed25519 private key of --gpu-sign-key (ini gpu_sign_key), read now: a bad one is a usage error before
+    anything runs. None without one."""
+    try:
+        path = config.getoption("gpu_sign_key") or config.getini("gpu_sign_key")
+    except (ValueError, KeyError):
+        return None
+    if not path:
+        return None
+    from .signing import SigningError, load_private_key
+
+    try:
+        return load_private_key(path)
+    except SigningError as exc:
+        raise pytest.UsageError(f"--gpu-sign-key: {exc}") from None
 
 
 def _junit_properties(config: pytest.Config, summary: dict) -> None:
