@@ -377,6 +377,15 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     from .verdict import EXIT_CODES
 
     out = Path(args.output)
+    sign_key = None
+    if args.sign_key:
+        from .report.signing import SigningError, load_private_key
+
+        try:
+            sign_key = load_private_key(args.sign_key)  # a bad key is said before anything is read
+        except SigningError as exc:
+            print(f"gpufabric fleet report: --sign-key: {_printable(exc)}", file=sys.stderr)
+            return EXIT_USAGE
     signatures = None
     if args.require_signed:
         refused, signatures = _refused_nodes(args, out)
@@ -393,7 +402,7 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     if signatures is not None:
         document["signatures"] = signatures
     try:
-        paths = write_fleet_report(document, out)
+        paths = write_fleet_report(document, out, sign_key)
     except OSError as exc:
         print(f"gpufabric fleet report: cannot write {exc.filename or args.output}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
@@ -434,7 +443,8 @@ def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | No
               file=sys.stderr)
         return True, None
     try:
-        signatures, refused = check_node_signatures([Path(d) for d in args.dirs], args.key, exclude=[out])
+        signatures, refused = check_node_signatures([Path(d) for d in args.dirs], args.key, exclude=[out],
+                                                    max_bytes=int(args.max_node_mb * 1e6))
     except (ValueError, GpuFabricError) as exc:
         print(f"gpufabric fleet report: {_printable(exc)}", file=sys.stderr)
         return True, None
@@ -720,6 +730,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "--key; each such node is named")
     report.add_argument("--key", metavar="PUB.pem", help="with --require-signed: the Ed25519 public key every "
                         "node's results must be signed with (--gpu-sign-key's pair)")
+    report.add_argument("--sign-key", metavar="KEY.pem", help="sign fleet-results.json and fleet.html with this "
+                        "Ed25519 private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`); `gpufabric verify` "
+                        "checks them")
     report.set_defaults(func=cmd_fleet_report)
     fabric = fleet_sub.add_parser(
         "fabric", help="measure the fabric between the nodes: one rank per node, started by your launcher",

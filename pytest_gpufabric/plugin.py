@@ -514,20 +514,18 @@ def platform_findings(request: pytest.FixtureRequest) -> list[str]:
 
 @pytest.fixture
 def gpufabric_extra(request: pytest.FixtureRequest):
-    """Attach an HTML snippet or a PNG to this test's row in the pytest-html report."""
+    """Attach tables to this test's row in pytest-html's results table: ``add(tables=[{"caption", "header",
+    "rows"}], name=...)``, rendered by report/templates/extra.html.j2 (autoescaped: a value is never markup). The
+    report's plots are drawn from the results document instead (report/figures.py), so that a test attaches no image."""
     fabric_session = _session(request.config)
 
-    def add(*, html: str | None = None, png: bytes | None = None, name: str = "") -> None:
-        import base64
+    def add(*, tables: list[dict], name: str = "") -> None:
+        from .report.render import render
 
-        # the dicts pytest_html.extras.html()/png() build, without importing pytest-html where it is off
-        if html is not None:
-            extra = {"format_type": "html", "mime_type": None, "extension": "html", "content": html}
-            fabric_session.add_extra(request.node.nodeid, {"name": name, **extra})
-        if png is not None:
-            content = base64.b64encode(png).decode("ascii")
-            extra = {"format_type": "image", "mime_type": "image/png", "extension": "png", "content": content}
-            fabric_session.add_extra(request.node.nodeid, {"name": name, **extra})
+        # the dict pytest_html.extras.html() builds, without importing pytest-html where it is off
+        extra = {"format_type": "html", "mime_type": None, "extension": "html",
+                 "content": render("extra.html.j2", tables=tables)}
+        fabric_session.add_extra(request.node.nodeid, {"name": name, **extra})
 
     return add
 

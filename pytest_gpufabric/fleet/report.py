@@ -218,19 +218,23 @@ def _junit(document: dict) -> bytes:
 LOCK_FILE = ".fleet-report.lock"
 
 
-def write_fleet_report(document: dict, out: Path) -> dict[str, Path]:
+def write_fleet_report(document: dict, out: Path, sign_key=None) -> dict[str, Path]:
     """fleet-results.json, fleet.html and fleet-junit.xml in ``out``, each written whole or not at all, and the three
     of one run together: each goes to a temporary file of its own (two reports at once never share one), and the
     three are renamed into place while this run holds the folder's lock, so a reader never finds the JSON of one
-    run beside the HTML or JUnit of another. All three carry the run's ``run_id``."""
+    run beside the HTML or JUnit of another. All three carry the run's ``run_id``. The JSON and the page carry their
+    integrity blocks (report/signing.py), signed with ``sign_key`` (an Ed25519 private key) where given."""
+    from ..report.signing import INTEGRITY_KEY, integrity_block, signed_page
     from .html import fleet_html
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / JSON_FILE, "html": out / HTML_FILE, "junit": out / JUNIT_FILE}
-    page = fleet_html(document, out).encode("utf-8")
     # every node's value of every measurement draws the page's plots; the JSON keeps the statistics (ten thousand
     # nodes' values of 75 measurements would be most of its size)
     lean = {**document, "metrics": [{k: v for k, v in m.items() if k != "values"} for m in document["metrics"]]}
+    lean[INTEGRITY_KEY] = integrity_block(lean, (document.get("profile") or {}).get("sha256"), None, None, sign_key)
+    page = signed_page(fleet_html(document, out), sign_key, lean[INTEGRITY_KEY]["results_sha256"],
+                       kind="fleet").encode("utf-8")
     # one line: json's C encoder (indent takes the pure-Python one, seconds for ten thousand nodes)
     text = json_text(lean, indent=None) + "\n"
     staged = {}

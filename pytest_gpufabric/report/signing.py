@@ -43,7 +43,9 @@ _EMBEDDED = re.compile(r'<script type="application/json" id="' + RESULTS_SCRIPT_
 
 #: how deep each top-level key of a results document is split into parts of their own (1: the key is one part)
 _PART_DEPTH = {"checks": 3, "promises": 2, "summary": 2, "machine": 3, "run": 2, "profile": 2, "evidence": 2,
-               "system": 3, "waivers": 2, "not_run": 2, "tests": 2, "skip_reasons": 2, "software": 2}
+               "system": 3, "waivers": 2, "not_run": 2, "tests": 2, "skip_reasons": 2, "software": 2,
+               # a fleet's results (fleet-results.json)
+               "nodes": 3, "counts": 2, "settings": 2, "fabric": 2}
 _MAX_SPLIT = 400  # a list or map longer than this is one part (a burn-in's timeline is thousands of points)
 
 
@@ -235,11 +237,14 @@ def _labels(document: dict) -> dict[str, str]:
     for index, promise in enumerate(document.get("promises") or []):
         if isinstance(promise, dict):
             labels[f"promises[{index}]"] = f"promises[{index}] {promise.get('id')}"
+    for index, node in enumerate(document.get("nodes") or []):
+        if isinstance(node, dict):
+            labels[f"nodes[{index}]"] = f"nodes[{index}] {node.get('name')}"
     return labels
 
 
 def _named(part: str, labels: dict[str, str]) -> str:
-    head = re.match(r"(checks|promises)\[\d+\]", part)
+    head = re.match(r"(checks|promises|nodes)\[\d+\]", part)
     if head and head.group(0) in labels:
         rest = part[len(head.group(0)):].lstrip(".")
         return labels[head.group(0)] + (f": {rest}" if rest else "")
@@ -388,21 +393,30 @@ def split_signed_html(text: str) -> tuple[str, dict | None]:
     return text[:at], block if isinstance(block, dict) else None
 
 
+def signed_page(page: str, private_key=None, results_sha256: str | None = None, kind: str = "report") -> str:
+    """The page with its integrity block after its last line (signed with ``private_key`` where given).
+    ``results_sha256``: the results the page shows, where they are not embedded in it (the fleet page's are in
+    fleet-results.json beside it); ``kind``: "report" (an acceptance report, its results embedded) or "fleet"."""
+    embedded = _embedded(page)
+    if results_sha256 is None and embedded:
+        results_sha256 = (embedded.get(INTEGRITY_KEY) or {}).get("results_sha256")
+    block = {"format": HTML_FORMAT, "kind": kind, "html_sha256": sha256_hex(page.encode()),
+             "results_sha256": results_sha256, "parts": html_parts(page)}
+    block["signature"] = None if private_key is None else _sign(block, private_key)
+    # "--" cannot end the comment early: the JSON has no "--" outside strings, and strings are escaped
+    text = json.dumps(block, sort_keys=True, separators=(",", ":")).replace("--", "-\\u002d")
+    return page + "\n" + HTML_MARK + text + HTML_END + "\n"
+
+
 def sign_html(path: Path, private_key=None) -> dict:
     """Append the report's integrity block (signed with ``private_key`` where given) to the HTML file; a block
     already there is replaced. Returns the block."""
     page, _ = split_signed_html(path.read_text(encoding="utf-8"))
-    embedded = _embedded(page)
-    block = {"format": HTML_FORMAT, "html_sha256": sha256_hex(page.encode()),
-             "results_sha256": (embedded.get(INTEGRITY_KEY) or {}).get("results_sha256") if embedded else None,
-             "parts": html_parts(page)}
-    block["signature"] = None if private_key is None else _sign(block, private_key)
-    # "--" cannot end the comment early: the JSON has no "--" outside strings, and strings are escaped
-    text = json.dumps(block, sort_keys=True, separators=(",", ":")).replace("--", "-\\u002d")
+    text = signed_page(page, private_key)
     tmp = path.with_name(f".{path.name}.signing")
-    tmp.write_text(page + "\n" + HTML_MARK + text + HTML_END + "\n", encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
-    return block
+    return split_signed_html(text)[1]
 
 
 def _embedded(page: str) -> dict | None:
@@ -428,7 +442,10 @@ def verify_html(text: str, public_key=None, path: str = "report") -> Verificatio
         result.problems.append("the report changed after it was written: "
                                + ("; ".join(changed) if changed else "the digest differs"))
     embedded = _embedded(page)
-    if embedded is None:
+    if block.get("kind") == "fleet":  # the fleet page's results are fleet-results.json, checked on their own
+        result.notes.append(f"the page shows the fleet results with sha256 {block.get('results_sha256')}; verify "
+                            "fleet-results.json beside it too")
+    elif embedded is None:
         result.problems.append("the report's embedded results document is missing or damaged")
     else:
         inner = verify_document(embedded, public_key, path, "the report's embedded results")
@@ -485,11 +502,11 @@ def verify_command(paths: list[str], key: str | None) -> tuple[int, list[str]]:
     return code, lines
 
 
-def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | None = None) \
-        -> tuple[dict, list[tuple[str, str]]]:
+def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | None = None,
+                          max_bytes: int | None = None) -> tuple[dict, list[tuple[str, str]]]:
     """`gpufabric fleet report --require-signed --key PUB.pem`: every node folder's results checked as `verify`
     checks them. Returns ({key_id, verified}, [(node, why refused)]); a folder without results is not refused here
-    (the fleet report names it as never reported)."""
+    (the fleet report names it as never reported); one larger than ``max_bytes`` is refused unread."""
     from ..fleet.nodes import RESULTS_FILE, find_node_dirs
 
     public_key = load_public_key(key)
@@ -498,6 +515,15 @@ def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | Non
     for directory in directories:
         results = directory / RESULTS_FILE
         if not results.exists() and not results.is_symlink():
+            continue
+        try:
+            size = results.stat().st_size
+        except OSError as exc:
+            refused.append((directory.name, f"unreadable: {exc.strerror or exc}"))
+            continue
+        if max_bytes is not None and size > max_bytes:
+            refused.append((directory.name, f"its results file is {size / 1e6:,.1f} MB, more than --max-node-mb "
+                                            f"{max_bytes / 1e6:g}: not read"))
             continue
         try:
             result = verify_path(results, public_key)

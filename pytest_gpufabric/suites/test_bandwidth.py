@@ -8,13 +8,11 @@ GPU); in replay, the bundle's bandwidth.json and nccl-tests output are judged th
 
 from __future__ import annotations
 
-from html import escape
-
 import pytest
 
 from pytest_gpufabric.checks.bandwidth import check_collective, check_copy, link_peak, pcie_peak, size_label
 from pytest_gpufabric.promise import not_checked, promise
-from pytest_gpufabric.units import parse_bytes, parse_gbps
+from pytest_gpufabric.units import parse_bytes
 
 
 def _row_at(rows: list[dict], size: int) -> dict | None:
@@ -35,21 +33,11 @@ def _nccl_tests_rows(bandwidth, op: str) -> list[dict]:
     return list(rows.values())
 
 
-def _attach_sweep(gpufabric_extra, gpu_profile, op: str, series: dict, peak, peak_what: str) -> None:
-    from pytest_gpufabric.report.plots import busbw_sweep_png
-
-    floors = [(parse_bytes(t["size"]), parse_gbps(t["min_busbw"]))
-              for o, t in gpu_profile.collective_thresholds() if o == op and "min_busbw" in t]
-    png = busbw_sweep_png(op, series, floors, peak, peak_what)
-    if png is not None:
-        gpufabric_extra(png=png, name=f"{op} busbw vs size")
-
-
-def _table(check) -> str:
-    found = check.found or {}
-    rows = "".join(f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>" for k, v in found.items())
-    want = "".join(f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>" for k, v in check.expected.items())
-    return f"<p>measured</p><table>{rows}</table><p>threshold</p><table>{want}</table>"
+def _tables(check) -> list[dict]:
+    found = check.found if isinstance(check.found, dict) else {}
+    return [{"caption": "measured", "header": ["", ""], "rows": [[str(k), str(v)] for k, v in found.items()]},
+            {"caption": "threshold", "header": ["", ""],
+             "rows": [[str(k), str(v)] for k, v in check.expected.items()]}]
 
 
 def _explained(check, request):
@@ -92,11 +80,7 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
     check = check_collective(op, threshold, _row_at(rows, size), world, peak, peak_what,
                              f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip())
-    gpufabric_extra(html=_table(check), name=f"{op} {size_label(size)}")
-    if threshold is next(t for o, t in gpu_profile.collective_thresholds() if o == op):
-        series = {"torch.distributed": [(r["size"], r["busbw"]) for r in rows]}
-        series["nccl-tests"] = [(r["size"], r["busbw"]) for r in _nccl_tests_rows(bandwidth, op)]
-        _attach_sweep(gpufabric_extra, gpu_profile, op, series, peak, peak_what)
+    gpufabric_extra(tables=_tables(check), name=f"{op} {size_label(size)}")
     gpufabric_check(_explained(check, request))
 
 

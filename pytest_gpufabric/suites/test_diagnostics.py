@@ -45,11 +45,10 @@ def test_memory_pattern(gpu_profile, gpu_index, memory_pattern, gpufabric_run, g
 
 
 @promise("power-hold", "sustained power and thermal behaviour", lambda profile, _: "power" in profile.data)
-def test_power_hold(gpu_profile, gpu_index, power_hold, gpufabric_run, gpufabric_check, gpufabric_extra):
+def test_power_hold(gpu_profile, gpu_index, power_hold, gpufabric_run, gpufabric_check):
     from pytest_gpufabric.checks.power import check_power_hold
 
     row = _row(power_hold, gpu_index, "power hold")
-    _attach_power_plot(row, gpufabric_extra)
     gpufabric_check(check_power_hold(row, gpu_profile.data["power"], _source(gpufabric_run)))
 
 
@@ -63,12 +62,3 @@ def test_pcie_under_load(gpu_profile, gpu_index, pcie_load, gpufabric_run, gpufa
 
 def _source(run) -> str:
     return f"bundle {run.replay}" if run.replay else "this machine"
-
-
-def _attach_power_plot(row: dict, gpufabric_extra) -> None:
-    """Power, SM clock and temperature through the hold, for the report (report/plots.py)."""
-    from pytest_gpufabric.report.plots import power_hold_png
-
-    png = power_hold_png(row)
-    if png is not None:
-        gpufabric_extra(png=png, name=f"GPU{row.get('index')} at its power limit")

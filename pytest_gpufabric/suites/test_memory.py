@@ -8,14 +8,11 @@ memory.json is judged the same way.
 
 from __future__ import annotations
 
-from html import escape
-
 from pytest_gpufabric.checks.memory import (
     check_estimate,
     check_lms,
     check_lms_equality,
     check_oom_clean,
-    predicted_peak_bytes,
 )
 from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes, parse_bytes
@@ -37,37 +34,18 @@ def _offload_promised(profile, _) -> bool:
 @promise("memory-estimate", "memory behaviour", _memory_promised)
 def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabric_extra):
     check = check_estimate(_section(gpu_profile), memory_behaviour)
-    rows = "".join(
-        f"<tr><td>{escape(str(r['batch']))}</td><td>{escape(format_bytes(r['predicted_bytes']))}</td>"
-        f"<td>{escape(format_bytes(r['measured_peak_bytes']) if r['measured_peak_bytes'] else '-')}</td>"
-        f"<td>{escape(str(r['predicted']))}</td><td>{escape(str(r['outcome']))}</td></tr>"
-        for r in (check.found or {}).get("rows", []))
-    layers = "".join(f"<tr><td>{escape(r['layer'])}</td><td>{escape(r['type'])}</td>"
-                     f"<td>{escape(str(r['output_shape']))}</td><td>{escape(format_bytes(r['new_bytes']))}</td></tr>"
-                     for r in memory_behaviour["estimate"]["per_layer"])
-    budget = escape(format_bytes(memory_behaviour["budget_bytes"]))
-    gpufabric_extra(html=f"<p>estimate vs measured peak (budget {budget})"
-                         f"</p><table><tr><th>batch</th><th>predicted</th><th>measured peak</th><th>predicted</th>"
-                         f"<th>outcome</th></tr>{rows}</table><p>largest layers at batch 1 (memory for data)</p>"
-                         f"<table><tr><th>layer</th><th>type</th><th>output</th><th>new bytes</th></tr>{layers}"
-                         "</table>", name="memory estimate")
-    _attach_plot(gpu_profile, memory_behaviour, gpufabric_extra)
+    rows = [[str(r["batch"]), format_bytes(r["predicted_bytes"]),
+             format_bytes(r["measured_peak_bytes"]) if r["measured_peak_bytes"] else "-", str(r["predicted"]),
+             str(r["outcome"])] for r in (check.found or {}).get("rows", [])]
+    layers = [[r["layer"], r["type"], str(r["output_shape"]), format_bytes(r["new_bytes"])]
+              for r in memory_behaviour["estimate"]["per_layer"]]
+    budget = format_bytes(memory_behaviour["budget_bytes"])
+    gpufabric_extra(tables=[
+        {"caption": f"estimate vs measured peak (budget {budget})",
+         "header": ["batch", "predicted", "measured peak", "predicted", "outcome"], "rows": rows},
+        {"caption": "largest layers at batch 1 (memory for data)", "header": ["layer", "type", "output", "new bytes"],
+         "rows": layers}], name="memory estimate")
     gpufabric_check(check)
-
-
-def _attach_plot(gpu_profile, result, gpufabric_extra) -> None:
-    from pytest_gpufabric.report.plots import memory_png
-
-    train = result["mode"] == "train"
-    measured = [(result["fit_batch"], result["baseline"]["peak_bytes"])]
-    measured += [(p["batch"], p["peak_bytes"]) for p in result.get("probes", []) if p.get("peak_bytes")]
-    batches = sorted({b for b, _ in measured} | {result["input"][0]})
-    predicted = [(b, predicted_peak_bytes(result["estimate"], b, train)) for b in batches]
-    offloaded = [(f"offload >= {format_bytes(r['threshold_bytes'])}", result["input"][0], r["peak_bytes"])
-                 for r in result.get("lms", []) if r.get("peak_bytes")]
-    png = memory_png(measured, predicted, offloaded, result["budget_bytes"], f"{result['model']}, {gpu_profile.name}")
-    if png is not None:
-        gpufabric_extra(png=png, name="peak memory vs batch")
 
 
 @promise("oversized-batch", "memory behaviour", _memory_promised)

@@ -7,8 +7,6 @@ sampled around exactly the measured steps; in replay, the bundle's recorded coun
 
 from __future__ import annotations
 
-from html import escape
-
 from pytest_gpufabric.checks.nvlink_traffic import check_allreduce_volume, check_links_carry_traffic
 from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes
@@ -22,14 +20,10 @@ def _nvlink_promised(profile, params) -> bool:
     return params["promised_gpu"] in _nvlink_gpus(profile)
 
 
-def _link_table(gpu: int, links) -> str:
-    rows = "".join(
-        f"<tr><td>{escape(str(link))}</td><td>{escape(format_bytes(d.tx_bytes))}</td><td>{escape(format_bytes(d.rx_bytes))}</td>"
-        f"<td>{'reset seen' if d.reset else ''}</td></tr>"
-        for link, d in sorted(links.items())
-    )
-    return (f"<p>GPU{gpu} NVLink bytes during the measurement</p><table><tr><th>link</th><th>TX</th><th>RX</th>"
-            f"<th></th></tr>{rows}</table>")
+def _link_table(gpu: int, links) -> dict:
+    return {"caption": f"GPU{gpu} NVLink bytes during the measurement", "header": ["link", "TX", "RX", ""],
+            "rows": [[str(link), format_bytes(d.tx_bytes), format_bytes(d.rx_bytes), "reset seen" if d.reset else ""]
+                     for link, d in sorted(links.items())]}
 
 
 @promise("nvlink-traffic", "NVLink for this GPU", _nvlink_promised)
@@ -38,7 +32,7 @@ def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink
     if promised_gpu is None:
         return  # promised but missing: the test fails on that before it gets here
     links = nvlink_training.traffic.deltas.get(promised_gpu.index, {})
-    gpufabric_extra(html=_link_table(promised_gpu.index, links), name=f"GPU{promised_gpu.index} NVLink bytes")
+    gpufabric_extra(tables=[_link_table(promised_gpu.index, links)], name=f"GPU{promised_gpu.index} NVLink bytes")
     gpufabric_check(check_links_carry_traffic(
         promised_gpu.index, links, gpu_profile.nvlink.get("links_per_gpu"), nvlink_training.describe(),
         nvlink_training.env,
@@ -46,16 +40,10 @@ def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink
 
 
 @promise("nvlink-traffic-volume", "NVLink for this GPU", _nvlink_promised)
-def test_nvlinks_carry_the_allreduce_volume(gpu_profile, promised_gpu, nvlink_training, gpufabric_check,
-                                            gpufabric_extra):
+def test_nvlinks_carry_the_allreduce_volume(gpu_profile, promised_gpu, nvlink_training, gpufabric_check):
     if promised_gpu is None:
         return
-    from pytest_gpufabric.report.plots import nvlink_timeline_png
-
     traffic = nvlink_training.traffic
-    png = nvlink_timeline_png(traffic.timeline, f"NVLink throughput, {gpu_profile.name}")
-    if png is not None:
-        gpufabric_extra(png=png, name="NVLink throughput over time")
     section = gpu_profile.data.get("nvlink_traffic", {})
     gpufabric_check(check_allreduce_volume(
         promised_gpu.index, traffic.deltas.get(promised_gpu.index, {}), nvlink_training.expected_bytes,
