@@ -239,10 +239,9 @@ def test_committed_live_results_parts_validate(path: Path):
 
 # --- the HTML report ------------------------------------------------------------------------------------
 def _html_run(pytester: pytest.Pytester, *args: str, fresh_process: bool = False) -> tuple[str, dict]:
-    """The run's HTML report and results. ``fresh_process``: in a new process, for the suites' own PNG extras:
-    matplotlib, where it is installed, cannot be imported twice in one process ("cannot load module more than once
-    per process"), and an in-process pytester run drops the modules its run imported. The report's own plots are
-    SVG and need nothing."""
+    """The run's HTML report and results. ``fresh_process``: in a new process, as a customer's run is (torch, where
+    a run imports it, cannot be imported twice in one process, and an in-process pytester run drops the modules
+    its run imported)."""
     run = pytester.runpytest_subprocess if fresh_process else pytester.runpytest
     run(*args, "--html", "reports/acceptance.html", "--self-contained-html")
     return (pytester.path / "reports" / "acceptance.html").read_text(), _results(pytester)
@@ -637,7 +636,7 @@ def test_the_live_burn_in_report_of_the_h200s_renders_in_chromium(pytester: pyte
     the burn-in in the first burn-in test's row, and the health timeline drawn from the watchdog's reads."""
     html = RESULTS_DATA / "burn-in-2min-window-from-set-up-on-h200-x2.html"
     live = json.loads((RESULTS_DATA / "burn-in-2min-window-from-set-up-on-h200-x2.json").read_text())
-    dom = _render(pytester, html, REPO / "reports" / "burn-in-report-live.png", window="1280,4200")
+    dom = _render(pytester, html, pytester.path / "burn-in-report-live.png", window="1280,4200")
     assert "Verdict: ACCEPTED" in dom and "burn-in acceptance" in dom
     _cover_first(dom)
     health = dom[dom.index("<h2>Health</h2>"):]
@@ -646,6 +645,99 @@ def test_the_live_burn_in_report_of_the_h200s_renders_in_chromium(pytester: pyte
     assert 'alt="GPU health timeline"' in health
     for gpu in live["machine"]["gpus"]:
         assert gpu["serial"] in dom
+
+
+PDFTOPPM = shutil.which("pdftoppm")
+needs_poppler = pytest.mark.skipif(PDFTOPPM is None or shutil.which("pdfinfo") is None,
+                                   reason="poppler-utils is not installed (apt-get install poppler-utils)")
+
+
+def _pdf_text(pdf: Path, page: int) -> str:
+    done = subprocess.run(["pdftotext", "-f", str(page), "-l", str(page), "-layout", str(pdf), "-"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+@needs_chromium
+@needs_poppler
+def test_the_report_prints_to_a_clean_pdf(pytester: pytest.Pytester):
+    """The browser's "Print to PDF" (headless Chromium's --print-to-pdf, the paper it defaults to): the cover alone
+    on page one with the verdict, the customer and the signature lines; every page numbered "Page N of M"; the
+    promise table from page two with its header repeated; pytest-html's own controls and results table left out;
+    page one, rendered by pdftoppm, shows the verdict's green band."""
+    _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2-acceptance",
+              "--gpu-customer", "ACME Labs", fresh_process=True)
+    pdf = pytester.path / "acceptance.pdf"
+    done = _chromium(pytester.path / "chromium-pdf", "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
+                     (pytester.path / "reports" / "acceptance.html").as_uri())
+    assert done.returncode == 0 and pdf.is_file(), done.stderr[-2000:]
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, timeout=60, check=True).stdout
+    pages = int(re.search(r"^Pages:\s+(\d+)", info, re.M).group(1))
+    assert 5 <= pages <= 30, info  # cover, promises, plots, machine, burn-in, skipped and integrity
+    texts = [_pdf_text(pdf, n) for n in range(1, pages + 1)]
+    for number, text in enumerate(texts, 1):
+        assert f"Page {number} of {pages}" in text, number
+    cover = texts[0]
+    for words in ("Verdict: ACCEPTED", "ACME Labs", "Measured", "2026-11-22", "Profile sha256",
+                  "Accepted for ACME Labs: name, signature, date"):
+        assert words in cover, words
+    assert "collective-bandwidth" not in cover and "Summary" not in cover  # the cover alone
+    assert texts[1].lstrip().startswith("Promises")
+    promise_pages = [t for t in texts if "judged by test_" in t]  # each row's detail says which test judged it
+    assert len(promise_pages) >= 2 and all("Expected" in t and "Margin" in t for t in promise_pages)  # header again
+    whole = "\n".join(texts)
+    assert "(Un)check the boxes" not in whole and "Show all details" not in whole  # pytest-html's controls
+    assert "Integrity" in whole and "Results sha256" in whole
+    # page one as an image: the verdict's band (#198754) is there, near the top
+    png = pytester.path / "page"
+    subprocess.run([PDFTOPPM, "-r", "40", "-png", "-f", "1", "-l", "1", str(pdf), str(png)], check=True, timeout=60)
+    image = next(pytester.path.glob("page*.png")).read_bytes()
+    from struct import unpack
+
+    width, height = unpack(">II", image[16:24])
+    assert width < height  # portrait
+    green = _count_pixels(pytester.path / next(pytester.path.glob("page*.png")).name, (0x19, 0x87, 0x54))
+    assert green > 0.01 * width * height
+
+
+def _count_pixels(path: Path, rgb: tuple[int, int, int], tolerance: int = 12) -> int:
+    """Pixels of ``rgb`` in a PNG (pdftoppm's: 8-bit RGB, no interlace), decoded with zlib alone."""
+    import zlib
+
+    data = path.read_bytes()
+    chunks, at = [], 8
+    width = height = 0
+    while at < len(data):
+        length = int.from_bytes(data[at:at + 4], "big")
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        if kind == b"IHDR":
+            width, height = int.from_bytes(body[:4], "big"), int.from_bytes(body[4:8], "big")
+            assert body[8:10] == bytes([8, 2]) and body[12] == 0, "8-bit RGB, not interlaced"
+        elif kind == b"IDAT":
+            chunks.append(body)
+        at += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    stride, previous, count = width * 3, bytearray(width * 3), 0
+    for row in range(height):
+        line = raw[row * (stride + 1):(row + 1) * (stride + 1)]
+        kind, current = line[0], bytearray(line[1:])
+        for i in range(stride):  # PNG's filters: none, sub, up, average, Paeth
+            left = current[i - 3] if i >= 3 else 0
+            up, corner = previous[i], previous[i - 3] if i >= 3 else 0
+            if kind == 1:
+                current[i] = (current[i] + left) & 0xFF
+            elif kind == 2:
+                current[i] = (current[i] + up) & 0xFF
+            elif kind == 3:
+                current[i] = (current[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                current[i] = (current[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 0xFF
+        count += sum(1 for x in range(0, stride, 3)
+                     if all(abs(current[x + c] - rgb[c]) <= tolerance for c in range(3)))
+        previous = current
+    return count
 
 
 # --- text from the evidence, the profile and the customer is never markup --------------------------------
