@@ -712,6 +712,8 @@ def yaml_texts() -> st.SearchStrategy[str]:
 # Crashes found so far (see the module docstring of this file for the contract), minimal inputs:
 @example("a: &a [*a]")  # RecursionError: loader._reject_non_string_keys recurses into the self-referencing list
 @example("a: " + "1" * 4301)  # ValueError (int() digit limit) from yaml's constructor, not a ProfileError
+@example("!!int")  # IndexError inside yaml's int constructor (an empty tagged scalar): found by CI's run of this test
+@example("a: !!float")  # ValueError from yaml's float constructor
 @example("[" * 600)  # RecursionError from yaml.safe_load (loader._read_yaml), not a ProfileError
 @example("name: a\nextends: ~nosuchuser/")  # RuntimeError from Path.expanduser in loader.find_profile
 @example("name: a\ngpus: {count: 1, memory: " + "9" * 309 + " B}")  # OverflowError: units.parse_bytes(inf)

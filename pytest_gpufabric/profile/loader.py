@@ -125,8 +125,12 @@ def _read_yaml(path: Path) -> dict:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ProfileError(f"not valid YAML{where}: {problem}", path=str(path)) from None
-    except ValueError as exc:  # an integer of more digits than Python converts: "a: 1111...1" (4,301 of them)
-        raise ProfileError(f"not a value a profile can hold: {str(exc)[:120]}", path=str(path)) from None
+    except (ValueError, IndexError, TypeError, OverflowError) as exc:
+        # a value PyYAML's constructors cannot build: an integer of more digits than Python converts ("a: 1111...1",
+        # 4,301 of them), an explicitly tagged empty scalar ("!!int" alone: IndexError inside PyYAML)
+        detail = "an empty value under an explicit YAML tag (!!int, !!float, ...)" if isinstance(exc, IndexError) \
+            else str(exc)[:120] or type(exc).__name__
+        raise ProfileError(f"not a value a profile can hold: {detail}", path=str(path)) from None
     except RecursionError:  # "[{a: [{a: [...": YAML's parser recurses once per level
         raise ProfileError("not a profile: the YAML nests deeper than any profile does", path=str(path)) from None
     if not isinstance(doc, dict):
