@@ -102,6 +102,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     host = read_platform("/", gpu_bus_ids or None)
     host.persistence_mode = read_persistence_nvml() if record is not None else {}
     commands[PLATFORM_FILE] = {"copied_files": len(snapshot_platform(host, target))}
+    from .report.provenance import snapshot_dmi
+
+    commands["platform/sys/class/dmi/id"] = {"copied_files": len(snapshot_dmi(target))}  # the cover's serials
     snapshot_commands = dict(SNAPSHOT_COMMANDS) if record is not None else {}
     if Path(SYSFS_IB).is_dir():
         snapshot_commands[bundle.IBV_DEVINFO_FILE] = ["ibv_devinfo", "-v"]
@@ -549,8 +552,8 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html", "-W", quiet]
     if args.sign_key:
         argv += ["--gpu-sign-key", args.sign_key]
-    for flag, value in (("--gpu-customer", args.customer), ("--gpu-burn-in", args.burn_in),
-                        ("--gpu-report-dir", args.report_dir)):
+    for flag, value in (("--gpu-customer", args.customer), ("--gpu-operator", args.operator),
+                        ("--gpu-burn-in", args.burn_in), ("--gpu-report-dir", args.report_dir)):
         if value:
             argv += [flag, value]
     if replay:
@@ -644,6 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--sign-key", metavar="KEY.pem", help="sign the results and the report with this Ed25519 "
                         "private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`)")
     accept.add_argument("--customer", metavar="NAME", help="the customer named on the report's cover")
+    accept.add_argument("--operator", metavar="NAME", help="who ran the acceptance, named on the cover (default: the "
+                        "user it runs as)")
     accept.add_argument("--burn-in", metavar="DURATION", help="also run the burn-in for DURATION (90s, 10m, 2h)")
     accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json goes (default: reports/)")
     accept.set_defaults(func=cmd_accept, takes_pytest_args=True)

@@ -88,7 +88,7 @@ def test_accept_takes_what_a_delivery_needs(tmp_path):
     helped = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--help"], capture_output=True,
                             text=True, timeout=60).stdout
     helped = " ".join(helped.split())
-    for flag in ("--customer", "--burn-in", "--report-dir", "any of this plugin's --gpu-* options"):
+    for flag in ("--customer", "--operator", "--burn-in", "--report-dir", "any of this plugin's --gpu-* options"):
         assert flag in helped
 
 

@@ -487,6 +487,26 @@ def test_a_bundle_with_dmi_names_the_system_by_its_serials(pytester: pytest.Pyte
                       "board serial OM23AS000123")
 
 
+def test_a_snapshot_records_the_dmi_fields_the_cover_shows(tmp_path: Path):
+    """`gpufabric snapshot` copies /sys/class/dmi/id's vendor, product and serials into the bundle; the replay's
+    cover reads them back: from this machine's own /sys (whatever it has), and from a server's layout (DERIVED:
+    the values of the test above)."""
+    from pytest_gpufabric.report.provenance import DMI_FIELDS, read_dmi, snapshot_dmi
+
+    here = snapshot_dmi(tmp_path / "bundle-here")
+    assert read_dmi(tmp_path / "bundle-here" / "platform") == {
+        name: (read_dmi(Path("/"))[name] if name in here else None) for name in DMI_FIELDS}
+    server = tmp_path / "server"
+    (server / "sys" / "class" / "dmi" / "id").mkdir(parents=True)
+    for name, value in (("sys_vendor", "Supermicro"), ("product_serial", "S123456789"),
+                        ("chassis_serial", "C8210LK01A2345")):
+        (server / "sys" / "class" / "dmi" / "id" / name).write_text(value + "\n")
+    assert snapshot_dmi(tmp_path / "bundle", server) == ["sys_vendor", "product_serial", "chassis_serial"]
+    dmi = read_dmi(tmp_path / "bundle" / "platform")
+    assert (dmi["sys_vendor"], dmi["product_serial"], dmi["chassis_serial"], dmi["board_serial"]) == (
+        "Supermicro", "S123456789", "C8210LK01A2345", None)
+
+
 # --- plots on every install -----------------------------------------------------------------------------
 
 NO_MATPLOTLIB = """

@@ -98,6 +98,24 @@ def read_dmi(root: Path) -> dict[str, str | None]:
     return out
 
 
+def snapshot_dmi(target: Path, root: Path | str = "/") -> list[str]:
+    """Copy the DMI fields the cover shows (vendor, product, the system, board and chassis serials) from
+    ``root``/sys/class/dmi/id into the bundle's platform/ folder, where a replay's cover reads them. The serials are
+    readable by root only: a snapshot run as another user records what it can. Returns the copied names."""
+    source = Path(root) / DMI_DIR
+    copied = []
+    for name in DMI_FIELDS:
+        try:
+            data = (source / name).read_bytes()
+        except OSError:
+            continue
+        destination = Path(target) / "platform" / DMI_DIR / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)
+        copied.append(name)
+    return copied
+
+
 def _gpu_chassis_serials(bundle_dir: Path | None) -> list[str]:
     """The chassis serials nvidia-smi -q reports for the GPUs (HGX boards carry the system's), where not N/A."""
     if bundle_dir is None:
