@@ -277,6 +277,56 @@ def _floor(samples: list[dict], ref: Reference, kind: str, op: str | None, basis
     return floor
 
 
+# --- this project's own checks (the report's Reference column) ------------------------------------------
+
+_OWN_BUSBW = re.compile(r"^(?:bandwidth|nccl-tests)-(.+)$")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def judge_check(check: dict, ref: Reference, samples: list[dict], nvlink: bool) -> dict | None:
+    """One check record of a results document held against the model's published peak, by the same rule as
+    ``parse --reference``: the figure the check judged (busbw at its size, the slowest copy, the best HBM figure)
+    as a fraction of its peak, and normal, low or not judged against what this project's runs reached. ``nvlink``:
+    the machine's GPUs have active NVLinks (the run knows its topology, so GPU-to-GPU traffic is held against the
+    NVLink peak only where there are links). None for a check without such a figure or a peak to hold it to."""
+    name, found, expected = str(check.get("name") or ""), check.get("found"), check.get("expected")
+    if not isinstance(found, dict):
+        return None
+    expected = expected if isinstance(expected, dict) else {}
+    fabric = NVLINK if nvlink and ref.nvlink_gbps_per_direction is not None else PCIE
+    host = False
+    match = _OWN_BUSBW.match(name)
+    if match:
+        kind, op, gbps, size = "busbw", match.group(1), found.get("busbw_gbps"), expected.get("size_bytes")
+        if isinstance(found.get("ranks"), int) and found["ranks"] < 2:
+            return None
+        basis, what = fabric, f"{op} busbw at {format_size(size)}"
+    elif name in ("copy-host_to_device", "copy-device_to_host", "copy-gpu_to_gpu"):
+        kind, op, size = "copy", name[len("copy-"):], None
+        values = [v for v in found.values() if _finite(v)]
+        gbps = min(values) if values else None
+        host = op != "gpu_to_gpu"
+        basis, what = (PCIE if host else fabric), f"slowest {op.replace('_', '-')} copy"
+    elif name == "hbm-bandwidth":
+        kind, op, size, gbps, basis, what = "memory", None, None, found.get("best_gbps"), MEMORY, "HBM bandwidth"
+    else:
+        return None
+    peak = getattr(ref, PEAK_FIELDS[basis])
+    if not _finite(gbps) or not _finite(peak) or peak <= 0:
+        return None
+    fraction = gbps / peak
+    verdict, words = judge(fraction, gbps, _floor(samples, ref, kind, op, basis, size), basis, ref,
+                           busbw=kind == "busbw", host=host)
+    per = "" if basis == MEMORY else " per direction"
+    return {"model": ref.name, "basis": basis, "peak_gbps": peak, "gbps": gbps, "fraction_of_peak": round(fraction, 4),
+            "verdict": verdict, "text": f"{what}: {gbps:.1f} GB/s, {_pct(fraction)} of the {BASIS_WORDS[basis]} "
+                                        f"peak of {ref.name} ({peak:g} GB/s{per}): {words}",
+            "sources": peak_sources(ref, PEAK_FIELDS[basis])}
+
+
 # --- nccl-tests ----------------------------------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ and skipped checks, and (where Chromium is installed) renders without console er
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -255,7 +256,7 @@ def _gpufabric_section(html: str) -> str:
 
 
 def _promise_rows(section: str) -> dict[str, list[str]]:
-    """Promise id -> the texts of its row's cells (Promise, Expected, Found, Margin, Result)."""
+    """Promise id -> the texts of its row's cells (Promise, Expected, Found, Reference, Margin, Result)."""
     table = section[section.index('<table class="promises">'):]
     table = table[:table.index("</table>")]
     rows = {}
@@ -286,7 +287,7 @@ def test_rejected_report_has_cover_promises_and_skipped_reasons(pytester: pytest
     # one row per promise, with its result; the mismatch highlighted
     rows = _promise_rows(section)
     assert set(rows) == {p["id"] for p in document["promises"]}
-    assert [c[4] for c in rows.values()].count("failed") == sum(p["outcome"] == "failed" for p in document["promises"])
+    assert [c[5] for c in rows.values()].count("failed") == sum(p["outcome"] == "failed" for p in document["promises"])
     assert rows["topology-matrix"][1:3] == ["GPU0-GPU1 NV2", "GPU0-GPU1 PHB"]
     assert 'class="mismatch">expected NV2, found PHB' in section
     # every skipped test and why, its paths relative: never a local absolute path on the page
@@ -313,10 +314,12 @@ def test_accepted_report_shows_identity_nccl_and_margins(pytester: pytest.Pytest
     assert "<th>NCCL</th><td>2.28.9</td>" in section  # what the recorded collectives ran on
     rows = _promise_rows(section)
     # all_reduce at 256 MiB: 297.4 GB/s busbw against a 285 GB/s floor; 1 MiB: 16.1 us against 68 us
-    assert rows["collective-bandwidth[all_reduce-256MiB]"][1:5] == [
-        "≥ 285 GB/s all_reduce busbw at 256 MiB", "297.4 GB/s busbw", "+12.4 GB/s (+4.4%)", "passed"]
-    assert rows["collective-bandwidth[all_reduce-1MiB]"][1:4] == [
-        "≤ 68 µs per all_reduce of 1 MiB", "16.1 µs", "+51.9 µs (+76.3%)"]
+    assert rows["collective-bandwidth[all_reduce-256MiB]"][1:6] == [
+        "≥ 285 GB/s all_reduce busbw at 256 MiB", "297.4 GB/s busbw", "66 % of the published NVLink peak: normal",
+        "+12.4 GB/s (+4.4%)", "passed"]
+    assert rows["collective-bandwidth[all_reduce-1MiB]"][1:5] == [
+        "≤ 68 µs per all_reduce of 1 MiB", "16.1 µs", "14 % of the published NVLink peak: normal",
+        "+51.9 µs (+76.3%)"]
     # the busbw-vs-size plots, inline SVG, each size's floor marked
     plots = section[section.index("<h2>Plots</h2>"):]
     assert '<svg viewBox="0 0 720 300"' in plots
@@ -364,6 +367,37 @@ def test_every_check_of_the_live_h100_run_in_words_and_units():
     assert margin(_check(document, "hbm-bandwidth"))[0] == "+325.1 GB/s (+11.0%)"  # the tighter of 2945 and 0.88x
     assert margin(_check(document, "power-hold"))[0] == "+130 MHz (+10.5%)"
     assert margin(_check(document, "memory-pattern"))[0] == "+13.6 points"
+
+
+def test_the_reference_column_holds_each_bandwidth_against_the_published_peak():
+    """Issue 23: the report's Reference column beside Expected and Found. The H200 acceptance replay's figures
+    against the H200 SXM's published peaks (references/h200-sxm.yaml: NVLink 450 GB/s per direction, PCIe 64 GB/s);
+    a busbw cut to 100 GB/s (DERIVED) is low, and says what to look at; the single H100 without NVLink has no
+    NVLink basis; a machine of two models gets no column, said why."""
+    from fleet_nodes import replayed
+
+    from pytest_gpufabric.report.html import promise_rows
+
+    document = replayed("accepted")  # the h200-nvswitch-x2-acceptance bundle replayed under its shipped profile
+    rows = {row["id"]: row for row in promise_rows(document)["rows"]}
+    cell = rows["collective-bandwidth[all_reduce-1GiB]"]["reference"]
+    assert cell["text"] == "72 % of the published NVLink peak: normal"  # 326.1 / 450
+    assert "326.1 GB/s, 72 % of the NVLink peak of NVIDIA H200 SXM 141GB (450 GB/s per direction)" in cell["title"]
+    assert "https://" in cell["title"]  # the published figure's source
+    assert rows["copy-bandwidth[host_to_device]"]["reference"]["text"] == "85 % of the published PCIe peak: normal"
+    assert rows["gpu-count"]["reference"]["text"] == ""  # no bandwidth figure, no reference
+    low = copy.deepcopy(document)
+    check = next(c for c in low["checks"] if c["name"] == "bandwidth-all_reduce" and c["subject"].endswith("1GiB"))
+    check["found"]["busbw_gbps"] = 100.0  # DERIVED: a third of what the machine measured
+    cell = {row["id"]: row for row in promise_rows(low)["rows"]}["collective-bandwidth[all_reduce-1GiB]"]["reference"]
+    assert cell["text"] == "22 % of the published NVLink peak: low" and cell["css"] == "reference low"
+    assert "NCCL_P2P_LEVEL" in cell["title"]
+    h100 = json.loads(LIVE_H100.read_text())
+    rows = {row["id"]: row for row in promise_rows(h100)["rows"]}
+    assert rows["copy-bandwidth[host_to_device]"]["reference"]["text"] == "86 % of the published PCIe peak: normal"
+    mixed = copy.deepcopy(document)
+    mixed["machine"]["gpus"][1]["name"] = "NVIDIA H100 80GB HBM3"  # DERIVED
+    assert promise_rows(mixed)["reference_note"] == "No reference column: the machine's GPUs are of several models."
 
 
 def test_the_issues_row_all_reduce_at_1_gib():

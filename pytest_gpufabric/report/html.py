@@ -272,7 +272,42 @@ def _detail(checks: list[dict], promise: dict | None) -> tuple[str, str]:
     return f"Detail: {short(head, 110)}", full
 
 
-def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base: Path | None = None) -> dict:
+def _references_for(document: dict):
+    """(reference_of(check) -> cell, why none) for the Reference column: each bandwidth check held against the
+    published peak of the machine's GPU model (reference_judge.judge_check); one model per machine, else none."""
+    from ..reference import ReferenceDataError, find_reference, load_references
+    from ..reference_judge import judge_check, recorded_samples
+
+    gpus = [g for g in (document.get("machine") or {}).get("gpus") or [] if isinstance(g, dict)]
+    names = sorted({str(g.get("name")) for g in gpus if g.get("name")})
+    if len(names) != 1:
+        return None, "the machine's GPUs are of several models" if names else "no GPU recorded"
+    try:
+        references = load_references()
+    except ReferenceDataError as exc:
+        return None, f"the reference catalogue cannot be read: {exc}"
+    ref = find_reference(names[0], references)
+    if ref is None:
+        return None, f"the reference catalogue has no entry for {names[0]}"
+    samples = recorded_samples(references)
+    nvlink = any(isinstance(g.get("nvlinks_active"), int) and g["nvlinks_active"] > 0 for g in gpus)
+
+    def reference_of(check: dict) -> dict | None:
+        judged = judge_check(check, ref, samples, nvlink)
+        if judged is None:
+            return None
+        from ..reference_judge import BASIS_WORDS
+
+        text = (f"{judged['fraction_of_peak'] * 100:.0f} % of the published {BASIS_WORDS[judged['basis']]} peak: "
+                f"{judged['verdict']}")
+        css = "reference " + ("low" if judged["verdict"] in ("low", "not on NVLink") else "")
+        return _cell(text, css.strip(), judged["text"] + ". Published figure: " + ", ".join(judged["sources"]))
+
+    return reference_of, None
+
+
+def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base: Path | None = None,
+         reference_of=None) -> dict:
     from .phrases import phrase
 
     if checks:
@@ -290,7 +325,11 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
     label, css = RESULTS_LABEL.get(outcome, (outcome, ""))
     summary, detail = _detail(checks, promise)
     expected, found, summary, detail = (_relative_paths(t, base) for t in (expected, found, summary, detail))
+    references = [r for r in (reference_of(c) for c in checks) if r is not None] if reference_of else []
+    # the row's reference: the check furthest below normal first, else the first
+    reference = next((r for r in references if r["css"].endswith("low")), references[0] if references else None)
     return {"id": pid, "part": _part(f"promise:{pid}"), "expected": expected, "found": found,
+            "reference": reference or _cell(""),
             "margin": _cell("") if worst is None else _cell(worst[0], "num" if worst[2] else "num mismatch",
                                                              worst[1]),
             "result": _cell(label, f"result {css}".strip(), (promise or {}).get("reason") or ""),
@@ -303,19 +342,24 @@ def promise_rows(document: dict, base: Path | None = None) -> dict:
     by_test: dict[str, list[dict]] = {}
     for check in checks:
         by_test.setdefault(str(check.get("test")), []).append(check)
+    reference_of, no_reference = _references_for(document)
     rows, used = [], set()
     for promise in document.get("promises") or []:
         mine = [c for t in promise.get("tests") or [] for c in by_test.get(t, [])]
         used.update(id(c) for c in mine)
-        rows.append(_row(promise["id"], mine, promise.get("outcome", "not checked"), promise, base))
+        rows.append(_row(promise["id"], mine, promise.get("outcome", "not checked"), promise, base, reference_of))
     for pid, why in (document.get("not_run") or {}).items():
         rows.append(_row(pid, [], "not checked", {"id": pid, "outcome": "not checked", "reason": why}, base))
     for check in checks:
         if id(check) not in used:
             rows.append(_row(f"{check.get('name')} {check.get('subject')}", [check],
-                             str(check.get("verdict")), None, base))
+                             str(check.get("verdict")), None, base, reference_of))
     why = "no profile was given" if not document.get("profile") else "no test judged a promise"
-    return {"rows": rows, "why": why}
+    note = ("Reference: the measured figure as a share of the GPU model's published peak (gpufabric reference "
+            "MODEL lists it, with its sources), and whether that is normal: at least 0.9 of the lowest share this "
+            "project's recorded runs of the model reached (hover for the figures)." if reference_of else
+            f"No reference column: {no_reference}.")
+    return {"rows": rows, "why": why, "reference_note": note}
 
 
 # --- the machine ----------------------------------------------------------------------------------------
