@@ -1,17 +1,27 @@
-"""How `gpufabric fleet report` scales: fleets of 100, 1,000 and 10,000 nodes built from the recorded results.
+"""How `gpufabric fleet report` scales, and whom it flags: fleets of 100, 1,000 and 10,000 nodes built from the
+recorded results.
 
-Each synthetic node is a copy of one of the recorded runs of real nvidia-h200-x2 and nvidia-h200-x4 hosts
-(tests/data/results/), its GPU serials made unique and every measurement the fleet compares scaled by a factor
-drawn around 1 (sd 1 %); one node in a hundred is made 12 % slower on every bandwidth figure, one in two hundred
-takes the recorded planted-fault run, and one node in a thousand is expected but has no folder. Every file is
-marked synthetic (`"synthetic": {...}` at its top level; the fleet report reads past it). Then the command runs in
-a fresh process, timed, with its peak memory (the children's ru_maxrss, the whole process tree's high-water mark
-on Linux), and the HTML page's size.
+Each synthetic node is a copy of one of the recorded accepted runs of three real nvidia-h200-x2 hosts that ran one
+version of the profile (tests/data/results/; the fleet holds every node to one profile by content), its GPU serials
+made unique, with a realistic healthy spread: every compared bandwidth, throughput and time scaled by a factor
+drawn around 1 (sd 1 %), every burn-in maximum temperature set to 60 C plus a draw of sd 2 C per GPU (NVML reads
+whole degrees), and, in fleets of 1,000 nodes and more, one rack of 40 consecutively named healthy nodes (at 10,000
+nodes node04000 to node04039) running 6 C warmer. Planted among them: one node in a hundred slower on every
+bandwidth figure by 10-22 % ("slow"), one node in two hundred and fifty with one GPU 15-22 C hotter than its own
+rack ("hot"; node04017, in the warm rack, among them), one node in two hundred the recorded planted-fault run
+(rejected on its own), one node in a thousand expected but without a folder. Every file is marked synthetic
+(`"synthetic": {...}` at its top level; the fleet report reads past it). Then the command runs in a fresh
+process, timed, with its peak memory (the children's ru_maxrss, the whole process tree's high-water mark on
+Linux), and the HTML page's size; and the outliers it names are scored: precision and recall per planted kind (a
+slow node must be flagged on a bandwidth, throughput or time, a hot one on a temperature), the share of healthy
+nodes flagged one by one, and whether the warm rack came back as one group.
 
     python3 benchmarks/fleet_scale.py --nodes 100,1000,10000 --out /tmp/fleet-scale
 
-Goals (issue 15): 10,000 nodes in under 10 s and 1 GiB on the 2-core machine, the page under 20 MB, cost per
-node roughly flat from 100 to 10,000.
+Goals: 10,000 nodes in under 10 s and 1 GiB on the 2-core machine, the page under 20 MB, cost per node roughly
+flat from 100 to 10,000 (issue 15); at 10,000 nodes at most 0.5 % of the healthy nodes flagged one by one, every
+planted slow and hot node flagged, the warm rack reported as a group and none of its healthy nodes one by one
+(issue 25).
 """
 
 from __future__ import annotations
@@ -26,11 +36,12 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "results"
-#: the recorded runs the synthetic nodes are copies of (accepted runs of distinct hosts, one profile each class)
-HEALTHY = ["acceptance-with-10min-burn-in-on-h200-x2.json", "h200-nvswitch-x2-bandwidth-live-on-h200-x2.json",
-           "h200-nvswitch-x2-bandwidth-live-after-copy-refactor-on-h200-x2.json",
+#: the recorded runs the synthetic nodes are copies of (accepted runs of three hosts, one version of one profile)
+HEALTHY = ["h200-nvswitch-x2-bandwidth-live-after-copy-refactor-on-h200-x2.json",
            "burn-in-2min-window-from-set-up-on-h200-x2.json", "burn-in-10min-live-on-h200-x2.json"]
 PLANTED = "burn-in-planted-fault-on-h200-x2.json"
+#: the recorded runs that carry burn-in temperatures: the sources of the planted hot nodes
+WITH_TEMPERATURES = HEALTHY[1:]
 SCALED = {"bandwidth-": ("busbw_gbps", "algbw_gbps", "time_us"), "copy-": None, "burn-in-gpu": ("tflops",)}
 
 
@@ -51,31 +62,97 @@ def _scale(check: dict, factor: float) -> None:
                     found[key] = value / factor if key == "time_us" else value * factor
 
 
-def build_fleet(root: Path, count: int, seed: int = 1) -> list[str]:
-    """``count`` node folders under ``root``; returns the expected node names (the missing ones included)."""
+#: the warm rack: 40 consecutively named healthy nodes, 6 C warmer, from 2/5 into fleets of 1,000 nodes and more
+WARM_NODES, WARM_C = 40, 6
+BASE_C, SPREAD_C = 60, 2.0
+
+
+def warm_rack(count: int) -> range:
+    start = count * 2 // 5
+    return range(start, start + WARM_NODES) if count >= 1000 else range(0)
+
+
+def _planted(i: int) -> str | None:
+    if i % 1000 == 999:
+        return "missing"
+    if i % 200 == 199:
+        return "fault"
+    if i % 100 == 42:
+        return "slow"
+    if i % 250 == 17:
+        return "hot"
+    return None
+
+
+def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[str, str], set[str]]:
+    """``count`` node folders under ``root``; returns the expected node names (the missing ones included), the
+    planted kind of each planted node ("slow", "hot", "fault", "missing") and the nodes with burn-in temperatures."""
     rng = random.Random(seed)
     sources = {name: json.loads((RESULTS / name).read_text(encoding="utf-8")) for name in [*HEALTHY, PLANTED]}
-    names = []
+    names, planted_kinds, warm = [], {}, set()
     for i in range(count):
         name = f"node{i:05d}"
         names.append(name)
-        if i % 1000 == 999:
+        kind = _planted(i)
+        if kind:
+            planted_kinds[name] = kind
+        if kind == "missing":
             continue  # expected, never reported
-        planted = i % 200 == 199
-        document = json.loads(json.dumps(sources[PLANTED if planted else HEALTHY[i % len(HEALTHY)]]))
-        slow = i % 100 == 42
-        factor = (0.88 if slow else 1.0) * rng.gauss(1.0, 0.01)
+        source = (PLANTED if kind == "fault" else WITH_TEMPERATURES[(i // 250) % len(WITH_TEMPERATURES)]
+                  if kind == "hot" else HEALTHY[i % len(HEALTHY)])
+        document = json.loads(json.dumps(sources[source]))
+        factor = rng.uniform(0.78, 0.90) if kind == "slow" else rng.gauss(1.0, 0.01)
+        rack_c = WARM_C if i in warm_rack(count) else 0
+        temperatures = [c for c in document["checks"] if c["name"] == "burn-in-gpu" and isinstance(c["found"], dict)
+                        and "max_temperature_c" in c["found"]]
+        hot_gpu = rng.randrange(len(temperatures)) if kind == "hot" and temperatures else None
         for check in document["checks"]:
             _scale(check, factor)
+        if temperatures:
+            warm.add(name)
+        for g, check in enumerate(temperatures):
+            over = rng.uniform(15, 22) if g == hot_gpu else rng.gauss(0, SPREAD_C)
+            check["found"]["max_temperature_c"] = round(BASE_C + rack_c + over)
         for gpu in (document.get("machine") or {}).get("gpus") or []:
             gpu["serial"] = f"{gpu.get('serial')}-{i}"
+        if kind == "hot" and hot_gpu is None:
+            planted_kinds[name] = "hot, but its source has no burn-in temperature"
         # first key, so the plugin's layout (and the fleet report's fast read of it) is kept
-        document = {"synthetic": {"from": PLANTED if planted else HEALTHY[i % len(HEALTHY)], "factor": factor,
-                                  "made_slow": slow}, **document}
+        document = {"synthetic": {"from": source, "factor": factor, "planted": kind, "rack_c": rack_c,
+                                  "hot_gpu": hot_gpu}, **document}
         folder = root / name
         folder.mkdir(parents=True)
         (folder / "gpufabric-results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return names
+    return names, planted_kinds, warm
+
+
+def score(document: dict, planted: dict[str, str], count: int, with_temperatures: set[str]) -> dict:
+    """Precision and recall per planted kind, the healthy nodes flagged one by one, the warm rack's group."""
+    by_kind: dict[str, set[str]] = {"slow": set(), "hot": set()}
+    for node in document["nodes"]:
+        for o in node["outliers"]:
+            by_kind["hot" if o["unit"] == "C" else "slow"].add(node["name"])
+    flagged = {n["name"] for n in document["nodes"] if n["outliers"]}
+    out: dict = {}
+    for kind, named in by_kind.items():
+        truth = {n for n, k in planted.items() if k == kind}
+        hit = len(named & truth)
+        out[kind] = {"planted": len(truth), "flagged": len(named), "recall": hit / len(truth) if truth else None,
+                     "precision": hit / len(named) if named else None}
+    healthy = [n["name"] for n in document["nodes"] if n["verdict"] == "ACCEPTED" and n["name"] not in planted]
+    wrongly = sorted(set(healthy) & flagged)
+    out["healthy"] = {"nodes": len(healthy), "flagged_one_by_one": len(wrongly),
+                      "share": len(wrongly) / len(healthy) if healthy else None, "names": wrongly[:20]}
+    rack = {f"node{i:05d}" for i in warm_rack(count)} & with_temperatures  # those a temperature can group
+    rack_healthy = {n for n in rack if n not in planted}
+    best = max(document.get("groups") or [], key=lambda g: len(rack & set(g["nodes"])), default=None)
+    out["warm_rack"] = {"nodes": len(rack), "healthy_flagged_one_by_one": len(rack_healthy & flagged),
+                        "group": None if best is None or not rack & set(best["nodes"]) else
+                        {"id": best["id"], "count": best["count"], "of_the_rack": len(rack & set(best["nodes"])),
+                         "first": best["first"], "last": best["last"], "summary": best["summary"]}}
+    out["groups"] = [{"id": g["id"], "count": g["count"], "first": g["first"], "last": g["last"]}
+                     for g in document.get("groups") or []]
+    return out
 
 
 def main() -> int:
@@ -88,7 +165,7 @@ def main() -> int:
         root = args.out / f"fleet-{count}"
         shutil.rmtree(root, ignore_errors=True)
         built = time.perf_counter()
-        expected = build_fleet(root / "nodes", count)
+        expected, planted, with_temperatures = build_fleet(root / "nodes", count)
         built = time.perf_counter() - built
         (root / "expect.txt").write_text(",".join(expected))
         start = time.perf_counter()
@@ -107,13 +184,34 @@ def main() -> int:
                      "peak_rss_mib": round((own + children) / 1024, 1),
                      "html_mb": round(html_mb, 2), "verdict": document["verdict"],
                      "outlier_nodes": document["counts"]["outlier_nodes"], "missing": len(document["missing"]),
-                     "build_s": round(built, 1)})
+                     "build_s": round(built, 1), "flags": score(document, planted, count, with_temperatures)})
         print(json.dumps(rows[-1]), flush=True)
-    print("\n| nodes | seconds | ms/node | peak RSS MiB | HTML MB | outlier nodes | missing |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| nodes | seconds | ms/node | peak RSS MiB | HTML MB | outlier nodes | groups | missing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['nodes']:,} | {r['seconds']} | {r['ms_per_node']} | {r['peak_rss_mib']} | {r['html_mb']} | "
-              f"{r['outlier_nodes']} | {r['missing']} |")
+              f"{r['outlier_nodes']} | {len(r['flags']['groups'])} | {r['missing']} |")
+    print("\n| nodes | slow: recall | slow: precision | hot: recall | hot: precision | healthy flagged one by one | "
+          "warm rack (40 nodes, +6 C) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        f = r["flags"]
+
+        def pct(x):
+            return "-" if x is None else f"{x:.1%}"
+
+        rack = f["warm_rack"]
+        group = rack["group"]
+        rack_text = (f"{group['id']}: {group['count']} nodes, {group['of_the_rack']} of the rack's {rack['nodes']} "
+                     f"with a temperature ({group['first']} to {group['last']}); {rack['healthy_flagged_one_by_one']} "
+                     f"of its healthy "
+                     "nodes flagged one by one" if group else
+                     f"no group; {rack['healthy_flagged_one_by_one']} of its healthy nodes flagged one by one")
+        print(f"| {r['nodes']:,} | {pct(f['slow']['recall'])} of {f['slow']['planted']} | "
+              f"{pct(f['slow']['precision'])} of {f['slow']['flagged']} | {pct(f['hot']['recall'])} of "
+              f"{f['hot']['planted']} | {pct(f['hot']['precision'])} of {f['hot']['flagged']} | "
+              f"{f['healthy']['flagged_one_by_one']} of {f['healthy']['nodes']:,} ({f['healthy']['share']:.2%}) | "
+              f"{rack_text if warm_rack(r['nodes']) else 'none in this fleet'} |")
     (args.out / "fleet_scale.last.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 

@@ -179,7 +179,7 @@ def test_a_lenient_profile_named_by_a_node_is_never_the_yardstick(tmp_path, caps
     root = _fleet(tmp_path / "fleet")
     lenient = tmp_path / "lenient" / "lenient.yaml"
     lenient.parent.mkdir()
-    lenient.write_text("name: h200-nvswitch-x2\nextends: h200-nvswitch-x2\nfleet: {fraction: 0.1, k: 1000}\n")
+    lenient.write_text("name: h200-nvswitch-x2\nextends: h200-nvswitch-x2\nfleet: {min_deviation: 0.9, k: 1000}\n")
     slow = derived(replayed("accepted"), BROKEN, 0.6)
     slow["profile"] = {"name": "h200-nvswitch-x2", "path": str(lenient), "sha256": load_profile(str(lenient)).sha256}
     write_node(root, BROKEN, slow)
@@ -187,7 +187,7 @@ def test_a_lenient_profile_named_by_a_node_is_never_the_yardstick(tmp_path, caps
     node = _broken(document)
     assert node["verdict"] == "INCOMPLETE" and node["reason"].startswith("ran profile h200-nvswitch-x2 (sha256 ")
     assert str(lenient) not in json.dumps(document["settings"]) and "lenient" not in document["settings_from"]
-    assert document["settings"]["fraction"] == 0.9  # the fleet's own rules, not the node's file's
+    assert (document["settings"]["k"], document["settings"]["min_deviation"]) == (5, 0.03)  # the fleet's own rules
 
 
 def test_nodes_of_two_profiles_without_a_majority_say_so(tmp_path, capsys):

@@ -1,40 +1,77 @@
-"""The fleet verdict from its nodes: who failed, who never reported, what drifted, who is slow among the passing.
+"""The fleet verdict from its nodes: who failed, who never reported, what drifted, who is slow or hot among the passing.
 
 Outliers are judged among the nodes that passed on their own: a node above every floor of the profile can still
 be 9 % slower than its siblings, which costs a training job across the fleet as much as a failed one. For every
-measurement (check, subject, metric) the fleet's median and MAD (median absolute deviation, robust to the
-outliers themselves) are taken over the passing nodes; a node is flagged when it is worse than ``median - k x
-MAD`` (``+`` for measurements where less is better: times, temperatures) or worse than ``fraction x median``,
-and worse than the median by more than ``min_deviation`` (the run-to-run noise: a fleet agreeing to 0.1 % has a
-MAD that would flag noise).
-Its robust z-score, 0.6745 (x - median) / MAD, says how far. A measurement the fleet agrees on to the last digit
-(MAD 0) is judged by the fraction alone: no deviation can be scaled by nothing.
+measurement (check, subject, metric) within one machine class, the median and MAD (median absolute deviation,
+robust to the outliers themselves) are taken over the passing nodes.
+
+**A node is flagged only when two tests agree**, each in the measurement's own terms:
+
+- *statistical*: it is worse than the median of its comparison group by more than ``k`` MAD (``k`` = 5, about 3.4
+  robust standard deviations; where the fleet agrees to the last digit, MAD 0, any deviation passes this test and
+  the practical margin alone decides);
+- *practical*: for bandwidths, throughputs and times, worse than that median by at least ``min_deviation`` of it
+  (3 %: the run-to-run noise of these measurements); for temperatures, in degrees, never as a ratio (65 C is not
+  "10 % hotter" than 59 C in any useful sense): at least ``min_degrees_c`` (10 C) over that median, or, where the
+  node's own results carry the NVML slowdown threshold of that GPU (the power-hold check records it), less than
+  ``slowdown_headroom_c`` (5 C) below it. Every temperature finding says its headroom to slowdown, or that it is
+  not known: no node's threshold is ever assumed.
+
+Its robust z-score, 0.6745 (x - median) / MAD, says how far; every record carries the figures it rests on (value,
+median, MAD, the excess in the unit, the margin it passed).
+
+**Nodes that share one offset are one finding, not many accusations.** A row of racks running warmer, a batch of
+boards a little slower: listed node by node they bury the one node that is really hot. Halls name their nodes in
+order of where they stand (rack07-n12, gpu-b03-17, node04012: neighbours in a rack have neighbouring names), so a
+group is looked for *in the data, along the nodes' natural name order* (numbers compared as numbers): a stretch of
+consecutively named nodes where, in every window of ``2 x group_min_nodes - 1`` of them, most are worse than the
+fleet's median by at least the group margin (``group_min_degrees_c``, 4 C; ``group_min_deviation``, 3 %). A
+stretch is a group when it holds at least ``group_min_nodes`` (5) nodes, less than half the class, and its own
+median is shifted from the median of the nodes outside every stretch by at least that margin and by more than ``k``
+standard errors of a median of that many nodes (1.2533 x 1.4826 x MAD / sqrt(n), the MAD of those other nodes: a
+group must not widen its own yardstick). Why names and not values alone: a rack of 40 running 6 C warmer in a hall
+whose nodes spread by 2 C overlaps the hall's own tail (the hall has more nodes 6 C over its median than the rack
+has), so no threshold on values can tell the rack's nodes from the hall's warm ones; their neighbourhood can. Nodes
+scattered through the fleet never form one: a slow node every hundred is a hundred findings, a slow rack is one.
+The same stretch found on several measurements (both GPUs of every node of a warm row) is one group. A group is
+reported once, with its count, its names and its shift; it accuses no node. Its members are then judged against
+*their group's* median (the node 15 C hotter than its warm row is still named), the other nodes against the median
+of the nodes outside the groups; the MAD of the nodes outside the groups is the spread for both.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
 from .nodes import Node, metric_spec
 
-__all__ = ["DRIFT_FIELDS", "FleetSettings", "analyse"]
+__all__ = ["DRIFT_FIELDS", "FleetSettings", "analyse", "natural_key"]
 
 #: inventory fields compared across nodes, in the order the report lists them
 DRIFT_FIELDS = ("profile", "gpu_model", "gpu_count", "driver", "cuda", "nccl", "vbios", "pcie", "nvlinks_per_gpu",
                 "nvlink_speed_gbps")
 
+#: the standard error of a median of n normal values is 1.2533 sigma / sqrt(n); sigma is 1.4826 MAD
+_MEDIAN_SE = 1.2533 * 1.4826
+
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """A profile's ``fleet:`` section, with its defaults."""
+    """A profile's ``fleet:`` section, with its defaults (profile.schema.json describes each key)."""
 
-    k: float = 5.0  # MADs below the median (about 3.4 robust standard deviations)
-    fraction: float = 0.9  # of the median: 10 % worse than the fleet is flagged whatever the spread
-    #: worse than the median by less than this share is never flagged: a fleet whose nodes agree to 0.1 % has a MAD
-    #: so small that run-to-run noise (1-2 % on these measurements) would flag healthy nodes
+    k: float = 5.0  # MADs past the median (about 3.4 robust standard deviations)
+    #: practical margin for bandwidths, throughputs and times: worse than the median by at least this share of it
+    #: (a fleet whose nodes agree to 0.1 % has a MAD so small that run-to-run noise, 1-2 %, would pass k MAD)
     min_deviation: float = 0.03
+    min_degrees_c: float = 10.0  # practical margin for temperatures: degrees over the median
+    slowdown_headroom_c: float = 5.0  # or: fewer degrees than this below the GPU's own NVML slowdown threshold
+    group_min_nodes: int = 5  # consecutively named nodes shifted together, at least this many, make a group
+    group_min_deviation: float = 0.03  # a group's shift from the fleet's median, bandwidths, throughputs, times
+    group_min_degrees_c: float = 4.0  # a group's shift from the fleet's median, temperatures
     min_nodes: int = 3  # passing nodes needed before a median says anything
     fail_on_outlier: bool = False  # flagged nodes reject the fleet (else they are findings)
     fail_on_drift: tuple[str, ...] = ()  # drift in these fields rejects the fleet
@@ -42,11 +79,23 @@ class FleetSettings:
     @classmethod
     def from_section(cls, section: dict | None) -> FleetSettings:
         section = section or {}
-        return cls(k=float(section.get("k", cls.k)), fraction=float(section.get("fraction", cls.fraction)),
+        return cls(k=float(section.get("k", cls.k)),
                    min_deviation=float(section.get("min_deviation", cls.min_deviation)),
+                   min_degrees_c=float(section.get("min_degrees_c", cls.min_degrees_c)),
+                   slowdown_headroom_c=float(section.get("slowdown_headroom_c", cls.slowdown_headroom_c)),
+                   group_min_nodes=int(section.get("group_min_nodes", cls.group_min_nodes)),
+                   group_min_deviation=float(section.get("group_min_deviation", cls.group_min_deviation)),
+                   group_min_degrees_c=float(section.get("group_min_degrees_c", cls.group_min_degrees_c)),
                    min_nodes=int(section.get("min_nodes", cls.min_nodes)),
                    fail_on_outlier=bool(section.get("fail_on_outlier", cls.fail_on_outlier)),
                    fail_on_drift=tuple(section.get("fail_on_drift", cls.fail_on_drift)))
+
+    def as_dict(self) -> dict:
+        return {"k": self.k, "min_deviation": self.min_deviation, "min_degrees_c": self.min_degrees_c,
+                "slowdown_headroom_c": self.slowdown_headroom_c, "group_min_nodes": self.group_min_nodes,
+                "group_min_deviation": self.group_min_deviation, "group_min_degrees_c": self.group_min_degrees_c,
+                "min_nodes": self.min_nodes, "fail_on_outlier": self.fail_on_outlier,
+                "fail_on_drift": list(self.fail_on_drift)}
 
 
 def _spec(check: str, metric: str) -> tuple[str, int]:
@@ -63,6 +112,18 @@ def machine_class(node: Node) -> str:
     return f"{node.inventory.get('gpu_count', '?')}x {node.inventory.get('gpu_model', '?')}"
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """A node name's sort key with its numbers compared as numbers: node9 before node10, rack2-n9 before rack10-n1."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGITS.split(name) if part)
+
+
+def is_temperature(unit: str) -> bool:
+    return unit == "C"
+
+
 @dataclass
 class _Distribution:
     machine_class: str
@@ -71,44 +132,178 @@ class _Distribution:
     metric: str
     unit: str
     direction: int
-    values: dict[str, float] = field(default_factory=dict)  # node -> value
+    values: dict[str, float] = field(default_factory=dict)  # node -> value, in the nodes' natural name order
+    slowdown_c: dict[str, float] = field(default_factory=dict)  # node -> its GPU's NVML slowdown threshold
 
 
-def _outliers(distribution: _Distribution, settings: FleetSettings) -> tuple[dict, list[tuple[str, dict]]]:
-    values = list(distribution.values.values())
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _shifted_runs(worse: list[float], margin: float, min_nodes: int) -> list[tuple[int, int]]:
+    """[start, end) index ranges where, in every window of 2 x min_nodes - 1 consecutive nodes, at least min_nodes
+    are worse than the median by ``margin`` or more (the window's median is past the margin), merged where the
+    windows overlap and trimmed to the first and last node past the margin."""
+    n, width = len(worse), 2 * min_nodes - 1
+    if n < width or min_nodes < 1:
+        return []
+    past = [w >= margin for w in worse]
+    runs: list[list[int]] = []
+    count = sum(past[:width])
+    for start in range(n - width + 1):
+        if start:
+            count += past[start + width - 1] - past[start - 1]
+        if count >= min_nodes:
+            if runs and start <= runs[-1][1]:
+                runs[-1][1] = start + width
+            else:
+                runs.append([start, start + width])
+    out = []
+    for a, b in runs:
+        while not past[a]:
+            a += 1
+        while not past[b - 1]:
+            b -= 1
+        out.append((a, b))
+    return out
+
+
+def _judge(distribution: _Distribution, settings: FleetSettings) -> tuple[dict, list[tuple[str, dict]], list[dict]]:
+    """(the measurement's summary, its accused nodes with their records, its shifted groups)."""
+    names = list(distribution.values)
+    values = [distribution.values[n] for n in names]
+    d, unit = distribution.direction, distribution.unit
+    temperature = is_temperature(unit)
     median = statistics.median(values)
     mad = statistics.median(abs(v - median) for v in values)
-    d = distribution.direction
-    summary = {"class": distribution.machine_class, "check": distribution.check, "subject": distribution.subject,
-               "metric": distribution.metric,
-               "unit": distribution.unit, "better": "higher" if d > 0 else "lower", "n": len(values),
-               "median": median, "mad": mad, "min": min(values), "max": max(values)}
-    limit_mad = median - d * settings.k * mad if mad > 0 else None
-    if d > 0:
-        limit_fraction = median * settings.fraction
+    measurement = {"class": distribution.machine_class, "check": distribution.check, "subject": distribution.subject,
+                   "metric": distribution.metric, "unit": unit}
+
+    # groups: stretches of consecutively named nodes shifted together, each tested against the nodes outside every
+    # stretch (the group must not widen its own yardstick)
+    groups: list[dict] = []
+    group_margin = settings.group_min_degrees_c if temperature else settings.group_min_deviation * abs(median)
+    if temperature or median:
+        worse = [d * (median - v) for v in values]
+        stretches = [(a, b) for a, b in _shifted_runs(worse, group_margin, settings.group_min_nodes)
+                     if settings.group_min_nodes <= b - a and 2 * (b - a) < len(values)]
+        inside = {i for a, b in stretches for i in range(a, b)}
+        outside = [v for i, v in enumerate(values) if i not in inside]
+        if stretches and len(outside) >= settings.min_nodes:
+            fleet_median = statistics.median(outside)
+            fleet_mad = statistics.median(abs(v - fleet_median) for v in outside)
+            for a, b in stretches:
+                count = b - a
+                group_median = statistics.median(values[a:b])
+                shift = d * (fleet_median - group_median)
+                se = _MEDIAN_SE * fleet_mad / math.sqrt(count)
+                margin = settings.group_min_degrees_c if temperature else \
+                    settings.group_min_deviation * abs(fleet_median)
+                if shift < margin or (fleet_mad > 0 and shift <= settings.k * se):
+                    continue
+                members = names[a:b]
+                headrooms = [distribution.slowdown_c[m] - distribution.values[m] for m in members
+                             if m in distribution.slowdown_c]
+                share = shift / abs(fleet_median) if fleet_median and not temperature else None
+                practical = (f"{_fmt(shift)} C over the median of the other nodes (at least "
+                             f"{settings.group_min_degrees_c:g} C)" if temperature else
+                             f"{share:.1%} worse than the median of the other nodes (at least "
+                             f"{settings.group_min_deviation:.0%})")
+                statistical = (f"{shift / se:.1f} standard errors of a median of {count} (more than {settings.k:g})"
+                               if fleet_mad > 0 else "the other nodes' MAD is 0")
+                groups.append({"members": members, "measurement": {
+                    **measurement, "better": "higher" if d > 0 else "lower", "count": count,
+                    "median": group_median, "fleet_median": fleet_median, "mad": fleet_mad, "shift": shift,
+                    "shift_share": share, "se": se, "rule": f"{practical} and {statistical}",
+                    **({"headroom_c_min": min(headrooms) if headrooms else None, "slowdown_known": len(headrooms)}
+                       if temperature else {})}})
+
+    # every node against its comparison group: its group's median, else the median of the nodes outside groups;
+    # the spread is the MAD of the nodes outside groups for both
+    centre_of: dict[str, tuple[float, dict | None]] = {}
+    for group in groups:
+        for member in group["members"]:
+            centre_of[member] = (group["measurement"]["median"], group)
+    if groups:
+        rest = [v for n, v in distribution.values.items() if n not in centre_of]
+        base = statistics.median(rest)
+        base_mad = statistics.median(abs(v - base) for v in rest)
     else:
-        limit_fraction = median / settings.fraction if settings.fraction else None
-    summary["limits"] = {"mad": limit_mad, "fraction": limit_fraction}
+        base, base_mad = median, mad
     flagged = []
     for node, value in distribution.values.items():
-        if median and d * (median - value) <= settings.min_deviation * abs(median):
-            continue  # better than the median, or worse by less than the noise
-        rules = []
-        if limit_mad is not None and d * (value - limit_mad) < 0:
-            rules.append(f"{settings.k:g} MAD")
-        if limit_fraction is not None and median > 0 and d * (value - limit_fraction) < 0:
-            rules.append(f"{settings.fraction:g} x median" if d > 0 else f"median / {settings.fraction:g}")
-        if rules:
-            z = 0.6745 * (value - median) / mad if mad > 0 else None
-            flagged.append((node, {"check": distribution.check, "subject": distribution.subject,
-                                   "metric": distribution.metric, "value": value, "median": median, "z": z,
-                                   "mad": mad, "unit": distribution.unit, "rule": " and ".join(rules),
-                                   "worse_by": abs(value - median) / abs(median) if median else None}))
-    summary["flagged"] = [node for node, _ in flagged]
-    summary["values"] = values  # for the page's distribution plot; not written to fleet-results.json
-    for _, record in flagged:
-        record["class"] = distribution.machine_class
-    return summary, flagged
+        centre, group = centre_of.get(node, (base, None))
+        spread = base_mad
+        excess = d * (centre - value)
+        if excess <= 0:
+            continue
+        if spread > 0 and excess <= settings.k * spread:
+            continue
+        slowdown = distribution.slowdown_c.get(node)
+        headroom = slowdown - value if slowdown is not None else None
+        if temperature:
+            near = headroom is not None and headroom < settings.slowdown_headroom_c
+            if excess < settings.min_degrees_c and not near:
+                continue
+            practical = (f"{_fmt(excess)} C over the median (at least {settings.min_degrees_c:g} C)"
+                         if excess >= settings.min_degrees_c else
+                         f"{_fmt(headroom)} C below its slowdown threshold (less than "
+                         f"{settings.slowdown_headroom_c:g} C)")
+        else:
+            if not centre or excess < settings.min_deviation * abs(centre):
+                continue
+            practical = f"{excess / abs(centre):.1%} worse than the median (at least {settings.min_deviation:.0%})"
+        statistical = (f"{excess / spread:.1f} MAD past it (more than {settings.k:g})" if spread > 0
+                       else "the fleet's MAD is 0")
+        record = {**measurement, "value": value, "median": centre, "mad": spread,
+                  "z": 0.6745 * (value - centre) / spread if spread > 0 else None,
+                  "excess": excess, "worse_by": excess / abs(centre) if centre else None,
+                  "margin": settings.min_degrees_c if temperature else settings.min_deviation,
+                  "compared_with": "fleet", "group": group, "rule": f"{practical} and {statistical}"}
+        if temperature:
+            record["slowdown_c"], record["headroom_c"] = slowdown, headroom
+            record["rule"] += (f"; {_fmt(headroom)} C below its GPU's slowdown threshold ({_fmt(slowdown)} C)"
+                               if headroom is not None else "; margin to its slowdown threshold not known (its "
+                               "results carry no NVML threshold for this GPU)")
+        flagged.append((node, record))
+
+    summary = {**measurement, "better": "higher" if d > 0 else "lower", "n": len(values),
+               "median": base, "mad": base_mad, "min": min(values), "max": max(values),
+               "limits": {"mad": base - d * settings.k * base_mad if base_mad > 0 else None,
+                          "margin": (base + settings.min_degrees_c if temperature
+                                     else base * (1 - d * settings.min_deviation))},
+               "flagged": [node for node, _ in flagged],
+               "values": values}  # for the page's distribution plot; not written to fleet-results.json
+    return summary, flagged, groups
+
+
+def _merge_groups(found: list[dict], order: dict[str, int]) -> list[dict]:
+    """One group per stretch of nodes: stretches of one machine class found on several measurements that share
+    at least half of the smaller one's nodes are one group (its nodes: all of them)."""
+    merged: list[dict] = []
+    for group in found:
+        kind = group["measurement"]["class"]
+        members = set(group["members"])
+        home = next((g for g in merged if g["class"] == kind
+                     and len(g["_members"] & members) * 2 >= min(len(g["_members"]), len(members))), None)
+        if home is None:
+            home = {"class": kind, "_members": set(), "measurements": [], "_parts": []}
+            merged.append(home)
+        home["_members"] |= members
+        home["measurements"].append(group["measurement"])
+        home["_parts"].append(group)
+    merged.sort(key=lambda g: (g["class"], min(order[m] for m in g["_members"])))
+    for i, group in enumerate(merged, 1):
+        nodes = sorted(group.pop("_members"), key=order.__getitem__)
+        group["id"] = f"group {i}"
+        group.update(nodes=nodes, count=len(nodes), first=nodes[0], last=nodes[-1])
+        group["measurements"].sort(key=lambda m: (is_temperature(m["unit"]), -(m["shift_share"] or m["shift"])))
+        shifts = [f"{m['check']} {m['subject']} {m['metric']} "
+                  + (f"+{_fmt(m['shift'])} C" if is_temperature(m["unit"]) else f"{m['shift_share']:.1%} worse")
+                  for m in group["measurements"]]
+        group["summary"] = (f"{len(nodes)} nodes, {nodes[0]} to {nodes[-1]}, shifted together: "
+                            + "; ".join(shifts[:4]) + (f" and {len(shifts) - 4} more" if len(shifts) > 4 else ""))
+    return merged
 
 
 def duplicate_serials(nodes: list[Node]) -> list[dict]:
@@ -149,7 +344,9 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
     duplicates = duplicate_serials(nodes)
     fleet_ids = sorted({n.fleet_id for n in nodes if n.fleet_id})
 
-    # outliers among the passing nodes
+    # outliers among the passing nodes, each measurement's nodes in their natural name order (groups are stretches)
+    passing.sort(key=lambda n: natural_key(n.name))
+    order = {n.name: i for i, n in enumerate(passing)}
     distributions: dict[tuple[str, str, str, str], _Distribution] = {}
     for n in passing:
         kind = machine_class(n)
@@ -159,15 +356,32 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
                 unit, direction = _spec(check, metric)
                 distributions[key] = _Distribution(kind, check, subject, metric, unit, direction)
             distributions[key].values[n.name] = value
-    metrics, outliers = [], {n.name: [] for n in nodes}
+            if subject in n.slowdown_c and is_temperature(distributions[key].unit):
+                distributions[key].slowdown_c[n.name] = n.slowdown_c[subject]
+    metrics, outliers, found_groups = [], {n.name: [] for n in nodes}, []
     for key in sorted(distributions):
         distribution = distributions[key]
         if len(distribution.values) < settings.min_nodes:
             continue
-        summary, flagged = _outliers(distribution, settings)
+        summary, flagged, groups = _judge(distribution, settings)
+        summary["groups"] = groups  # the parts found here; their merged groups' ids below
         metrics.append(summary)
+        found_groups += groups
         for node, record in flagged:
             outliers[node].append(record)
+    groups = _merge_groups(found_groups, order)
+    group_of = {id(part): g["id"] for g in groups for part in g.pop("_parts")}
+    member_of: dict[str, list[str]] = {}
+    for g in groups:
+        for name in g["nodes"]:
+            member_of.setdefault(name, []).append(g["id"])
+    for records in outliers.values():
+        for record in records:
+            part = record.pop("group")
+            if part is not None:
+                record["compared_with"] = f"{group_of[id(part)]} (its own group's median)"
+    for summary in metrics:
+        summary["groups"] = sorted({group_of[id(part)] for part in summary["groups"]})
 
     # what rejects the fleet: a node whose evidence shows a broken promise, and what the fleet itself shows
     reasons = []
@@ -210,6 +424,9 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         verdict = "ACCEPTED"
         reasons.append(f"all {len(nodes)} node(s) accepted"
                        + (f"; {len(flagged_nodes)} outlier(s) reported, not failing" if flagged_nodes else ""))
+    if groups:
+        reasons.append(f"{len(groups)} group(s) of nodes shifted together, reported once each (a row, a batch; not "
+                       f"failing): " + "; ".join(g["summary"] for g in groups[:3]))
     reasons += unfinished
 
     return {
@@ -222,19 +439,19 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
                    "not_tested": sum(n.verdict == "NOT TESTED" for n in nodes),
                    "unreadable": sum(n.state == "unreadable" for n in nodes),
                    "never_reported": sum(n.state == "never reported" for n in nodes), "missing": len(missing),
-                   "outlier_nodes": len(flagged_nodes),
+                   "outlier_nodes": len(flagged_nodes), "groups": len(groups),
                    "drifted_nodes": sum(1 for found in drift.values() if found)},
         "missing": missing,
         "unexpected": unexpected,
         "duplicate_serials": duplicates,
         "split_fields": split,
-        "settings": {"k": settings.k, "fraction": settings.fraction, "min_deviation": settings.min_deviation,
-                     "min_nodes": settings.min_nodes,
-                     "fail_on_outlier": settings.fail_on_outlier, "fail_on_drift": list(settings.fail_on_drift)},
+        "settings": settings.as_dict(),
+        "groups": groups,
         "nodes": [{"name": n.name, "verdict": n.verdict, "state": n.state, "reason": n.error or n.reason,
                    "profile": n.profile, "profile_sha256": n.profile_sha256, "host": n.host, "promises": n.promises,
                    "waivers": n.waivers,
-                   "fleet_id": n.fleet_id, "failed": n.failed, "outliers": outliers[n.name], "drift": drift[n.name],
+                   "fleet_id": n.fleet_id, "failed": n.failed, "outliers": outliers[n.name],
+                   "groups": member_of.get(n.name, []), "drift": drift[n.name],
                    "inventory": n.inventory, "burn_in": n.burn_in, "directory": n.directory, "report": n.report}
                   for n in nodes],
         "metrics": metrics,

@@ -87,7 +87,14 @@ def _measurement(record: dict) -> str:
     return f"{record.get('check')} {record.get('subject')} {record.get('metric')}"
 
 
+def _is_temperature(record: dict) -> bool:
+    return record.get("unit") == "C"
+
+
 def _worse_by(record: dict) -> str:
+    """How much worse, in the measurement's own terms: degrees for a temperature, a share of the median else."""
+    if _is_temperature(record) and isinstance(record.get("excess"), (int, float)):
+        return f"+{record['excess']:.3g} C"
     worse = record.get("worse_by")
     return "—" if worse is None else f"{worse:.1%}"
 
@@ -95,6 +102,14 @@ def _worse_by(record: dict) -> str:
 def _outlier_phrase(record: dict) -> str:
     return (f"{_measurement(record)}: {_fmt(record.get('value'), record.get('unit') or '')} vs median "
             f"{_fmt(record.get('median'), record.get('unit') or '')} ({_worse_by(record)} worse, {record.get('rule')})")
+
+
+def _headroom(record: dict) -> str:
+    if not _is_temperature(record):
+        return ""
+    if not isinstance(record.get("headroom_c"), (int, float)):
+        return "not known"
+    return f"{record['headroom_c']:.3g} C (slowdown at {record.get('slowdown_c'):.3g} C)"
 
 
 def _worst_first(records: list[dict]) -> list[dict]:
@@ -124,11 +139,13 @@ def _tiles(counts: dict) -> list[dict]:
 
 
 def _settings_text(settings: dict) -> str:
-    k, fraction = settings.get("k"), settings.get("fraction")
-    return (f"worse than the median by {_fmt(k)} MAD, or worse than {_fmt(fraction)} x the median (median / "
-            f"{_fmt(fraction)} where lower is better), and by more than "
-            f"{(settings.get('min_deviation') or 0):.0%} of the median; "
-            f"at least {settings.get('min_nodes')} passing nodes per measurement")
+    return (f"flagged when worse than the median of its comparison group by more than {_fmt(settings.get('k'))} MAD "
+            f"and by at least {(settings.get('min_deviation') or 0):.0%} of it (bandwidths, throughputs, times) or "
+            f"{_fmt(settings.get('min_degrees_c'))} C (temperatures; or within "
+            f"{_fmt(settings.get('slowdown_headroom_c'))} C of the GPU's own slowdown threshold); at least "
+            f"{settings.get('group_min_nodes')} consecutively named nodes shifted together by "
+            f"{(settings.get('group_min_deviation') or 0):.0%} or {_fmt(settings.get('group_min_degrees_c'))} C are "
+            f"one group, reported once; at least {settings.get('min_nodes')} passing nodes per measurement")
 
 
 def _facts(document: dict) -> list[tuple[str, str]]:
@@ -244,21 +261,65 @@ def _outliers(nodes: list[dict], metrics: list[dict], link: _Links) -> dict | No
             if several:
                 cells.append(_cell(classes.get((node.get("name"), r.get("check"), r.get("subject"), r.get("metric")),
                                           ""), "node"))
+            compared = str(r.get("compared_with") or "fleet")
             cells += [str(r.get("check")), str(r.get("subject")), str(r.get("metric")),
-                      _cell(_fmt(r.get("value"), unit), "num mismatch"), _cell(_fmt(r.get("median"), unit), "num"),
-                      _cell("— (MAD 0)" if z is None else f"{z:+.1f}", "num"), str(r.get("rule")),
-                      _cell(_worse_by(r), "num")]
+                      _cell(_fmt(r.get("value"), unit), "num mismatch"),
+                      _cell(_fmt(r.get("median"), unit), "num", f"median of: {compared}"),
+                      _cell(_fmt(r.get("mad"), unit), "num"),
+                      _cell("— (MAD 0)" if z is None else f"{z:+.1f}", "num"), _cell(_worse_by(r), "num"),
+                      _cell(_headroom(r), "num"), str(r.get("rule"))]
             rows.append(cells)
         if len(records) > _OUTLIERS_SHOWN:
             more = "\n".join(_outlier_phrase(r) for r in records[_OUTLIERS_SHOWN:])
             rows.append([_cell("″", "muted node", str(node.get("name"))), *([""] if several else []),
                          _cell(f"+{len(records) - _OUTLIERS_SHOWN} more measurement(s) of this node", "note", more),
-                         *[""] * 7])
-    header = ["Node", *(["Machine class"] if several else []), "Check", "Subject", "Metric", "Value", "Fleet median",
-              "Robust z", "Rule", "Worse by"]
+                         *[""] * 9])
+    header = ["Node", *(["Machine class"] if several else []), "Check", "Subject", "Metric", "Value",
+              "Median compared with", "MAD", "Robust z", "Worse by", "Below slowdown", "Rule (both tests)"]
     return _part(f"Outliers among the passing nodes ({len(flagged):,})",
-                 "Accepted on their own, but worse than their siblings of the same machine class; the worst first.",
+                 "Accepted on their own, but worse than their siblings of the same machine class (or of their own "
+                 "group, where they are in one) past both tests; the worst first. Temperatures are judged in "
+                 "degrees, with the GPU's headroom to its own slowdown threshold where its results carry it.",
                  header, rows, rest=_rest(flagged[_DETAIL_ROWS:], link, "outlier node(s)"))
+
+
+_GROUP_NAMES = 40  # members named per group on the page (all of them in the cell's title and the JSON)
+
+
+def _groups(document: dict) -> dict | None:
+    """Nodes shifted together (a warm row, a slow batch): one row per group and measurement, its members named
+    once. A group accuses no node."""
+    groups = document.get("groups") or []
+    if not groups:
+        return None
+    rows = []
+    for g in groups[:_DETAIL_ROWS]:
+        names = [str(n) for n in g.get("nodes") or []]
+        shown = ", ".join(names[:_GROUP_NAMES]) + (f" and {len(names) - _GROUP_NAMES:,} more"
+                                                   if len(names) > _GROUP_NAMES else "")
+        for i, m in enumerate(g.get("measurements") or []):
+            unit = str(m.get("unit") or "")
+            shift = (f"+{m['shift']:.3g} C" if unit == "C" and isinstance(m.get("shift"), (int, float))
+                     else "—" if m.get("shift_share") is None else f"{m['shift_share']:.1%} worse")
+            headroom = ""
+            if unit == "C":
+                headroom = ("not known" if m.get("headroom_c_min") is None else
+                            f"{m['headroom_c_min']:.3g} C at least ({m.get('slowdown_known')} known)")
+            first = [_cell(str(g.get("id")), "node"), _cell(f"{g.get('count', len(names)):,}", "num"),
+                     _cell(shown, "note", ", ".join(names))] if i == 0 else \
+                [_cell("″", "muted node", str(g.get("id"))), "", ""]
+            rows.append([*first, str(m.get("check")), str(m.get("subject")), str(m.get("metric")),
+                         _cell(_fmt(m.get("median"), unit), "num unknown"),
+                         _cell(_fmt(m.get("fleet_median"), unit), "num"), _cell(shift, "num"),
+                         _cell(headroom, "num"), str(m.get("rule"))])
+    more = len(groups) - _DETAIL_ROWS
+    return _part(f"Groups of nodes shifted together ({len(groups):,})",
+                 "Consecutively named nodes (a rack, a row, a batch) whose measurement is shifted from the fleet's "
+                 "as one: each group is one finding, not an accusation of its members; its members are judged one "
+                 "by one against the group's own median (in the outliers below where one stands out).",
+                 ["Group", "Nodes", "Members", "Check", "Subject", "Metric", "Group median", "Fleet median", "Shift",
+                  "Below slowdown", "Rule (both tests)"], rows,
+                 more=f"{more:,} more group(s) in fleet-results.json." if more > 0 else "")
 
 
 def _drift(document: dict, link: _Links) -> list[dict]:
@@ -305,7 +366,8 @@ def _duplicates(document: dict) -> dict | None:
 
 def _flagged(document: dict, link: _Links) -> list[dict]:
     nodes = document.get("nodes") or []
-    parts = [_not_accepted(nodes, link), _missing(document), _outliers(nodes, document.get("metrics") or [], link),
+    parts = [_not_accepted(nodes, link), _missing(document), _groups(document),
+             _outliers(nodes, document.get("metrics") or [], link),
              *_drift(document, link), _duplicates(document)]
     unexpected = document.get("unexpected") or []
     if unexpected:
@@ -348,7 +410,8 @@ def distribution_figure(metric: dict, flagged: list[tuple[str, float]]) -> dict:
     limits = metric.get("limits") or {}
     values = _values(metric)
     chart = distribution_chart(values, metric.get("min"), metric.get("max"), metric.get("median"),
-                               limits.get("mad"), limits.get("fraction"), flagged, unit, _HISTOGRAM_ABOVE)
+                               limits.get("mad"), limits.get("margin", limits.get("fraction")), flagged, unit,
+                               _HISTOGRAM_ABOVE)
     if chart is not None:
         chart["title"] = f"{metric.get('check')} {metric.get('subject')} {metric.get('metric')}"
     stats = (f"{metric.get('class') or ''}: n={metric.get('n')}, {metric.get('better', '?')} is better, median "
@@ -373,8 +436,10 @@ def _distributions(document: dict) -> dict:
         figures.append(distribution_figure(metric, [(n, v) for n, v in flagged_values.get(key, []) if n in names]))
     intro = ("Each measurement across the passing nodes of one machine class: grey, the nodes "
              f"(a histogram above {_HISTOGRAM_ABOVE} nodes); black line, the fleet's median; dashed red, the MAD "
-             "limit; dotted orange, the fraction-of-median limit; red diamonds, the flagged nodes (named under the "
-             "plot, up to {_LABELS}). Measurements that flag a node come first.").replace("{_LABELS}", str(_LABELS))
+             "limit; dotted orange, the practical margin (a share of the median; degrees for temperatures); a node is "
+             "flagged past both; red diamonds, the flagged nodes (named under the plot, up to {_LABELS}). "
+             "Measurements that flag a node come first; a group's members are judged against their group's median, "
+             "not these lines.").replace("{_LABELS}", str(_LABELS))
     return {"figures": figures, "intro": intro}
 
 

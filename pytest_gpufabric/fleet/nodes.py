@@ -29,6 +29,7 @@ METRICS: dict[str, list[tuple[str | None, str, int]]] = {
     "copy-": [(None, "GB/s", +1)],
     "nvlink-traffic-volume": [("tx_ratio", "x expected", +1), ("rx_ratio", "x expected", +1)],
     "burn-in-gpu": [("tflops", "TFLOP/s", +1), ("max_temperature_c", "C", -1)],
+    "power-hold": [("temperature_c_max", "C", -1)],
     "burn-in-collectives": [("busbw_min", "GB/s", +1)],
     "memory-lms": [("time_per_image_s", "s", -1), ("ratio_vs_baseline", "x batch 1", -1)],
     "ib-write-bw": [("bw_avg_gbit", "Gb/s", +1)],
@@ -55,6 +56,9 @@ class Node:
     inventory: dict[str, str] = field(default_factory=dict)  # drift field -> value as text
     serials: list[str] = field(default_factory=list)
     metrics: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (check, subject, metric) -> value
+    #: GPU subject ("GPU0") -> the temperature NVML says that board slows down at (the power-hold check records
+    #: it); a GPU missing here: not known, never assumed
+    slowdown_c: dict[str, float] = field(default_factory=dict)
     report: str | None = None  # the node's own HTML report, relative to its folder
     burn_in: dict | None = None  # per GPU: {"wrong_elements", "checks", "tflops"} from its burn-in verdicts
     error: str | None = None  # why the results could not be read
@@ -157,6 +161,18 @@ def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
     return out
 
 
+def _slowdowns(checks: list[dict]) -> dict[str, float]:
+    """Each GPU's NVML slowdown temperature (nvmlDeviceGetTemperatureThreshold, SLOWDOWN), as the node's own
+    power-hold check recorded it in ``found.thresholds_c``."""
+    out = {}
+    for check in checks:
+        found = check.get("found")
+        if isinstance(found, dict) and isinstance(found.get("thresholds_c"), dict):
+            if (slowdown := _number(found["thresholds_c"].get("slowdown"))) is not None:
+                out[_SERIAL_SUFFIX.sub("", str(check.get("subject", "")))] = slowdown
+    return out
+
+
 def _burn_in(checks: list[dict]) -> dict | None:
     """The burn-in per GPU as its verdicts say (rate, checks, wrong elements): a rejected board shows here first."""
     gpus = {}
@@ -199,6 +215,7 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
     node.inventory, node.serials = _inventory(document)
     node.metrics = _metrics(checks)
     node.burn_in = _burn_in(checks)
+    node.slowdown_c = _slowdowns(checks)
     node.waivers = [f"{w['promise']}: {w['reason']} ({w['source']})" for w in document.get("waivers") or []
                     if w.get("matched")]
     node.report = next((name for name in _HTML_NAMES if (directory / name).is_file()), None)
