@@ -419,6 +419,7 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     findings += [f"  outlier {node['name']}: {o['check']} {o['subject']} {o['metric']} {o['value']:.4g} {o['unit']} "
                  f"against the fleet's median {o['median']:.4g}"
                  for node in document["nodes"] for o in node["outliers"][:1]]
+    findings += [f"  {group['id']}: {group['summary']}" for group in document.get("groups") or []]
     findings += [f"  drift {node['name']}: {d['field']} {d['value']} (fleet: {d['majority']})"
                  for node in document["nodes"] for d in node["drift"][:3]]
     findings += [f"  one hostname, several folders: {d['host']} in {', '.join(d['nodes'])}"

@@ -118,6 +118,9 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
                        ("outlier_nodes", "with outliers"), ("drifted_nodes", "drifted")):
         assert tiles[label] == f"{counts[key]:,}", label
     assert document["settings_from"] in summary and document["generated_at"][:10] in summary
+    read_from = re.search(r"<th>Results read from</th><td>(.*?)</td>", page).group(1)
+    assert read_from == ", ".join(os.path.relpath(p, out) for p in document["inputs"]) + " (relative to this page)"
+    assert str(tmp_path) not in read_from
 
     # flagged: the nodes not accepted with their failed checks' messages, the missing ones, the outlier with the
     # measurement that flagged it, the drift

@@ -104,7 +104,7 @@ def test_hot_warm_slow_and_noisy_nodes_each_judged_in_their_own_terms(tmp_path):
     assert not _node(document, "h200bit")["outliers"]
 
 
-def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path):
+def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path, capsys):
     """Rack r01: ten healthy nodes; rack r02: six nodes 6 C warmer (DERIVED) and one 16 C hotter than its own
     rack. The rack is reported once, with its count; only the hot node is flagged, against its rack's median."""
     gpu0, gpu1 = _recorded_temperatures()
@@ -146,6 +146,14 @@ def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path):
     section = page[page.index("Groups of nodes shifted together (1)"):page.index("Outliers among the passing nodes")]
     assert section.count(">group 1<") == 1 and ">7<" in section and "r02n01, r02n02" in section
     assert "r02n07" in page[page.index("Outliers among the passing nodes"):page.index('id="distributions"')]
+
+    # the terminal: the group on one line of its own, the hot node as an outlier
+    from pytest_gpufabric.cli import main
+
+    main(["fleet", "report", str(root), "-o", str(tmp_path / "cli-out")])
+    out = capsys.readouterr().out
+    assert f"  group 1: {group['summary']}" in out.splitlines()
+    assert "  outlier r02n07: burn-in-gpu GPU0 max_temperature_c" in out
 
 
 def test_scattered_slow_nodes_are_not_a_group():

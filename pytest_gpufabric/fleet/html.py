@@ -148,7 +148,15 @@ def _settings_text(settings: dict) -> str:
             f"one group, reported once; at least {settings.get('min_nodes')} passing nodes per measurement")
 
 
-def _facts(document: dict) -> list[tuple[str, str]]:
+def _where(path: str, out_dir: Path | str) -> str:
+    """A folder as the page may show it: relative to where fleet.html is, never a local absolute path."""
+    try:
+        return os.path.relpath(os.path.abspath(path), os.path.abspath(str(out_dir)))
+    except ValueError:  # another drive (Windows): its name
+        return os.path.basename(os.path.normpath(path))
+
+
+def _facts(document: dict, out_dir: Path | str) -> list[tuple[str, str]]:
     settings = document.get("settings") or {}
     counts = document.get("counts") or {}
     fleet_ids = document.get("fleet_ids") or []
@@ -157,7 +165,8 @@ def _facts(document: dict) -> list[tuple[str, str]]:
          else "not recorded (the nodes ran without --gpu-fleet-id or a Slurm job)"),
         ("Generated", str(document.get("generated_at") or "?").replace("T", " ").replace("+00:00", " UTC")
          + f" (run {document.get('run_id') or '?'})"),
-        ("Results read from", ", ".join(map(str, document.get("inputs") or [])) or "—"),
+        ("Results read from", ", ".join(_where(str(p), out_dir) for p in document.get("inputs") or [])
+         + " (relative to this page)" if document.get("inputs") else "—"),
         ("Settings from", str(document.get("settings_from") or "—")),
         ("Outlier rule", _settings_text(settings)),
         ("Outliers", "reject the fleet (fleet.fail_on_outlier)" if settings.get("fail_on_outlier")
@@ -562,6 +571,6 @@ def fleet_html(document: dict, out_dir: Path | str) -> str:
              "reason": str(document.get("reason") or "")}
     return render("fleet.html.j2", page=True, page_id="gpufabric-fleet", css_class="fleet",
                   title=f"GPU fleet acceptance: {verdict or 'no verdict'}", cover=cover,
-                  tiles=_tiles(document.get("counts") or {}), facts=_facts(document),
+                  tiles=_tiles(document.get("counts") or {}), facts=_facts(document, out_dir),
                   flagged=_flagged(document, link), fabric=_fabric(document),
                   distributions=_distributions(document), nodes=_nodes(document, link))

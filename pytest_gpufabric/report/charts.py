@@ -173,13 +173,13 @@ def bar_chart(title: str, unit: str, bars: list[dict], width: int = 720, caption
 
 
 def distribution_chart(values: list[float] | None, low: float | None, high: float | None, median: float | None,
-                       mad_limit: float | None, fraction_limit: float | None, flagged: list[tuple[str, float]],
+                       mad_limit: float | None, margin_limit: float | None, flagged: list[tuple[str, float]],
                        unit: str, histogram_above: int = 200, width: int = 400, height: int = 96) -> dict | None:
     """A fleet measurement across its nodes: the nodes' values (a strip of points, a histogram past
     ``histogram_above``, or the range bar where only min and max are known), the median, the two outlier limits and
     the flagged nodes (red diamonds)."""
     values = [v for v in values or [] if _finite(v)]
-    extent = [v for v in (low, high, median, mad_limit, fraction_limit, *values, *(v for _, v in flagged))
+    extent = [v for v in (low, high, median, mad_limit, margin_limit, *values, *(v for _, v in flagged))
               if _finite(v)]
     if not extent:
         return None
@@ -210,7 +210,7 @@ def distribution_chart(values: list[float] | None, low: float | None, high: floa
         bar = {"x1": to_x(low), "x2": to_x(high), "y": middle}
     lines = [{"x": to_x(x), "color": color, "dash": dash, "label": label}
              for x, color, dash, label in ((median, "#212529", "", "median"), (mad_limit, FLOOR, "5 3", "MAD limit"),
-                                           (fraction_limit, "#fd7e14", "2 2", "fraction-of-median limit"))
+                                           (margin_limit, "#fd7e14", "2 2", "practical-margin limit"))
              if _finite(x)]
     flags = [{"x": to_x(v), "y": round(middle + (((i * 0.3819660113) % 1.0) - 0.5) * 12, 1), "name": name,
               "value": number(v, unit or None)} for i, (name, v) in enumerate(flagged) if _finite(v)]
