@@ -184,7 +184,12 @@ def test_the_report_health_section_of_the_live_burn_in():
     assert health["xid_watch"] == "on" and health["xid_events"] == []
     assert len(health["timeline"]) > 300
     html = health_html(health)
-    assert "<h2>Health</h2>" in html and "XID events: 0 (on)" in html and 'alt="GPU health timeline"' in html
+    assert "<h2>Health</h2>" in html and "XID events: 0 (on)" in html
+    # the timeline: temperature and power per GPU through the run, inline SVG, one line per GPU
+    for title in ("temperature", "power"):
+        chart = html[html.index(f'aria-label="The run: {title}"'):]
+        chart = chart[:chart.index("</svg>")]
+        assert chart.count("<polyline") >= len(health["timeline"][0]["gpus"])
     rows = health["tests"]["test_burn_in.py::test_burn_in_collectives"]
     risen = [(gpu, name, delta) for gpu, record in rows.items() for name, delta in record["rose"].items()]
     assert risen and all(f"{name} +{delta}" in html for _, name, delta in risen)
