@@ -131,6 +131,7 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     assert "1682 wrong elements" in not_accepted  # as its results say
     assert "ran profile h200-nvswitch-x4" in not_accepted  # the 4-GPU nodes ran another profile
     assert "the node never reported" in not_accepted  # the silent folder's reason
+    assert f"no gpufabric-results.json in ../nodes/{SILENT}: the node never reported" in not_accepted  # relative
     assert "gpu-a02" not in not_accepted
     message = _node_of(document, "gpu-a01")["failed"][0]["message"]
     assert len(message) > 160 and message not in not_accepted  # truncated on the page ...

@@ -225,6 +225,9 @@ def _not_accepted(nodes: list[dict], link: _Links) -> dict | None:
         burn_in = node.get("burn_in") or {}
         wrong = {gpu: count for gpu, count in (burn_in.get("wrong_elements") or {}).items() if count}
         reason = str(node.get("reason") or "")
+        directory = node.get("directory")
+        if directory and os.path.isabs(str(directory)):  # the node's folder as the page shows folders: relative
+            reason = reason.replace(str(directory), _where(str(directory), link.out_dir))
         if wrong:
             reason += ("; " if reason else "") + "burn-in wrong elements: " + ", ".join(
                 f"{gpu} {count:,}" for gpu, count in wrong.items())
