@@ -8,12 +8,16 @@
 # 2. `gpufabric profile init --measure` (timed): the profile this machine measures, floors at 0.9;
 # 3. benchmarks/acceptance_time.py on that profile: the acceptance without burn-in, then a 60 s burn-in (timed);
 # 4. the acceptance's measurement files copied into the bundle, which is then replayed against the profile;
-# 5. the pattern test with a bit planted on GPU 0: must be REJECTED naming the board's serial.
+# 5. the pattern test with a bit planted on GPU 0: must be REJECTED naming the board's serial;
+# 6. `gpufabric accept` live on the measured profile, signed with a key made for the run: the report a customer
+#    signs, as the machine wrote it (its screenshots are taken back home: the GPU machine has no Chromium), and
+#    `gpufabric verify` of it with the public key.
 set -u -o pipefail
 out=$1
 source "$(dirname "$0")/common.sh"
 {
   step nvidia-smi -L
+  mkdir -p live
   step python3 -m pytest_gpufabric snapshot bundle
   started=$SECONDS
   step python3 -m pytest_gpufabric profile init --measure -o measured.yaml
@@ -30,5 +34,18 @@ source "$(dirname "$0")/common.sh"
        -p no:cacheprovider -q -rA --gpu-report-dir plant
   python3 -c "import json; print('memory phases', json.load(open('timing/acceptance/memory.json')).get('phase_seconds'))"
   cp measured.yaml bundle/
-  tar czf "$out/single-gpu.tar.gz" bundle timing replay plant measured.yaml
+  python3 - <<'KEY'
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+key = Ed25519PrivateKey.generate()  # a key of this run only: the public half travels with the report
+open("run-key.pem", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+open("live/run-pub.pem", "wb").write(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
+KEY
+  step python3 -m pytest_gpufabric accept --profile measured.yaml --sign-key run-key.pem --customer "ACME Labs" \
+       --operator "pytest-gpufabric maintainers" --report-dir live --html live/acceptance.html -p no:cacheprovider -q
+  step python3 -m pytest_gpufabric verify live/gpufabric-results.json live/acceptance.html --key live/run-pub.pem
+  tar czf "$out/single-gpu.tar.gz" bundle timing replay plant live measured.yaml
 } 2>&1 | tee "$out/log.txt"
