@@ -400,6 +400,22 @@ def test_the_reference_column_holds_each_bandwidth_against_the_published_peak():
     assert promise_rows(mixed)["reference_note"] == "No reference column: the machine's GPUs are of several models."
 
 
+def test_local_folders_are_left_out_only_where_their_name_ends():
+    """A new user ran `gpufabric accept` in /tmp/newuser with the package in /tmp/newuser-venv/...: the report showed
+    '[.-venv/lib/.../bandwidth.json]' (the folder pytest started in was cut out of the middle of another folder's
+    name). A folder is left out only where its last component ends, the longest first."""
+    from pytest_gpufabric.paths import SUITES_DIR
+    from pytest_gpufabric.report.html import _relative_paths
+
+    package = str(SUITES_DIR.parent.parent)  # the folder holding pytest_gpufabric/
+    started = Path(package[:-1])  # a folder whose name is the start of the package folder's name
+    text = (f"[{package}/pytest_gpufabric/bundles/h200-nvswitch-x2-acceptance/bandwidth.json]; "
+            f"{started}/reports/gpufabric-results.json; ran in {started}")
+    assert _relative_paths(text, started) == (
+        "[pytest_gpufabric/bundles/h200-nvswitch-x2-acceptance/bandwidth.json]; reports/gpufabric-results.json; "
+        "ran in .")
+
+
 def test_the_issues_row_all_reduce_at_1_gib():
     """The issue's example row: Expected "≥ 312 GB/s all_reduce busbw at 1 GiB", Found "326.1 GB/s"."""
     live = json.loads((RESULTS_DATA / "h200-nvswitch-x2-all-suites-live-on-h200-x2.json").read_text())

@@ -89,10 +89,13 @@ def _relative_paths(text: str, base: Path | None) -> str:
     relative or left out."""
     from ..paths import SUITES_DIR
 
-    for folder, instead in ((str(base) if base else None, ""), (str(SUITES_DIR.parent.parent), ""),
-                            (os.path.expanduser("~"), "~")):
-        if folder and folder != "/":
-            text = text.replace(folder + os.sep, instead + (os.sep if instead else "")).replace(folder, instead or ".")
+    folders = [(str(base) if base else None, ""), (str(SUITES_DIR.parent.parent), ""), (os.path.expanduser("~"), "~")]
+    # the longest first (the package's folder may lie below where pytest started), each only where the path's own
+    # component ends: /tmp/run is not the start of /tmp/run-venv
+    for folder, instead in sorted((f for f in folders if f[0] and f[0] != "/"), key=lambda f: -len(f[0])):
+        text = re.sub(re.escape(folder.rstrip(os.sep)) + r"(?:(" + re.escape(os.sep) + r")|(?![\w.\-]))",
+                      lambda m, instead=instead: instead + m.group(1) if m.group(1) and instead
+                      else "" if m.group(1) else instead or ".", text)
     return text
 
 
@@ -196,7 +199,8 @@ def _signature_text(document: dict) -> str:
         return (f"signed with Ed25519 key {signature.get('key_id')}: `gpufabric verify` this file with the public "
                 "key to see that nothing was changed")
     if block:
-        return "not signed (--gpu-sign-key KEY.pem signs it); digests on the last page"
+        return ("not signed (pytest --gpu-sign-key KEY.pem or gpufabric accept --sign-key KEY.pem signs it); digests "
+                "on the last page")
     return "none: the run did not finish"
 
 
