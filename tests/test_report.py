@@ -722,6 +722,10 @@ needs_poppler = pytest.mark.skipif(PDFTOPPM is None or shutil.which("pdfinfo") i
                                    reason="poppler-utils is not installed (apt-get install poppler-utils)")
 
 
+#: the first words a promise's record can start with that look like a promise id (the collectives' records)
+RECORD_WORDS = {"sendrecv", "broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "alltoall"}
+
+
 def _pdf_text(pdf: Path, page: int) -> str:
     done = subprocess.run(["pdftotext", "-f", str(page), "-l", str(page), "-layout", str(pdf), "-"],
                           capture_output=True, text=True, timeout=60, check=True)
@@ -755,6 +759,17 @@ def test_the_report_prints_to_a_clean_pdf(pytester: pytest.Pytester):
     assert texts[1].lstrip().startswith("Promises")
     promise_pages = [t for t in texts if "judged by test_" in t]  # each row's detail says which test judged it
     assert len(promise_pages) >= 2 and all("Expected" in t and "Margin" in t for t in promise_pages)  # header again
+    # each of those pages goes on with a promise's own row, never with the record of a row left on the page before
+    for number, text in enumerate(texts, 1):
+        if "judged by test_" in text and not text.lstrip().startswith("Promises"):
+            lines = [line.split() for line in text.splitlines() if line.strip()]
+            header = next(i for i, words in enumerate(lines) if words[:2] == ["Promise", "Expected"])
+            first = lines[header + 1][0]
+            assert re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]*)*-?(\[.*)?", first) and first not in RECORD_WORDS, (
+                number, lines[header + 1])
+    # a plot's heading stays on the page of its plot
+    memory = next(t for t in texts if re.search(r"^Memory$", t, re.M))
+    assert "GPU memory against the batch" in memory
     whole = "\n".join(texts)
     assert "(Un)check the boxes" not in whole and "Show all details" not in whole  # pytest-html's controls
     assert "Integrity" in whole and "Results sha256" in whole
