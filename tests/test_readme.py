@@ -48,3 +48,13 @@ def test_the_marker_example_runs_on_a_replay_without_a_profile(pytester: pytest.
     assert result.parseoutcomes().get(outcome) == 1
     if outcome == "skipped":  # two GeForce cards without a bridge: the reason names what is missing
         result.stdout.fnmatch_lines(["*no NVLink of 2+ links between a GPU pair (found GPU0-GPU1 PHB)*"])
+
+
+def test_every_option_of_the_plugin_is_in_the_readme_table(pytestconfig):
+    """README's "Using it" table lists every --gpu-* option the plugin adds (one was added without it: issue 24's
+    --gpu-sign-key and --gpu-operator)."""
+    section = ROOT.joinpath("README.md").read_text().split("## Using it", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(--gpu-[a-z-]+)", section, flags=re.M))
+    group = next(g for g in pytestconfig._parser._groups if g.name == "gpufabric")
+    options = {name for option in group.options for name in option.names() if name.startswith("--gpu-")}
+    assert options and listed == options
