@@ -10,6 +10,7 @@ where it is installed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -248,3 +249,98 @@ def test_fleet_report_refuses_unsigned_or_changed_nodes(tmp_path, unsigned, chan
 def test_require_signed_without_a_key_is_a_usage_error(tmp_path):
     done = _gpufabric("fleet", "report", str(tmp_path), "--require-signed", cwd=tmp_path)
     assert done.returncode == 4 and "--require-signed needs --key PUB.pem" in done.stderr
+
+
+# --- attacks on the files, and files verification must refuse without a traceback ---------------------------
+
+
+def _verify(path: Path, key: Path, cwd: Path) -> subprocess.CompletedProcess:
+    done = _gpufabric("verify", str(path), "--key", str(key), cwd=cwd)
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
+    return done
+
+
+def test_a_key_named_twice_is_refused(signed_run, tmp_path):
+    """JSON readers differ on which of two values of one key they take; the digest covers only the last. In the
+    results a first "verdict" could be what another reader shows; in the report's integrity block (an HTML
+    comment) a first value can end the comment and put anything on the page."""
+    text = signed_run["results"].read_text(encoding="utf-8")
+    results = tmp_path / RESULTS
+    results.write_text(text.replace('"verdict": "', '"verdict": "FORGED", "verdict": "', 1), encoding="utf-8")
+    done = _verify(results, signed_run["pub"], tmp_path)
+    assert done.returncode == 1 and 'the key "verdict" appears twice in one object' in done.stdout
+    page = signed_run["report"].read_text(encoding="utf-8")
+    at = page.rindex("<!-- gpufabric-integrity {") + len("<!-- gpufabric-integrity {")
+    report = tmp_path / REPORT
+    report.write_text(page[:at] + '"format":"--><h1>ACCEPTED BY EVERYONE</h1><!--",' + page[at:], encoding="utf-8")
+    done = _verify(report, signed_run["pub"], tmp_path)
+    assert done.returncode == 1 and 'in its integrity block the key "format" appears twice' in done.stdout
+
+
+def test_non_finite_misshapen_or_deep_json_is_named_not_a_traceback(signed_run, tmp_path):
+    text = signed_run["results"].read_text(encoding="utf-8")
+    document = json.loads(text)
+    index, check = next((i, c) for i, c in enumerate(document["checks"])
+                        if isinstance(c["found"], dict) and isinstance(c["found"].get("busbw_gbps"), float))
+    needle = f'"busbw_gbps": {check["found"]["busbw_gbps"]}'
+    for number in ("NaN", "Infinity", "1e400"):  # json reads them; a run never writes them
+        (tmp_path / RESULTS).write_text(text.replace(needle, f'"busbw_gbps": {number}', 1), encoding="utf-8")
+        done = _verify(tmp_path / RESULTS, signed_run["pub"], tmp_path)
+        assert done.returncode == 1, done.stdout
+        assert f"checks[{index}] {check['name']} {check['subject']}: found changed" in done.stdout
+    document["checks"] = 5
+    (tmp_path / RESULTS).write_text(json.dumps(document), encoding="utf-8")
+    assert _verify(tmp_path / RESULTS, signed_run["pub"], tmp_path).returncode == 1
+    (tmp_path / RESULTS).write_text('{"schema_version": 2, "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    done = _verify(tmp_path / RESULTS, signed_run["pub"], tmp_path)
+    assert done.returncode == 2 and "nests too deep to read" in done.stderr
+    page = signed_run["report"].read_text(encoding="utf-8")
+    (tmp_path / REPORT).write_text(page.replace('"integrity":{', '"integrity":["x"],"was":{', 1), encoding="utf-8")
+    done = _verify(tmp_path / REPORT, signed_run["pub"], tmp_path)
+    assert done.returncode == 1 and "the report's embedded results carry no integrity block" in done.stdout
+
+
+@pytest.mark.parametrize("edit", [{"comment": "audited"}, {"algorithm": "rsa"}, {"public_key": "A" * 43 + "="}])
+def test_the_signature_entry_is_checked_field_by_field(signed_run, tmp_path, edit):
+    """The entry (algorithm, key_id, public_key, value) is not under the signature itself: each field is checked."""
+    document = json.loads(signed_run["results"].read_text(encoding="utf-8"))
+    document[INTEGRITY_KEY]["signature"].update(edit)
+    (tmp_path / RESULTS).write_text(json.dumps(document), encoding="utf-8")
+    done = _verify(tmp_path / RESULTS, signed_run["pub"], tmp_path)
+    assert done.returncode == 1 and "its signature entry was edited" in done.stdout
+
+
+def test_a_bom_or_crlf_is_no_change_but_text_after_the_block_is(signed_run, tmp_path):
+    """An editor's byte-order mark or CRLF line endings change nothing a reader sees; text after the report's
+    integrity block is named as such (it is not a report without one)."""
+    for source in (signed_run["results"], signed_run["report"]):
+        data = b"\xef\xbb\xbf" + source.read_bytes().replace(b"\n", b"\r\n")
+        (tmp_path / source.name).write_bytes(data)
+        done = _verify(tmp_path / source.name, signed_run["pub"], tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    (tmp_path / REPORT).write_text(signed_run["report"].read_text(encoding="utf-8") + "<h1>ACCEPTED</h1>\n",
+                                   encoding="utf-8")
+    done = _verify(tmp_path / REPORT, signed_run["pub"], tmp_path)
+    assert done.returncode == 1 and "its integrity block is damaged or followed by other text" in done.stdout
+
+
+def test_a_key_cryptography_cannot_load_exits_2(signed_run, tmp_path):
+    """A curve pyca does not support (secp112r1, as openssl writes it) is a key that cannot be read."""
+    (tmp_path / "secp112r1.pem").write_text("-----BEGIN PUBLIC KEY-----\n"
+                                            "MDIwEAYHKoZIzj0CAQYFK4EEAAYDHgAE13XRxzRCPs4uPJTqdXiMBm2sMSXh80FO\n"
+                                            "WWsoLQ==\n-----END PUBLIC KEY-----\n")
+    done = _verify(signed_run["results"], tmp_path / "secp112r1.pem", tmp_path)
+    assert done.returncode == 2 and "secp112r1.pem: not a PEM public key" in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_require_signed_refuses_a_node_file_that_is_not_regular(tmp_path):
+    """A FIFO (or a link to /dev/zero) as a node's results would be read forever: refused unread."""
+    key, pub = _key_pair(tmp_path, "vendor")
+    _signed_fleet(tmp_path / "nodes", key)
+    fifo = tmp_path / "nodes" / "gpu-02" / RESULTS
+    fifo.unlink()
+    os.mkfifo(fifo)
+    done = _gpufabric("fleet", "report", str(tmp_path / "nodes"), "-o", str(tmp_path / "out"), "--require-signed",
+                      "--key", str(pub), cwd=tmp_path, timeout=120)
+    assert done.returncode == 4 and f"gpu-02: unreadable: {RESULTS} is not a regular file" in done.stderr

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,36 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _digest(value: object) -> str:
+    """sha256 of ``value`` as canonical JSON. A value with NaN or Infinity in it (never in a document a run wrote:
+    it writes them as null; only in one edited since) is digested with them spelled out, which no canonical form
+    has, so it matches no signed digest and verification names its part instead of failing."""
+    try:
+        return sha256_hex(canonical(value))
+    except ValueError:
+        return sha256_hex(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+class DuplicateKey(Exception):
+    """A JSON object that names one key twice: readers disagree on which value counts, so it is refused."""
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKey(f"the key {json.dumps(twice)} appears twice in one object (a run writes each key once; "
+                           "readers differ on which of the two they show)")
+    return document
+
+
+def loads(text: str) -> object:
+    """JSON as verification reads it: a key named twice in one object raises DuplicateKey (its first value could
+    be what another reader shows, while the digest covers the last); RecursionError where it nests too deep."""
+    return json.loads(text, object_pairs_hook=_no_duplicates)
+
+
 def _plain(document: dict) -> dict:
     """The document as its JSON file holds it (NA as "N/A", paths as text, non-finite numbers as null)."""
     from .results import json_text
@@ -74,7 +105,7 @@ def _plain(document: dict) -> dict:
 
 def results_digest(document: dict) -> str:
     """sha256 of the results: the document without its integrity block, as canonical JSON."""
-    return sha256_hex(canonical({k: v for k, v in document.items() if k != INTEGRITY_KEY}))
+    return _digest({k: v for k, v in document.items() if k != INTEGRITY_KEY})
 
 
 def _flatten(prefix: str, value: object, depth: int, out: dict[str, str]) -> None:
@@ -85,7 +116,7 @@ def _flatten(prefix: str, value: object, depth: int, out: dict[str, str]) -> Non
         for index, item in enumerate(value):
             _flatten(f"{prefix}[{index}]", item, depth - 1, out)
     else:
-        out[prefix] = sha256_hex(canonical(value))
+        out[prefix] = _digest(value)
 
 
 def part_digests(document: dict) -> dict[str, str]:
@@ -131,13 +162,14 @@ def bundle_digest(path: Path | str | None) -> str | None:
 
 def load_private_key(path: Path | str):
     """The Ed25519 private key in a PEM file (unencrypted PKCS#8, as `openssl genpkey -algorithm ed25519` writes)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     data = _read_key(path)
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise SigningError(f"{path}: not an unencrypted PEM private key ({exc})") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise SigningError(f"{path}: a {type(key).__name__.replace('_', '')}, not an Ed25519 key (make one with "
@@ -148,6 +180,7 @@ def load_private_key(path: Path | str):
 def load_public_key(path: Path | str):
     """The Ed25519 public key in a PEM file (`openssl pkey -in KEY.pem -pubout`); a private key file gives its
     public half."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -157,7 +190,7 @@ def load_public_key(path: Path | str):
         return key.public_key() if isinstance(key, Ed25519PrivateKey) else key
     try:
         key = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise SigningError(f"{path}: not a PEM public key ({exc})") from None
     if not isinstance(key, Ed25519PublicKey):
         raise SigningError(f"{path}: a {type(key).__name__.replace('_', '')}, not an Ed25519 key")
@@ -231,16 +264,24 @@ class Verification:
 def _labels(document: dict) -> dict[str, str]:
     """A reader's name for the parts that have one: checks[3] -> 'checks[3] hbm-bandwidth GPU0 (serial ...)'."""
     labels = {}
-    for index, check in enumerate(document.get("checks") or []):
+    for index, check in enumerate(_list(document.get("checks"))):
         if isinstance(check, dict):
             labels[f"checks[{index}]"] = f"checks[{index}] {check.get('name')} {check.get('subject')}"
-    for index, promise in enumerate(document.get("promises") or []):
+    for index, promise in enumerate(_list(document.get("promises"))):
         if isinstance(promise, dict):
             labels[f"promises[{index}]"] = f"promises[{index}] {promise.get('id')}"
-    for index, node in enumerate(document.get("nodes") or []):
+    for index, node in enumerate(_list(document.get("nodes"))):
         if isinstance(node, dict):
             labels[f"nodes[{index}]"] = f"nodes[{index}] {node.get('name')}"
     return labels
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _named(part: str, labels: dict[str, str]) -> str:
@@ -282,19 +323,28 @@ def _check_signature(block: dict, public_key, result: Verification, what: str) -
     except (ValueError, TypeError):
         result.problems.append(f"{what}: its signature entry is damaged")
         return
-    if public_key is not None and key_id(public_key) != signature.get("key_id"):
+    # the entry is not under the signature: each of its fields must be what signing wrote, no more
+    if set(signature) != _SIGNATURE_FIELDS or signature.get("algorithm") != "ed25519" \
+            or signature.get("key_id") != key_id(embedded):
+        result.problems.append(f"{what}: its signature entry was edited (it holds other fields than algorithm "
+                               "ed25519, key_id, public_key and value, or a key_id that is not its public key's)")
+        return
+    if public_key is not None and _raw_public(public_key) != _raw_public(embedded):
         result.problems.append(f"{what} {_were(what)} signed by key {signature.get('key_id')}, not by the key given "
                                f"({key_id(public_key)})")
         return
     try:
         (public_key or embedded).verify(value, canonical(unsigned))
-    except InvalidSignature:
+    except (InvalidSignature, ValueError):  # ValueError: NaN or Infinity in the block, which signing never writes
         result.problems.append(f"{what}: the signature does not match its digests (the integrity block was "
                                "edited, or signed by another key)")
         return
     if public_key is None:
         result.notes.append(f"{what} {_are(what)} signed by key {signature.get('key_id')}; give --key to check "
                             "that it is the key you trust")
+
+
+_SIGNATURE_FIELDS = {"algorithm", "key_id", "public_key", "value"}
 
 
 def _are(what: str) -> str:
@@ -317,7 +367,7 @@ def verify_document(document: dict, public_key=None, path: str = "results", what
         return result
     plain = {k: v for k, v in document.items() if k != INTEGRITY_KEY}
     if results_digest(plain) != block.get("results_sha256"):
-        changed = changed_parts(block.get("parts") or {}, part_digests(plain), _labels(plain))
+        changed = changed_parts(_dict(block.get("parts")), part_digests(plain), _labels(plain))
         result.problems.append(f"{what} changed after {'they were' if _are(what) == 'are' else 'it was'} written: "
                                + ("; ".join(changed) if changed else "the digest differs"))
     _check_signature(block, public_key, result, what)
@@ -387,8 +437,8 @@ def split_signed_html(text: str) -> tuple[str, dict | None]:
     if not tail.endswith(HTML_END):
         return text, None
     try:
-        block = json.loads(tail[: -len(HTML_END)])
-    except ValueError:
+        block = loads(tail[: -len(HTML_END)])  # DuplicateKey goes to the caller: in a comment it could end it early
+    except (ValueError, RecursionError):
         return text, None
     return text[:at], block if isinstance(block, dict) else None
 
@@ -424,21 +474,28 @@ def _embedded(page: str) -> dict | None:
     if match is None:
         return None
     try:
-        document = json.loads(match.group(1))
-    except ValueError:
+        document = loads(match.group(1))
+    except (ValueError, RecursionError, DuplicateKey):
         return None
     return document if isinstance(document, dict) else None
 
 
 def verify_html(text: str, public_key=None, path: str = "report") -> Verification:
     result = Verification(path, "report")
-    page, block = split_signed_html(text)
+    try:
+        page, block = split_signed_html(text)
+    except DuplicateKey as exc:
+        result.problems.append(f"the report changed after it was written: in its integrity block {exc}")
+        return result
     if block is None or block.get("format") != HTML_FORMAT:
-        result.problems.append("the report carries no integrity block (written without pytest-gpufabric's "
-                               "report sections, or cut short)")
+        result.problems.append(
+            "the report changed after it was written: its integrity block is damaged or followed by other text"
+            if "\n" + HTML_MARK in text else
+            "the report carries no integrity block (written without pytest-gpufabric's report sections, or cut "
+            "short)")
         return result
     if sha256_hex(page.encode()) != block.get("html_sha256"):
-        changed = _innermost(changed_parts(block.get("parts") or {}, html_parts(page)), page)
+        changed = _innermost(changed_parts(_dict(block.get("parts")), html_parts(page)), page)
         result.problems.append("the report changed after it was written: "
                                + ("; ".join(changed) if changed else "the digest differs"))
     embedded = _embedded(page)
@@ -451,7 +508,7 @@ def verify_html(text: str, public_key=None, path: str = "report") -> Verificatio
         inner = verify_document(embedded, public_key, path, "the report's embedded results")
         result.problems += inner.problems
         result.notes += [n for n in inner.notes if "not signed" not in n or block.get("signature") is None]
-        if (embedded.get(INTEGRITY_KEY) or {}).get("results_sha256") != block.get("results_sha256"):
+        if _dict(embedded.get(INTEGRITY_KEY)).get("results_sha256") != block.get("results_sha256"):
             result.problems.append("the report's embedded results are not the ones its integrity block names")
     _check_signature(block, public_key, result, "the report")
     return result
@@ -462,19 +519,26 @@ def verify_path(path: Path | str, public_key=None) -> Verification:
     neither."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark an editor put first is not content, as CRLF line endings are not (read
+        # as LF): neither changes what a browser or a JSON reader shows
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise GpuFabricError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if text.lstrip().startswith("{"):
-        try:
-            document = json.loads(text)
-        except ValueError as exc:
-            raise GpuFabricError(f"{path}: not JSON ({exc})") from None
-        if not isinstance(document, dict) or "schema_version" not in document:
-            raise GpuFabricError(f"{path}: not a gpufabric results document")
-        return verify_document(document, public_key, str(path))
-    if "<html" in text[:4096].lower() or HTML_MARK in text:
-        return verify_html(text, public_key, str(path))
+    try:
+        if text.lstrip().startswith("{"):
+            try:
+                document = loads(text)
+            except DuplicateKey as exc:
+                return Verification(str(path), "results", [f"the results changed after they were written: {exc}"])
+            except ValueError as exc:
+                raise GpuFabricError(f"{path}: not JSON ({exc})") from None
+            if not isinstance(document, dict) or "schema_version" not in document:
+                raise GpuFabricError(f"{path}: not a gpufabric results document")
+            return verify_document(document, public_key, str(path))
+        if "<html" in text[:4096].lower() or HTML_MARK in text:
+            return verify_html(text, public_key, str(path))
+    except RecursionError:
+        raise GpuFabricError(f"{path}: its JSON nests too deep to read (no run writes that)") from None
     raise GpuFabricError(f"{path}: neither a results JSON nor an HTML report")
 
 
@@ -517,10 +581,14 @@ def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | Non
         if not results.exists() and not results.is_symlink():
             continue
         try:
-            size = results.stat().st_size
+            info = results.stat()
         except OSError as exc:
             refused.append((directory.name, f"unreadable: {exc.strerror or exc}"))
             continue
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or /dev/zero would be read forever
+            refused.append((directory.name, f"unreadable: {RESULTS_FILE} is not a regular file"))
+            continue
+        size = info.st_size
         if max_bytes is not None and size > max_bytes:
             refused.append((directory.name, f"its results file is {size / 1e6:,.1f} MB, more than --max-node-mb "
                                             f"{max_bytes / 1e6:g}: not read"))
