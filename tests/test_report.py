@@ -767,6 +767,12 @@ def test_the_report_prints_to_a_clean_pdf(pytester: pytest.Pytester):
             first = lines[header + 1][0]
             assert re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]*)*-?(\[.*)?", first) and first not in RECORD_WORDS, (
                 number, lines[header + 1])
+    # a promise id wraps only after its own punctuation, never inside a word (copy-bandwidth[host_to_devi|ce] did)
+    for text in promise_pages:
+        for line in text.splitlines():
+            first = (line.split() or [""])[0]
+            if re.fullmatch(r"[a-z][a-z0-9_\-]*\[[A-Za-z0-9_\-,]*", first):  # opened on this line, not closed
+                assert first[-1] in "[_-,", line
     # a plot's heading stays on the page of its plot
     memory = next(t for t in texts if re.search(r"^Memory$", t, re.M))
     assert "GPU memory against the batch" in memory

@@ -104,7 +104,8 @@ def test_one_digit_changed_in_the_results_is_named(signed_run, tmp_path):
 def test_a_cell_changed_in_the_report_is_named(signed_run, tmp_path):
     report = _copy(signed_run["report"], tmp_path)
     page = report.read_text(encoding="utf-8")
-    row = re.search(r'<td class="id">collective-bandwidth\[all_reduce-1GiB\]</td><td class="expected">[^<]*</td>'
+    row = re.search(r'<td class="id">collective-<wbr>bandwidth\[<wbr>all_<wbr>reduce-<wbr>1GiB\]</td>'
+                    r'<td class="expected">[^<]*</td>'
                     r'<td class="found">([0-9.]+) GB/s busbw</td>', page)
     assert row, "the all_reduce 1 GiB row"
     found = row.group(1)

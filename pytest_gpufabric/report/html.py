@@ -310,6 +310,12 @@ def _references_for(document: dict):
     return reference_of, None
 
 
+def _break_points(identifier: str) -> list[str]:
+    """A promise id in the pieces a narrow column may break it into: after '-', '_', '[' and ','
+    (copy-bandwidth[host_to_device] -> copy-, bandwidth[, host_, to_, device])."""
+    return [piece for piece in re.split(r"(?<=[\-_\[,])", identifier) if piece]
+
+
 def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base: Path | None = None,
          reference_of=None) -> dict:
     from .phrases import phrase
@@ -332,7 +338,8 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
     references = [r for r in (reference_of(c) for c in checks) if r is not None] if reference_of else []
     # the row's reference: the check furthest below normal first, else the first
     reference = next((r for r in references if r["css"].endswith("low")), references[0] if references else None)
-    return {"id": pid, "part": _part(f"promise:{pid}"), "expected": expected, "found": found,
+    return {"id": pid, "id_parts": _break_points(pid), "part": _part(f"promise:{pid}"), "expected": expected,
+            "found": found,
             "reference": reference or _cell(""),
             "margin": _cell("") if worst is None else _cell(worst[0], "num" if worst[2] else "num mismatch",
                                                              worst[1]),
