@@ -389,16 +389,16 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
         except SigningError as exc:
             print(f"gpufabric fleet report: --sign-key: {_printable(exc)}", file=sys.stderr)
             return EXIT_USAGE
-    signatures = None
+    signatures = signed = None
     if args.require_signed:
-        refused, signatures = _refused_nodes(args, out)
+        refused, signatures, signed = _refused_nodes(args, out)
         if refused:
             return EXIT_USAGE
     try:
         expected = expected_nodes(args.expect, dict(os.environ))
         document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile,
                                         Path(args.fabric) if args.fabric else None, out=out,
-                                        max_bytes=int(args.max_node_mb * 1e6))
+                                        max_bytes=int(args.max_node_mb * 1e6), signed=signed)
     except (ValueError, GpuFabricError) as exc:
         print(f"gpufabric fleet report: {_printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -437,21 +437,22 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     return EXIT_CODES[document["verdict"]]
 
 
-def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | None]:
-    """--require-signed: every node's results signed by --key and untouched, else (True, None) with each refused
-    node named on stderr (report/signing.py)."""
+def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | None, dict | None]:
+    """--require-signed: every node's results signed by --key and untouched, else (True, None, None) with each
+    refused node named on stderr (report/signing.py); the third value maps each node folder to the sha256 of the
+    bytes verified, which the fleet's reading must find again."""
     from .report.signing import check_node_signatures
 
     if not args.key:
         print("gpufabric fleet report: --require-signed needs --key PUB.pem (the nodes' Ed25519 public key)",
               file=sys.stderr)
-        return True, None
+        return True, None, None
     try:
-        signatures, refused = check_node_signatures([Path(d) for d in args.dirs], args.key, exclude=[out],
-                                                    max_bytes=int(args.max_node_mb * 1e6))
+        signatures, refused, signed = check_node_signatures([Path(d) for d in args.dirs], args.key, exclude=[out],
+                                                            max_bytes=int(args.max_node_mb * 1e6))
     except (ValueError, GpuFabricError) as exc:
         print(f"gpufabric fleet report: {_printable(exc)}", file=sys.stderr)
-        return True, None
+        return True, None, None
     if refused:
         print(f"gpufabric fleet report: refused {len(refused)} node result(s) (--require-signed, key "
               f"{signatures['key_id']}); nothing written:", file=sys.stderr)
@@ -459,7 +460,7 @@ def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | No
             print(_printable(f"  {node}: {why}")[:600], file=sys.stderr)
         if len(refused) > 50:
             print(f"  ... and {len(refused) - 50} more", file=sys.stderr)
-    return bool(refused), signatures
+    return bool(refused), signatures, signed
 
 
 def cmd_fleet_fabric(args: argparse.Namespace) -> int:

@@ -345,3 +345,28 @@ def test_require_signed_refuses_a_node_file_that_is_not_regular(tmp_path):
     done = _gpufabric("fleet", "report", str(tmp_path / "nodes"), "-o", str(tmp_path / "out"), "--require-signed",
                       "--key", str(pub), cwd=tmp_path, timeout=120)
     assert done.returncode == 4 and f"gpu-02: unreadable: {RESULTS} is not a regular file" in done.stderr
+
+
+def test_a_node_file_changed_between_its_signature_check_and_its_reading_is_not_judged(tmp_path):
+    """--require-signed checks the bytes it read and the fleet judges the bytes it read: the fleet's reading must
+    find the very bytes whose signature held (a node rewriting its file in between is refused, not judged)."""
+    from pytest_gpufabric.fleet.report import build_fleet_document
+    from pytest_gpufabric.report.signing import check_node_signatures
+
+    key, pub = _key_pair(tmp_path, "vendor")
+    root = tmp_path / "nodes"
+    _signed_fleet(root, key)
+    signatures, refused, signed = check_node_signatures([root], str(pub))
+    assert refused == [] and signatures["verified"] == 3 and len(signed) == 3
+    untouched = build_fleet_document([root], None, signed=signed)
+    assert {n["name"]: n["state"] for n in untouched["nodes"]} == dict.fromkeys(("gpu-01", "gpu-02", "gpu-03"),
+                                                                              "reported")
+    results = root / "gpu-02" / RESULTS
+    document = json.loads(results.read_text(encoding="utf-8"))
+    document["checks"][0]["found"] = {"edited": True}  # after the check, before the reading
+    results.write_text(json.dumps(document), encoding="utf-8")
+    changed = build_fleet_document([root], None, signed=signed)
+    node = next(n for n in changed["nodes"] if n["name"] == "gpu-02")
+    assert node["state"] == "unreadable" and node["verdict"] is None
+    assert "changed between the check of their signature and their reading" in node["reason"]
+    assert changed["verdict"] != "ACCEPTED"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
 import re
 import stat
@@ -52,6 +53,10 @@ class Unreadable(ValueError):
     """A results file that is not a whole, valid results document; the message says why, for the operator."""
 
 
+#: the key load_results adds to the parts it returns: the sha256 of the file's bytes as read
+FILE_SHA256 = "_file_sha256"
+
+
 def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
     """The wanted parts of the results document at ``path``, checked as the module says; raises Unreadable or
     FileNotFoundError (the node never wrote one)."""
@@ -73,7 +78,9 @@ def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
         raise Unreadable(f"cannot read {path.name}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
         raise Unreadable(f"{path.name} grew past {max_bytes / 1e6:,.0f} MB while it was read")
-    return parse_results(data, path.name)
+    document = parse_results(data, path.name)
+    document[FILE_SHA256] = hashlib.sha256(data).hexdigest()  # what --require-signed's check must find again
+    return document
 
 
 def parse_results(data: bytes, name: str = "results") -> dict:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import MAX_BYTES, Unreadable, derive_verdict, load_results
+from .loader import FILE_SHA256, MAX_BYTES, Unreadable, derive_verdict, load_results
 
 __all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
@@ -62,6 +62,7 @@ class Node:
     report: str | None = None  # the node's own HTML report, relative to its folder
     burn_in: dict | None = None  # per GPU: {"wrong_elements", "checks", "tflops"} from its burn-in verdicts
     error: str | None = None  # why the results could not be read
+    file_sha256: str | None = None  # of the results file's bytes as read (--require-signed checks it is the signed one)
 
 
 #: what a fleet report writes into its OUT folder: a folder holding it is a report, never a node
@@ -200,6 +201,7 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
         node.state, node.error = "unreadable", f"unreadable: {exc}"
         return node
     node.state = "reported"
+    node.file_sha256 = document.get(FILE_SHA256)
     node.schema_version = document["schema_version"]
     node.verdict, node.reason, node.promises = derive_verdict(document)
     claimed = (document.get("summary") or {}).get("verdict")

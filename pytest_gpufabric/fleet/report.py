@@ -123,23 +123,32 @@ def _fabric_result(paths: list[Path], fabric: Path | None) -> tuple[dict | None,
 
 
 def judged_nodes(paths: list[Path], profile_spec: str | None = None, out: Path | None = None,
-                 max_bytes: int = MAX_BYTES) -> tuple[list[Node], Yardstick, list[str]]:
+                 max_bytes: int = MAX_BYTES, signed: dict[str, str] | None = None) \
+        -> tuple[list[Node], Yardstick, list[str]]:
     """(every node under ``paths``, each judged again from its own checks and held to the fleet's one profile; that
-    profile; the folders that could not be listed). ``out``: a report's own folder, never a node."""
+    profile; the folders that could not be listed). ``out``: a report's own folder, never a node. ``signed``: with
+    --require-signed, each node folder -> the sha256 of the results bytes whose signature was checked; a node whose
+    file reads otherwise now was changed in between, and is unreadable."""
     directories, unlisted = find_node_dirs(paths, exclude=[out] if out else None)
     nodes = read_nodes(directories, max_bytes)
+    for node in nodes if signed is not None else []:
+        if node.state == "reported" and node.file_sha256 != signed.get(node.directory):
+            node.state, node.verdict = "unreadable", None
+            node.error = ("unreadable: its results changed between the check of their signature and their reading "
+                          "(--require-signed): not judged on bytes no signature covered")
     yardstick = fleet_profile(profile_spec, nodes)
     hold_to(yardstick, nodes)
     return nodes, yardstick, unlisted
 
 
 def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None = None,
-                         fabric: Path | None = None, out: Path | None = None, max_bytes: int = MAX_BYTES) -> dict:
+                         fabric: Path | None = None, out: Path | None = None, max_bytes: int = MAX_BYTES,
+                         signed: dict[str, str] | None = None) -> dict:
     """Read every node under ``paths`` (and the fabric run's result) and judge the fleet. ``out``: the report's
     own folder, never read as a node. Raises ValueError or GpuFabricError (usage errors: a path that is no folder,
     a bad hostlist, profile or fabric file); a node's bad file is that node's finding, never an error."""
     fabric_result, fabric_path = _fabric_result(paths, fabric)
-    nodes, yardstick, unlisted = judged_nodes(paths, profile_spec, out, max_bytes)
+    nodes, yardstick, unlisted = judged_nodes(paths, profile_spec, out, max_bytes, signed)
     profile_data = yardstick.profile.data if yardstick.profile is not None else None
     settings = FleetSettings.from_section((profile_data or {}).get("fleet"))
     document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

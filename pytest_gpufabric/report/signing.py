@@ -519,11 +519,21 @@ def verify_path(path: Path | str, public_key=None) -> Verification:
     neither."""
     path = Path(path)
     try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GpuFabricError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return verify_bytes(data, public_key, path)
+
+
+def verify_bytes(data: bytes, public_key=None, path: Path | str = "results") -> Verification:
+    """verify_path on a file's bytes already read (the fleet checks and then judges the very bytes it read once)."""
+    path = Path(path)
+    try:
         # utf-8-sig: a byte-order mark an editor put first is not content, as CRLF line endings are not (read
-        # as LF): neither changes what a browser or a JSON reader shows
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GpuFabricError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        # as LF, as Python's text mode reads them): neither changes what a browser or a JSON reader shows
+        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise GpuFabricError(f"cannot read {path}: {exc}") from None
     try:
         if text.lstrip().startswith("{"):
             try:
@@ -567,15 +577,18 @@ def verify_command(paths: list[str], key: str | None) -> tuple[int, list[str]]:
 
 
 def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | None = None,
-                          max_bytes: int | None = None) -> tuple[dict, list[tuple[str, str]]]:
+                          max_bytes: int | None = None) -> tuple[dict, list[tuple[str, str]], dict[str, str]]:
     """`gpufabric fleet report --require-signed --key PUB.pem`: every node folder's results checked as `verify`
     checks them. Returns ({key_id, verified}, [(node, why refused)]); a folder without results is not refused here
-    (the fleet report names it as never reported); one larger than ``max_bytes`` is refused unread."""
+    (the fleet report names it as never reported); one larger than ``max_bytes`` is refused unread. The third value:
+    each verified file's folder -> the sha256 of the bytes that were verified, which the fleet's own reading must
+    find again (fleet/report.py): a node that rewrites its file between the two reads is refused, not judged on
+    bytes no signature covered."""
     from ..fleet.nodes import RESULTS_FILE, find_node_dirs
 
     public_key = load_public_key(key)
     directories, _ = find_node_dirs(paths, exclude=exclude)
-    verified, refused = 0, []
+    verified, refused, digests = 0, [], {}
     for directory in directories:
         results = directory / RESULTS_FILE
         if not results.exists() and not results.is_symlink():
@@ -594,12 +607,18 @@ def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | Non
                                             f"{max_bytes / 1e6:g}: not read"))
             continue
         try:
-            result = verify_path(results, public_key)
+            with open(results, "rb") as handle:
+                data = handle.read(size + 1 if max_bytes is None else max_bytes + 1)
+            result = verify_bytes(data, public_key, results)
+        except OSError as exc:
+            refused.append((directory.name, f"unreadable: {exc.strerror or exc}"))
+            continue
         except GpuFabricError as exc:
             refused.append((directory.name, f"unreadable: {exc}"))
             continue
         if result.valid:
             verified += 1
+            digests[str(directory)] = sha256_hex(data)
         else:
             refused.append((directory.name, "; ".join(result.problems)))
-    return {"key_id": key_id(public_key), "verified": verified}, refused
+    return {"key_id": key_id(public_key), "verified": verified}, refused, digests
