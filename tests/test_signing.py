@@ -370,3 +370,19 @@ def test_a_node_file_changed_between_its_signature_check_and_its_reading_is_not_
     assert node["state"] == "unreadable" and node["verdict"] is None
     assert "changed between the check of their signature and their reading" in node["reason"]
     assert changed["verdict"] != "ACCEPTED"
+
+
+def test_verify_refuses_what_no_run_writes_unread(tmp_path, monkeypatch):
+    """A file larger than any results file or report, or no regular file at all, is said in one line (exit 2),
+    never read whole."""
+    from pytest_gpufabric.report import signing
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as handle:  # sparse: nothing is written but its size
+        handle.truncate(3 * 2**20)
+    monkeypatch.setattr(signing, "MAX_VERIFY_BYTES", 1_000_000)
+    with pytest.raises(signing.GpuFabricError, match=r"big.json: 3.1 MB, larger than any results file or report "
+                                                     r"\(1 MB\): not read"):
+        signing.verify_path(big)
+    with pytest.raises(signing.GpuFabricError, match="not a regular file"):
+        signing.verify_path(tmp_path)

@@ -32,6 +32,8 @@ from pathlib import Path
 from ..errors import GpuFabricError
 
 FORMAT = "gpufabric-integrity/1"
+#: a file `gpufabric verify` reads whole at the most (a 10,000-node fleet's results are tens of MB)
+MAX_VERIFY_BYTES = 1_000_000_000
 HTML_FORMAT = "gpufabric-html-integrity/1"
 INTEGRITY_KEY = "integrity"
 #: the HTML report's integrity block: one comment after </html>, the page's last line
@@ -519,6 +521,12 @@ def verify_path(path: Path | str, public_key=None) -> Verification:
     neither."""
     path = Path(path)
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise GpuFabricError(f"cannot read {path}: not a regular file")
+        if info.st_size > MAX_VERIFY_BYTES:
+            raise GpuFabricError(f"{path}: {info.st_size / 1e6:,.1f} MB, larger than any results file or report "
+                                 f"({MAX_VERIFY_BYTES / 1e6:,.0f} MB): not read")
         data = path.read_bytes()
     except OSError as exc:
         raise GpuFabricError(f"cannot read {path}: {exc.strerror or exc}") from None
