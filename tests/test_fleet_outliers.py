@@ -147,6 +147,14 @@ def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path, capsy
     assert section.count(">group 1<") == 1 and ">7<" in section and "r02n01, r02n02" in section
     assert "r02n07" in page[page.index("Outliers among the passing nodes"):page.index('id="distributions"')]
 
+    # JUnit: the group as a property of the suite, the hot node's case carrying its outlier
+    from xml.etree import ElementTree
+
+    from pytest_gpufabric.fleet.report import _junit
+
+    suite = ElementTree.fromstring(_junit(document)).find("testsuite")
+    assert {p.get("name"): p.get("value") for p in suite.find("properties")}["group 1"] == group["summary"]
+
     # the terminal: the group on one line of its own, the hot node as an outlier
     from pytest_gpufabric.cli import main
 

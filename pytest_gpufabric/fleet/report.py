@@ -214,6 +214,8 @@ def _junit(document: dict) -> bytes:
     properties = ET.SubElement(suite, "properties")
     for name, value in (("run_id", document.get("run_id")), ("verdict", document["verdict"])):
         ET.SubElement(properties, "property", name=name, value=str(value))
+    for group in document.get("groups") or []:  # nodes shifted together: one finding, accusing no node
+        ET.SubElement(properties, "property", name=str(group.get("id")), value=str(group.get("summary")))
     for name, problems, failing_outliers, outliers in cases:
         case = ET.SubElement(suite, "testcase", classname="fleet", name=name)
         if problems or failing_outliers:
