@@ -467,3 +467,35 @@ def test_a_rate_that_is_not_finite_is_not_judged(h100):
     h100["h2d_gbps"] = float("inf")  # DERIVED
     result = check_pcie_under_load(h100, {"min": "50 GB/s"}, "src")
     assert result.verdict == NOT_CHECKED and "found.h2d_gbps = inf" in result.message
+
+
+def test_the_workloads_nvml_funnel_keeps_data_answers_and_raises_the_rest():
+    """workloads/nvml_reads.py, shared by power_hold.py and pcie_load.py: an NVML answer that describes the machine
+    is None with its name under ``unread``; a missing function likewise; a renamed function is found by its old
+    name; any other NVML error fails the workload. nvidia-ml-py's own error classes, no driver needed."""
+    import types
+
+    import pynvml
+
+    from pytest_gpufabric.workloads.nvml_reads import Nvml
+
+    def answers(code):
+        def fn(*_):
+            raise pynvml.NVMLError(code)
+        return fn
+
+    nvml = Nvml.__new__(Nvml)  # without nvmlInit: the module is a stand-in holding nvidia-ml-py's errors
+    nvml.p = types.SimpleNamespace(
+        NVMLError=pynvml.NVMLError, NVML_ERROR_NOT_SUPPORTED=pynvml.NVML_ERROR_NOT_SUPPORTED,
+        NVML_ERROR_GPU_IS_LOST=pynvml.NVML_ERROR_GPU_IS_LOST,
+        nvmlDeviceGetMarginTemperature=answers(pynvml.NVML_ERROR_NOT_SUPPORTED),
+        nvmlDeviceGetPowerUsage=answers(pynvml.NVML_ERROR_GPU_IS_LOST),
+        nvmlDeviceGetCurrentClocksThrottleReasons=lambda handle: 0x4)
+    unread: dict = {}
+    assert nvml.get(unread, "margin_c", "nvmlDeviceGetMarginTemperature", "h") is None
+    assert nvml.get(unread, "link.max.gen", "nvmlDeviceGetMaxPcieLinkGeneration", "h") is None
+    assert nvml.get(unread, "reasons", ("nvmlDeviceGetCurrentClocksEventReasons",
+                                        "nvmlDeviceGetCurrentClocksThrottleReasons"), "h") == 0x4
+    assert unread == {"margin_c": "NOT_SUPPORTED", "link.max.gen": "FUNCTION_NOT_FOUND"}
+    with pytest.raises(pynvml.NVMLError):
+        nvml.get(unread, "power_w", ("nvmlDeviceGetPowerUsage",), "h")

@@ -53,53 +53,15 @@ import torch
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import reporting_failure
     from identity import cuda_boards
+    from nvml_reads import Nvml
 except ImportError:
     from .handshake import reporting_failure
     from .identity import cuda_boards
+    from .nvml_reads import Nvml
 
 FORMAT = "gpufabric-pcie-load/1"
-#: NVML answers that describe the machine rather than fail the read (fabric/nvml.py records the same set)
-_DATA_ERRORS = frozenset({"NOT_SUPPORTED", "NOT_FOUND", "NO_PERMISSION", "FUNCTION_NOT_FOUND", "INVALID_ARGUMENT"})
 _WARMUP_COPIES = 2
 _CPU_SET_WORDS = 16  # nvmlDeviceGetCpuAffinity: 64 CPUs a word, room for 1024
-
-
-class Nvml:
-    """NVML through one funnel (power_hold.py has the same; a standalone script cannot import fabric/nvml.py): an
-    answer in _DATA_ERRORS is None, its name kept in the caller's ``unread`` dict; any other NVMLError propagates.
-    Only Get functions are ever called."""
-
-    def __init__(self) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self.p = pynvml
-
-    def _error_name(self, code: int) -> str:
-        for attr in dir(self.p):
-            if attr.startswith("NVML_ERROR_") and getattr(self.p, attr) == code:
-                return attr[len("NVML_ERROR_"):]
-        return f"NVML_RETURN_{code}"
-
-    def get(self, unread: dict, key: str, name: str, *args):
-        fn = getattr(self.p, name, None)
-        if fn is None:
-            unread.setdefault(key, "FUNCTION_NOT_FOUND")
-            return None
-        try:
-            return fn(*args)
-        except self.p.NVMLError as exc:
-            error = self._error_name(exc.value)
-            if error not in _DATA_ERRORS:
-                raise
-            unread.setdefault(key, error)
-            return None
-
-    def handle(self, uuid: str):
-        return self.p.nvmlDeviceGetHandleByUUID(uuid)
-
-    def close(self) -> None:
-        self.p.nvmlShutdown()
 
 
 class LinkReader:

@@ -52,9 +52,11 @@ import torch
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import handshake, reporting_failure
     from identity import cuda_boards
+    from nvml_reads import Nvml
 except ImportError:
     from .handshake import handshake, reporting_failure
     from .identity import cuda_boards
+    from .nvml_reads import Nvml
 
 FORMAT = "gpufabric-power-hold/1"
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -65,8 +67,6 @@ REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_c
 #: a sample counts as "at the power limit" from this fraction of it: the power controller holds the draw a few
 #: watts under the limit, and the one-second average NVML gives swings around it
 AT_LIMIT = 0.95
-#: NVML answers that describe the machine rather than fail the read (fabric/nvml.py records the same set)
-_DATA_ERRORS = frozenset({"NOT_SUPPORTED", "NOT_FOUND", "NO_PERMISSION", "FUNCTION_NOT_FOUND", "INVALID_ARGUMENT"})
 #: GEMMs queued ahead of the one the host waits for: deep enough that the GPU never idles between products,
 #: shallow enough that the load stops within a few products of the window's end
 _QUEUE_DEPTH = 4
@@ -78,45 +78,6 @@ def decode_reasons(mask: int) -> list[str]:
     unknown = mask & ~sum(REASONS)
     names += [f"bit_{1 << b:#x}" for b in range(32) if unknown >> b & 1]
     return names
-
-
-class Nvml:
-    """NVML through one funnel (as fabric/nvml.py's ``query``, which this standalone script cannot import): an
-    answer in _DATA_ERRORS is None, its name kept in the ``unread`` dict the caller passes; any other NVMLError
-    propagates. Only Get functions are ever called."""
-
-    def __init__(self) -> None:
-        import pynvml
-
-        pynvml.nvmlInit()
-        self.p = pynvml
-
-    def _error_name(self, code: int) -> str:
-        for attr in dir(self.p):
-            if attr.startswith("NVML_ERROR_") and getattr(self.p, attr) == code:
-                return attr[len("NVML_ERROR_"):]
-        return f"NVML_RETURN_{code}"
-
-    def get(self, unread: dict, key: str, names: tuple[str, ...], *args):
-        """The first of ``names`` this nvidia-ml-py defines, called with ``args``; None when NVML answers data."""
-        fn = next((getattr(self.p, name) for name in names if hasattr(self.p, name)), None)
-        if fn is None:
-            unread.setdefault(key, "FUNCTION_NOT_FOUND")
-            return None
-        try:
-            return fn(*args)
-        except self.p.NVMLError as exc:
-            name = self._error_name(exc.value)
-            if name not in _DATA_ERRORS:
-                raise
-            unread.setdefault(key, name)
-            return None
-
-    def handle(self, uuid: str):
-        return self.p.nvmlDeviceGetHandleByUUID(uuid)
-
-    def close(self) -> None:
-        self.p.nvmlShutdown()
 
 
 def static_facts(nvml: Nvml, handle, unread: dict) -> dict:
