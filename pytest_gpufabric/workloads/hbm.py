@@ -40,10 +40,10 @@ import torch
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import handshake, reporting_failure
-    from identity import cuda_boards
+    from identity import workload_devices
 except ImportError:
     from .handshake import handshake, reporting_failure
-    from .identity import cuda_boards
+    from .identity import workload_devices
 
 FORMAT = "gpufabric-hbm/1"
 _ELEMENT_BYTES = 4  # fp32
@@ -139,17 +139,9 @@ def main() -> int:
         parser.error("--size of at least 64 bytes, --iters of at least 1, --warmup of at least 0")
     size = args.size - args.size % 16  # whole fp32 words, in 16-byte vectors
 
-    if args.device == "cuda":
-        count = torch.cuda.device_count()
-        if count == 0:
-            parser.exit(2, "hbm: no CUDA device: HBM bandwidth needs GPUs\n")
-        boards = cuda_boards(torch)  # before anything is measured
-        devices = [torch.device("cuda", i) for i in range(count)]
-        names = [torch.cuda.get_device_name(i) for i in range(count)]
-    else:
-        devices = [torch.device("cpu")] * args.workers
-        names = ["cpu"] * args.workers
-        boards = [{"nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
+    if args.device == "cuda" and torch.cuda.device_count() == 0:
+        parser.exit(2, "hbm: no CUDA device: HBM bandwidth needs GPUs\n")
+    devices, names, boards = workload_devices(torch, args.device, args.workers)  # before anything is measured
 
     gpus = []
     handshake(lambda: None, 0, args.handshake, "ready", "go")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["ORDER", "IdentityError", "board_label", "cuda_boards", "map_devices", "resolve_visible"]
+__all__ = ["ORDER", "IdentityError", "board_label", "cuda_boards", "map_devices", "resolve_visible",
+           "workload_devices"]
 
 #: the device order every workload runs with: NVML's (and nvidia-smi's)
 ORDER = "PCI_BUS_ID"
@@ -139,3 +140,15 @@ def cuda_boards(torch) -> list[dict]:
     uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
     return map_devices(uuids, _nvml_boards(), os.environ.get("CUDA_VISIBLE_DEVICES"),
                        os.environ.get("CUDA_DEVICE_ORDER"))
+
+
+def workload_devices(torch, device: str, workers: int) -> tuple[list, list[str], list[dict]]:
+    """(torch devices, their names, their boards) a workload script runs on: with ``device`` "cuda" every CUDA
+    device mapped to its board (cuda_boards, before anything is measured; none where CUDA has no device), with "cpu"
+    ``workers`` CPU stand-ins that are no board (for tests)."""
+    if device == "cpu":
+        return ([torch.device("cpu")] * workers, ["cpu"] * workers,
+                [{"cuda_index": None, "nvml_index": i, "uuid": None, "serial": None} for i in range(workers)])
+    boards = cuda_boards(torch)
+    devices = [torch.device("cuda", b["cuda_index"]) for b in boards]
+    return devices, [torch.cuda.get_device_name(d) for d in devices], boards

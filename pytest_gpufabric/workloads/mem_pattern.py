@@ -54,10 +54,10 @@ import torch
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import handshake, reporting_failure
-    from identity import cuda_boards
+    from identity import workload_devices
 except ImportError:
     from .handshake import handshake, reporting_failure
-    from .identity import cuda_boards
+    from .identity import workload_devices
 
 FORMAT = "gpufabric-mem-pattern/1"
 PATTERNS = ("walking_ones", "walking_zeros", "address", "random")
@@ -331,17 +331,9 @@ def main() -> int:
     if args.device == "cpu" and args.bytes is None:
         parser.error("--device cpu needs --bytes (the test never takes a fraction of the host's memory)")
 
-    if args.device == "cuda":
-        count = torch.cuda.device_count()
-        if count == 0:
-            parser.exit(2, "mem_pattern: no CUDA device\n")
-        boards = cuda_boards(torch)  # before anything is measured
-        devices = [torch.device("cuda", i) for i in range(count)]
-        names = [torch.cuda.get_device_name(i) for i in range(count)]
-    else:
-        devices = [torch.device("cpu")] * args.workers
-        names = ["cpu"] * args.workers
-        boards = [{"nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
+    if args.device == "cuda" and torch.cuda.device_count() == 0:
+        parser.exit(2, "mem_pattern: no CUDA device\n")
+    devices, names, boards = workload_devices(torch, args.device, args.workers)  # before anything is measured
     if args.plant_fault is not None and not 0 <= args.plant_fault < len(devices):
         parser.exit(2, f"mem_pattern: --plant-fault {args.plant_fault}: there are {len(devices)} device(s)\n")
 

@@ -52,11 +52,11 @@ import torch
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import reporting_failure
-    from identity import cuda_boards
+    from identity import workload_devices
     from nvml_reads import Nvml
 except ImportError:
     from .handshake import reporting_failure
-    from .identity import cuda_boards
+    from .identity import workload_devices
     from .nvml_reads import Nvml
 
 FORMAT = "gpufabric-pcie-load/1"
@@ -240,19 +240,15 @@ def main() -> int:
         parser.exit(2, "pcie_load: --size, --seconds and --read-interval must be positive\n")
 
     nvml = None
+    # before anything is measured (it needs NVML: no GPU is judged unnamed)
+    devices, names, boards = workload_devices(torch, args.device, args.workers)
     if args.device == "cuda":
-        boards = cuda_boards(torch)  # before anything is measured (it needs NVML: no GPU is judged unnamed)
         if not boards:
             parser.exit(2, "pcie_load: no CUDA device\n")
-        devices = [torch.device("cuda", b["cuda_index"]) for b in boards]
-        names = [torch.cuda.get_device_name(d) for d in devices]
         nvml = Nvml()
         handles = [nvml.handle(b["uuid"]) for b in boards]
         nvml_state = {"available": True, "why": None}
     else:
-        boards = [{"cuda_index": None, "nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
-        devices = [torch.device("cpu")] * args.workers
-        names = ["cpu"] * args.workers
         handles = [None] * args.workers
         nvml_state = {"available": False, "why": "--device cpu: no GPU, NVML not read"}
     gpus = []

@@ -51,11 +51,11 @@ import torch
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
     from handshake import handshake, reporting_failure
-    from identity import cuda_boards
+    from identity import workload_devices
     from nvml_reads import Nvml
 except ImportError:
     from .handshake import handshake, reporting_failure
-    from .identity import cuda_boards
+    from .identity import workload_devices
     from .nvml_reads import Nvml
 
 FORMAT = "gpufabric-power-hold/1"
@@ -266,20 +266,16 @@ def main() -> int:
         parser.exit(2, "power_hold: --seconds, --interval and --size must be positive, --warmup not negative\n")
 
     nvml = None
+    # before anything is measured (it needs NVML: no GPU is judged unnamed)
+    devices, names, boards = workload_devices(torch, args.device, args.workers)
     if args.device == "cuda":
-        boards = cuda_boards(torch)  # before anything is measured (it needs NVML: no GPU is judged unnamed)
         if not boards:
             parser.exit(2, "power_hold: no CUDA device\n")
-        devices = [torch.device("cuda", b["cuda_index"]) for b in boards]
-        names = [torch.cuda.get_device_name(d) for d in devices]
         dtype = _DTYPES[args.dtype]
         nvml = Nvml()
         handles = [nvml.handle(b["uuid"]) for b in boards]
         nvml_state = {"available": True, "why": None}
     else:
-        boards = [{"cuda_index": None, "nvml_index": i, "uuid": None, "serial": None} for i in range(args.workers)]
-        devices = [torch.device("cpu")] * args.workers
-        names = ["cpu"] * args.workers
         dtype = torch.float32  # a CPU product in bf16 is slow and proves nothing more
         handles = [None] * args.workers
         nvml_state = {"available": False, "why": "--device cpu: no GPU, NVML not read"}
