@@ -11,9 +11,8 @@ signal from the chassis), which no setting explains.
 
 from __future__ import annotations
 
-import statistics
-
 from ..units import non_finite
+from ..workloads.power_figures import power_figures
 from .result import CheckResult, failed, passed, unknown
 
 #: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
@@ -32,41 +31,10 @@ REASON_MEANING = {
     "sync_boost": "held to the slowest GPU of a sync-boost group",
     "display_clocks_setting": "display clock setting",
 }
-#: a sample counts as at the power limit from this fraction of it (power_hold.AT_LIMIT)
-AT_LIMIT = 0.95
 
 
 def _label(row: dict) -> str:
     return f"GPU{row.get('index')} (serial {row.get('serial') or 'unknown'})"
-
-
-def _median(values: list) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def power_figures(samples: list[dict], power_limit_w: float | None) -> dict:
-    """The figures a verdict rests on, from the samples (the same definitions as power_hold.summarize):
-    fractions of reasons over the samples whose reasons were read, medians over the samples that read them."""
-    powers = [s["power_w"] for s in samples if s.get("power_w") is not None]
-    clocks = [s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None]
-    temperatures = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
-    margins = [s["margin_c"] for s in samples if s.get("margin_c") is not None]
-    with_reasons = [s["reasons"] for s in samples if s.get("reasons") is not None]
-    at_limit = ([s for s in samples if s.get("power_w") is not None and s["power_w"] >= AT_LIMIT * power_limit_w]
-                if power_limit_w else [])
-    seen: dict[str, int] = {}
-    for reasons in with_reasons:
-        for reason in reasons:
-            seen[reason] = seen.get(reason, 0) + 1
-    return {"samples": len(samples), "samples_with_reasons": len(with_reasons),
-            "power_w_median": _median(powers), "power_w_max": max(powers) if powers else None,
-            "sm_clock_mhz_median": _median(clocks),
-            "sm_clock_mhz_median_at_limit": _median([s["sm_clock_mhz"] for s in at_limit
-                                                     if s.get("sm_clock_mhz") is not None]),
-            "temperature_c_max": max(temperatures) if temperatures else None,
-            "margin_c_min": min(margins) if margins else None,
-            "reasons_seen": {reason: count / len(with_reasons) for reason, count in sorted(seen.items())},
-            "at_limit_fraction": len(at_limit) / len(powers) if powers and power_limit_w else None}
 
 
 def _forbidden(spec: dict) -> list[str]:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import threading
 import time
 from collections import deque
@@ -53,10 +52,12 @@ try:  # run as a script: its folder is on sys.path; imported as a module (tests)
     from handshake import handshake, reporting_failure
     from identity import workload_devices
     from nvml_reads import Nvml
+    from power_figures import power_figures
 except ImportError:
     from .handshake import handshake, reporting_failure
     from .identity import workload_devices
     from .nvml_reads import Nvml
+    from .power_figures import power_figures
 
 FORMAT = "gpufabric-power-hold/1"
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -64,9 +65,6 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torc
 REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
            0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
            0x80: "hw_power_brake_slowdown", 0x100: "display_clocks_setting"}
-#: a sample counts as "at the power limit" from this fraction of it: the power controller holds the draw a few
-#: watts under the limit, and the one-second average NVML gives swings around it
-AT_LIMIT = 0.95
 #: GEMMs queued ahead of the one the host waits for: deep enough that the GPU never idles between products,
 #: shallow enough that the load stops within a few products of the window's end
 _QUEUE_DEPTH = 4
@@ -111,32 +109,11 @@ def read_sample(nvml: Nvml, handle, unread: dict, t_s: float) -> dict:
             "reasons": None if mask is None else decode_reasons(int(mask))}
 
 
-def _median(values: list) -> float | None:
-    return statistics.median(values) if values else None
-
-
 def summarize(samples: list[dict], power_limit_w: float | None) -> dict:
-    """The figures a verdict rests on, from the samples. Fractions of reasons count the samples whose reasons
-    were read; ``at_limit_fraction`` the samples whose power was read (None without a limit or a power read)."""
-    powers = [s["power_w"] for s in samples if s.get("power_w") is not None]
-    clocks = [s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz") is not None]
-    temperatures = [s["temperature_c"] for s in samples if s.get("temperature_c") is not None]
-    margins = [s["margin_c"] for s in samples if s.get("margin_c") is not None]
-    with_reasons = [s["reasons"] for s in samples if s.get("reasons") is not None]
-    at_limit = ([s for s in samples if s.get("power_w") is not None and s["power_w"] >= AT_LIMIT * power_limit_w]
-                if power_limit_w else [])
-    clocks_at_limit = [s["sm_clock_mhz"] for s in at_limit if s.get("sm_clock_mhz") is not None]
-    seen: dict[str, int] = {}
-    for reasons in with_reasons:
-        for reason in reasons:
-            seen[reason] = seen.get(reason, 0) + 1
-    return {"samples": len(samples),
-            "power_w_median": _median(powers), "power_w_max": max(powers) if powers else None,
-            "sm_clock_mhz_median": _median(clocks), "sm_clock_mhz_median_at_limit": _median(clocks_at_limit),
-            "temperature_c_max": max(temperatures) if temperatures else None,
-            "margin_c_min": min(margins) if margins else None,
-            "reasons_seen": {reason: count / len(with_reasons) for reason, count in sorted(seen.items())},
-            "at_limit_fraction": len(at_limit) / len(powers) if powers and power_limit_w else None}
+    """Each GPU's ``summary``: the figures a verdict rests on (power_figures.py, as the check derives them)."""
+    figures = power_figures(samples, power_limit_w)
+    del figures["samples_with_reasons"]
+    return figures
 
 
 class Load(threading.Thread):
