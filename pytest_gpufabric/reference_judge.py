@@ -35,7 +35,7 @@ import re
 from typing import Any
 
 from .reference import NUMERIC_FIELDS, Reference, find_reference
-from .units import GIB, KIB, MIB
+from .units import GIB, KIB, MIB, is_number
 
 #: normal = at least this fraction of the lowest fraction of the peak that this project's recorded runs reached
 NORMAL_OF_RECORDED = 0.9
@@ -282,10 +282,6 @@ def _floor(samples: list[dict], ref: Reference, kind: str, op: str | None, basis
 _OWN_BUSBW = re.compile(r"^(?:bandwidth|nccl-tests)-(.+)$")
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def judge_check(check: dict, ref: Reference, samples: list[dict], nvlink: bool) -> dict | None:
     """One check record of a results document held against the model's published peak, by the same rule as
     ``parse --reference``: the figure the check judged (busbw at its size, the slowest copy, the best HBM figure)
@@ -306,7 +302,7 @@ def judge_check(check: dict, ref: Reference, samples: list[dict], nvlink: bool) 
         basis, what = fabric, f"{op} busbw at {format_size(size)}"
     elif name in ("copy-host_to_device", "copy-device_to_host", "copy-gpu_to_gpu"):
         kind, op, size = "copy", name[len("copy-"):], None
-        values = [v for v in found.values() if _finite(v)]
+        values = [v for v in found.values() if is_number(v)]
         gbps = min(values) if values else None
         host = op != "gpu_to_gpu"
         basis, what = (PCIE if host else fabric), f"slowest {op.replace('_', '-')} copy"
@@ -315,7 +311,7 @@ def judge_check(check: dict, ref: Reference, samples: list[dict], nvlink: bool) 
     else:
         return None
     peak = getattr(ref, PEAK_FIELDS[basis])
-    if not _finite(gbps) or not _finite(peak) or peak <= 0:
+    if not is_number(gbps) or not is_number(peak) or peak <= 0:
         return None
     fraction = gbps / peak
     verdict, words = judge(fraction, gbps, _floor(samples, ref, kind, op, basis, size), basis, ref,

@@ -165,6 +165,14 @@ def format_cpu_list(cpus: set[int] | frozenset[int]) -> str:
     return ",".join(ranges)
 
 
+def is_number(value: object) -> bool:
+    """An int or float that is a real, finite number: what a figure must be before anything judges or draws it
+    (bool is no figure; NaN and ±Infinity compare false with anything, so they would pass a floor)."""
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def non_finite(value: object, where: str = "found", limit: int = 5, _depth: int = 0) -> list[str]:
     """Where ``value`` holds a number that is not finite (NaN, ±Infinity: what a broken timer, a division by a
     zero time or a hand-edited recording leaves), as 'found.busbw_gbps = nan'; at most ``limit`` of them. A

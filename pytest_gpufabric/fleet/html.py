@@ -16,13 +16,13 @@ messages, profile names and inventory values all come from machines and files, a
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from urllib.parse import quote
 
 from ..report.charts import distribution_chart
 from ..report.phrases import number, short
+from ..units import is_number
 
 __all__ = ["fleet_html"]
 
@@ -398,11 +398,7 @@ def _values(metric: dict) -> list[float] | None:
         values = list(values.values())
     if not isinstance(values, list):
         return None
-    return [float(v) for v in values if _is_number(v)]
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return [float(v) for v in values if is_number(v)]
 
 
 def _flagged_values(nodes: list[dict]) -> dict[tuple, list[tuple[str, float]]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from ..units import is_number
 from .phrases import number, size_text
 
 #: colours in the order lines get them (colour-blind safe: Okabe-Ito)
@@ -20,15 +21,11 @@ FLOOR = "#c0392b"
 PEAK = "#6c757d"
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """About ``count`` round tick values covering [low, high] (1, 2, 2.5 or 5 times a power of ten apart)."""
-    if not (_finite(low) and _finite(high)) or high <= low:
-        high = low + 1 if _finite(low) else 1.0
-        low = low if _finite(low) else 0.0
+    if not (is_number(low) and is_number(high)) or high <= low:
+        high = low + 1 if is_number(low) else 1.0
+        low = low if is_number(low) else 0.0
     raw = (high - low) / max(count, 1)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
@@ -76,14 +73,14 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[dict], *, x_
     None when there is nothing to draw."""
     rules, marks = list(rules or []), list(marks or [])
     # a point whose y is None breaks its line there (no reads for a while: no line drawn across the gap)
-    series = [dict(s, points=[(x, y) for x, y in s["points"] if _finite(x) and (x > 0 or not x_log2)
-                              and (_finite(y) or y is None)]) for s in series]
+    series = [dict(s, points=[(x, y) for x, y in s["points"] if is_number(x) and (x > 0 or not x_log2)
+                              and (is_number(y) or y is None)]) for s in series]
     series = [s for s in series if any(y is not None for _, y in s["points"])]
     if not series:
         return None
-    xs = [x for s in series for x, _ in s["points"]] + [m["x"] for m in marks if _finite(m.get("x"))]
-    ys = [y for s in series for _, y in s["points"] if y is not None] + [r["y"] for r in rules if _finite(r.get("y"))]
-    ys += [m["y"] for m in marks if _finite(m.get("y"))]
+    xs = [x for s in series for x, _ in s["points"]] + [m["x"] for m in marks if is_number(m.get("x"))]
+    ys = [y for s in series for _, y in s["points"] if y is not None] + [r["y"] for r in rules if is_number(r.get("y"))]
+    ys += [m["y"] for m in marks if is_number(m.get("y"))]
     legend_rows = 0 if len(series) + bool(marks) < 2 else 1
     frame = _Frame(width, height, top=30 + 16 * legend_rows)
     x_low, x_high = min(xs), max(xs)
@@ -120,14 +117,14 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[dict], *, x_
         legend.append({"name": s["name"], **style})
     drawn_rules = []
     for rule in rules:
-        if not _finite(rule.get("y")):
+        if not is_number(rule.get("y")):
             continue
         kind = rule.get("kind", "floor")
         color = FLOOR if kind in ("floor", "limit") else PEAK
         drawn_rules.append({"y": to_y(rule["y"]), "label": rule["label"], "color": color,
                             "dash": "6 3" if kind != "peak" else "2 3"})
     drawn_marks = [{"x": to_x(m["x"]), "y": to_y(m["y"]), "label": m["label"], "color": FLOOR}
-                   for m in marks if _finite(m.get("x")) and _finite(m.get("y")) and (m["x"] > 0 or not x_log2)]
+                   for m in marks if is_number(m.get("x")) and is_number(m.get("y")) and (m["x"] > 0 or not x_log2)]
     if drawn_marks:
         legend.append({"name": "floor at that size", "color": FLOOR, "width": 0, "opacity": 1.0, "dash": "",
                        "marker": True})
@@ -147,14 +144,14 @@ def line_chart(title: str, x_label: str, y_label: str, series: list[dict], *, x_
 
 def bar_chart(title: str, unit: str, bars: list[dict], width: int = 720, caption: str = "") -> dict | None:
     """Horizontal bars [{label, value, floor, passed}], each with its floor drawn across it in red."""
-    bars = [b for b in bars if _finite(b.get("value"))]
+    bars = [b for b in bars if is_number(b.get("value"))]
     if not bars:
         return None
     row, top, bottom = 24, 30, 40
     height = top + bottom + row * len(bars)
     frame = _Frame(width, height, left=min(300, 40 + 6 * max(len(b["label"]) for b in bars)), right=200, top=top,
                    bottom=bottom)
-    high = max([b["value"] for b in bars] + [b["floor"] for b in bars if _finite(b.get("floor"))])
+    high = max([b["value"] for b in bars] + [b["floor"] for b in bars if is_number(b.get("floor"))])
     ticks = nice_ticks(0, high * 1.05, 5)
     to_x = frame.scale(0, ticks[-1], frame.left, frame.right)
     drawn = []
@@ -164,9 +161,9 @@ def bar_chart(title: str, unit: str, bars: list[dict], width: int = 720, caption
         drawn.append({"label": bar["label"], "y": y, "h": row - 8, "x": frame.left, "w": round(to_x(bar["value"]) -
                       frame.left, 1), "value": number(round(bar["value"], 1), unit),
                       "color": "#198754" if bar.get("passed", True) else "#dc3545",
-                      "floor_x": to_x(floor) if _finite(floor) else None,
-                      "value_x": round(max(to_x(bar["value"]), to_x(floor) if _finite(floor) else 0) + 6, 1),
-                      "floor": number(round(floor, 1), unit) if _finite(floor) else ""})
+                      "floor_x": to_x(floor) if is_number(floor) else None,
+                      "value_x": round(max(to_x(bar["value"]), to_x(floor) if is_number(floor) else 0) + 6, 1),
+                      "floor": number(round(floor, 1), unit) if is_number(floor) else ""})
     return {"kind": "bars", "title": title, "caption": caption, "width": width, "height": height,
             "frame": vars(frame), "x_label": unit, "bars": drawn,
             "x_ticks": [{"x": to_x(t), "label": _tick_label(t)} for t in ticks]}
@@ -178,9 +175,9 @@ def distribution_chart(values: list[float] | None, low: float | None, high: floa
     """A fleet measurement across its nodes: the nodes' values (a strip of points, a histogram past
     ``histogram_above``, or the range bar where only min and max are known), the median, the two outlier limits and
     the flagged nodes (red diamonds)."""
-    values = [v for v in values or [] if _finite(v)]
+    values = [v for v in values or [] if is_number(v)]
     extent = [v for v in (low, high, median, mad_limit, margin_limit, *values, *(v for _, v in flagged))
-              if _finite(v)]
+              if is_number(v)]
     if not extent:
         return None
     lo, hi = min(extent), max(extent)
@@ -206,14 +203,14 @@ def distribution_chart(values: list[float] | None, low: float | None, high: floa
         spread = (frame.bottom - frame.top) * 0.7
         points = [{"x": to_x(v), "y": round(middle + (((i * 0.6180339887) % 1.0) - 0.5) * spread, 1)}
                   for i, v in enumerate(values)]
-    elif _finite(low) and _finite(high):
+    elif is_number(low) and is_number(high):
         bar = {"x1": to_x(low), "x2": to_x(high), "y": middle}
     lines = [{"x": to_x(x), "color": color, "dash": dash, "label": label}
              for x, color, dash, label in ((median, "#212529", "", "median"), (mad_limit, FLOOR, "5 3", "MAD limit"),
                                            (margin_limit, "#fd7e14", "2 2", "practical-margin limit"))
-             if _finite(x)]
+             if is_number(x)]
     flags = [{"x": to_x(v), "y": round(middle + (((i * 0.3819660113) % 1.0) - 0.5) * 12, 1), "name": name,
-              "value": number(v, unit or None)} for i, (name, v) in enumerate(flagged) if _finite(v)]
+              "value": number(v, unit or None)} for i, (name, v) in enumerate(flagged) if is_number(v)]
     return {"kind": "distribution", "width": width, "height": height, "frame": vars(frame), "unit": unit,
             "points": points, "bins": bins, "bar": bar, "lines": lines, "flags": flags,
             "x_ticks": [{"x": to_x(t), "label": _tick_label(t)} for t in ticks]}

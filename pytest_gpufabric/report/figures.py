@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 import re
 
-from ..units import GIB, format_bytes, parse_gbps, parse_seconds
+from ..units import GIB, format_bytes, is_number, parse_gbps, parse_seconds
 from .charts import bar_chart, line_chart
-from .phrases import is_number, rate, size_text
+from .phrases import rate, size_text
 
 _BANDWIDTH_CHECK = re.compile(r"^(?:bandwidth|nccl-tests)-(.+)$")
 

@@ -9,15 +9,9 @@ Python repr. Nothing here is cut: where the table shows a short form, ``short`` 
 
 from __future__ import annotations
 
-import math
-
-from ..units import format_bytes, parse_bytes, parse_gbps, parse_seconds
+from ..units import format_bytes, is_number, parse_bytes, parse_gbps, parse_seconds
 
 GE, LE = "≥", "≤"
-
-
-def is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # --- numbers and generic values -------------------------------------------------------------------------

@@ -7,13 +7,9 @@ the run did not make is absent. Nothing here may fail the run: a shape this does
 
 from __future__ import annotations
 
-import math
+from ..units import is_number
 
 _MAX_POINTS = 600  # per line: a plot of more is no clearer, and the results stay small
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _thin(points: list, limit: int = _MAX_POINTS) -> list:
@@ -30,7 +26,7 @@ def _collectives(bandwidth) -> dict:
     collectives = getattr(bandwidth, "collectives", None) or {}
     for op, rows in (collectives.get("ops") or {}).items():
         points = sorted([int(r["size"]), float(r["busbw"])] for r in rows or []
-                        if isinstance(r, dict) and _finite(r.get("size")) and _finite(r.get("busbw")))
+                        if isinstance(r, dict) and is_number(r.get("size")) and is_number(r.get("busbw")))
         if points:
             out[op] = {"source": f"torch.distributed ({collectives.get('backend') or '?'})", "points": points}
     for run in getattr(bandwidth, "nccl_tests", None) or []:
@@ -38,7 +34,7 @@ def _collectives(bandwidth) -> dict:
         if not op or op in out and not out[op]["source"].startswith("nccl-tests"):
             continue
         points = sorted([int(r["size"]), float(r["oop"]["busbw"])] for r in run.get("rows") or []
-                        if _finite(r.get("size")) and _finite((r.get("oop") or {}).get("busbw")))
+                        if is_number(r.get("size")) and is_number((r.get("oop") or {}).get("busbw")))
         if points:
             out[op] = {"source": "nccl-tests", "points": points}
     return out
@@ -55,7 +51,7 @@ def _nvlink(measurement) -> dict:
     for point in timeline:
         for gpu, rates in (point.get("gpus") or {}).items():
             tx, rx = rates.get("tx_bytes_per_s"), rates.get("rx_bytes_per_s")
-            if _finite(tx) and _finite(rx):
+            if is_number(tx) and is_number(rx):
                 gpus.setdefault(str(gpu), []).append([round(point["t_s"] - t0, 6), tx, rx])
     return {gpu: _thin(points) for gpu, points in sorted(gpus.items(), key=lambda item: int(item[0])
                                                           if item[0].isdigit() else 0)}
@@ -64,14 +60,14 @@ def _nvlink(measurement) -> dict:
 def _memory(result) -> dict:
     """The measured peak per batch, the estimate at the same batches, the budget, and the oversized batch's peak
     under each offload setting."""
-    if not isinstance(result, dict) or not _finite(result.get("budget_bytes")):
+    if not isinstance(result, dict) or not is_number(result.get("budget_bytes")):
         return {}
     measured = []
     baseline = result.get("baseline") or {}
-    if _finite(result.get("fit_batch")) and _finite(baseline.get("peak_bytes")):
+    if is_number(result.get("fit_batch")) and is_number(baseline.get("peak_bytes")):
         measured.append([int(result["fit_batch"]), int(baseline["peak_bytes"])])
     measured += [[int(p["batch"]), int(p["peak_bytes"])] for p in result.get("probes") or []
-                 if _finite(p.get("batch")) and _finite(p.get("peak_bytes"))]
+                 if is_number(p.get("batch")) and is_number(p.get("peak_bytes"))]
     predicted = []
     estimate = result.get("estimate")
     if isinstance(estimate, dict):
@@ -85,7 +81,7 @@ def _memory(result) -> dict:
     batch = int((result.get("input") or [0])[0] or 0)
     offloaded = [{"threshold_bytes": r.get("threshold_bytes"), "usage_fraction": r.get("usage_fraction"),
                   "batch": batch, "peak_bytes": r["peak_bytes"]}
-                 for r in result.get("lms") or [] if _finite(r.get("peak_bytes"))]
+                 for r in result.get("lms") or [] if is_number(r.get("peak_bytes"))]
     return {"budget_bytes": int(result["budget_bytes"]), "measured": sorted(measured), "predicted": predicted,
             "offloaded": offloaded, "model": result.get("model")}
 
@@ -96,7 +92,7 @@ def _power_hold(result) -> dict:
     rows = result.get("gpus") or [] if isinstance(result, dict) else []
     for row in rows:
         samples = [[s.get("t_s"), s.get("power_w"), s.get("sm_clock_mhz"), s.get("temperature_c")]
-                   for s in row.get("samples") or [] if _finite(s.get("t_s"))]
+                   for s in row.get("samples") or [] if is_number(s.get("t_s"))]
         if samples:
             out[str(row.get("index"))] = {"power_limit_w": row.get("power_limit_w"), "serial": row.get("serial"),
                                           "samples": _thin(samples)}
