@@ -60,6 +60,15 @@ FILE_SHA256 = "_file_sha256"
 def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
     """The wanted parts of the results document at ``path``, checked as the module says; raises Unreadable or
     FileNotFoundError (the node never wrote one)."""
+    data = read_results_bytes(path, max_bytes)
+    document = parse_results(data, path.name)
+    document[FILE_SHA256] = hashlib.sha256(data).hexdigest()  # what --require-signed's check must find again
+    return document
+
+
+def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """A node's results file, read whole only when it is a regular file of at most ``max_bytes`` (a FIFO or
+    /dev/zero would be read forever, a huge file costs its size); raises Unreadable, or FileNotFoundError."""
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -78,9 +87,7 @@ def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
         raise Unreadable(f"cannot read {path.name}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
         raise Unreadable(f"{path.name} grew past {max_bytes / 1e6:,.0f} MB while it was read")
-    document = parse_results(data, path.name)
-    document[FILE_SHA256] = hashlib.sha256(data).hexdigest()  # what --require-signed's check must find again
-    return document
+    return data
 
 
 def parse_results(data: bytes, name: str = "results") -> dict:

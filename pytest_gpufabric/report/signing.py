@@ -592,6 +592,7 @@ def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | Non
     each verified file's folder -> the sha256 of the bytes that were verified, which the fleet's own reading must
     find again (fleet/report.py): a node that rewrites its file between the two reads is refused, not judged on
     bytes no signature covered."""
+    from ..fleet.loader import MAX_BYTES, Unreadable, read_results_bytes
     from ..fleet.nodes import RESULTS_FILE, find_node_dirs
 
     public_key = load_public_key(key)
@@ -601,27 +602,13 @@ def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | Non
         results = directory / RESULTS_FILE
         if not results.exists() and not results.is_symlink():
             continue
-        try:
-            info = results.stat()
-        except OSError as exc:
-            refused.append((directory.name, f"unreadable: {exc.strerror or exc}"))
-            continue
-        if not stat.S_ISREG(info.st_mode):  # a FIFO or /dev/zero would be read forever
-            refused.append((directory.name, f"unreadable: {RESULTS_FILE} is not a regular file"))
-            continue
-        size = info.st_size
-        if max_bytes is not None and size > max_bytes:
-            refused.append((directory.name, f"its results file is {size / 1e6:,.1f} MB, more than --max-node-mb "
-                                            f"{max_bytes / 1e6:g}: not read"))
-            continue
-        try:
-            with open(results, "rb") as handle:
-                data = handle.read(size + 1 if max_bytes is None else max_bytes + 1)
+        try:  # read as the fleet reads it: a regular file, bounded
+            data = read_results_bytes(results, MAX_BYTES if max_bytes is None else max_bytes)
             result = verify_bytes(data, public_key, results)
-        except OSError as exc:
+        except FileNotFoundError as exc:  # a link to nothing
             refused.append((directory.name, f"unreadable: {exc.strerror or exc}"))
             continue
-        except GpuFabricError as exc:
+        except (Unreadable, GpuFabricError) as exc:
             refused.append((directory.name, f"unreadable: {exc}"))
             continue
         if result.valid:
