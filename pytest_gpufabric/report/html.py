@@ -280,7 +280,7 @@ def _references_for(document: dict):
     """(reference_of(check) -> cell, why none) for the Reference column: each bandwidth check held against the
     published peak of the machine's GPU model (reference_judge.judge_check); one model per machine, else none."""
     from ..reference import ReferenceDataError, find_reference, load_references
-    from ..reference_judge import judge_check, recorded_samples
+    from ..reference_judge import BASIS_WORDS, judge_check, recorded_samples
 
     gpus = [g for g in (document.get("machine") or {}).get("gpus") or [] if isinstance(g, dict)]
     names = sorted({str(g.get("name")) for g in gpus if g.get("name")})
@@ -300,8 +300,6 @@ def _references_for(document: dict):
         judged = judge_check(check, ref, samples, nvlink)
         if judged is None:
             return None
-        from ..reference_judge import BASIS_WORDS
-
         text = (f"{judged['fraction_of_peak'] * 100:.0f} % of the published {BASIS_WORDS[judged['basis']]} peak: "
                 f"{judged['verdict']}")
         css = "reference " + ("low" if judged["verdict"] in ("low", "not on NVLink") else "")
