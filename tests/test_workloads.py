@@ -78,7 +78,7 @@ def _process_state(pid: int) -> str | None:
         return None
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone between the kill(0) and the read (ESRCH on read)
         return None
     return stat.rsplit(")", 1)[1].split()[0]
 
