@@ -35,7 +35,22 @@ def run(profile: str, out: Path, extra: list[str]) -> dict:
         suites[suite] = suites.get(suite, 0.0) + seconds
     return {"wall_s": wall, "exit": done.returncode, "verdict": results["summary"]["verdict"],
             "reason": results["summary"]["verdict_reason"], "suites": suites,
-            "burn_in": results.get("burn_in", {}).get("elapsed_s")}
+            "burn_in": results.get("burn_in", {}).get("elapsed_s"), "workloads": workload_timings(out)}
+
+
+def workload_timings(out: Path) -> dict[str, dict]:
+    """Where each recorded workload's time went, as the runner saw it (runner.run_workload's ``runner``): started
+    in a spare or cold, how long that spare had been importing, the seconds to its ready and done marks and to its
+    exit. Read from the measurement files the run wrote to its report folder."""
+    timings = {}
+    for path in sorted(out.glob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and isinstance(record.get("runner"), dict):
+            timings[path.stem] = record["runner"]
+    return timings
 
 
 def table(name: str, timing: dict) -> str:
@@ -43,6 +58,11 @@ def table(name: str, timing: dict) -> str:
              "| suite | seconds |", "| --- | --- |"]
     lines += [f"| {suite} | {seconds:.1f} |" for suite, seconds in sorted(timing["suites"].items(),
                                                                          key=lambda kv: -kv[1])]
+    if timing["workloads"]:
+        lines += ["", "| workload | started in | spare had waited s | ready s | done s | exit s |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {name} | {t.get('started_in')} | {t.get('spare_waited_s')} | {t.get('ready_s')} | "
+                  f"{t.get('done_s')} | {t.get('exit_s')} |" for name, t in timing["workloads"].items()]
     return "\n".join(lines)
 
 

@@ -35,6 +35,8 @@ class Measurement:
     suite: str = ""  # the suite module whose tests judge it
     needs_machine: bool = True  # the fixture asks for the machine first (RDMA is read without NVML)
     asked: str | None = None  # a FabricSession property: the run measures it only when asked (the burn-in)
+    # what its workload script imports that a spare interpreter can import ahead (workloads/runner.py)
+    spare_imports: tuple[str, ...] = ("torch",)
 
 
 REGISTRY: dict[str, Measurement] = {}
@@ -125,7 +127,8 @@ register(Measurement(
     promised=_section("memory", "memory behaviour"),
     live=_memory_live, replay=_json_replay("memory.json", "memory"),
     nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
-    check="checks/memory.py", suite="suites/test_memory.py"))
+    check="checks/memory.py", suite="suites/test_memory.py",
+    spare_imports=("torch", "torchvision")))  # workloads/memory.py's SPARE_IMPORTS: the model needs torchvision
 
 
 def _rdma_live(run):

@@ -146,7 +146,8 @@ class FabricSession:
         except GpuFabricError:
             return  # the tests that need the boards say why
         # imports in parallel only where there are cores for them (a 2-core CI machine gets one)
-        SPARES.prestart(env, count=min(len(wanted), MAX_SPARES, max(1, (os.cpu_count() or 2) // 2)))
+        count = min(len(wanted), MAX_SPARES, max(1, (os.cpu_count() or 2) // 2))
+        SPARES.prestart(env, [entry.spare_imports for entry in wanted][:count])
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES

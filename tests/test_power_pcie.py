@@ -81,7 +81,9 @@ def test_power_hold_runs_on_cpu_and_says_nvml_was_not_read(power_run):
     assert power_run["format"] == POWER_HOLD_FORMAT
     assert power_run["device"] == "cpu" and power_run["dtype"] == "float32" and power_run["size"] == 64
     assert power_run["nvml"] == {"available": False, "why": "--device cpu: no GPU, NVML not read"}
-    assert 1.0 <= power_run["seconds"] < 2.0 and power_run["interval_s"] == 0.1 and power_run["warmup_s"] == 0.2
+    assert 1.0 <= power_run["seconds"] < 2.0 and power_run["interval_s"] == 0.1
+    # no NVML, so no power reading to end the warm-up sooner: it ran its whole length
+    assert power_run["warmup_max_s"] == 0.2 and 0.2 <= power_run["warmup_s"] < 1.0
     assert [gpu["index"] for gpu in power_run["gpus"]] == [0, 1]
     for gpu in power_run["gpus"]:
         assert set(gpu) == GPU_ROW_KEYS
@@ -109,6 +111,24 @@ def test_power_hold_brackets_its_window_for_the_runner(power_run):
     """ready/go before the measured window, done/release after: a sampler in pytest sees exactly the load."""
     assert [name for name, _ in power_run["_events"]] == ["begin", "end"]
     assert power_run["_events"][1][1] - power_run["_events"][0][1] >= power_run["seconds"]
+
+
+@pytest.mark.parametrize(("at_limit_after_s", "expected_s"), [(0.0, (1.0, 1.5)), (1.6, (1.6, 2.2)), (None, (3.0, 3.5))])
+def test_the_warm_up_ends_once_every_gpu_is_at_its_power_limit(at_limit_after_s, expected_s):
+    """The warm-up ends when the power reading says every GPU is at its limit, but never before MIN_WARMUP_S
+    (NVML's power figure averages the last second), and never later than its length. Real GEMM threads on the
+    CPU; ``at_limit`` stands in for NVML's reading, which is what a CPU run lacks."""
+    import threading
+
+    measure, stop = threading.Event(), threading.Event()
+    torch = power_hold.torch
+    loads = [power_hold.Load(torch.device("cpu"), 64, torch.float32, measure, stop)]
+    sampler = power_hold.Sampler(None, [None], [{}], 0.1)
+    began = time.perf_counter()
+    at_limit = None if at_limit_after_s is None else (lambda: time.perf_counter() - began >= at_limit_after_s)
+    warmed_s, window_s = power_hold._hold(loads, sampler, 0.2, 3.0, None, measure, stop, at_limit)
+    assert expected_s[0] <= warmed_s < expected_s[1] and window_s >= 0.2
+    assert power_hold.MIN_WARMUP_S == 1.0 and loads[0].iterations > 0 and sampler.samples[0]
 
 
 def test_measure_power_hold_returns_the_result_without_the_output_tail():

@@ -306,11 +306,63 @@ def test_a_spare_serves_the_next_test_whose_pytest_variable_differs(tmp_path, sp
 
 def test_prestarted_spares_serve_the_workloads_in_turn(tmp_path, spares):
     cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
-    spares.prestart(dict(os.environ), count=3)
-    spares.prestart(dict(os.environ), count=3)  # asked again: still three
+    spares.prestart(dict(os.environ), [("torch",)] * 3)
+    spares.prestart(dict(os.environ), [("torch",)] * 3)  # asked again: still three
     assert len(spares._spares) == 3
-    pids = {process.pid for process, _ in spares._spares}
+    pids = {spare.process.pid for spare in spares._spares}
     results = [run_workload(cmd, timeout_s=120, env=dict(os.environ)) for _ in range(3)]
     assert {r["pid"] for r in results} == pids and spares.served == 3
     assert all(r["torch_already_imported"] for r in results)
+    assert all(r["runner"]["started_in"] == "spare" and r["runner"]["spare_waited_s"] >= 0 for r in results)
     assert len(spares._spares) == 1  # the last one taken: one more for whatever comes next
+
+
+#: a workload script that says which of the modules the spares may import ahead it found imported
+_REPORTS_IMPORTS = """
+import json, sys
+result = sys.argv[sys.argv.index("--result") + 1]
+json.dump({name: name in sys.modules for name in ("torch", "xml.dom.minidom")}, open(result, "w"))
+"""
+
+
+def test_a_workload_gets_the_spare_that_imported_what_it_asked_for(tmp_path, spares):
+    """The memory workload asks for torch and torchvision; the others for torch only, whose spare is ready sooner.
+    Each takes the spare that imported what it asked for, whatever the order the spares were started in
+    (a standard-library module stands in for torchvision)."""
+    cmd = _script(tmp_path, "imports.py", _REPORTS_IMPORTS)
+    heavy = ("torch", "xml.dom.minidom")
+    spares.prestart(dict(os.environ), [heavy, ("torch",)])
+    light_run = run_workload(cmd, timeout_s=120, env=dict(os.environ))
+    heavy_run = run_workload(cmd, timeout_s=120, env=dict(os.environ), spare_imports=heavy)
+    assert light_run["torch"] is True and light_run["xml.dom.minidom"] is False
+    assert heavy_run["torch"] is True and heavy_run["xml.dom.minidom"] is True
+    # the last spare taken was the heavy one: the one started for the next workload is like it
+    assert [spare.imports for spare in spares._spares] == [heavy]
+    # none that imported it left: a workload asking for more takes any spare (and imports the rest itself)
+    spares.close()
+    spares.prestart(dict(os.environ), [("torch",)])
+    fallback = run_workload(cmd, timeout_s=120, env=dict(os.environ), spare_imports=heavy)
+    assert fallback["torch"] is True and fallback["xml.dom.minidom"] is False
+    assert fallback["runner"]["started_in"] == "spare" and spares.served == 3
+
+
+def test_the_runner_says_where_a_workloads_time_went(tmp_path):
+    """Started cold, a workload that marks its measured part: the seconds to its ready and done marks and to its
+    exit, in that order (the acceptance-time benchmark's breakdown)."""
+    script = _script(tmp_path, "marks.py", """
+import json, sys, time
+from pathlib import Path
+handshake = Path(sys.argv[sys.argv.index("--handshake") + 1])
+time.sleep(0.2)
+(handshake / "ready").touch()
+while not (handshake / "go").exists():
+    time.sleep(0.01)
+time.sleep(0.3)
+(handshake / "done").touch()
+while not (handshake / "release").exists():
+    time.sleep(0.01)
+json.dump({}, open(sys.argv[sys.argv.index("--result") + 1], "w"))
+""")
+    timing = run_workload(script, timeout_s=120)["runner"]
+    assert timing["started_in"] == "cold" and timing["spare_waited_s"] is None
+    assert 0.2 <= timing["ready_s"] and timing["ready_s"] + 0.3 <= timing["done_s"] <= timing["exit_s"]

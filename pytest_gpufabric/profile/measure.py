@@ -73,12 +73,15 @@ class _Runs:
 
     def __init__(self, fabric, name: str):
         from ..workloads.environment import gpu_environment, promised_boards
-        from ..workloads.runner import SPARES
+        from ..workloads.memory import SPARE_IMPORTS as MEMORY_SPARE_IMPORTS
+        from ..workloads.runner import SPARES, TORCH_ONLY
 
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
-        SPARES.prestart(self.env, count=min(MEASUREMENTS_PER_GPU_MACHINE, max(1, (os.cpu_count() or 2) // 2)))
+        count = min(MEASUREMENTS_PER_GPU_MACHINE, max(1, (os.cpu_count() or 2) // 2))
+        # the last is for the memory workload, which comes late and imports torchvision too (workloads/memory.py)
+        SPARES.prestart(self.env, [TORCH_ONLY] * (count - 1) + [MEMORY_SPARE_IMPORTS] if count > 1 else [TORCH_ONLY])
 
     def copy(self) -> dict:
         from ..workloads.bandwidth import run_copy

@@ -12,6 +12,7 @@ from .runner import run_workload
 
 MEMORY_SCRIPT = Path(__file__).with_name("memory_step.py")
 MEMORY_FORMAT = "gpufabric-memory/1"
+SPARE_IMPORTS = ("torch", "torchvision")  # memory_step.py's model is torchvision's where it is installed
 
 
 def memory_command(section: dict) -> list[str]:
@@ -31,6 +32,6 @@ def measure_memory(section: dict, env: dict[str, str] | None = None) -> dict:
 
     require_torch("the memory suite")
     result = run_workload(memory_command(section), timeout_s=section.get("timeout_s", 900),
-                          env=env or workload_environment())
+                          env=env or workload_environment(), spare_imports=SPARE_IMPORTS)
     result.pop("stdout_tail", None)
     return {"format": MEMORY_FORMAT, **result}

@@ -6,7 +6,8 @@ Standalone (imports torch, the standard library and nvidia-ml-py only); one proc
     python power_hold.py --seconds 20 --size 8192 --dtype bfloat16 --interval 0.25 --result out.json
 
 A thread per GPU multiplies two random ``--size`` square matrices back to back (a few products queued ahead, so
-the GPU never waits for the host) for ``--warmup`` seconds and then for ``--seconds``: the measured window.
+the GPU never waits for the host) for ``--warmup`` seconds at most (less once every GPU draws its power limit:
+``_hold``) and then for ``--seconds``: the measured window.
 During that window a sampler thread reads, every ``--interval`` seconds and per GPU: the power draw
 (nvmlDeviceGetPowerUsage: on Ampere and later a one-second average), the SM clock, the temperature, the
 headroom to the slowdown temperature (nvmlDeviceGetMarginTemperature, where the driver has it) and the clock
@@ -21,7 +22,8 @@ the same logic on CPU threads without NVML (for tests): every NVML field is null
 Result (``gpufabric-power-hold/1``), as an H100 80GB HBM3 of nvidia-h100-x1 gave it (2026-11-25, defaults)::
 
     {"format": "gpufabric-power-hold/1", "device": "cuda", "seconds": 20.0 (measured), "warmup_s": 3.0,
-     "interval_s": 0.25, "size": 8192, "dtype": "bfloat16", "nvml": {"available": true, "why": null},
+     "warmup_max_s": 3.0, "interval_s": 0.25, "size": 8192, "dtype": "bfloat16",
+     "nvml": {"available": true, "why": null},
      "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-42c7a046-...", "serial": "1753024038221",
                "name": "NVIDIA H100 80GB HBM3", "power_limit_w": 700.0, "max_sm_clock_mhz": 1980,
                "thresholds_c": {"slowdown": 89, "shutdown": 95, "gpu_max": 87},
@@ -44,6 +46,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -52,12 +55,12 @@ try:  # run as a script: its folder is on sys.path; imported as a module (tests)
     from handshake import handshake, reporting_failure
     from identity import workload_devices
     from nvml_reads import Nvml
-    from power_figures import power_figures
+    from power_figures import AT_LIMIT, power_figures
 except ImportError:
     from .handshake import handshake, reporting_failure
     from .identity import workload_devices
     from .nvml_reads import Nvml
-    from .power_figures import power_figures
+    from .power_figures import AT_LIMIT, power_figures
 
 FORMAT = "gpufabric-power-hold/1"
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -68,6 +71,7 @@ REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_c
 #: GEMMs queued ahead of the one the host waits for: deep enough that the GPU never idles between products,
 #: shallow enough that the load stops within a few products of the window's end
 _QUEUE_DEPTH = 4
+MIN_WARMUP_S = 1.0  # the warm-up's least length: NVML's power figure averages the last second
 
 
 def decode_reasons(mask: int) -> list[str]:
@@ -199,16 +203,27 @@ class Sampler(threading.Thread):
 
 
 def _hold(loads: list[Load], sampler: Sampler, seconds: float, warmup_s: float, directory: Path | None,
-          measure: threading.Event, stop: threading.Event) -> float:
-    """Warm-up, the measured window (the sampler running), the end of the load; the window's length in seconds."""
+          measure: threading.Event, stop: threading.Event,
+          at_limit: Callable[[], bool] | None = None) -> tuple[float, float]:
+    """Warm-up, the measured window (the sampler running), the end of the load; the warm-up's and the window's
+    length in seconds.
+
+    The warm-up runs from the moment every GPU has its matrices: power, clocks and temperature settle under load.
+    It ends after ``warmup_s``, or sooner once ``at_limit()`` (every GPU draws at least AT_LIMIT of its power limit)
+    after MIN_WARMUP_S: NVML's power reading is a one-second average on Ampere and later, so a GPU it shows at the
+    limit has been there for about a second, and the power-capped clocks the window judges are then what it
+    holds (an H100 of nvidia-h100-x1 read 692-700 W of 700 W from the window's first sample, after 3 s)."""
     for load in loads:
         load.start()
     for load in loads:
         load.ready.wait()
-    # warm-up from the moment every GPU has its matrices: clocks, power and temperature settle under load
-    deadline = time.perf_counter() + warmup_s
+    warmup_start = time.perf_counter()
+    deadline = warmup_start + warmup_s
     while time.perf_counter() < deadline and not any(load.error for load in loads):
+        if at_limit is not None and time.perf_counter() - warmup_start >= MIN_WARMUP_S and at_limit():
+            break
         time.sleep(min(0.05, max(0.0, deadline - time.perf_counter())))
+    warmed_s = time.perf_counter() - warmup_start
     # the runner's ready/go and done/release: a sampler in the pytest process may bracket exactly this window
     handshake(lambda: None, 0, directory, "ready", "go")
     measure.set()
@@ -224,13 +239,28 @@ def _hold(loads: list[Load], sampler: Sampler, seconds: float, warmup_s: float, 
     for load in loads:
         load.join()
     handshake(lambda: None, 0, directory, "done", "release")
-    return window_s
+    return warmed_s, window_s
+
+
+def _all_at_limit(nvml: Nvml, handles: list, limits_w: list[float | None]) -> Callable[[], bool]:
+    """Every GPU's power draw at AT_LIMIT of its limit or more (False where NVML cannot say: the warm-up then
+    runs its whole length)."""
+
+    def at_limit() -> bool:
+        for handle, limit_w in zip(handles, limits_w, strict=True):
+            power_mw = nvml.get({}, "power_w", ("nvmlDeviceGetPowerUsage",), handle)
+            if not limit_w or power_mw is None or power_mw / 1000 < AT_LIMIT * limit_w:
+                return False
+        return True
+
+    return at_limit
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="the measured window")
-    parser.add_argument("--warmup", type=float, default=3.0, help="load before the window (clocks and heat settle)")
+    parser.add_argument("--warmup", type=float, default=3.0,
+                        help="at most this much load before the window (less once every GPU is at its power limit)")
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--dtype", choices=sorted(_DTYPES), default="bfloat16")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between NVML reads")
@@ -266,7 +296,9 @@ def main() -> int:
         loads = [Load(d, args.size, dtype, measure, stop) for d in devices]
         sampler = Sampler(nvml, handles, unread, args.interval)
         try:
-            window_s = _hold(loads, sampler, args.seconds, args.warmup, args.handshake, measure, stop)
+            at_limit = _all_at_limit(nvml, handles, [f["power_limit_w"] for f in facts]) if nvml else None
+            warmed_s, window_s = _hold(loads, sampler, args.seconds, args.warmup, args.handshake, measure, stop,
+                                       at_limit)
         finally:  # whatever stopped the run, no GEMM thread outlives it
             measure.set()
             stop.set()
@@ -289,7 +321,8 @@ def main() -> int:
                      "tflops": load.iterations * flops / load.elapsed_s / 1e12 if load.elapsed_s > 0 else None,
                      "iterations": load.iterations, "unread": unread[i], "samples": samples,
                      "summary": summarize(samples, facts[i]["power_limit_w"])})
-    result = {"format": FORMAT, "device": args.device, "seconds": window_s, "warmup_s": args.warmup,
+    result = {"format": FORMAT, "device": args.device, "seconds": window_s, "warmup_s": round(warmed_s, 3),
+              "warmup_max_s": args.warmup,
               "interval_s": args.interval, "size": args.size, "dtype": str(dtype).replace("torch.", ""),
               "nvml": nvml_state, "gpus": gpus, "torch_version": torch.__version__}
     for gpu in gpus:

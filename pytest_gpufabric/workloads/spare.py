@@ -4,7 +4,10 @@ waits for the one command it will run (runner.py's SpareInterpreters).
 Importing torch takes about 5 s on the GPU machines (measured: 4.8 s of the memory workload on nvidia-h100-x1); a
 single-GPU acceptance runs six workloads one after the other, so cold starts were a quarter of its time. A spare is
 still a fresh process for every workload (its own CUDA context, allocator and crash), only started early.
-``--light``: torch only, not torchvision too (the spare the first workload takes: it is ready sooner).
+``--imports torch,torchvision``: what it imports ahead (default torch). Only the memory workload's model needs
+torchvision, which takes 5 s more on an H100: a spare that imports it is ready that much later, so a workload
+asks for the imports it needs and the others get a spare that is ready sooner (runner.run_workload's
+``spare_imports``).
 
 Protocol: one JSON line on stdin, ``{"argv": [script, args...], "stdout": PATH, "stderr": PATH, "env": {...}}``
 (env: the workload's environment, which differs from the spare's own only in pytest's PYTEST_ variables); the
@@ -12,20 +15,24 @@ script then runs as ``python script args...`` would (``__main__``, its folder fi
 status is this process's. End of input without a line: not needed, exit 0.
 """
 
+import importlib
 import json
 import os
 import runpy
 import sys
 
-try:
-    import torch  # noqa: F401  the point of a spare: imported before the workload is known
-except ImportError:
-    pass  # the script's own import fails with its own message
-if "--light" not in sys.argv:
-    try:
-        import torchvision  # noqa: F401  the memory workload's model where it is installed: 5 s more on an H100
-    except ImportError:
-        pass
+
+def _import_ahead(names: list[str]) -> None:
+    """The point of a spare: these modules are imported before the workload is known. One that is missing is left
+    to the script, whose own import then fails with its own message."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+_import_ahead(sys.argv[sys.argv.index("--imports") + 1].split(",") if "--imports" in sys.argv else ["torch"])
 
 
 def main() -> int:
