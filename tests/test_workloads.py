@@ -366,3 +366,51 @@ json.dump({}, open(sys.argv[sys.argv.index("--result") + 1], "w"))
     timing = run_workload(script, timeout_s=120)["runner"]
     assert timing["started_in"] == "cold" and timing["spare_waited_s"] is None
     assert 0.2 <= timing["ready_s"] and timing["ready_s"] + 0.3 <= timing["done_s"] <= timing["exit_s"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pinned host memory: cudaHostRegister from 8 threads (workloads/environment.py's FAST_PINNING)
+# ---------------------------------------------------------------------------------------------------------
+
+PIN_PROBE = Path(__file__).parent / "data" / "results" / "pin-probe-h100-x1" / "pin_probe.json"
+
+
+def test_fast_pinning_is_what_the_h100_measured_faster_and_copies_as_fast():
+    """The recorded probe (values in its README read off by hand): 8 GiB pinned about 4x faster with the
+    settings the workloads get, and the copy from either kind of pinned memory equally fast."""
+    from pytest_gpufabric.workloads.environment import FAST_PINNING
+
+    probe = {name: json.loads(run["out"]) for name, run in json.loads(PIN_PROBE.read_text()).items()
+             if isinstance(run, dict)}
+    assert [round(probe[n]["pin_8gib_s"], 3) for n in ("default", "default2", "register8", "register8b")] == \
+        [5.718, 4.71, 1.287, 1.228]
+    assert max(probe[n]["pin_8gib_s"] for n in ("register8", "register8b")) * 3 < \
+        min(probe[n]["pin_8gib_s"] for n in ("default", "default2"))
+    copies = [probe[n]["h2d_8gib_s"] for n in probe]
+    assert max(copies) / min(copies) < 1.05
+    assert ",".join(f"{k}:{v}" for k, v in FAST_PINNING) == \
+        "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"
+
+
+@pytest.mark.parametrize(("torch_version", "before", "after"), [
+    ("2.11.0+cu130", {}, {"PYTORCH_CUDA_ALLOC_CONF":
+                          "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"}),
+    ("2.11.0+cu130", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+     {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,pinned_use_cuda_host_register:True,"
+                                 "pinned_num_register_threads:8"}),
+    # the newer name, where the user set it, is the one torch reads: the settings join it
+    ("2.9.1", {"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+     {"PYTORCH_ALLOC_CONF": "expandable_segments:True,pinned_use_cuda_host_register:True,"
+                            "pinned_num_register_threads:8"}),
+    # the user chose how to pin: left alone
+    ("2.11.0", {"PYTORCH_CUDA_ALLOC_CONF": "pinned_num_register_threads:2"},
+     {"PYTORCH_CUDA_ALLOC_CONF": "pinned_num_register_threads:2"}),
+    # a torch without the keys (it would refuse the whole setting), a ROCm build, no torch, a version unread
+    ("2.0.1+cu118", {}, {}), ("2.4.0+rocm6.1", {}, {}), (None, {}, {}), ("nightly", {}, {}),
+])
+def test_fast_pinning_joins_the_users_allocator_settings(torch_version, before, after):
+    from pytest_gpufabric.workloads.environment import with_fast_pinning
+
+    env = {"PATH": "/usr/bin", **before}
+    with_fast_pinning(env, torch_version)
+    assert env == {"PATH": "/usr/bin", **after}
