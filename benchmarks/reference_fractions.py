@@ -10,6 +10,7 @@ and the files it came from.
 
 Recordings read:
 - tests/data/bundles/*/bandwidth.json (the bandwidth suite's workloads), with the bundle's nvml.json;
+- tests/data/bundles/*/hbm.json (the HBM test: its best figure per GPU against memory_bandwidth_gbps);
 - tests/data/bundles/*/nccl-tests-*.txt (nccl-tests output), with the bundle's nvidia-smi -q -x and nvlink -s;
 - tests/data/results/**/*.json (results of live runs: the bandwidth and copy checks' found values).
 
@@ -41,7 +42,8 @@ RESULTS = ROOT / "tests" / "data" / "results"
 SCRIPT = "benchmarks/reference_fractions.py"
 MARKER = "# --- recorded: written by benchmarks/reference_fractions.py from this repo's recordings; do not edit ---"
 
-NVLINK, PCIE = "nvlink", "pcie"
+NVLINK, PCIE, MEMORY = "nvlink", "pcie", "memory"
+HBM_WHAT = "HBM bandwidth, best of copy/read/write, each GPU"
 
 
 def _rel(path: Path) -> str:
@@ -98,6 +100,17 @@ def from_bandwidth_bundles(refs: dict[str, Reference]) -> Iterator[dict]:
                                PCIE, pcie, path)
 
 
+def from_hbm_bundles(refs: dict[str, Reference]) -> Iterator[dict]:
+    """The HBM test's best figure per GPU (hbm.json), its link rate the peak NVML's bus width and memory clock give."""
+    for path in sorted(BUNDLES.glob("*/hbm.json")):
+        gpus = json.loads(path.read_text()).get("gpus") or []
+        model = _model_of({g.get("name") for g in gpus}, refs)
+        values = [g["best_gbps"] for g in gpus if isinstance(g.get("best_gbps"), (int, float))]
+        peaks = [g["peak_gbps"] for g in gpus if isinstance(g.get("peak_gbps"), (int, float))]
+        if model is not None and values:
+            yield _measure(model, HBM_WHAT, None, None, values, MEMORY, min(peaks) if peaks else None, path)
+
+
 def from_nccl_tests_bundles(refs: dict[str, Reference]) -> Iterator[dict]:
     for path in sorted(BUNDLES.glob("*/nccl-tests-*.txt")):
         names = set(re.findall(r"<product_name>([^<]+)<", (path.parent / "nvidia-smi-q.xml").read_text()))
@@ -131,7 +144,7 @@ def from_results(refs: dict[str, Reference]) -> Iterator[dict]:
         if model is None:
             continue
         pcie = _pcie_rate([g.get("pcie") or {} for g in gpus], "gen_max", "width_max")
-        checks = [c for c in doc["checks"] if c["name"].startswith(("bandwidth-", "copy-"))]
+        checks = [c for c in doc["checks"] if c["name"].startswith(("bandwidth-", "copy-", "hbm-bandwidth"))]
         nvlink = next((c["found"].get("peak_gbps") for c in checks
                        if c["name"].startswith("bandwidth-") and str(c["found"].get("peak", "")).startswith("NVLink")),
                       None)
@@ -142,6 +155,10 @@ def from_results(refs: dict[str, Reference]) -> Iterator[dict]:
                 path_kind = NVLINK if str(found.get("peak", "")).startswith("NVLink") else PCIE
                 yield _measure(model, f"{op} busbw, torch.distributed over NCCL", expected.get("size_bytes"),
                                found.get("ranks"), [found["busbw_gbps"]], path_kind, found.get("peak_gbps"), path)
+            elif check["name"] == "hbm-bandwidth":
+                if isinstance(found.get("best_gbps"), (int, float)):
+                    yield _measure(model, HBM_WHAT, None, None, [found["best_gbps"]], MEMORY, found.get("peak_gbps"),
+                                   path)
             elif check["name"].startswith("copy-"):
                 values = [v for v in found.values() if isinstance(v, (int, float))]
                 kind = check["name"].removeprefix("copy-")
@@ -163,7 +180,8 @@ def recorded_sections(refs: dict[str, Reference] | None = None) -> dict[str, dic
     """Per model id, the ``recorded:`` section: measurements grouped by what, size, ranks and link rate."""
     refs = refs if refs is not None else load_references()
     groups: dict[tuple, dict] = {}
-    for m in (*from_bandwidth_bundles(refs), *from_nccl_tests_bundles(refs), *from_results(refs)):
+    for m in (*from_bandwidth_bundles(refs), *from_hbm_bundles(refs), *from_nccl_tests_bundles(refs),
+              *from_results(refs)):
         key = (m["model"], m["what"], m["size_bytes"], m["ranks"], m["link_rate_gbps"], m["path"])
         group = groups.setdefault(key, {**m, "values": {}, "files": []})
         # a live run's results file repeats the numbers of the bundle recorded in the same run: one sample each
@@ -175,17 +193,20 @@ def recorded_sections(refs: dict[str, Reference] | None = None) -> dict[str, dic
         g = groups[key]
         g["gbps"] = list(g["values"].values())
         ref = refs[g["model"]]
-        published = ref.nvlink_gbps_per_direction if g["path"] == NVLINK else ref.pcie_gbps_per_direction
+        published = {NVLINK: ref.nvlink_gbps_per_direction, PCIE: ref.pcie_gbps_per_direction,
+                     MEMORY: ref.memory_bandwidth_gbps}[g["path"]]
         section = sections.setdefault(g["model"], {
             "script": SCRIPT,
             "note": ("fractions are [lowest, highest] over the samples: of_published against the published peak per "
                      "direction below, of_link_rate against link_rate_gbps, the rate the machine reported (NVML's "
-                     "NVLink speeds summed over active links; PCIe gen x width after line coding). busbw is "
+                     "NVLink speeds summed over active links; PCIe gen x width after line coding; for HBM, NVML's "
+                     "bus width x max memory clock x 2). busbw is "
                      "nccl-tests' bus bandwidth; the 1 MiB sizes are latency-bound, not bandwidth-bound. Copies carry "
                      "no size: the bundles' copies moved 1 GiB (bandwidth.json copy.size), the results files do not "
                      "record it. A results file of a run that also recorded a bundle repeats its numbers; such "
                      "repeats count as one sample."),
-            "published_peaks_gbps": {NVLINK: ref.nvlink_gbps_per_direction, PCIE: ref.pcie_gbps_per_direction},
+            "published_peaks_gbps": {NVLINK: ref.nvlink_gbps_per_direction, PCIE: ref.pcie_gbps_per_direction,
+                                     MEMORY: ref.memory_bandwidth_gbps},
             "fractions": [],
         })
         entry = {"what": g["what"]}

@@ -339,6 +339,7 @@ def test_report_without_a_machine_says_why(pytester: pytest.Pytester):
 
 
 LIVE_H100 = RESULTS_DATA / "single-gpu-on-h100-x1" / "run-2" / "acceptance-results.json"
+LIVE_H100_SIGNED = RESULTS_DATA / "single-gpu-on-h100-x1" / "run-4" / "live" / "acceptance.html"
 
 
 def _check(document: dict, name: str, subject: str | None = None) -> dict:
@@ -681,22 +682,18 @@ def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
 
 
 @needs_chromium
-def test_the_live_h100_run_renders_in_chromium(pytester: pytest.Pytester):
-    """docs/acceptance-report-h100.png (GPUFABRIC_WRITE_SCREENSHOTS=1): the cover and promise table of the live
-    acceptance run on nvidia-h100-x1 (2026-11-25, tests/data/results/single-gpu-on-h100-x1/run-2), as the replay of
-    that run's bundle (h100-x1-diagnostics: its snapshot and measurement files) under its measured profile."""
-    shutil.copy(LIVE_H100.with_name("measured.yaml"), pytester.path / "measured.yaml")
-    _, document = _html_run(pytester, "--gpu-profile", "measured.yaml", "--gpu-replay", "h100-x1-diagnostics",
-                            "--gpu-customer", "ACME Labs", fresh_process=True)
-    live = json.loads(LIVE_H100.read_text())
-    # the replay judges the live run's numbers the same way
-    assert document["summary"]["promises"] == live["summary"]["promises"] == {
+def test_the_report_written_live_on_the_h100_renders_in_chromium(pytester: pytest.Pytester):
+    """docs/acceptance-report-h100.png (GPUFABRIC_WRITE_SCREENSHOTS=1): the cover and promise table of the report
+    `gpufabric accept --sign-key` wrote live on nvidia-h100-x1 (2026-11-25, hardware/record-single-gpu.sh,
+    tests/data/results/single-gpu-on-h100-x1/run-4/live): the machine's own file, signed there, not a replay."""
+    live = json.loads(LIVE_H100_SIGNED.with_name("gpufabric-results.json").read_text())
+    assert live["run"]["mode"] == "live" and live["summary"]["promises"] == {
         "passed": 25, "failed": 0, "not_checked": 0, "waived": 0}
-    assert [(c["name"], c["found"]) for c in document["checks"] if c["name"] == "hbm-bandwidth"] == [
-        (c["name"], c["found"]) for c in live["checks"] if c["name"] == "hbm-bandwidth"]
-    dom = _render(pytester, pytester.path / "reports" / "acceptance.html",
-                  _screenshot("acceptance-report-h100.png", pytester.path), window="1280,2000")
-    assert "Verdict: ACCEPTED" in dom and "1793226006610" in dom and "2026-11-25 15:35 UTC" in dom
+    dom = _render(pytester, LIVE_H100_SIGNED, _screenshot("acceptance-report-h100.png", pytester.path),
+                  window="1280,2000")
+    assert "Verdict: ACCEPTED" in dom and "1652624815179" in dom and "2026-11-25 18:24 UTC" in dom
+    assert "ACME Labs" in dom and "pytest-gpufabric maintainers" in dom and "sha256:cec043919be021c6" in dom
+    _cover_first(dom)
 
 
 @needs_chromium

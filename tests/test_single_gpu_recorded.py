@@ -1,7 +1,8 @@
 """The single-GPU acceptance recorded on nvidia-h100-x1 (tests/data/results/single-gpu-on-h100-x1/README.md):
-its bundle replays against the profile `profile init --measure` wrote there, to the live verdict and figures; the
+its bundles replay against the profile `profile init --measure` wrote there, to the live verdict and figures; the
 planted memory fault was rejected naming the board; `profile init --measure --replay` writes, from the bundle, a
-profile that accepts it with no promise left unchecked."""
+profile that accepts it with no promise left unchecked; the report signed live on the machine verifies, and one
+digit changed in it does not; the recorded run times are the ones the README quotes."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import yaml
 DATA = Path(__file__).parent / "data"
 RECORDED = DATA / "results" / "single-gpu-on-h100-x1"
 BUNDLE = DATA / "bundles" / "h100-x1-diagnostics"
+MEASURED_BUNDLE = DATA / "bundles" / "h100-x1-measured"  # run-4's
 SERIAL = "1793226006610"  # the board of run-2 (nvidia-smi -q, and every workload's own NVML read)
 
 
-def _replay(pytester: pytest.Pytester, profile: Path) -> dict:
-    result = pytester.runpytest("--gpu-profile", str(profile), "--gpu-replay", str(BUNDLE))
+def _replay(pytester: pytest.Pytester, profile: Path, bundle: Path = BUNDLE) -> dict:
+    result = pytester.runpytest("--gpu-profile", str(profile), "--gpu-replay", str(bundle))
     document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
     document["exit"] = result.ret
     return document
@@ -59,7 +61,7 @@ def test_the_recorded_figures_are_the_ones_read_by_hand():
 
 
 def test_the_planted_memory_fault_was_rejected_naming_the_board():
-    for run in ("run-1", "run-2"):
+    for run in ("run-1", "run-2", "run-3", "run-4", "run-5"):
         document = json.loads((RECORDED / run / "planted-memory-fault-results.json").read_text())
         assert document["summary"]["verdict"] == "REJECTED" and document["summary"]["exit_code"] == 1
         assert _promises(document) == {"memory-pattern[GPU0]": "failed"}
@@ -93,3 +95,74 @@ def test_profile_init_measure_from_the_bundle_accepts_it_with_nothing_unchecked(
     replay = _replay(pytester, output)
     assert replay["summary"]["verdict"] == "ACCEPTED" and replay["exit"] == 0
     assert set(_promises(replay).values()) == {"passed"} and not replay["not_run"]
+
+
+def test_the_bundle_recorded_after_the_speed_work_replays_to_its_live_acceptance(pytester: pytest.Pytester):
+    live = json.loads((RECORDED / "run-4" / "acceptance-results.json").read_text())
+    replay = _replay(pytester, RECORDED / "run-4" / "measured.yaml", MEASURED_BUNDLE)
+    assert replay["summary"]["verdict"] == live["summary"]["verdict"] == "ACCEPTED" and replay["exit"] == 0
+    assert _promises(replay) == _promises(live) and len(_promises(replay)) == 25
+    for name in ("hbm-bandwidth", "memory-pattern", "power-hold", "pcie-under-load"):
+        assert _check(replay, name)["found"] == _check(live, name)["found"]
+
+
+def test_the_power_hold_warm_up_ended_at_the_limit_and_the_clocks_are_as_before():
+    """run-4's bundle (values read off power-hold.json by hand): the warm-up ended after 1.053 s of its 3 s, once
+    NVML read the GPU at its limit; the window's median SM clock at the limit, 1387.5 MHz, is what the 3 s warm-ups
+    of run-1 and run-2 gave (1372 and 1365 MHz)."""
+    power = json.loads((MEASURED_BUNDLE / "power-hold.json").read_text())
+    assert (power["warmup_s"], power["warmup_max_s"]) == (1.053, 3.0)
+    summary = power["gpus"][0]["summary"]
+    assert summary["sm_clock_mhz_median_at_limit"] == 1387.5 and summary["reasons_seen"] == {"sw_power_cap": 1.0}
+    assert summary["at_limit_fraction"] >= 0.9 and summary["samples"] == 24
+
+
+def test_the_recorded_acceptance_times():
+    """timing.json of each run, read by hand: run-3 (spares by need, before the faster pinning) 49.5 s; run-4 and
+    run-5 (with it; run-5 was asked of nvidia-h200 and given an H100) 38.4 and 41.1 s, within the 45 s goal; the 60 s
+    burn-ins 71.2, 69.0 and 69.5 s, within 75 s."""
+    walls = {run: json.loads((RECORDED / run / "timing.json").read_text()) for run in ("run-3", "run-4", "run-5")}
+    assert {run: round(t["acceptance"]["wall_s"], 1) for run, t in walls.items()} == \
+        {"run-3": 49.5, "run-4": 38.4, "run-5": 41.1}
+    assert {run: round(t["burn-in"]["wall_s"], 1) for run, t in walls.items()} == \
+        {"run-3": 71.2, "run-4": 69.0, "run-5": 69.5}
+    assert all(t["acceptance"]["verdict"] == "ACCEPTED" for t in walls.values())
+    # where the memory workload's time went: offloading at 0 % pinned ~7.5 GB, 8.1 s before the faster pinning
+    phases = {run: json.loads((RECORDED / run / "acceptance-results.json").read_text()) for run in walls}
+    assert all(p["summary"]["verdict"] == "ACCEPTED" for p in phases.values())
+    spare_timings = walls["run-4"]["acceptance"]["workloads"]
+    assert set(spare_timings) == {"hbm", "memory-pattern", "memory", "pcie-load", "power-hold"}
+    assert all(t["started_in"] == "spare" for t in spare_timings.values())
+    assert spare_timings["hbm"]["exit_s"] == 0.913
+
+
+LIVE = RECORDED / "run-4" / "live"
+
+
+def test_the_report_signed_live_on_the_machine_verifies_and_a_changed_digit_does_not(tmp_path):
+    """`gpufabric accept --sign-key` on nvidia-h100-x1 wrote these with a key made for that run; its public half
+    came back with them."""
+    import shutil
+    import subprocess
+    import sys
+
+    def verify(*paths: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest_gpufabric.cli", "verify", *map(str, paths), "--key",
+                               str(LIVE / "run-pub.pem")], capture_output=True, text=True, timeout=120)
+
+    done = verify(LIVE / "gpufabric-results.json", LIVE / "acceptance.html")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": valid: ") == 2 and "sha256:cec043919be021c6" in done.stdout
+    document = json.loads((LIVE / "gpufabric-results.json").read_text())
+    assert document["summary"]["verdict"] == "ACCEPTED" and document["run"]["mode"] == "live"
+    page = (LIVE / "acceptance.html").read_text(encoding="utf-8")
+    assert "ACME Labs" in page and "pytest-gpufabric maintainers" in page
+    changed = tmp_path / "gpufabric-results.json"
+    text = (LIVE / "gpufabric-results.json").read_text()
+    hbm = next(c for c in document["checks"] if c["name"] == "hbm-bandwidth")
+    before = f'"best_gbps": {hbm["found"]["best_gbps"]}'
+    assert before in text
+    shutil.copy(LIVE / "gpufabric-results.json", changed)
+    changed.write_text(text.replace(before, before[:-1] + ("1" if before[-1] != "1" else "2"), 1))
+    done = verify(changed)
+    assert done.returncode == 1 and "hbm-bandwidth" in done.stdout and "changed" in done.stdout
