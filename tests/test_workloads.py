@@ -414,3 +414,23 @@ def test_fast_pinning_joins_the_users_allocator_settings(torch_version, before, 
     env = {"PATH": "/usr/bin", **before}
     with_fast_pinning(env, torch_version)
     assert env == {"PATH": "/usr/bin", **after}
+
+
+OFFLOAD_PROBE = (Path(__file__).parent / "data" / "results" / "offload-pinning-probe-h100-x1"
+                 / "offload_pinning_probe.json")
+
+
+def test_fast_pinning_left_the_offloading_slowdown_within_its_own_spread():
+    """The recorded probe (its README, read by hand): the memory workload alternately without and with FAST_PINNING
+    on one H100. Each way's slowdowns fall inside the other's range widened by the step's own spread, and only the
+    phase that pins the pool got faster."""
+    runs = json.loads(OFFLOAD_PROBE.read_text())["runs"]
+    by = {name: [r for r in runs if r["pinning"] == name] for name in ("cudaHostAlloc", "cudaHostRegister x8")}
+    small = {name: [round(r["lms"][0]["ratio_vs_baseline"], 3) for r in rs] for name, rs in by.items()}
+    assert small == {"cudaHostAlloc": [3.787, 2.838, 3.663], "cudaHostRegister x8": [3.61, 3.473, 3.816]}
+    assert min(small["cudaHostAlloc"]) < min(small["cudaHostRegister x8"]) < max(small["cudaHostAlloc"])
+    phase = {name: [r["phase_seconds"]["offload >= 8388608 B at 0.0"] for r in rs] for name, rs in by.items()}
+    assert max(phase["cudaHostRegister x8"]) < 3.0 < 6.0 < min(phase["cudaHostAlloc"])
+    assert all(r["alloc_conf"] is None for r in by["cudaHostAlloc"])
+    assert {r["alloc_conf"] for r in by["cudaHostRegister x8"]} == {
+        "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"}
