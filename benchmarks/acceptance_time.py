@@ -40,8 +40,8 @@ def run(profile: str, out: Path, extra: list[str]) -> dict:
 
 def workload_timings(out: Path) -> dict[str, dict]:
     """Where each recorded workload's time went, as the runner saw it (runner.run_workload's ``runner``): started
-    in a spare or cold, how long that spare had been importing, the seconds to its ready and done marks and to its
-    exit. Read from the measurement files the run wrote to its report folder."""
+    in a spare or cold, how long before the hand-over that spare was started, the seconds to its ready and done
+    marks and to its exit. Read from the measurement files the run wrote to its report folder."""
     timings = {}
     for path in sorted(out.glob("*.json")):
         try:
@@ -59,7 +59,7 @@ def table(name: str, timing: dict) -> str:
     lines += [f"| {suite} | {seconds:.1f} |" for suite, seconds in sorted(timing["suites"].items(),
                                                                          key=lambda kv: -kv[1])]
     if timing["workloads"]:
-        lines += ["", "| workload | started in | spare had waited s | ready s | done s | exit s |",
+        lines += ["", "| workload | started in | spare started s before | ready s | done s | exit s |",
                   "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {name} | {t.get('started_in')} | {t.get('spare_waited_s')} | {t.get('ready_s')} | "
                   f"{t.get('done_s')} | {t.get('exit_s')} |" for name, t in timing["workloads"].items()]

@@ -146,7 +146,7 @@ class SpareInterpreters:
 
     def start(self, cmd: list[str], env: dict[str, str] | None, stdout: Path, stderr: Path,
               imports: tuple[str, ...] = TORCH_ONLY) -> tuple[subprocess.Popen, float] | None:
-        """The workload, run by a waiting spare of its environment, with how long that spare had been waiting
+        """The workload, run by a waiting spare of its environment, with how long ago that spare was started
         (None: start it cold); when none is left, one like the last taken is started for the next workload (a
         run's workloads come in the order the spares were asked for, and the burn-in repeats its own)."""
         if not self._usable(cmd):
@@ -175,7 +175,8 @@ def run_workload(
 ) -> dict:
     """Run ``cmd + ["--handshake", DIR, "--result", FILE]``; return the JSON the workload wrote to FILE, with
     ``runner`` added: where its wall time went (``started_in``: "spare" or "cold"; ``spare_waited_s``: how long
-    the spare had been importing before it was handed the script; seconds from the start to the workload's
+    before the hand-over that spare was started, its imports included, which take about 5 s on an H100 (one
+    handed over sooner finishes them first); seconds from the hand-over to the workload's
     ``ready``, to its ``done`` and to its exit; None for a mark the workload does not write). The acceptance-time
     benchmark reads these to tell a workload's start-up from its measuring.
 
