@@ -346,6 +346,19 @@ def test_a_workload_gets_the_spare_that_imported_what_it_asked_for(tmp_path, spa
     assert fallback["runner"]["started_in"] == "spare" and spares.served == 3
 
 
+def test_a_spare_whose_ahead_import_breaks_still_runs_a_script_that_does_not_need_it(tmp_path, spares):
+    """A torchvision built for another torch raises RuntimeError on import, not ImportError: the spare carries on
+    (an empty name in --imports too), and the workload runs in it as it would cold."""
+    (tmp_path / "broken_ahead.py").write_text("raise RuntimeError('operator torchvision::nms does not exist')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    spares.prestart(env, [("torch", "", "broken_ahead")])
+    (spare,) = spares._spares
+    result = run_workload(_script(tmp_path, "reports.py", _REPORTS_ITSELF), timeout_s=120, env=env,
+                          spare_imports=("torch", "", "broken_ahead"))
+    assert result["pid"] == spare.process.pid and result["torch_already_imported"] is True
+    assert result["runner"]["started_in"] == "spare" and spares.served == 1
+
+
 def test_the_runner_says_where_a_workloads_time_went(tmp_path):
     """Started cold, a workload that marks its measured part: the seconds to its ready and done marks and to its
     exit, in that order (the acceptance-time benchmark's breakdown)."""
@@ -402,11 +415,27 @@ def test_fast_pinning_is_what_the_h100_measured_faster_and_copies_as_fast():
     ("2.9.1", {"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
      {"PYTORCH_ALLOC_CONF": "expandable_segments:True,pinned_use_cuda_host_register:True,"
                             "pinned_num_register_threads:8"}),
+    # spaces and empty items in the user's value are dropped (torch refuses an empty option), lists kept whole
+    ("2.11.0", {"PYTORCH_CUDA_ALLOC_CONF": " expandable_segments:True, ,"},
+     {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,pinned_use_cuda_host_register:True,"
+                                 "pinned_num_register_threads:8"}),
+    ("2.11.0", {"PYTORCH_CUDA_ALLOC_CONF": " "},
+     {"PYTORCH_CUDA_ALLOC_CONF": "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"}),
+    ("2.11.0", {"PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:[256:1,512:2]"},
+     {"PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:[256:1,512:2],pinned_use_cuda_host_register:True,"
+                                 "pinned_num_register_threads:8"}),
+    # dev builds read by their major and minor
+    ("2.10.0a0+git1234abc", {}, {"PYTORCH_CUDA_ALLOC_CONF":
+                                 "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"}),
     # the user chose how to pin: left alone
     ("2.11.0", {"PYTORCH_CUDA_ALLOC_CONF": "pinned_num_register_threads:2"},
      {"PYTORCH_CUDA_ALLOC_CONF": "pinned_num_register_threads:2"}),
-    # a torch without the keys (it would refuse the whole setting), a ROCm build, no torch, a version unread
-    ("2.0.1+cu118", {}, {}), ("2.4.0+rocm6.1", {}, {}), (None, {}, {}), ("nightly", {}, {}),
+    # both names set: which one torch reads depends on its version, so neither is touched
+    ("2.11.0", {"PYTORCH_ALLOC_CONF": "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF": ""},
+     {"PYTORCH_ALLOC_CONF": "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF": ""}),
+    # a torch without the keys (2.1 and older refuse the whole setting), a ROCm build, no torch, a version unread
+    ("2.1.2+cu121", {}, {}), ("2.0.1+cu118", {}, {}), ("2.4.0+rocm6.1", {}, {}), (None, {}, {}),
+    ("nightly", {}, {}),
 ])
 def test_fast_pinning_joins_the_users_allocator_settings(torch_version, before, after):
     from pytest_gpufabric.workloads.environment import with_fast_pinning

@@ -73,15 +73,12 @@ class _Runs:
 
     def __init__(self, fabric, name: str):
         from ..workloads.environment import gpu_environment, promised_boards
-        from ..workloads.memory import SPARE_IMPORTS as MEMORY_SPARE_IMPORTS
         from ..workloads.runner import SPARES, TORCH_ONLY
 
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
-        count = min(MEASUREMENTS_PER_GPU_MACHINE, max(1, (os.cpu_count() or 2) // 2))
-        # the last is for the memory workload, which comes late and imports torchvision too (workloads/memory.py)
-        SPARES.prestart(self.env, [TORCH_ONLY] * (count - 1) + [MEMORY_SPARE_IMPORTS] if count > 1 else [TORCH_ONLY])
+        SPARES.prestart(self.env, [TORCH_ONLY] * min(MEASUREMENTS_PER_GPU_MACHINE, max(1, (os.cpu_count() or 2) // 2)))
 
     def copy(self) -> dict:
         from ..workloads.bandwidth import run_copy
@@ -112,8 +109,13 @@ class _Runs:
 
     def gemm(self) -> dict:
         from ..workloads.burn_in import gemm_command
-        from ..workloads.runner import run_workload
+        from ..workloads.memory import SPARE_IMPORTS as MEMORY_SPARE_IMPORTS
+        from ..workloads.runner import SPARES, run_workload
 
+        # the memory workload comes next: its spare (torchvision too, 14 s on an H100) imports during the GEMM,
+        # whose rate the GPU bounds, rather than being taken early by a torch-only workload
+        if SPARES.enabled:
+            SPARES.prestart(self.env, [MEMORY_SPARE_IMPORTS])
         return run_workload(gemm_command(10, {}, None, len(self.boards)), timeout_s=300, env=self.env)
 
     def memory(self) -> dict:

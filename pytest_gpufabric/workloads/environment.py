@@ -25,8 +25,8 @@ def require_torch(what: str) -> None:
 
 def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The pytest process's environment (so NCCL_* settings a user exports reach the ranks), with NVLink
-    multicast off unless set (NVLS on shared machines can take the host's GPUs out of service) and CUDA's
-    device order set to NVML's (workloads/identity.py says why)."""
+    multicast off unless set (NVLS on shared machines can take the host's GPUs out of service), CUDA's device
+    order set to NVML's (workloads/identity.py says why) and host memory pinned the faster way (FAST_PINNING)."""
     env = dict(os.environ)
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -39,31 +39,36 @@ def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 #: torch's pinned host allocator set to page-lock with cudaHostRegister from 8 threads rather than with
 #: cudaHostAlloc: on nvidia-h100-x1 (torch 2.11) 8 GiB were pinned in 1.23-1.29 s instead of 4.71-5.72 s and 1 GiB
 #: in 0.18-0.20 s instead of 0.60-0.77 s, with host-to-device copies from either equally fast
-#: (tests/data/results/pin-probe-h100-x1/). Pinning is the set-up of the copy, PCIe and memory workloads (the
-#: memory suite's offloading pins gigabytes), never what they time. The keys exist from torch 2.1 on.
+#: (tests/data/results/pin-probe-h100-x1/), and the memory suite's offloading slowdown within its own spread
+#: (tests/data/results/offload-pinning-probe-h100-x1/). Pinning is the set-up of the copy, PCIe and memory
+#: workloads (the offloading pins gigabytes), never what they time. The keys came with torch 2.2 (pytorch#108488,
+#: merged after 2.1.0); a torch that lacks them refuses the whole setting, and every CUDA allocation with it.
 FAST_PINNING = (("pinned_use_cuda_host_register", "True"), ("pinned_num_register_threads", "8"))
+_ALLOC_CONF_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")  # the newer name first
 
 
 def with_fast_pinning(env: dict[str, str], torch_version: str | None) -> None:
-    """Add FAST_PINNING to the allocator settings of ``env`` (PYTORCH_ALLOC_CONF where the user set that newer
-    name, else PYTORCH_CUDA_ALLOC_CONF), keeping the user's own settings; nothing where the user already chose
-    how to pin, or where torch (``torch_version``, None when not installed) predates the keys or is a ROCm
-    build (whose keys differ)."""
+    """Add FAST_PINNING to the allocator settings of ``env`` (in the variable the user set, else
+    PYTORCH_CUDA_ALLOC_CONF, which every torch since 2.2 reads), keeping the user's own settings. Nothing changes
+    where the user already chose how to pin, set both variables (which one torch reads depends on its version),
+    or where torch (``torch_version``, None when not installed) is older than 2.2 or a ROCm build (not tried)."""
     if not torch_version or "rocm" in torch_version:
         return
     try:
         major, minor = (int(part) for part in torch_version.split("+")[0].split(".")[:2])
     except ValueError:
         return
-    if (major, minor) < (2, 1):
+    if (major, minor) < (2, 2):
         return
-    name = "PYTORCH_ALLOC_CONF" if env.get("PYTORCH_ALLOC_CONF") else "PYTORCH_CUDA_ALLOC_CONF"
-    current = env.get(name, "")
-    chosen = {item.split(":")[0].strip() for item in current.split(",") if item.strip()}
-    if chosen & {key for key, _ in FAST_PINNING}:
+    set_by_user = [name for name in _ALLOC_CONF_NAMES if name in env]
+    if len(set_by_user) > 1:
         return
-    env[name] = ",".join([*([current.strip(",")] if current.strip(",") else []),
-                          *(f"{key}:{value}" for key, value in FAST_PINNING)])
+    name = set_by_user[0] if set_by_user else "PYTORCH_CUDA_ALLOC_CONF"
+    # torch skips spaces but not empty items: "a:1, " would reach it as "a:1,,b:2", an unknown option ","
+    items = [item.strip() for item in env.get(name, "").split(",") if item.strip()]
+    if {item.split(":")[0] for item in items} & {key for key, _ in FAST_PINNING}:
+        return
+    env[name] = ",".join([*items, *(f"{key}:{value}" for key, value in FAST_PINNING)])
 
 
 def installed_torch_version() -> str | None:

@@ -21,8 +21,9 @@ the same logic on CPU threads without NVML (for tests): every NVML field is null
 
 Result (``gpufabric-power-hold/1``), as an H100 80GB HBM3 of nvidia-h100-x1 gave it (2026-11-25, defaults)::
 
-    {"format": "gpufabric-power-hold/1", "device": "cuda", "seconds": 20.0 (measured), "warmup_s": 3.0,
-     "warmup_max_s": 3.0, "interval_s": 0.25, "size": 8192, "dtype": "bfloat16",
+    {"format": "gpufabric-power-hold/1", "device": "cuda", "seconds": 20.0 (measured),
+     "warmup_s": 3.0 (as long as it ran: 1.05 on that H100 since the warm-up ends at the limit), "warmup_max_s": 3.0,
+     "interval_s": 0.25, "size": 8192, "dtype": "bfloat16",
      "nvml": {"available": true, "why": null},
      "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-42c7a046-...", "serial": "1753024038221",
                "name": "NVIDIA H100 80GB HBM3", "power_limit_w": 700.0, "max_sm_clock_mhz": 1980,
@@ -243,12 +244,16 @@ def _hold(loads: list[Load], sampler: Sampler, seconds: float, warmup_s: float, 
 
 
 def _all_at_limit(nvml: Nvml, handles: list, limits_w: list[float | None]) -> Callable[[], bool]:
-    """Every GPU's power draw at AT_LIMIT of its limit or more (False where NVML cannot say: the warm-up then
-    runs its whole length)."""
+    """Every GPU's power draw at AT_LIMIT of its limit or more. False where NVML cannot say, whatever it answered:
+    the warm-up then runs its whole length, and an NVML that fails for good fails the window's sampler, which
+    reports it with the GPU it read."""
 
     def at_limit() -> bool:
         for handle, limit_w in zip(handles, limits_w, strict=True):
-            power_mw = nvml.get({}, "power_w", ("nvmlDeviceGetPowerUsage",), handle)
+            try:
+                power_mw = nvml.get({}, "power_w", ("nvmlDeviceGetPowerUsage",), handle)
+            except Exception:  # noqa: BLE001  GPU_IS_LOST and the like: the sampler meets it and says so
+                return False
             if not limit_w or power_mw is None or power_mw / 1000 < AT_LIMIT * limit_w:
                 return False
         return True
@@ -261,6 +266,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="the measured window")
     parser.add_argument("--warmup", type=float, default=3.0,
                         help="at most this much load before the window (less once every GPU is at its power limit)")
+    parser.add_argument("--full-warmup", action="store_true",
+                        help="run the whole --warmup even at the limit (to compare warm-ups: hardware/)")
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--dtype", choices=sorted(_DTYPES), default="bfloat16")
     parser.add_argument("--interval", type=float, default=0.25, help="seconds between NVML reads")
@@ -296,7 +303,8 @@ def main() -> int:
         loads = [Load(d, args.size, dtype, measure, stop) for d in devices]
         sampler = Sampler(nvml, handles, unread, args.interval)
         try:
-            at_limit = _all_at_limit(nvml, handles, [f["power_limit_w"] for f in facts]) if nvml else None
+            at_limit = (_all_at_limit(nvml, handles, [f["power_limit_w"] for f in facts])
+                        if nvml and not args.full_warmup else None)
             warmed_s, window_s = _hold(loads, sampler, args.seconds, args.warmup, args.handshake, measure, stop,
                                        at_limit)
         finally:  # whatever stopped the run, no GEMM thread outlives it

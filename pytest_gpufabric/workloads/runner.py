@@ -65,10 +65,13 @@ class SpareInterpreters:
     workload whose environment differs, or that is not a Python script, starts cold.
 
     ``prestart(env, imports)`` starts one spare per entry of ``imports`` (the modules it imports ahead) before the
-    run's first measurement: they import in parallel then, not while a measurement runs. A workload takes a spare
-    that imported what it asked for (``spare_imports``), else any spare of its environment (the script imports
-    the rest itself). When the last is taken, one more like it is started for the next (the burn-in's chunks), so
-    at most one import ever overlaps a running workload."""
+    run's first measurement, so that they import in parallel rather than one by one between measurements. Those
+    imports overlap the first workloads: a torch import takes about 5 s on an H100 and one with torchvision 14 s
+    (tests/data/results/pin-probe-h100-x1/), on cores the workloads leave idle (they drive the GPU from one
+    thread); the spreads docs/margins.md quotes were measured with them, not compared against runs without. A
+    workload takes a spare that imported what it asked for (``spare_imports``), else any spare of its
+    environment (the script imports the rest itself). When the last is taken, one more is started for the next
+    workload (the burn-in's chunks)."""
 
     SCRIPT = Path(__file__).with_name("spare.py")
 
@@ -147,17 +150,16 @@ class SpareInterpreters:
     def start(self, cmd: list[str], env: dict[str, str] | None, stdout: Path, stderr: Path,
               imports: tuple[str, ...] = TORCH_ONLY) -> tuple[subprocess.Popen, float] | None:
         """The workload, run by a waiting spare of its environment, with how long ago that spare was started
-        (None: start it cold); when none is left, one like the last taken is started for the next workload (a
-        run's workloads come in the order the spares were asked for, and the burn-in repeats its own)."""
+        (None: start it cold); when none is left, one importing what this workload asked for is started for the
+        next (the burn-in repeats its own chunks)."""
         if not self._usable(cmd):
             return None
-        started, like = None, imports
+        started = None
         while started is None and (spare := self._pick(env, imports)) is not None:
-            like = spare.imports
             if self._hand_over(spare, cmd, env, stdout, stderr):
                 started = (spare.process, time.monotonic() - spare.spawned)
         if not self._spares:
-            self._spares.append(self._spawn(env, like))
+            self._spares.append(self._spawn(env, imports))
         return started
 
 

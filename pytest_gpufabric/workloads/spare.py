@@ -23,12 +23,13 @@ import sys
 
 
 def _import_ahead(names: list[str]) -> None:
-    """The point of a spare: these modules are imported before the workload is known. One that is missing is left
-    to the script, whose own import then fails with its own message."""
-    for name in names:
+    """The point of a spare: these modules are imported before the workload is known. One that is missing or
+    broken (a torchvision built for another torch raises RuntimeError on import) is left to the script: one that
+    needs it fails with its own message, and one that does not runs as it would cold."""
+    for name in filter(None, (name.strip() for name in names)):
         try:
             importlib.import_module(name)
-        except ImportError:
+        except Exception:  # noqa: BLE001  whatever the import raised, the script's own import says it
             pass
 
 
