@@ -195,13 +195,21 @@ def recorded_samples(references: dict[str, Reference]) -> list[dict[str, Any]]:
 def recorded_floor(samples: list[dict], ref: Reference, kind: str, op: str | None, basis: str,
                    size_bytes: int | None) -> dict[str, Any]:
     """The recorded fractions a figure is held to: the model's own runs of the same op where there are any, else
-    every model's (then all_reduce's for a busbw op never recorded), at the largest recorded size not above
-    `size_bytes` (any size for copies and memory, which the recordings carry without one).
+    every model's (then all_reduce's for a busbw op never recorded; memory bandwidth only ever the model's own), at
+    the largest recorded size not above `size_bytes` (any size for copies and memory, which the recordings carry
+    without one).
 
     Returns ``{"lowest", "highest", "size_bytes", "op", "models", "samples"}``, or ``{"why"}`` when nothing
     recorded compares."""
     same = [s for s in samples if s["kind"] == kind and s["basis"] == basis]
     own = [s for s in same if s["model"] == ref.model]
+    if basis == MEMORY:
+        # never borrowed: HBM3 on an H100 reaches 0.95-0.98 of its peak, an A100's HBM2e or an L40S's GDDR6
+        # reach less, so another model's share would call a healthy board low
+        if not own:
+            return {"why": f"this project has no recorded run of {ref.name}'s memory bandwidth to compare with "
+                           "(other models' memories reach other shares of their peaks)"}
+        same = own
     pools = [[s for s in own if s["op"] == op], [s for s in same if s["op"] == op]]
     if kind == "busbw" and op != "all_reduce":
         pools += [[s for s in own if s["op"] == "all_reduce"], [s for s in same if s["op"] == "all_reduce"]]
