@@ -42,9 +42,15 @@ PCIE_SECTION = {"seconds": 2}
 MEASUREMENTS_PER_GPU_MACHINE = 8
 #: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
 PATTERN_SECTION = {"seconds": 5}
-#: a latency-bound time (all_reduce at 1 MiB) or an offloading slowdown (bound by the host) moves more from run to
-#: run than a bandwidth does: its ceiling is the highest measured times this, whatever the margin
+#: a latency-bound time (all_reduce at 1 MiB) moves more from run to run than a bandwidth does: its ceiling is the
+#: highest measured times this, whatever the margin
 LATENCY_ALLOWANCE = 1.5
+#: an offloading slowdown is the oversized batch's time per image over that of one short batch-1 step, and that step
+#: moves: 16.3 and 27.6 ms on one H100 in one lease while the offloaded batch held 81-85 ms per image, so the same
+#: healthy step read 3.09x and then 4.98x, and a ceiling of 1.5x the first rejected the board
+#: (tests/data/results/single-gpu-on-h100-x1/run-6). Every ratio this project recorded of one step on one kind of
+#: machine lies within 1.9x of the lowest: the ceiling is the measured ratio times this
+OFFLOAD_ALLOWANCE = 2.0
 
 
 @dataclass
@@ -305,11 +311,12 @@ def _memory(measured: Measured, results: list[dict], fabric, margin: float, wher
     for spec, run in zip(section["lms"], result.get("lms", []), strict=False):
         ratio = run.get("ratio_vs_baseline")
         if run.get("outcome") == "completed" and isinstance(ratio, (int, float)):
-            spec["max_slowdown"] = round(ratio * LATENCY_ALLOWANCE, 2)
+            spec["max_slowdown"] = round(ratio * OFFLOAD_ALLOWANCE, 2)
             measured.note("memory", f"memory: offloading tensors >= {spec['threshold']} past "
                                     f"{spec['usage_fraction']:.0%} of the budget, {where}: {ratio:.2f}x the batch-1 "
-                                    f"time per image; ceiling {LATENCY_ALLOWANCE:g} x that (host-bound: on "
-                                    "nvidia-h100-x1 the same step read 2.88x and 3.41x in two runs)")
+                                    f"time per image; ceiling {OFFLOAD_ALLOWANCE:g} x that (held against one short "
+                                    "batch-1 step, which moves: on nvidia-h100-x1 the same step read 3.09x and "
+                                    "4.98x in one lease)")
     section["lms"] = [spec for spec in section["lms"] if "max_slowdown" in spec]
     if not section["lms"]:
         del section["lms"]
