@@ -237,3 +237,17 @@ def test_the_offloading_ceiling_covers_every_ratio_recorded_of_one_healthy_step(
         "8 MiB": (2.84, 4.98), "64 MiB": (1.56, 2.99)}
     assert all(max(values) <= min(values) * OFFLOAD_ALLOWANCE for values in ratios.values())
     assert round(3.04 * OFFLOAD_ALLOWANCE, 2) >= 4.98
+
+
+def test_the_offloading_failure_says_the_baseline_can_be_what_moved():
+    """run-6's live memory measurement judged by today's check against its profile's old 4.56x ceiling: still
+    failed (the ceiling is the profile's), and the message now points at the batch-1 step as well as the link."""
+    from pytest_gpufabric.checks.memory import check_lms
+
+    result = json.loads((RECORDED / "run-6" / "live" / "memory.json").read_text())
+    spec = {"threshold": "8 MiB", "usage_fraction": 0.0, "max_slowdown": 4.56}
+    run = result["lms"][0]
+    outcome = check_lms(spec, run, result["baseline"])
+    assert outcome.verdict == "failed" and "(4.98x)" in outcome.message
+    assert "slow CPU-GPU link" in outcome.message and "batch-1 step alone runs fast" in outcome.message
+    assert check_lms({**spec, "max_slowdown": round(3.04 * 2.0, 2)}, run, result["baseline"]).verdict == "passed"

@@ -94,7 +94,9 @@ def check_lms(spec: dict, run: dict | None, baseline: dict) -> CheckResult:
     if limit is not None and ratio > limit:
         return failed("memory-lms", subject, spec, run, f"{summary}: slower than the {limit}x allowed. Usual "
                       "causes: a slow CPU-GPU link (PCIe gen or width, or the far NUMA node), or pinned memory "
-                      "that could not be allocated.")
+                      "that could not be allocated. The ratio also rises when the batch-1 step alone runs fast "
+                      "(one short step, which moves from run to run: docs/margins.md): compare the time per image "
+                      "with offload against earlier runs.")
     return passed("memory-lms", subject, spec, run, summary)
 
 
