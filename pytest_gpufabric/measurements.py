@@ -128,7 +128,9 @@ register(Measurement(
     live=_memory_live, replay=_json_replay("memory.json", "memory"),
     nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
     check="checks/memory.py", suite="suites/test_memory.py",
-    spare_imports=("torch", "torchvision")))  # workloads/memory.py's SPARE_IMPORTS: the model needs torchvision
+    # workloads/memory.py's SPARE_IMPORTS (the model needs torchvision), written out: this module loads with the
+    # plugin, and importing the workload package for one tuple would add to every pytest run's start-up
+    spare_imports=("torch", "torchvision")))
 
 
 def _rdma_live(run):

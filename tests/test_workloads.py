@@ -359,6 +359,17 @@ def test_a_spare_whose_ahead_import_breaks_still_runs_a_script_that_does_not_nee
     assert result["runner"]["started_in"] == "spare" and spares.served == 1
 
 
+def test_the_registry_asks_for_the_spare_the_memory_workload_asks_for():
+    """The spare prestarted for the memory measurement imports what its workload asks for at hand-over: the two
+    tuples are written in two modules (measurements.py loads with the plugin, the workload package does not)."""
+    from pytest_gpufabric.measurements import REGISTRY
+    from pytest_gpufabric.workloads.memory import SPARE_IMPORTS
+    from pytest_gpufabric.workloads.runner import TORCH_ONLY
+
+    assert REGISTRY["memory"].spare_imports == SPARE_IMPORTS == ("torch", "torchvision")
+    assert all(entry.spare_imports == TORCH_ONLY for name, entry in REGISTRY.items() if name != "memory")
+
+
 def test_the_runner_says_where_a_workloads_time_went(tmp_path):
     """Started cold, a workload that marks its measured part: the seconds to its ready and done marks and to its
     exit, in that order (the acceptance-time benchmark's breakdown)."""

@@ -120,8 +120,7 @@ class _Runs:
 
         # the memory workload comes next: its spare (torchvision too, 14 s on an H100) imports during the GEMM,
         # whose rate the GPU bounds, rather than being taken early by a torch-only workload
-        if SPARES.enabled:
-            SPARES.prestart(self.env, [MEMORY_SPARE_IMPORTS])
+        SPARES.prestart(self.env, [MEMORY_SPARE_IMPORTS])
         return run_workload(gemm_command(10, {}, None, len(self.boards)), timeout_s=300, env=self.env)
 
     def memory(self) -> dict:
