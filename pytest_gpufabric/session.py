@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 import platform
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +30,8 @@ class FabricSession:
     report_dir: Path
     fleet_id: str | None = None  # the fleet run this node's results belong to (--gpu-fleet-id, SLURM_JOB_ID)
     started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    #: names this run in its results and its report, under their signatures (gpufabric verify pairs them by it)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     results: list[dict] = field(default_factory=list)
     _fabric: Fabric | None = None
     _discovery_error: GpuFabricError | None = None
@@ -49,6 +52,7 @@ class FabricSession:
     health: dict = field(default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
     waivers: list = field(default_factory=list)  # verdict.Waiver: the profile's waive: list and --gpu-waive
     evidence: list = field(default_factory=list)  # evidence.ToolEvidence: dcgmi diag / nvbandwidth outputs given
+    _promises: object = None  # catalogue.PromiseList, made once the run's options are read
 
     @property
     def mode(self) -> str:
@@ -67,6 +71,22 @@ class FabricSession:
     def has_burn_in_why(self) -> str:
         return ("no burn-in was asked for (--gpu-burn-in DURATION)" if not self.replay else
                 "the bundle holds no burn-in (gpufabric-burnin.jsonl), and none was asked for (--gpu-burn-in)")
+
+    @property
+    def promises(self):
+        """The promises this run must judge (catalogue.PromiseList): from the profile, the parts the operator asked
+        for (the burn-in) and the evidence of other tools given with the run. Made on first use, after the options
+        are read (on the pytest-xdist controller too, where no test runs)."""
+        if self._promises is None:
+            from .catalogue import BURN_IN, promise_list
+            from .evidence import dcgm_results
+
+            rows = dcgm_results(self.evidence, self.profile.gpu_count)
+            self._promises = promise_list(
+                self.profile, asked={BURN_IN} if self.has_burn_in else set(),
+                left_out_why={BURN_IN: self.has_burn_in_why},
+                evidence_promises=[(row["promise"], "dcgmi diag results") for row in rows])
+        return self._promises
 
     def discover(self) -> None:
         """Read the machine once (NVML, or the bundle). A failure is kept and reported by every test that
@@ -198,15 +218,17 @@ class FabricSession:
     def results_document(self, outcomes: dict[str, str], exitstatus: int, skip_reasons: dict[str, str] | None = None,
                          durations: dict[str, float] | None = None, finished: bool = True,
                          promise_ids: dict[str, str] | None = None, messages: dict[str, str] | None = None,
-                         not_run: dict[str, str] | None = None) -> dict:
+                         not_run: dict[str, str] | None = None,
+                         collection_errors: dict[str, str] | None = None) -> dict:
         """The JSON results: machine, profile, each check, each promise's outcome, and the verdict a customer signs.
 
         Its shape is ``report/results.schema.json`` (the tests validate every document they produce against it).
         ``skip_reasons``, ``durations`` (seconds, set-up + call + teardown), ``promise_ids`` (the promise each
         test judged) and ``messages`` (why a test failed or broke) are by test node id; ``not_run``: promise id ->
-        why it was never judged. While the run goes on (``finished`` False) the document has no end time and the
-        verdict INCOMPLETE: what a crash or a power loss leaves on disk says so, with everything measured until
-        then."""
+        why no test judged it; ``collection_errors``: node id -> why it could not be collected (a promise of its
+        own, never checked). The promises come from the profile (``promised``, catalogue.py), not from the tests
+        that ran. While the run goes on (``finished`` False) the document has no end time and the verdict
+        INCOMPLETE: what a crash or a power loss leaves on disk says so, with everything measured until then."""
         from .report.results import nccl_versions
         from .verdict import EXIT_CODES, build_promises, judge
         from .verdict import counts as promise_counts
@@ -215,27 +237,35 @@ class FabricSession:
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
         skip_reasons, messages, promise_ids = dict(skip_reasons or {}), dict(messages or {}), dict(promise_ids or {})
-        promises = build_promises(
-            (nodeid, promise_ids.get(nodeid), outcome,
-             skip_reasons.get(nodeid, "") if outcome == "skipped" else
-             ("the test broke: " if outcome == "error" else "") + messages.get(nodeid, ""))
-            for nodeid, outcome in outcomes.items())
+        not_run = dict(not_run or {})
+        tests = [(nodeid, promise_ids.get(nodeid), outcome,
+                  skip_reasons.get(nodeid, "") if outcome == "skipped" else
+                  ("the test broke: " if outcome == "error" else "") + messages.get(nodeid, ""))
+                 for nodeid, outcome in outcomes.items()]
+        tests += [(nodeid, None, "error", f"could not be collected: {message}")
+                  for nodeid, message in (collection_errors or {}).items()]
+        promise_list = self.promises if self.profile is not None else None
+        promises = build_promises(tests, promise_list.ids() if promise_list else None, not_run)
+        scope = promise_list.scope if promise_list else ""
         if self.profile is None:
             verdict, reason = None, "no profile: nothing was promised"
         else:
             unfinished = (_CUT_SHORT.get(exitstatus) if finished else
                           f"the run had not finished when this was written ({len(outcomes)} test(s) reported)")
-            verdict, reason = judge(promises, self._machine_error(), unfinished, not_run)
+            verdict, reason = judge(promises, self._machine_error(), unfinished)
+            if scope:
+                reason += f"; {scope}: {'; '.join(promise_list.to_json()['left_out_why'].values())}"
         fabric = self._fabric
         return {
-            "schema_version": 2,
+            "schema_version": 3,
             "plugin_version": __version__,
             "started_at": self.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,
-            "run": {"mode": self.mode, "replay": self.replay, "host": platform.node(), "user": _user(),
-                    "fleet_id": self.fleet_id},
+            "run": {"id": self.run_id, "mode": self.mode, "replay": self.replay, "host": platform.node(),
+                    "user": _user(), "fleet_id": self.fleet_id},
             "profile": None if self.profile is None else {
                 "name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,
+                "data": self.profile.data,
             },
             "machine": None if fabric is None else machine_summary(fabric),
             "software": {"nccl": nccl_versions(self._measured)},
@@ -244,13 +274,15 @@ class FabricSession:
             "tests": outcomes,
             "skip_reasons": skip_reasons,
             "durations": {nodeid: round(seconds, 6) for nodeid, seconds in (durations or {}).items()},
+            "promised": promise_list.to_json() if promise_list else None,
             "promises": [p.to_dict() for p in promises],
-            "not_run": dict(not_run or {}),
+            "not_run": {p.id: p.reason for p in promises if not p.tests and p.outcome == "not checked"},
+            "collection_errors": dict(collection_errors or {}),
             "waivers": [{"promise": w.promise, "reason": w.reason, "source": w.source,
                          "matched": [p.id for p in promises if p.outcome == "waived" and w.matches(p.id)]}
                         for w in self.waivers],
             "summary": {**counts, "promises": promise_counts(promises), "verdict": verdict, "verdict_reason": reason,
-                        "exit_code": EXIT_CODES.get(verdict) if verdict else None},
+                        "scope": scope, "exit_code": EXIT_CODES.get(verdict) if verdict else None},
             # the watchdog's record (live runs): per test the counters that rose, the timeline, XID events
             "health": self.health,
             **({"burn_in": self._burn_in_summary()} if self.burn_in is not None else {}),

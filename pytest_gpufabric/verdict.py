@@ -28,7 +28,7 @@ tests all use them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 PASSED, FAILED, NOT_CHECKED, WAIVED = "passed", "failed", "not checked", "waived"
@@ -122,18 +122,28 @@ def _strip(reason: str) -> str:
 _RANK = {FAILED: 0, PASSED: 1, WAIVED: 2, NOT_CHECKED: 3}
 
 
-def build_promises(tests: Iterable[tuple[str, str | None, str, str]]) -> list[Promise]:
-    """(node id, promise id or None, pytest outcome, reason) per test -> the promises, in the order first seen.
+def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
+                   expected: Sequence[str] | None = None,
+                   not_judged: Mapping[str, str] | None = None) -> list[Promise]:
+    """(node id, promise id or None, pytest outcome, reason) per test -> the promises.
 
     A promise judged by several tests fails if any of them failed; else it passed if any passed (one measurement
     that shows it is enough: nccl-tests missing leaves a floor that torch.distributed measured checked); else it
-    is waived or not checked. A test without a promise id counts under its node id."""
+    is waived or not checked. A test without a promise id counts under its node id.
+
+    ``expected``: the promises of the profile (catalogue.py), in their order, then the run's own (a user's tests,
+    another tool's results) as first seen. An expected promise that no test judged is not checked, saying why
+    (``not_judged``: promise id -> why, else that no test judged it); one whose test skipped it as not promised
+    is not checked too, with the skip's reason: only the profile says what is promised."""
+    expected_ids = set(expected or ())
     promises: dict[str, Promise] = {}
     for nodeid, promise_id, pytest_outcome, reason in tests:
+        key = promise_id or nodeid
         outcome = test_outcome(pytest_outcome, reason)
         if outcome is None:
-            continue
-        key = promise_id or nodeid
+            if key not in expected_ids:
+                continue
+            outcome, reason = NOT_CHECKED, f"its test skipped it: {reason}"
         reason = "" if outcome == PASSED else _first_line(_strip(reason))
         promise = promises.get(key)
         if promise is None:
@@ -144,7 +154,16 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]]) -> list[Pr
             promise.outcome, promise.reason = outcome, reason
         elif outcome == promise.outcome == NOT_CHECKED and reason and reason not in promise.reason:
             promise.reason = f"{promise.reason}; {reason}" if promise.reason else reason
-    return list(promises.values())
+    if expected is None:
+        return list(promises.values())
+    not_judged = dict(not_judged or {})
+    ordered = [promises.get(pid) or Promise(pid, NOT_CHECKED, not_judged.get(pid, NO_TEST_JUDGED_IT))
+               for pid in dict.fromkeys(expected)]
+    return ordered + [p for pid, p in promises.items() if pid not in expected_ids]
+
+
+#: why a promise of the profile has no outcome when nothing more is known
+NO_TEST_JUDGED_IT = "no test judged it (its test did not run)"
 
 
 def _first_line(text: str) -> str:
@@ -197,3 +216,11 @@ def judge(promises: list[Promise], machine_error: str | None = None, unfinished:
     waived = [p for p in promises if p.outcome == WAIVED]
     return ACCEPTED, (f"all {len(examined)} promise(s) checked passed"
                       + (f", {len(waived)} waived: {_named(waived)}" if waived else ""))
+
+
+def verdict_words(verdict: str | None, scope: str = "") -> str:
+    """The verdict as the terminal, the cover and the fleet say it: ``ACCEPTED without the burn-in the profile
+    promises`` when the operator left a promised part out (catalogue.PromiseList.scope)."""
+    if verdict is None:
+        return "no verdict (nothing promised)"
+    return f"{verdict} {scope}" if scope else verdict

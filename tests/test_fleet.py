@@ -79,7 +79,7 @@ def test_the_fleet_judged_by_its_one_profile(tmp_path):
     assert document["verdict"] == "REJECTED" and document["missing"] == ["h200i"]
     assert document["counts"] == {"nodes": 8, "expected": 9, "accepted": 5, "rejected": 1, "incomplete": 1,
                                   "not_tested": 0, "unreadable": 0, "never_reported": 1, "missing": 1,
-                                  "outlier_nodes": 0, "groups": 0, "drifted_nodes": 1}
+                                  "outlier_nodes": 0, "groups": 0, "drifted_nodes": 1, "unsigned": 7}
     assert document["reason"].startswith("1 node(s) rejected: h200d; ")
     # the rejected node and its failed check, as its own results say
     h200d = _node(document, "h200d")

@@ -26,8 +26,8 @@ def test_titan_profile_on_titan_bundle_is_incomplete(judged, pytester: pytest.Py
     judged(result, passed=8)
     assert result.ret == 6
     result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile titan-rtx-nvlink*",
-                                 "INCOMPLETE: 4 promise(s) not checked: nvlink-traffic-volume[[]GPU0[]], "
-                                 "nvlink-traffic-volume[[]GPU1[]], gpu-model[[]GPU0[]], gpu-model[[]GPU1[]]"])
+                                 "INCOMPLETE: 4 promise(s) not checked: gpu-model[[]GPU0[]], gpu-model[[]GPU1[]], "
+                                 "nvlink-traffic-volume[[]GPU0[]], nvlink-traffic-volume[[]GPU1[]]"])
     # what the bundle cannot tell is skipped with the reason, not passed
     result.stdout.fnmatch_lines(["*not checked: not recorded by bundle*nvml.json (gpufabric snapshot) or "
                                  "nvidia-smi-q.xml*"])
@@ -377,14 +377,28 @@ def test_partial_affinity_evidence_is_skipped(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["*GPU0: numa_affinity not recorded by bundle*"])
 
 
-def test_no_check_ran_is_not_tested(pytester: pytest.Pytester):
+def test_a_run_that_judged_nothing_keeps_the_last_results(pytester: pytest.Pytester):
+    """-k matching nothing (or --collect-only) judges nothing: the last results stay as they were and the run
+    exits as pytest does (5: nothing collected; 0 for --collect-only)."""
+    args = ("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink")
+    assert pytester.runpytest(*args).ret == 6
+    before = (pytester.path / "reports" / "gpufabric-results.json").read_bytes()
+    result = pytester.runpytest(*args, "-k", "nothing")
+    assert result.ret == 5
+    result.stdout.fnmatch_lines(["*gpufabric: no test ran, nothing judged*",
+                                 "the results of the last run, if any, are kept: *gpufabric-results.json"])
+    assert pytester.runpytest(*args, "--collect-only").ret == 0
+    assert (pytester.path / "reports" / "gpufabric-results.json").read_bytes() == before
+
+
+def test_no_promise_checked_is_not_tested(pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink",
-                                "-k", "nothing")
+                                "-k", "rdma")
     summary = _results(pytester)["summary"]
     assert summary["verdict"] == "NOT TESTED" and result.ret == 7
     assert summary["verdict_reason"].startswith("no promise could be checked: ")
     assert "rdma-counters" not in _results(pytester)["not_run"]  # the profile promises no RDMA
-    assert _results(pytester)["not_run"]["gpu-count"] == "deselected (-k/-m): not run"
+    assert _results(pytester)["not_run"]["gpu-count"] == "deselected (-k 'rdma'): not run"
 
 
 def test_a_selection_of_the_suites_is_incomplete(pytester: pytest.Pytester):

@@ -154,8 +154,11 @@ def test_unsigned_results_are_checked_by_digest_and_refused_against_a_key(tmp_pa
     done = _gpufabric("accept", "-k", "topology", cwd=work)
     assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]  # INCOMPLETE: -k left promises out
     results = work / "reports" / RESULTS
+    # digests anyone can recompute show nothing of who wrote the file: unsigned is not valid unless accepted so
     plain = _gpufabric("verify", str(results), cwd=work)
-    assert plain.returncode == 0 and "valid" in plain.stdout and "note: the results are not signed" in plain.stdout
+    assert plain.returncode == 1 and "UNSIGNED: its digests match, but it is unsigned" in plain.stdout
+    allowed = _gpufabric("verify", str(results), "--allow-unsigned", cwd=work)
+    assert allowed.returncode == 0 and "whole, unsigned" in allowed.stdout
     _, pub = _key_pair(tmp_path, "vendor")
     keyed = _gpufabric("verify", str(results), "--key", str(pub), cwd=work)
     assert keyed.returncode == 1 and "the results are not signed" in keyed.stdout

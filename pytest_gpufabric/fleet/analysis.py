@@ -52,8 +52,8 @@ from .nodes import Node, metric_spec
 __all__ = ["DRIFT_FIELDS", "FleetSettings", "analyse", "natural_key"]
 
 #: inventory fields compared across nodes, in the order the report lists them
-DRIFT_FIELDS = ("profile", "gpu_model", "gpu_count", "driver", "cuda", "nccl", "vbios", "pcie", "nvlinks_per_gpu",
-                "nvlink_speed_gbps")
+DRIFT_FIELDS = ("profile", "scope", "gpu_model", "gpu_count", "driver", "cuda", "nccl", "vbios", "pcie",
+                "nvlinks_per_gpu", "nvlink_speed_gbps")
 
 #: the standard error of a median of n normal values is 1.2533 sigma / sqrt(n); sigma is 1.4826 MAD
 _MEDIAN_SE = 1.2533 * 1.4826
@@ -428,6 +428,10 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         reasons.append(f"{len(groups)} group(s) of nodes shifted together, reported once each (a row, a batch; not "
                        f"failing): " + "; ".join(g["summary"] for g in groups[:3]))
     reasons += unfinished
+    unsigned = sum(n.signed is False for n in nodes)
+    if unsigned:
+        reasons.append(f"{unsigned} node(s) unsigned: their results show nothing of who wrote them "
+                       "(--gpu-sign-key; fleet report --require-signed refuses them)")
 
     return {
         "verdict": verdict,
@@ -439,6 +443,7 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
                    "not_tested": sum(n.verdict == "NOT TESTED" for n in nodes),
                    "unreadable": sum(n.state == "unreadable" for n in nodes),
                    "never_reported": sum(n.state == "never reported" for n in nodes), "missing": len(missing),
+                   "unsigned": sum(n.signed is False for n in nodes),
                    "outlier_nodes": len(flagged_nodes), "groups": len(groups),
                    "drifted_nodes": sum(1 for found in drift.values() if found)},
         "missing": missing,

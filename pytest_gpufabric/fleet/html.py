@@ -127,7 +127,7 @@ def _tiles(counts: dict) -> list[dict]:
     spec = [("nodes", "node folders", ""), ("expected", "expected", ""), ("accepted", "accepted", ""),
             ("rejected", "rejected", "bad"), ("incomplete", "incomplete", "bad"), ("unreadable", "unreadable", "bad"),
             ("missing", "missing", "bad"), ("outlier_nodes", "with outliers", "warn"),
-            ("drifted_nodes", "drifted", "warn")]
+            ("drifted_nodes", "drifted", "warn"), ("unsigned", "unsigned", "warn")]
     tiles = []
     for key, label, bad in spec:
         value = counts.get(key)

@@ -11,8 +11,8 @@ is not a whole, valid results document becomes ``Unreadable`` with the reason, f
   not end where its top-level object closes);
 - **versioned**: results formats 1 and 2; a newer one is refused with its number, an older reader must not guess;
 - **validated**: the parts the fleet reads against the shipped JSON Schema (compiled once: fastjsonschema);
-- **judged again**: the node's verdict is derived from its tests and checks by the rules of a node run
-  (verdict.py), never taken from the file's own summary.
+- **judged again** (by the caller, rejudge.py): the node's verdict is derived from its tests, checks and promise
+  list by the rules of a node run, never taken from the file's own summary.
 
 Only the parts the fleet needs are parsed (a long burn-in's health timeline is most of a file and is only
 scanned), so ten thousand nodes fit in memory and in seconds.
@@ -28,19 +28,19 @@ import re
 import stat
 from pathlib import Path
 
-from ..verdict import FAILED, NOT_CHECKED_PREFIX, build_promises, judge
+__all__ = ["KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results"]
 
-__all__ = ["KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "derive_verdict", "load_results"]
-
-#: the results formats this reader knows (report/results.schema.json: 2; 1 before the verdict had promises)
-KNOWN_VERSIONS = (1, 2)
+#: the results formats this reader knows (report/results.schema.json: 3; 2 before the promise list came from the
+#: profile; 1 before the verdict had promises)
+KNOWN_VERSIONS = (1, 2, 3)
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 64
 
 #: what the fleet reads of a results document; the rest (the health timeline, the burn-in's chunks, per-test
 #: durations) is most of a long run's file and is only scanned
 WANTED = ("schema_version", "plugin_version", "started_at", "finished_at", "run", "profile", "machine",
-          "machine_error", "software", "checks", "tests", "skip_reasons", "promises", "not_run", "waivers", "summary")
+          "machine_error", "software", "checks", "tests", "skip_reasons", "promises", "not_run", "waivers", "summary",
+          "promised", "collection_errors")
 _KEY_NAME = re.compile(r'"([A-Za-z_]+)": ')
 #: a NaN or Infinity token where JSON has a value (after ':', '[' or ','): Python writes them, JSON has none
 _NON_FINITE = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\b")
@@ -53,8 +53,10 @@ class Unreadable(ValueError):
     """A results file that is not a whole, valid results document; the message says why, for the operator."""
 
 
-#: the key load_results adds to the parts it returns: the sha256 of the file's bytes as read
+#: the keys load_results adds to the parts it returns: the sha256 of the file's bytes as read, and whether the file
+#: carries a signature
 FILE_SHA256 = "_file_sha256"
+FILE_SIGNED = "_file_signed"
 
 
 def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
@@ -63,7 +65,15 @@ def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
     data = read_results_bytes(path, max_bytes)
     document = parse_results(data, path.name)
     document[FILE_SHA256] = hashlib.sha256(data).hexdigest()  # what --require-signed's check must find again
+    document[FILE_SIGNED] = _carries_signature(data)
     return document
+
+
+def _carries_signature(data: bytes) -> bool:
+    """Whether the file's integrity block (its last key) holds a signature: the fleet counts the unsigned nodes
+    (whether a signature is good is --require-signed's to check, with the key)."""
+    block = data.rfind(b'"integrity": {')
+    return block >= 0 and data.find(b'"signature": {', block) >= 0
 
 
 def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
@@ -173,6 +183,8 @@ def _validator(version: int):
 
     schema = copy.deepcopy(results_schema())
     schema["required"] = [key for key in schema["required"] if key in WANTED]
+    if version == 2:  # before the promise list and collection errors were written
+        schema["required"] = [key for key in schema["required"] if key not in ("promised", "collection_errors")]
     if version == 1:  # what every file of format 1 has (skip_reasons, durations and the reason came later in it)
         schema["properties"]["schema_version"] = {"const": 1}
         schema["required"] = ["schema_version", "profile", "machine", "checks", "tests", "summary"]
@@ -189,35 +201,3 @@ def _validator(version: int):
         return None
 
     return problem
-
-
-def derive_verdict(document: dict) -> tuple[str, str, dict]:
-    """(verdict, reason, promise counts) of a node from its tests and checks, by the rules of a node run: a test
-    whose check failed is a failed promise whatever its outcome says, a check the evidence could not judge is not
-    checked, a run without its end is INCOMPLETE. The file's own summary is never read here."""
-    from ..verdict import counts
-
-    tests: dict = document["tests"]
-    reasons: dict = document.get("skip_reasons") or {}
-    promise_of = {test: p["id"] for p in document.get("promises") or [] for test in p["tests"]}
-    failed_checks: dict[str, str] = {}
-    unjudged: dict[str, str] = {}
-    for check in document["checks"]:
-        if check["verdict"] == FAILED:
-            failed_checks.setdefault(check["test"], check["message"])
-        elif check["verdict"] in ("not checked", "unknown"):
-            unjudged.setdefault(check["test"], check["message"])
-    rows = []
-    for test, outcome in tests.items():
-        reason = reasons.get(test, "")
-        if test in failed_checks:
-            outcome, reason = "failed", failed_checks[test]
-        elif test in unjudged and outcome in ("passed", "skipped") and not reason.startswith(NOT_CHECKED_PREFIX):
-            outcome, reason = "skipped", NOT_CHECKED_PREFIX + unjudged[test]
-        rows.append((test, promise_of.get(test), outcome, reason))
-    rows += [(test, promise_of.get(test), "failed", message) for test, message in failed_checks.items()
-             if test not in tests]
-    promises = build_promises(rows)
-    unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"
-    verdict, reason = judge(promises, document.get("machine_error"), unfinished, document.get("not_run") or {})
-    return verdict, reason, counts(promises)

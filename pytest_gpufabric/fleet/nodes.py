@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import FILE_SHA256, MAX_BYTES, Unreadable, derive_verdict, load_results
+from ..rejudge import derive_verdict
+from .loader import FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
 
 __all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
@@ -63,6 +64,7 @@ class Node:
     burn_in: dict | None = None  # per GPU: {"wrong_elements", "checks", "tflops"} from its burn-in verdicts
     error: str | None = None  # why the results could not be read
     file_sha256: str | None = None  # of the results file's bytes as read (--require-signed checks it is the signed one)
+    signed: bool | None = None  # its results carry a signature; None: not read
 
 
 #: what a fleet report writes into its OUT folder: a folder holding it is a report, never a node
@@ -114,6 +116,8 @@ def _inventory(document: dict) -> tuple[dict[str, str], list[str]]:
     gpus = machine.get("gpus") or []
     fields = {
         "profile": (document.get("profile") or {}).get("name"),
+        # the part of the acceptance the node's operator left out (the burn-in): nodes of another scope drift
+        "scope": _scope(document.get("promised")),
         "driver": machine.get("driver_version"),
         "cuda": machine.get("cuda_driver_version"),
         "nccl": _joined((document.get("software") or {}).get("nccl") or []),
@@ -127,6 +131,13 @@ def _inventory(document: dict) -> tuple[dict[str, str], list[str]]:
     }
     serials = [str(g["serial"]) for g in gpus if g.get("serial") not in (None, "", "N/A")]
     return {k: text for k, v in fields.items() if (text := _text(v)) is not None}, serials
+
+
+def _scope(promised) -> str | None:
+    """'whole acceptance', or what the run left out; None for results written before the scope was."""
+    if not isinstance(promised, dict):
+        return None
+    return promised.get("scope") or "whole acceptance"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -202,6 +213,7 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
         return node
     node.state = "reported"
     node.file_sha256 = document.get(FILE_SHA256)
+    node.signed = bool(document.get(FILE_SIGNED))
     node.schema_version = document["schema_version"]
     node.verdict, node.reason, node.promises = derive_verdict(document)
     claimed = (document.get("summary") or {}).get("verdict")
@@ -220,5 +232,10 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
     node.slowdown_c = _slowdowns(checks)
     node.waivers = [f"{w['promise']}: {w['reason']} ({w['source']})" for w in document.get("waivers") or []
                     if w.get("matched")]
-    node.report = next((name for name in _HTML_NAMES if (directory / name).is_file()), None)
+    node.report = node_report(directory)
     return node
+
+
+def node_report(directory: Path) -> str | None:
+    """The node's own HTML report, by its name in ``directory``, or None."""
+    return next((name for name in _HTML_NAMES if (directory / name).is_file()), None)

@@ -205,6 +205,7 @@ def _signature_text(document: dict) -> str:
 
 
 def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path | None = None) -> dict:
+    from ..verdict import verdict_words
     from .provenance import display_path
 
     summary = document.get("summary") or {}
@@ -242,7 +243,8 @@ def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path
                for w in document.get("waivers") or []]
     return {"title": "GPU server acceptance" + (f": {customer}" if customer else ""),
             "verdict_css": _VERDICT_CSS.get(verdict or "", "none"),
-            "verdict_text": f"Verdict: {verdict}" if verdict else "No verdict",
+            "verdict_text": f"Verdict: {verdict_words(verdict, summary.get('scope') or '')}" if verdict
+            else "No verdict",
             "reason": summary.get("verdict_reason") or "", "counts": counts, "facts": facts, "gpus": gpus,
             "gpus_note": gpus_note, "open_promises": _open_promises(document, base), "waivers": waivers,
             "customer": customer, "sign": bool(verdict)}
@@ -671,11 +673,16 @@ class HtmlSections:
                 return json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 pass
+        # the results are on no disk (a full report folder): the page says so, and shows no verdict of its own
         profile, error = self.fabric_session.profile, self.fabric_session.discovery_error
+        unwritten = getattr(recorder, "write_error", None) or "the run wrote no results"
         return {"profile": None if profile is None else {"name": profile.name, "path": str(profile.path),
                                                          "sha256": profile.sha256},
+                "run": {"mode": self.fabric_session.mode, "replay": self.fabric_session.replay},
                 "machine_error": None if error is None else str(error), "checks": self.fabric_session.results,
-                "summary": {"verdict": getattr(self.fabric_session, "verdict", None)}}
+                "summary": {"verdict": None, "verdict_reason": f"no verdict: {unwritten}, so this page has no "
+                                                               "verdict to show; rerun where the report folder "
+                                                               "can be written"}}
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
         document = self._document(session)

@@ -24,12 +24,16 @@ class RunRecorder:
         self.durations: dict[str, float] = {}  # node id -> seconds, set-up + call + teardown
         self.promise_ids: dict[str, str] = {}  # node id -> the promise it judged
         self.messages: dict[str, str] = {}  # node id -> why it failed or broke, one line
-        self.not_run: dict[str, str] = {}  # promise id -> why its test was not run (deselected by -k/-m)
+        self.deselected: dict[str, str] = {}  # promise id -> why its test was deselected (-k, -m, --lf, ...)
+        self.collection_errors: dict[str, str] = {}  # node id -> why it could not be collected
+        self.stopped: str | None = None  # why the run ended before its last test (-x, --maxfail, Ctrl-C)
         self.is_worker = hasattr(config, "workerinput")
         self.results_path = None
         self.write_error: str | None = None  # the last failure to write the results
         self.verdict: str | None = None
         self.reason = ""
+        self.scope = ""  # the part of the acceptance the operator left out ("without the burn-in ...")
+        self.nothing_judged = False
         self.exit_status = 0
         self.promises: list[dict] = []
         self.sign_key = None if self.is_worker else _sign_key(config)
@@ -58,6 +62,11 @@ class RunRecorder:
             if not self.is_worker:
                 self.checkpoint()
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A file that could not be collected (also from pytest-xdist workers): never a verdict of ACCEPTED."""
+        if report.failed:
+            self.collection_errors.setdefault(report.nodeid or ".", collection_error(report))
+
     def checkpoint(self) -> None:
         """The results so far, on disk (after every test, and every burn-in chunk): a run killed later, or a
         machine that lost power, keeps them, with the verdict INCOMPLETE."""
@@ -66,8 +75,22 @@ class RunRecorder:
     def _document(self, exitstatus: int, finished: bool = True) -> dict:
         document = self.fabric_session.results_document(
             self.outcomes, exitstatus, skip_reasons=self.skip_reasons, durations=self.durations, finished=finished,
-            promise_ids=self.promise_ids, messages=self.messages, not_run=self.not_run)
+            promise_ids=self.promise_ids, messages=self.messages, not_run=self._not_judged(finished),
+            collection_errors=self.collection_errors)
         return self._provenance(document, finished)
+
+    def _not_judged(self, finished: bool) -> dict[str, str]:
+        """Promise id -> why no test judged it, for every promise of the profile (selection.py)."""
+        from ..paths import SUITES_DIR
+        from ..selection import ignored_suites, selection_options, why_not_judged
+
+        if self.fabric_session.profile is None:
+            return {}
+        judged = set(self.promise_ids.values())
+        return why_not_judged([p for p in self.fabric_session.promises.promised if p.id not in judged],
+                              deselected=self.deselected, collection_errors=self.collection_errors,
+                              ignored=ignored_suites(self.config, SUITES_DIR), stopped=self.stopped,
+                              options=selection_options(self.config), finished=finished)
 
     def _provenance(self, document: dict, finished: bool) -> dict:
         """Who ran it, what the verdict rests on (live, or a bundle by name, with the date it was measured), the
@@ -94,18 +117,19 @@ class RunRecorder:
         return document
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        """A promise whose test -k or -m deselected was never judged: the verdict cannot be ACCEPTED without it.
-        (The plugin's own deselection, the platform suite under a profile without ``platform:``, marks its items.)"""
+        """A promise whose test -k, -m, --lf or --deselect left out was never judged: the verdict cannot be
+        ACCEPTED without it (under pytest-xdist the workers deselect: selection.py says why from the options)."""
         from ..paths import SUITES_DIR
-        from ..promise import not_asked, promise_of, promised
+        from ..promise import promise_of
+        from ..selection import selection_options
 
-        profile = self.fabric_session.profile
+        if self.fabric_session.profile is None:
+            return
+        options = ", ".join(selection_options(self.config)) or "-k/-m"
         for item in items:
-            if profile is None or getattr(item, "gpufabric_not_promised", False):
-                continue
-            promise_id, _, condition = promise_of(item, SUITES_DIR)
-            if promised(condition, profile, item) and not not_asked(item, self.fabric_session):
-                self.not_run[promise_id] = "deselected (-k/-m): not run"
+            promise_id, _ = promise_of(item, SUITES_DIR)
+            if self.fabric_session.promises.get(promise_id) is not None:
+                self.deselected[promise_id] = f"deselected ({options}): not run"
 
     @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml writes its file: the verdict goes into it
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -113,18 +137,31 @@ class RunRecorder:
             return
         from ..verdict import EXIT_CODES, INCOMPLETE
 
+        if not self.outcomes and not self.collection_errors:
+            # nothing was judged (--collect-only, -k matching nothing): the results of the last run stay as they
+            # are, and the run exits as pytest says
+            self.nothing_judged = True
+            return
+        self.stopped = _why_stopped(session, int(exitstatus))
         document = self._document(int(exitstatus))
         summary = document["summary"]
         self.verdict = self.fabric_session.verdict = summary["verdict"]
         self.reason = summary["verdict_reason"]
+        self.scope = summary.get("scope") or ""
         self.promises = document["promises"]
-        self.results_path = self._write(document)
         if self.verdict is not None and int(exitstatus) in (0, 1, 5):
             # the verdict's own exit code (verdict.py); an interrupted run (2), an internal error (3) or a usage
             # error (4) keeps pytest's
             session.exitstatus = EXIT_CODES[self.verdict]
-        if self.results_path is None and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = EXIT_CODES[INCOMPLETE]  # a verdict not on disk is no verdict to sign
+        summary["exit_code"] = int(session.exitstatus) if self.verdict is not None else None
+        self.results_path = self._write(document)
+        if self.results_path is None:
+            # a verdict on no disk is no verdict to sign: every artifact says it could not be written
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = EXIT_CODES[INCOMPLETE]
+            summary = {"verdict": "NOT WRITTEN", "exit_code": int(session.exitstatus),
+                       "verdict_reason": f"{self.write_error}: the run judged {self.verdict}, but no results file "
+                                         "holds it"}
         self.exit_status = int(session.exitstatus)
         _junit_properties(self.config, summary)
 
@@ -147,7 +184,16 @@ class RunRecorder:
         fabric = self.fabric_session.fabric
         what = f"profile {profile.name}" if profile else "replay, no profile"
         source = fabric.source if fabric else "no machine"
-        verdict = self.verdict or "no verdict (nothing promised)"
+        if self.nothing_judged:
+            terminalreporter.write_sep("=", f"gpufabric: no test ran, nothing judged ({what}, {source})", yellow=True)
+            terminalreporter.write_line(f"the results of the last run, if any, are kept: "
+                                        f"{self.fabric_session.report_dir / RESULTS_FILE}")
+            return
+        from ..verdict import verdict_words
+
+        verdict = verdict_words(self.verdict, self.scope)
+        if self.results_path is None and self.verdict is not None:
+            verdict = f"no verdict written (the run judged {verdict}, but its results are on no disk)"
         terminalreporter.write_sep("=", f"gpufabric: {verdict} ({what}, {source})", bold=True,
                                    red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED",
                                    yellow=self.verdict in ("INCOMPLETE", "NOT TESTED"))
@@ -164,6 +210,17 @@ class RunRecorder:
             unwritten = (f" (the run's own results are not on disk: exit status {self.exit_status})"
                          if self.results_path is None else "")
             terminalreporter.write_line(f"gpufabric: {self.write_error}{unwritten}", red=True, bold=True)
+
+
+def _why_stopped(session: pytest.Session, exitstatus: int) -> str | None:
+    """Why the run ended before its last test: interrupted, or stopped at a failure (-x, --maxfail)."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "the run was interrupted"
+    if session.shouldfail:
+        return f"the run stopped early ({session.shouldfail})"
+    if session.shouldstop:
+        return f"the run stopped early ({session.shouldstop})"
+    return None
 
 
 def _sign_key(config: pytest.Config):
@@ -201,6 +258,15 @@ def failure_message(report: pytest.TestReport) -> str:
     text = crash.message if crash is not None else str(report.longrepr or "")
     text = text.removeprefix("Failed: ").strip()
     return text.splitlines()[0] if text else "no message"
+
+
+def collection_error(report: pytest.CollectReport) -> str:
+    """Why a file could not be collected, in one line: the error pytest's report ends with ("E   ModuleNotFoundError:
+    No module named 'x'"), after what it was doing ("ImportError while importing test module ...")."""
+    lines = [line.strip() for line in str(report.longrepr or "").splitlines() if line.strip()]
+    errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
+    first = lines[0] if lines else "no message"
+    return f"{first} {errors[-1]}" if errors and errors[-1] not in first else first
 
 
 def skip_reason(report: pytest.TestReport) -> str:

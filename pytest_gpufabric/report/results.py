@@ -7,6 +7,7 @@ validate every document they produce.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -37,13 +38,19 @@ def write_json(document: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json_text(document)
     fd, tmp = tempfile.mkstemp(prefix=".gpufabric-results.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.chmod(tmp, published_mode())  # mkstemp makes it 0600: a pipeline running as another user must read it
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, published_mode())  # mkstemp makes it 0600: a pipeline running as another user must read it
+        os.replace(tmp, path)
+    except BaseException:
+        # a full disk, or Ctrl-C mid-write: the old file stays whole, and no half-written copy is left beside it
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
 
 

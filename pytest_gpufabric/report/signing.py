@@ -257,6 +257,8 @@ class Verification:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     signed_by: str | None = None  # the key id the file says signed it
+    signed: bool = False  # a signature that matches its digests (against the key given, where one was)
+    run_id: str | None = None  # the run the file is of (results' run.id; a report's embedded results')
 
     @property
     def valid(self) -> bool:
@@ -341,6 +343,7 @@ def _check_signature(block: dict, public_key, result: Verification, what: str) -
         result.problems.append(f"{what}: the signature does not match its digests (the integrity block was "
                                "edited, or signed by another key)")
         return
+    result.signed = True
     if public_key is None:
         result.notes.append(f"{what} {_are(what)} signed by key {signature.get('key_id')}; give --key to check "
                             "that it is the key you trust")
@@ -368,12 +371,39 @@ def verify_document(document: dict, public_key=None, path: str = "results", what
                                "older pytest-gpufabric)")
         return result
     plain = {k: v for k, v in document.items() if k != INTEGRITY_KEY}
+    result.run_id = _run_id(plain)
     if results_digest(plain) != block.get("results_sha256"):
         changed = changed_parts(_dict(block.get("parts")), part_digests(plain), _labels(plain))
         result.problems.append(f"{what} changed after {'they were' if _are(what) == 'are' else 'it was'} written: "
                                + ("; ".join(changed) if changed else "the digest differs"))
     _check_signature(block, public_key, result, what)
+    if what == "the results":
+        result.problems += _judged_again(plain)
     return result
+
+
+def _run_id(document: dict) -> str | None:
+    run = document.get("run")
+    return str(run["id"]) if isinstance(run, dict) and run.get("id") else None
+
+
+def _judged_again(document: dict) -> list[str]:
+    """The verdict a results document's own tests, checks and promise list give (rejudge.py), where its summary
+    says another: digests anyone can recompute do not make an edited verdict true."""
+    from ..rejudge import derive_verdict
+
+    if document.get("schema_version") not in (2, 3) or "tests" not in document:
+        return []
+    claimed = _dict(document.get("summary")).get("verdict")
+    if claimed is None and document.get("profile") is None:
+        return []
+    try:
+        verdict, reason, _ = derive_verdict(document)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        return [f"its promises cannot be judged again ({type(exc).__name__}: {exc})"]
+    if verdict != claimed:
+        return [f"its summary says {claimed}, but its own tests, checks and promises say {verdict} ({reason})"]
+    return []
 
 
 # --- the HTML report ------------------------------------------------------------------------------------
@@ -508,7 +538,8 @@ def verify_html(text: str, public_key=None, path: str = "report") -> Verificatio
         result.problems.append("the report's embedded results document is missing or damaged")
     else:
         inner = verify_document(embedded, public_key, path, "the report's embedded results")
-        result.problems += inner.problems
+        result.run_id = inner.run_id
+        result.problems += inner.problems + _judged_again({k: v for k, v in embedded.items() if k != INTEGRITY_KEY})
         result.notes += [n for n in inner.notes if "not signed" not in n or block.get("signature") is None]
         if _dict(embedded.get(INTEGRITY_KEY)).get("results_sha256") != block.get("results_sha256"):
             result.problems.append("the report's embedded results are not the ones its integrity block names")
@@ -563,25 +594,65 @@ def verify_bytes(data: bytes, public_key=None, path: Path | str = "results") -> 
 # --- `gpufabric verify` ---------------------------------------------------------------------------------
 
 
-def verify_command(paths: list[str], key: str | None) -> tuple[int, list[str]]:
-    """`gpufabric verify FILE... [--key PUB.pem]`: (exit code, lines to print). 0: every file untouched (and, with
-    a key, signed by it); 1: a file changed, unsigned where a key was given, or signed by another key; 2: a file or
-    key that cannot be read."""
+def verify_command(paths: list[str], key: str | None, allow_unsigned: bool = False) -> tuple[int, list[str]]:
+    """`gpufabric verify FILE... [--key PUB.pem] [--allow-unsigned]`: (exit code, lines to print).
+
+    0: every file is whole and signed (by the key given, where one was), and results and reports given together
+    are of one run; 1: a file changed, is unsigned (unless ``allow_unsigned``: the caller accepts that its digests,
+    which anyone can recompute, show only that it is whole), is signed by another key, says a verdict its own
+    promises do not give, or is of another run than its partner; 2: a file or key that cannot be read."""
     public_key = load_public_key(key) if key else None
-    code, lines = 0, []
+    code, lines, runs = 0, [], []
+    if key and b"PRIVATE KEY" in _read_key(key):
+        lines.append(f"note: {key} is a private key: its public half was used. Give a customer only the public half "
+                     f"(openssl pkey -in {key} -pubout -out PUB.pem); the private key signs, and stays with you")
     for path in paths:
         result = verify_path(path, public_key)
-        if result.valid:
-            who = f", signed by key {result.signed_by}" if result.signed_by and public_key is not None else ""
-            state = "the results are as the run wrote them" if result.kind == "results" else \
-                "the report is as the run wrote it"
-            lines.append(f"{path}: valid: {state}{who}")
-        else:
+        runs.append((path, result))
+        if not result.valid:
             code = 1
             lines.append(f"{path}: INVALID")
             lines += [f"  {problem}" for problem in result.problems]
-        lines += [f"  note: {note}" for note in result.notes]
+        elif not result.signed:
+            state = "its digests match, but it is unsigned: digests anyone can recompute show nothing of who wrote it"
+            if allow_unsigned:
+                lines.append(f"{path}: whole, unsigned: {state} (accepted: --allow-unsigned)")
+            else:
+                code = 1
+                lines.append(f"{path}: UNSIGNED: {state}; sign with --gpu-sign-key, or give --allow-unsigned to "
+                             "accept an unsigned file")
+        else:
+            who = f", signed by key {result.signed_by}" if public_key is not None else ""
+            state = "the results are as the run wrote them" if result.kind == "results" else \
+                "the report is as the run wrote it"
+            lines.append(f"{path}: valid: {state}{who}")
+        lines += [f"  note: {note}" for note in result.notes if "not signed" not in note]
+    mismatch = _other_runs(runs)
+    if mismatch:
+        code = 1
+        lines += mismatch
     return code, lines
+
+
+def _other_runs(runs: list[tuple[str, Verification]]) -> list[str]:
+    """Results and reports given together must be of one run (the run id each carries under its signature)."""
+    results = [(path, r) for path, r in runs if r.kind == "results"]
+    reports = [(path, r) for path, r in runs if r.kind == "report" and r.run_id is not None]
+    if not results or not reports:
+        return []
+    lines = []
+    result_runs = {r.run_id for _, r in results}
+    report_runs = {r.run_id for _, r in reports}
+    for path, r in results + reports:
+        partners = report_runs if r.kind == "results" else result_runs
+        if r.run_id is None:
+            lines.append(f"{path}: OF ANOTHER RUN?: it names no run id (written before run ids were): cannot tell "
+                         "whether the files given are of one run")
+        elif r.run_id not in partners:
+            other = "report" if r.kind == "results" else "results"
+            lines.append(f"{path}: OF ANOTHER RUN: run {r.run_id}, and no {other} given is of that run "
+                         f"({', '.join(sorted(str(p) for p in partners))})")
+    return lines
 
 
 def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | None = None,
@@ -611,9 +682,33 @@ def check_node_signatures(paths: list[Path], key: str, exclude: list[Path] | Non
         except (Unreadable, GpuFabricError) as exc:
             refused.append((directory.name, f"unreadable: {exc}"))
             continue
-        if result.valid:
-            verified += 1
-            digests[str(directory)] = sha256_hex(data)
-        else:
+        if not result.valid:
             refused.append((directory.name, "; ".join(result.problems)))
+            continue
+        report_problem = _node_report_problem(directory, public_key, result.run_id)
+        if report_problem:
+            refused.append((directory.name, report_problem))
+            continue
+        verified += 1
+        digests[str(directory)] = sha256_hex(data)
     return {"key_id": key_id(public_key), "verified": verified}, refused, digests
+
+
+def _node_report_problem(directory: Path, public_key, run_id: str | None) -> str | None:
+    """Why the node's HTML report (which the fleet page links) cannot stand beside its verified results: not
+    signed by the key, changed, or of another run. None when it can, or when there is none."""
+    from ..fleet.nodes import node_report
+
+    name = node_report(directory)
+    if name is None:
+        return None
+    try:
+        report = verify_path(directory / name, public_key)
+    except GpuFabricError as exc:
+        return f"its report {name}: {exc}"
+    if not report.valid:
+        return f"its report {name}: " + "; ".join(report.problems)
+    if report.run_id != run_id:
+        return (f"its report {name} is of another run ({report.run_id or 'no run id'}) than its results "
+                f"({run_id or 'no run id'})")
+    return None

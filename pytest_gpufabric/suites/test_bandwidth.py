@@ -60,8 +60,7 @@ def _measurement(request, gpu_profile, what: str, promise):
 
 
 #: torch.distributed and nccl-tests measure the same floors: one promise each, judged by whichever evidence is there
-collective_promise = promise("collective-bandwidth", "collective bandwidth",
-                             lambda _, params: params.get("collective_threshold") is not None)
+collective_promise = promise("collective-bandwidth")
 
 
 @collective_promise
@@ -104,7 +103,7 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
                                request))
 
 
-@promise("copy-bandwidth", "copy bandwidth", lambda _, params: params.get("copy_kind") is not None)
+@promise("copy-bandwidth")
 def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check):
     bandwidth = _measurement(request, gpu_profile, "copy bandwidth", copy_kind)
     if "copy" in bandwidth.errors:

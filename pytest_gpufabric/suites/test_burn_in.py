@@ -16,7 +16,7 @@ def _busbw_floors(profile) -> list[dict]:
     return [t for op, t in profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
 
 
-@promise("burn-in-gpu", asked="has_burn_in")
+@promise("burn-in-gpu")
 def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     """Judged from the burn-in's log, so a bundle holding only the log is judged too; the log's serial must be
     the machine's where both are known."""
@@ -30,14 +30,13 @@ def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
                                       machine_serial=gpu.serial if gpu is not None else None))
 
 
-@promise("burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in",
-         lambda profile, _: _busbw_floors(profile) and profile.gpu_count >= 2, asked="has_burn_in")
+@promise("burn-in-collectives")
 def test_burn_in_collectives(gpu_profile, burn_in, gpufabric_check):
     largest = max(_busbw_floors(gpu_profile), key=lambda t: parse_bytes(t["size"]))
     gpufabric_check(check_burn_in_collectives(burn_in.records, parse_gbps(largest["min_busbw"])))
 
 
-@promise("burn-in-memory", "memory behaviour", lambda profile, _: "memory" in profile.data, asked="has_burn_in")
+@promise("burn-in-memory")
 def test_burn_in_memory(gpu_profile, burn_in, gpufabric_check):
     runs = [r for r in burn_in.records if r.get("type") == "memory"]
     if not runs:

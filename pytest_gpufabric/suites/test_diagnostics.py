@@ -29,7 +29,7 @@ def _model_fraction(name: object) -> float | None:
     return next((f for model, f in MODEL_MIN_FRACTION.items() if model in str(name or "")), None)
 
 
-@promise("hbm-bandwidth", "memory bandwidth", lambda profile, _: "memory_bandwidth" in profile.data)
+@promise("hbm-bandwidth")
 def test_hbm_bandwidth(gpu_profile, gpu_index, hbm_bandwidth, gpufabric_run, gpufabric_check):
     row = _row(hbm_bandwidth, gpu_index, "HBM bandwidth measurement")
     section = gpu_profile.data["memory_bandwidth"]
@@ -37,14 +37,14 @@ def test_hbm_bandwidth(gpu_profile, gpu_index, hbm_bandwidth, gpufabric_run, gpu
     gpufabric_check(check_hbm_bandwidth(row, floor, _model_fraction(row.get("name")), _source(gpufabric_run)))
 
 
-@promise("memory-pattern", "memory pattern test", lambda profile, _: "memory_pattern" in profile.data)
+@promise("memory-pattern")
 def test_memory_pattern(gpu_profile, gpu_index, memory_pattern, gpufabric_run, gpufabric_check):
     row = _row(memory_pattern, gpu_index, "memory pattern test")
     gpufabric_check(check_mem_pattern(row, gpu_profile.data["memory_pattern"].get("min_coverage"),
                                       _source(gpufabric_run)))
 
 
-@promise("power-hold", "sustained power and thermal behaviour", lambda profile, _: "power" in profile.data)
+@promise("power-hold")
 def test_power_hold(gpu_profile, gpu_index, power_hold, gpufabric_run, gpufabric_check):
     from pytest_gpufabric.checks.power import check_power_hold
 
@@ -52,7 +52,7 @@ def test_power_hold(gpu_profile, gpu_index, power_hold, gpufabric_run, gpufabric
     gpufabric_check(check_power_hold(row, gpu_profile.data["power"], _source(gpufabric_run)))
 
 
-@promise("pcie-under-load", "PCIe link under load", lambda profile, _: "pcie_load" in profile.data)
+@promise("pcie-under-load")
 def test_pcie_under_load(gpu_profile, gpu_index, pcie_load, gpufabric_run, gpufabric_check):
     from pytest_gpufabric.checks.pcie_load import check_pcie_under_load
 

@@ -10,8 +10,7 @@ from pytest_gpufabric.evidence import of_another_machine
 from pytest_gpufabric.promise import not_checked, promise
 
 
-@promise(lambda params: (params["dcgm_result"] or {}).get("promise", "dcgm-diag"), "dcgmi diag results",
-         lambda _, params: params.get("dcgm_result") is not None)
+@promise(lambda params: (params["dcgm_result"] or {}).get("promise", "dcgm-diag"), "dcgmi diag results")
 def test_dcgm_diag(gpu_profile, dcgm_result, gpufabric_run, gpufabric_check):
     fabric = gpufabric_run.fabric
     foreign = of_another_machine(dcgm_result, fabric, gpu_profile)
@@ -22,9 +21,7 @@ def test_dcgm_diag(gpu_profile, dcgm_result, gpufabric_run, gpufabric_check):
 
 
 @promise(lambda params: f"copy-bandwidth[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
-         "copy bandwidth from nvbandwidth",
-         lambda profile, params: params.get("nvbandwidth_copy") is not None
-         and params["nvbandwidth_copy"]["kind"] in profile.copy_thresholds())
+         "copy bandwidth from nvbandwidth")
 def test_nvbandwidth_copy(gpu_profile, nvbandwidth_copy, gpufabric_run, gpufabric_check):
     fabric = gpufabric_run.fabric
     kind = nvbandwidth_copy["kind"]

@@ -22,16 +22,7 @@ def _section(gpu_profile) -> dict:
     return gpu_profile.data["memory"]
 
 
-def _memory_promised(profile, _) -> bool:
-    return "memory" in profile.data
-
-
-def _offload_promised(profile, _) -> bool:
-    section = profile.data.get("memory", {})
-    return bool(section.get("lms")) and section.get("mode", "train") == "train"
-
-
-@promise("memory-estimate", "memory behaviour", _memory_promised)
+@promise("memory-estimate")
 def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabric_extra):
     check = check_estimate(_section(gpu_profile), memory_behaviour)
     rows = [[str(r["batch"]), format_bytes(r["predicted_bytes"]),
@@ -48,12 +39,12 @@ def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabr
     gpufabric_check(check)
 
 
-@promise("oversized-batch", "memory behaviour", _memory_promised)
+@promise("oversized-batch")
 def test_oversized_batch_fails_cleanly(gpu_profile, memory_behaviour, gpufabric_check):
     gpufabric_check(check_oom_clean(_section(gpu_profile), memory_behaviour))
 
 
-@promise("large-model-support", "large-model support", lambda _, params: params.get("lms_spec") is not None)
+@promise("large-model-support")
 def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
     memory_behaviour = request.getfixturevalue("memory_behaviour")
     threshold = parse_bytes(lms_spec["threshold"])
@@ -62,6 +53,6 @@ def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
     gpufabric_check(check_lms(lms_spec, run, memory_behaviour["baseline"]))
 
 
-@promise("offload-changes-no-result", "offload in training", _offload_promised)
+@promise("offload-changes-no-result")
 def test_offload_changes_no_result(gpu_profile, memory_behaviour, gpufabric_check):
     gpufabric_check(check_lms_equality(memory_behaviour))

@@ -12,21 +12,13 @@ from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes
 
 
-def _nvlink_gpus(profile) -> set[int]:
-    return {gpu for a, b in profile.pairs if profile.nvlinks_between(a, b) for gpu in (a, b)}
-
-
-def _nvlink_promised(profile, params) -> bool:
-    return params["promised_gpu"] in _nvlink_gpus(profile)
-
-
 def _link_table(gpu: int, links) -> dict:
     return {"caption": f"GPU{gpu} NVLink bytes during the measurement", "header": ["link", "TX", "RX", ""],
             "rows": [[str(link), format_bytes(d.tx_bytes), format_bytes(d.rx_bytes), "reset seen" if d.reset else ""]
                      for link, d in sorted(links.items())]}
 
 
-@promise("nvlink-traffic", "NVLink for this GPU", _nvlink_promised)
+@promise("nvlink-traffic")
 def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink_training, gpufabric_check,
                                                gpufabric_extra):
     if promised_gpu is None:
@@ -39,7 +31,7 @@ def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink
     ))
 
 
-@promise("nvlink-traffic-volume", "NVLink for this GPU", _nvlink_promised)
+@promise("nvlink-traffic-volume")
 def test_nvlinks_carry_the_allreduce_volume(gpu_profile, promised_gpu, nvlink_training, gpufabric_check):
     if promised_gpu is None:
         return

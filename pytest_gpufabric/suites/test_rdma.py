@@ -16,11 +16,7 @@ def _source(run) -> str:
     return f"bundle {run.replay}" if run.replay else "this machine's /sys/class/infiniband"
 
 
-def _ib_write_bw(profile) -> dict | None:
-    return profile.rdma.get("ib_write_bw")
-
-
-@promise("rdma-port", "RDMA devices", lambda _, params: params.get("rdma_promise") is not None)
+@promise("rdma-port")
 def test_rdma_port(rdma_promise, rdma_port, gpufabric_run, request, gpufabric_check):
     if rdma_port is None:
         return  # promised but missing: the test fails on that before it gets here
@@ -28,8 +24,7 @@ def test_rdma_port(rdma_promise, rdma_port, gpufabric_run, request, gpufabric_ch
     gpufabric_check(check_rdma_port(rdma_promise, devices, _source(gpufabric_run)))
 
 
-@promise("rdma-locality", "GPU paired with this RDMA device",
-         lambda _, params: (params.get("rdma_promise") or {}).get("gpus"))
+@promise("rdma-locality")
 def test_rdma_gpu_locality(gpu_profile, rdma_promise, request, gpufabric_check):
     devices = request.getfixturevalue("rdma_devices")
     gpufabric_check(check_gpu_locality(rdma_promise, devices, request.getfixturevalue("fabric")))
@@ -39,7 +34,7 @@ def _promised_rate(profile, device: str | None) -> str | None:
     return next((d.get("rate") for d in profile.rdma_devices if d["name"] == device), None)
 
 
-@promise("ib-write-bw", "ib_write_bw bandwidth", lambda profile, _: _ib_write_bw(profile) is not None)
+@promise("ib-write-bw")
 def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
     client = ib_write_bw_result["client"]
     settings = gpu_profile.rdma["ib_write_bw"]
@@ -48,8 +43,7 @@ def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
     gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source))
 
 
-@promise("rdma-counters", "port counters around ib_write_bw",
-         lambda profile, _: _ib_write_bw(profile) is not None and _ib_write_bw(profile).get("counters", True))
+@promise("rdma-counters")
 def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
     from pytest_gpufabric.fabric.rdma import RdmaPort
 

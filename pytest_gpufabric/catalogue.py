@@ -1,0 +1,324 @@
+"""What a profile promises: every promise id, computed from the profile alone, before any test runs.
+
+The verdict is a statement about these promises, not about the tests pytest happened to run: a promise of this
+list that no test judged (deselected, ignored, not collected, interrupted) is *not checked*, whatever pytest
+selected. The list is made on the pytest-xdist controller as well as without xdist, written into the results
+(``promised``), and read again by the fleet report and ``gpufabric verify``.
+
+Each kind of promise is declared once here (its name, what it is in words, the suite that judges it, and which
+of its ids a profile makes); the suites' ``@promise(name)`` markers name the kind, and a test is promised exactly
+when its id is on this list. Some promises are the operator's to ask for (the burn-in, with ``--gpu-burn-in``):
+a run that leaves them out says so in its verdict ("ACCEPTED without the burn-in the profile promises").
+
+Plain functions of plain data: no pytest, no NVML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+from .units import parse_bytes
+
+__all__ = ["KINDS", "BURN_IN", "PromiseKind", "Promised", "PromiseList", "promise_list"]
+
+#: the part of the acceptance that the operator asks for (``--gpu-burn-in``, or a bundle holding a burn-in)
+BURN_IN = "burn_in"
+#: how a verdict names a part the operator left out
+SCOPE_WORDS = {BURN_IN: "the burn-in"}
+
+
+@dataclass(frozen=True)
+class PromiseKind:
+    name: str  # the promise id without its parameters: gpu-memory
+    what: str  # in words: "GPU memory size"
+    suite: str  # the suite file that judges it
+    ids: Callable[..., list[str]]  # profile -> the ids of this kind it promises ([]: none)
+    asked: str | None = None  # the operator asks for it (BURN_IN), else it is always judged
+
+
+@dataclass(frozen=True)
+class Promised:
+    """One promise the run must judge: its id, what it is, the suite that judges it."""
+
+    id: str
+    what: str
+    suite: str
+    asked: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PromiseList:
+    """The promises of one run: ``promised`` must each be judged; ``left_out`` the profile makes but the operator
+    did not ask for this time (``why``: part -> why it was left out)."""
+
+    promised: tuple[Promised, ...]
+    left_out: tuple[Promised, ...] = ()
+    why: tuple[tuple[str, str], ...] = ()  # part -> why the run does not include it
+    asked: frozenset[str] = frozenset()  # the parts the operator asked for
+
+    def not_asked(self, promise_id: str) -> str | None:
+        """Why this run does not judge a promise of a part the operator asks for (the burn-in), or None."""
+        kind = KINDS.get(promise_id.split("[", 1)[0])
+        if kind is None or kind.asked is None or kind.asked in self.asked:
+            return None
+        return dict(self.why).get(kind.asked, f"not asked for ({SCOPE_WORDS.get(kind.asked, kind.asked)})")
+
+    def ids(self) -> list[str]:
+        return [p.id for p in self.promised]
+
+    def get(self, promise_id: str) -> Promised | None:
+        return self._by_id().get(promise_id)
+
+    def _by_id(self) -> dict[str, Promised]:
+        cached = self.__dict__.get("_index")
+        if cached is None:
+            cached = {p.id: p for p in self.promised}
+            object.__setattr__(self, "_index", cached)
+        return cached
+
+    @property
+    def scope(self) -> str:
+        """'' for the whole acceptance, else "without the burn-in the profile promises"."""
+        parts = sorted({p.asked for p in self.left_out if p.asked})
+        if not parts:
+            return ""
+        return "without " + " and ".join(SCOPE_WORDS.get(part, part) for part in parts) + " the profile promises"
+
+    def to_json(self) -> dict:
+        return {"promised": [p.to_dict() for p in self.promised],
+                "left_out": [p.to_dict() for p in self.left_out],
+                "left_out_why": {part: why for part, why in self.why if any(p.asked == part for p in self.left_out)},
+                "scope": self.scope}
+
+
+# --- the kinds ------------------------------------------------------------------------------------------------
+
+
+def _gpus(profile) -> list[str]:
+    return [f"GPU{i}" for i in range(profile.gpu_count)]
+
+
+def _each_gpu(condition: Callable[[object], object]) -> Callable[..., list[str]]:
+    return lambda profile: _gpus(profile) if condition(profile) else []
+
+
+def _once(condition: Callable[[object], object]) -> Callable[..., list[str]]:
+    return lambda profile: [""] if condition(profile) else []
+
+
+def _affinity(profile) -> list[str]:
+    return [label for label in _gpus(profile)
+            if any(label in profile.topology.get(key, {}) for key in ("cpu_affinity", "numa_affinity"))]
+
+
+def _collectives(profile) -> list[str]:
+    from .checks.bandwidth import size_label
+
+    return [f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in profile.collective_thresholds()]
+
+
+def _copies(profile) -> list[str]:
+    return [kind for kind in profile.copy_thresholds()
+            if profile.gpu_count >= 2 or not kind.startswith("gpu_to_gpu")]
+
+
+def _nvlink_gpus(profile) -> list[str]:
+    joined = {gpu for a, b in profile.pairs if profile.nvlinks_between(a, b) for gpu in (a, b)}
+    return [f"GPU{i}" for i in sorted(joined)]
+
+
+def _busbw_floors(profile) -> list[dict]:
+    return [t for op, t in profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
+
+
+def _lms(profile) -> list[str]:
+    specs = profile.data.get("memory", {}).get("lms", [])
+    return [f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs]
+
+
+def _offload_promised(profile) -> bool:
+    section = profile.data.get("memory", {})
+    return bool(section.get("lms")) and section.get("mode", "train") == "train"
+
+
+def _platform(key: str, per: Callable[..., list[str]] | None = None) -> Callable[..., list[str]]:
+    def ids(profile) -> list[str]:
+        if profile.data.get("platform", {}).get(key) is None:
+            return []
+        return per(profile) if per else [""]
+
+    return ids
+
+
+def _platform_devices(profile) -> list[str]:
+    return _gpus(profile) + [d["name"] for d in profile.rdma_devices]
+
+
+def _rdma_ports(profile, only_with_gpus: bool = False) -> list[str]:
+    return [f"{d['name']}:{d.get('port', 1)}" for d in profile.rdma_devices if not only_with_gpus or d.get("gpus")]
+
+
+def _ib_write_bw(profile) -> dict | None:
+    return profile.rdma.get("ib_write_bw")
+
+
+_TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
+_DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_nvlink_traffic.py"
+_PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
+
+KINDS: dict[str, PromiseKind] = {kind.name: kind for kind in (
+    PromiseKind("gpu-count", "GPU count", _TOPOLOGY, lambda profile: [""]),
+    PromiseKind("gpu-model", "GPU model", _TOPOLOGY, _each_gpu(lambda p: p.gpu_model)),
+    PromiseKind("gpu-memory", "GPU memory size", _TOPOLOGY, _each_gpu(lambda p: p.gpu_memory_bytes)),
+    PromiseKind("pcie-link", "PCIe generation or width", _TOPOLOGY, _each_gpu(lambda p: p.pcie)),
+    PromiseKind("ecc-mode", "ECC mode", _TOPOLOGY, _each_gpu(lambda p: p.ecc is not None)),
+    PromiseKind("topology-matrix", "topology matrix", _TOPOLOGY, _once(lambda p: p.matrix)),
+    PromiseKind("nvlinks", "NVLinks", _TOPOLOGY, _each_gpu(lambda p: p.nvlink)),
+    PromiseKind("affinity", "CPU/NUMA affinity for this GPU", _TOPOLOGY, _affinity),
+    PromiseKind("collective-bandwidth", "collective bandwidth", _BANDWIDTH, _collectives),
+    PromiseKind("copy-bandwidth", "copy bandwidth", _BANDWIDTH, _copies),
+    PromiseKind("nvlink-traffic", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
+    PromiseKind("nvlink-traffic-volume", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
+    PromiseKind("memory-estimate", "memory behaviour", _MEMORY, _once(lambda p: "memory" in p.data)),
+    PromiseKind("oversized-batch", "memory behaviour", _MEMORY,
+                _once(lambda p: "memory" in p.data)),
+    PromiseKind("large-model-support", "large-model support", _MEMORY, _lms),
+    PromiseKind("offload-changes-no-result", "offload in training", _MEMORY, _once(_offload_promised)),
+    PromiseKind("hbm-bandwidth", "memory bandwidth", _DIAGNOSTICS,
+                _each_gpu(lambda p: "memory_bandwidth" in p.data)),
+    PromiseKind("memory-pattern", "memory pattern test", _DIAGNOSTICS,
+                _each_gpu(lambda p: "memory_pattern" in p.data)),
+    PromiseKind("power-hold", "sustained power and thermal behaviour", _DIAGNOSTICS,
+                _each_gpu(lambda p: "power" in p.data)),
+    PromiseKind("pcie-under-load", "PCIe link under load", _DIAGNOSTICS, _each_gpu(lambda p: "pcie_load" in p.data)),
+    PromiseKind("platform-acs", "PCIe ACS state", _PLATFORM, _platform("acs")),
+    PromiseKind("platform-iommu", "IOMMU mode", _PLATFORM, _platform("iommu")),
+    PromiseKind("platform-peer-memory", "peer-memory module", _PLATFORM, _platform("peer_memory")),
+    PromiseKind("platform-persistence-mode", "persistence mode", _PLATFORM, _platform("persistence_mode", _gpus)),
+    PromiseKind("platform-driver", "driver version", _PLATFORM, _platform("driver")),
+    PromiseKind("platform-vbios", "VBIOS version", _PLATFORM, _platform("vbios", _gpus)),
+    PromiseKind("platform-nic-firmware", "NIC firmware", _PLATFORM, _platform("nic_firmware")),
+    PromiseKind("platform-cpu-governor", "CPU governor", _PLATFORM, _platform("cpu_governor")),
+    PromiseKind("platform-numa-balancing", "NUMA balancing", _PLATFORM, _platform("numa_balancing")),
+    PromiseKind("platform-hugepages", "hugepages", _PLATFORM, _platform("hugepages")),
+    PromiseKind("platform-pcie", "PCIe payload sizes", _PLATFORM, _platform("pcie", _platform_devices)),
+    PromiseKind("rdma-port", "RDMA devices", _RDMA, _rdma_ports),
+    PromiseKind("rdma-locality", "GPU paired with this RDMA device", _RDMA,
+                lambda profile: _rdma_ports(profile, only_with_gpus=True)),
+    PromiseKind("ib-write-bw", "ib_write_bw bandwidth", _RDMA, _once(lambda p: _ib_write_bw(p) is not None)),
+    PromiseKind("rdma-counters", "port counters around ib_write_bw", _RDMA,
+                _once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True))),
+    PromiseKind("burn-in-gpu", "burn-in of this GPU", _BURN_IN, _gpus, asked=BURN_IN),
+    PromiseKind("burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in", _BURN_IN,
+                _once(lambda p: _busbw_floors(p) and p.gpu_count >= 2), asked=BURN_IN),
+    PromiseKind("burn-in-memory", "memory behaviour", _BURN_IN,
+                _once(lambda p: "memory" in p.data), asked=BURN_IN),
+)}
+
+#: the suite that judges another tool's results (evidence.py): its promises come from the evidence given
+_EVIDENCE = "test_evidence.py"
+
+
+def promise_id(name: str, params: str) -> str:
+    return f"{name}[{params}]" if params else name
+
+
+def profile_promises_burn_in(profile) -> bool:
+    """A profile promises a burn-in when it says how one is judged (its ``burn_in:`` section)."""
+    return "burn_in" in profile.data
+
+
+def promise_list(profile, *, asked: Iterable[str] = (), left_out_why: dict[str, str] | None = None,
+                 evidence_promises: Iterable[tuple[str, str]] = ()) -> PromiseList:
+    """Every promise this run must judge, from the profile alone.
+
+    ``asked``: the parts the operator asked for (BURN_IN); a part the profile promises but the run does not
+    include is ``left_out``, with ``left_out_why[part]`` saying why. ``evidence_promises``: (id, what) of the
+    results another tool's output given with the run speaks to (``dcgmi diag``, nvbandwidth), each a promise to
+    pass it; an id the profile already makes is not listed twice."""
+    asked = set(asked)
+    promised: list[Promised] = []
+    left_out: list[Promised] = []
+    for kind in KINDS.values():
+        entries = [Promised(promise_id(kind.name, params), kind.what, kind.suite, kind.asked)
+                   for params in kind.ids(profile)]
+        if kind.asked is None or kind.asked in asked:
+            promised += entries
+        elif kind.asked == BURN_IN and profile_promises_burn_in(profile):
+            left_out += entries
+    seen = {p.id for p in promised}
+    for pid, what in evidence_promises:
+        if pid not in seen:
+            seen.add(pid)
+            promised.append(Promised(pid, what, _EVIDENCE))
+    why = tuple(sorted((left_out_why or {}).items()))
+    return PromiseList(tuple(promised), tuple(left_out), why, frozenset(asked))
+
+
+# --- reading a results document again (the fleet report, gpufabric verify) ---------------------------------------
+
+#: the id of the promise that a results file's embedded profile is the one its sha256 names
+PROFILE_INTEGRITY = "profile-integrity"
+
+
+def expected_promises(document: dict) -> tuple[list[str] | None, str, dict[str, str]]:
+    """(the ids a results document must have judged, its scope, why for those it lacks on its own list).
+
+    The document's own ``promised`` list, and where it embeds its resolved profile, the list made again from that
+    profile: an id the profile makes but the file's list lacks is expected all the same (a list edited shorter
+    does not shrink the promise). A profile that is not the one its sha256 names is itself a promise not kept.
+    None for results written before the list was (formats 1 and 2): the caller judges them as they were."""
+    block = document.get("promised")
+    if not isinstance(block, dict):
+        return None, "", {}
+    ids = [p["id"] for p in block.get("promised") or []]
+    why: dict[str, str] = {}
+    profile_doc = document.get("profile") or {}
+    data = profile_doc.get("data")
+    if isinstance(data, dict):
+        profile = _profile_of(data, str(profile_doc.get("sha256") or ""))
+        if profile is None:
+            ids.append(PROFILE_INTEGRITY)
+            why[PROFILE_INTEGRITY] = "the profile these results embed is not the one their profile.sha256 names"
+        else:
+            asked = frozenset(p.get("asked") for p in block.get("promised") or [] if p.get("asked"))
+            listed = set(ids)
+            for pid in _profile_ids(profile, asked):
+                if pid not in listed:
+                    ids.append(pid)
+                    why[pid] = ("the profile these results embed is not a profile" if pid == PROFILE_INTEGRITY else
+                                "the profile promises it, but the results' own promise list lacks it")
+    return ids, str(block.get("scope") or ""), why
+
+
+def _profile_ids(profile, asked: frozenset) -> list[str]:
+    """The ids a profile makes (a fleet's nodes share a profile: made once per profile and scope)."""
+    key = (profile.sha256, asked)
+    if key not in _IDS_OF_PROFILE:
+        try:
+            _IDS_OF_PROFILE[key] = promise_list(profile, asked=asked).ids()
+        except (KeyError, TypeError, ValueError, AttributeError):  # a document no validated profile could be
+            _IDS_OF_PROFILE[key] = [PROFILE_INTEGRITY]
+    return _IDS_OF_PROFILE[key]
+
+
+_IDS_OF_PROFILE: dict[tuple, list[str]] = {}
+
+
+def _profile_of(data: dict, sha256: str):
+    """The Profile of an embedded document, or None when it is not the one ``sha256`` names (or not a profile)."""
+    import hashlib
+
+    from .profile.loader import canonical_json
+    from .profile.model import Profile
+
+    try:
+        if hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest() != sha256:
+            return None
+        return Profile(name=str(data["name"]), path=None, sha256=sha256, data=data)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -1,0 +1,51 @@
+"""A results document judged again from its own evidence: its tests, its checks and the profile's promise list.
+
+The fleet report judges every node file this way, and ``gpufabric verify`` says whether a file's summary is what
+its own promises give: the summary a file carries is never taken on its word.
+"""
+
+from __future__ import annotations
+
+from .catalogue import expected_promises
+from .verdict import FAILED, NOT_CHECKED_PREFIX, build_promises, counts, judge
+
+__all__ = ["derive_verdict"]
+
+
+def derive_verdict(document: dict) -> tuple[str, str, dict]:
+    """(verdict, reason, promise counts) of a node from its tests and checks, by the rules of a node run: a test
+    whose check failed is a failed promise whatever its outcome says, a check the evidence could not judge is not
+    checked, a promise of the profile that no test judged is not checked (the profile's list, made again from the
+    profile the file embeds where it does: catalogue.expected_promises), a run without its end is INCOMPLETE. The
+    file's own summary is never read here."""
+    tests: dict = document["tests"]
+    reasons: dict = document.get("skip_reasons") or {}
+    promise_of = {test: p["id"] for p in document.get("promises") or [] for test in p["tests"]}
+    failed_checks: dict[str, str] = {}
+    unjudged: dict[str, str] = {}
+    for check in document["checks"]:
+        if check["verdict"] == FAILED:
+            failed_checks.setdefault(check["test"], check["message"])
+        elif check["verdict"] in ("not checked", "unknown"):
+            unjudged.setdefault(check["test"], check["message"])
+    rows = []
+    for test, outcome in tests.items():
+        reason = reasons.get(test, "")
+        if test in failed_checks:
+            outcome, reason = "failed", failed_checks[test]
+        elif test in unjudged and outcome in ("passed", "skipped") and not reason.startswith(NOT_CHECKED_PREFIX):
+            outcome, reason = "skipped", NOT_CHECKED_PREFIX + unjudged[test]
+        rows.append((test, promise_of.get(test), outcome, reason))
+    rows += [(test, promise_of.get(test), "failed", message) for test, message in failed_checks.items()
+             if test not in tests]
+    rows += [(nodeid, None, "error", f"could not be collected: {message}")
+             for nodeid, message in (document.get("collection_errors") or {}).items()]
+    expected, scope, lacking = expected_promises(document)
+    not_run = document.get("not_run") or {}
+    promises = build_promises(rows, expected, {**not_run, **lacking})
+    unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"
+    verdict, reason = judge(promises, document.get("machine_error"), unfinished,
+                            not_run if expected is None else None)
+    if scope:
+        reason += f"; {scope}"
+    return verdict, reason, counts(promises)
