@@ -144,7 +144,7 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
             if key not in expected_ids:
                 continue
             outcome, reason = NOT_CHECKED, f"its test skipped it: {reason}"
-        reason = "" if outcome == PASSED else _first_line(_strip(reason))
+        reason = "" if outcome == PASSED else _strip(reason).strip()
         promise = promises.get(key)
         if promise is None:
             promises[key] = Promise(key, outcome, reason, [nodeid])
@@ -164,11 +164,6 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
 
 #: why a promise of the profile has no outcome when nothing more is known
 NO_TEST_JUDGED_IT = "no test judged it (its test did not run)"
-
-
-def _first_line(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else ""
 
 
 def counts(promises: Iterable[Promise]) -> dict[str, int]:

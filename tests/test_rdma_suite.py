@@ -96,8 +96,8 @@ def test_roce_bundle_replay_passes_ib_write_bw_and_is_incomplete(pytester: pytes
     # a bare client output has no counters read around the run
     result.stdout.fnmatch_lines(["SKIPPED*the recording holds no port counters read around the run*"])
     result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile a100-pcie-roce*",
-                                 "INCOMPLETE: 4 promise(s) not checked: rdma-port[[]irdma0:1[]], rdma-counters, "
-                                 "gpu-count, gpu-model[[]GPU0[]]"])
+                                 "INCOMPLETE: 4 promise(s) not checked: gpu-count, gpu-model[[]GPU0[]], "
+                                 "rdma-port[[]irdma0:1[]], rdma-counters"])
 
     results = _results(pytester)
     assert results["summary"]["verdict"] == "INCOMPLETE"

@@ -67,7 +67,9 @@ def test_one_measurement_that_shows_a_promise_is_enough_and_a_failure_wins():
     assert promises["floor[a]"].outcome == PASSED and promises["floor[a]"].tests == ["t::torch[a]", "t::nccl[a]"]
     assert promises["floor[b]"].outcome == NOT_CHECKED
     assert promises["floor[b]"].reason == "the bundle holds no bandwidth.json; no all_reduce_perf on PATH"
-    assert (promises["floor[c]"].outcome, promises["floor[c]"].reason) == (FAILED, "busbw 280.0 GB/s < 312 GB/s")
+    # the whole reason: what usually causes it is part of why it failed
+    assert (promises["floor[c]"].outcome, promises["floor[c]"].reason) == (
+        FAILED, "busbw 280.0 GB/s < 312 GB/s\nUsual causes: ...")
     assert "not-promised" not in promises  # a plain skip is no promise
     assert (promises["waived-one"].outcome, promises["waived-one"].reason) == (WAIVED, "agreed with ACME (--gpu-waive)")
     assert promises["broke"].outcome == NOT_CHECKED  # a broken test neither passes nor accuses the machine

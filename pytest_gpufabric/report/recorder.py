@@ -137,9 +137,9 @@ class RunRecorder:
             return
         from ..verdict import EXIT_CODES, INCOMPLETE
 
-        if not self.outcomes and not self.collection_errors:
-            # nothing was judged (--collect-only, -k matching nothing): the results of the last run stay as they
-            # are, and the run exits as pytest says
+        if self.fabric_session.profile is not None and not self.outcomes and not self.collection_errors:
+            # a run of a profile that judged nothing (--collect-only, -k matching nothing): the results of the
+            # last run stay as they are, and the run exits as pytest says
             self.nothing_judged = True
             return
         self.stopped = _why_stopped(session, int(exitstatus))
@@ -201,7 +201,8 @@ class RunRecorder:
             terminalreporter.write_line(f"{self.verdict}: {self.reason}")
             shown = [p for p in self.promises if p["outcome"] in ("failed", "not checked")]
             for promise in shown[:20]:
-                terminalreporter.write_line(f"  {promise['outcome']}: {promise['id']}: {promise['reason']}"[:300])
+                reason = "; ".join(line.strip() for line in promise["reason"].splitlines() if line.strip())
+                terminalreporter.write_line(f"  {promise['outcome']}: {promise['id']}: {reason}"[:500])
             if len(shown) > 20:
                 terminalreporter.write_line(f"  ... {len(shown) - 20} more in the results file")
         if self.results_path is not None:
@@ -253,11 +254,12 @@ def _junit_properties(config: pytest.Config, summary: dict) -> None:
 
 
 def failure_message(report: pytest.TestReport) -> str:
-    """Why a test failed or broke, in one line: pytest.fail()'s message, or the exception's."""
+    """Why a test failed or broke, whole: pytest.fail()'s message, or the exception's (a matrix check names every
+    cell that differs on the lines after its first)."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr or "")
     text = text.removeprefix("Failed: ").strip()
-    return text.splitlines()[0] if text else "no message"
+    return text or "no message"
 
 
 def collection_error(report: pytest.CollectReport) -> str:
