@@ -140,9 +140,10 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
 
     if args.from_fleet:
         return _profile_from_fleet(args)
-    fabric = _fabric(args.replay)
     output = Path(args.output)
-    name = args.name or output.stem
+    name = _profile_name(args, output)
+    _refuse_to_overwrite(output, args.force)
+    fabric = _fabric(args.replay)
     if not fabric.gpus:
         raise GpuFabricError(f"{fabric.source} records no GPU (nvidia-smi-topo-m.txt, nvidia-smi-q.xml or "
                              "nvml.json): there is nothing to write a profile from")
@@ -170,6 +171,31 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _profile_name(args: argparse.Namespace, output: Path) -> str:
+    """--name, else the output file's stem; one that is not a profile's name says how to give one."""
+    import re
+
+    from .profile.loader import name_pattern
+
+    name = args.name or output.stem
+    if re.fullmatch(name_pattern(), name):
+        return name
+    rule = "lower-case letters, digits, '.', '_' and '-'"
+    suggestion = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "my-machine"
+    if args.name:
+        raise GpuFabricError(f"--name {name!r}: a profile's name is {rule}, e.g. {suggestion}")
+    raise GpuFabricError(f"-o {output}: the profile is named after the file, and {name!r} is not a profile name "
+                         f"({rule}): give one with --name, e.g. --name {suggestion}")
+
+
+def _refuse_to_overwrite(output: Path, force: bool) -> None:
+    """A profile file already there may be hand-edited: it is replaced only when asked."""
+    if output.is_dir():
+        raise GpuFabricError(f"-o {output}: a directory; give the profile file to write, e.g. {output}/NAME.yaml")
+    if output.exists() and not force:
+        raise GpuFabricError(f"-o {output}: the file exists and was left as it is; give --force to replace it")
+
+
 def _profile_from_fleet(args: argparse.Namespace) -> int:
     """`profile init --from-fleet DIR`: floors from the fleet's distribution (fleet/golden.py)."""
     import yaml
@@ -180,10 +206,11 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
     if args.replay:
         raise GpuFabricError("--from-fleet and --replay: a profile comes from one of them")
     output = Path(args.output)
+    name = _profile_name(args, output)
+    _refuse_to_overwrite(output, args.force)
     try:
         margin = 0.95 if args.margin is None else args.margin
-        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), args.name or output.stem,
-                                                             args.percentile, margin)
+        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), name, args.percentile, margin)
     except ValueError as exc:
         raise GpuFabricError(str(exc)) from None
     validate_document(yaml.safe_load(text), output, partial=True)  # nothing is written for a bad document
@@ -694,7 +721,10 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--replay", metavar="BUNDLE", help="write it from a recorded bundle (directory, .tar.gz or "
                       "shipped name) instead of this machine")
     init.add_argument("-o", "--output", required=True, metavar="FILE", help="the profile file to write")
-    init.add_argument("--name", help="profile name (default: the output file's stem)")
+    init.add_argument("--force", action="store_true", help="replace the output file if it exists (by default an "
+                      "existing file, perhaps edited by hand, is left as it is and nothing is written)")
+    init.add_argument("--name", help="profile name: lower-case letters, digits, '.', '_' and '-' (default: the output "
+                      "file's name without .yaml)")
     init.add_argument("--from-fleet", metavar="DIR", help="floors from a fleet's results (the folder `gpufabric "
                       "fleet report` read): the profile extends the one the nodes ran")
     init.add_argument("--measure", action="store_true", help="also run every measurement this machine supports "

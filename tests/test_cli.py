@@ -170,9 +170,67 @@ def test_profile_init_into_a_missing_directory_is_bad_input(tmp_path, capsys):
 
 
 def test_profile_init_refuses_a_name_that_is_no_profile_name(tmp_path, capsys):
-    code = main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(tmp_path / "My Box.yaml")])
-    assert code == EXIT_BAD_INPUT
-    assert "$.name" in capsys.readouterr().err and not (tmp_path / "My Box.yaml").exists()
+    """The name comes from the file's: one that is no profile name says so and offers --name."""
+    output = tmp_path / "My Box.yaml"
+    code = main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(output)])
+    assert code == EXIT_BAD_INPUT and not output.exists()
+    assert capsys.readouterr().err == (
+        f"gpufabric: -o {output}: the profile is named after the file, and 'My Box' is not a profile name "
+        "(lower-case letters, digits, '.', '_' and '-'): give one with --name, e.g. --name my-box\n")
+    assert main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(output), "--name", "My"]) == 2
+    assert capsys.readouterr().err == ("gpufabric: --name 'My': a profile's name is lower-case letters, digits, '.', "
+                                       "'_' and '-', e.g. my\n")
+    assert main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(output), "--name", "my-box"]) == 0
+    assert "name: my-box\n" in output.read_text()
+
+
+def test_profile_init_leaves_an_existing_file_unless_forced(tmp_path, capsys):
+    """A profile edited by hand is not overwritten by a second `profile init`: one line, exit 2; --force replaces
+    it. A directory as -o is named as one."""
+    output = tmp_path / "titan.yaml"
+    assert main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(output)]) == 0
+    edited = output.read_text() + "# checked by hand: the NVLink floor is the vendor's\n"
+    output.write_text(edited)
+    capsys.readouterr()
+    for source in (["--replay", "rtx-2080ti-pcie"], ["--measure", "--replay", "h100-x1-measured"],
+                   ["--from-fleet", str(tmp_path)]):
+        assert main(["profile", "init", *source, "-o", str(output)]) == EXIT_BAD_INPUT
+        captured = capsys.readouterr()
+        assert captured.err == f"gpufabric: -o {output}: the file exists and was left as it is; give --force to " \
+                               "replace it\n" and captured.out == ""
+        assert output.read_text() == edited
+    assert main(["profile", "init", "--replay", "rtx-2080ti-pcie", "-o", str(output), "--force"]) == 0
+    assert "checked by hand" not in output.read_text() and "count: 2" in output.read_text()
+    assert capsys.readouterr().out.startswith(f"wrote {output} (profile titan, sha256 ")
+    assert main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(tmp_path)]) == EXIT_BAD_INPUT
+    assert capsys.readouterr().err == (f"gpufabric: -o {tmp_path}: a directory; give the profile file to write, e.g. "
+                                       f"{tmp_path}/NAME.yaml\n")
+
+
+def test_a_directory_given_as_a_profile_is_named_as_one(tmp_path, capsys, monkeypatch):
+    """`--profile profiles/` or a folder's name: said to be a directory, not an unknown profile."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "site").mkdir()
+    for spec in ("site", "site/", str(tmp_path / "site")):
+        assert main(["profile", "validate", spec]) == EXIT_BAD_INPUT
+        assert capsys.readouterr().err == (f"gpufabric: {spec} is a directory, not a profile: give a profile's YAML "
+                                           f"file (such as {spec.rstrip('/')}/NAME.yaml) or a profile's name\n")
+    assert main(["accept", "--profile", "site"]) == EXIT_BAD_INPUT
+    assert "site is a directory, not a profile" in capsys.readouterr().err
+
+
+def test_profile_init_measure_from_a_bundle_says_it_reads_the_bundle(tmp_path, capsys):
+    """`--measure --replay` measures nothing: each line says which recording it reads from the bundle, and a
+    recording the bundle lacks is said as such (h100-x1-measured has no burn-in log: no GEMM floor)."""
+    output = tmp_path / "h100.yaml"
+    assert main(["profile", "init", "--measure", "--replay", "h100-x1-measured", "-o", str(output)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "measuring" not in " ".join(err)
+    assert err == [f"gpufabric: reading {key} from the bundle h100-x1-measured" for key in
+                   ("copy", "hbm", "power", "pcie", "gemm")] + [
+        "gpufabric: gemm: not recorded in the bundle h100-x1-measured: no floor for it"] + [
+        f"gpufabric: reading {key} from the bundle h100-x1-measured" for key in ("memory", "pattern")]
+    assert "#   gemm: not recorded" in output.read_text()
 
 
 def test_accept_reports_an_unknown_profile_first(capsys):
