@@ -564,6 +564,7 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     from .profile.loader import load_profile
 
     load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
+    html = _report_file(args, pytest_args)
     replay = args.replay
     if replay is None:
         from .fabric.bundle import available_bundles
@@ -578,7 +579,7 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
             print(f"gpufabric: {why}; replaying the shipped bundle {replay} instead", file=sys.stderr)
     # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
     quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
-    argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html", "-W", quiet]
+    argv = ["--gpu-profile", args.profile, "--html", str(html), "--self-contained-html", "-W", quiet]
     if args.sign_key:
         argv += ["--gpu-sign-key", args.sign_key]
     for flag, value in (("--gpu-customer", args.customer), ("--gpu-operator", args.operator),
@@ -594,6 +595,42 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
             raise GpuFabricError(f"--replay: {exc}") from None
         argv += ["--gpu-replay", replay]
     return int(pytest.main(argv + pytest_args))
+
+
+def _report_file(args: argparse.Namespace, pytest_args: list[str]) -> Path:
+    """The HTML report: --html, else acceptance.html beside the results (--report-dir, its placeholders filled as
+    the plugin fills them, else reports/ where the command runs). Its folder is made and written to now: pytest-html
+    would make it only after the run has started, and fail with an internal error."""
+    import os
+
+    from .fleet.launch import expand_report_dir
+    from .report.results import check_writable_dir
+
+    if args.html:
+        flag, html = "--html", Path(args.html)
+    elif args.report_dir:
+        try:
+            folder = expand_report_dir(args.report_dir, dict(os.environ), _pytest_option(pytest_args, "--gpu-fleet-id"))
+        except ValueError as exc:
+            raise GpuFabricError(f"--report-dir: {exc}") from None
+        flag, html = "--report-dir", Path(folder) / "acceptance.html"
+    else:
+        flag, html = None, Path("reports") / "acceptance.html"
+    try:
+        check_writable_dir(html.parent)
+    except GpuFabricError as exc:
+        raise GpuFabricError(f"{flag}: {exc}" if flag else f"{exc}; give --report-dir DIR to write elsewhere") from None
+    return html
+
+
+def _pytest_option(pytest_args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` among the arguments passed on to pytest (``--flag VALUE`` or ``--flag=VALUE``)."""
+    for index, arg in enumerate(pytest_args):
+        if arg == flag and index + 1 < len(pytest_args):
+            return pytest_args[index + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1:]
+    return None
 
 
 BENCH_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv", "copy")
@@ -672,14 +709,16 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or path (default {DEFAULT_PROFILE})")
     accept.add_argument("--replay", metavar="BUNDLE", help="judge a bundle; default: this machine, or the "
                         "profile's shipped bundle when this machine has no NVIDIA driver")
-    accept.add_argument("--html", default="reports/acceptance.html", help="report file (default %(default)s)")
+    accept.add_argument("--html", metavar="FILE", help="the HTML report (default: acceptance.html in the report "
+                        "folder, --report-dir or reports/)")
     accept.add_argument("--sign-key", metavar="KEY.pem", help="sign the results and the report with this Ed25519 "
                         "private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`)")
     accept.add_argument("--customer", metavar="NAME", help="the customer named on the report's cover")
     accept.add_argument("--operator", metavar="NAME", help="who ran the acceptance, named on the cover (default: the "
                         "user it runs as)")
     accept.add_argument("--burn-in", metavar="DURATION", help="also run the burn-in for DURATION (90s, 10m, 2h)")
-    accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json goes (default: reports/)")
+    accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json and the HTML report go "
+                        "(default: reports/); {host}, {task} and {fleet} are filled in as --gpu-report-dir's are")
     accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
 
     verify = sub.add_parser(

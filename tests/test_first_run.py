@@ -94,3 +94,44 @@ def test_the_repositorys_own_tests_still_may_not_write_into_it(clone):
     assert done.returncode == 1, (done.stdout[-3000:], done.stderr[-3000:])
     assert "1 passed" in done.stdout
     assert "the tests wrote 1 file(s) into the repository: reports/careless.html" in done.stdout
+
+
+@pytest.fixture
+def unwritable_cwd(tmp_path) -> Path:
+    """A working directory the run cannot write reports/ into: read-only, and (for root, whom permissions do not
+    stop) with a file where the folder would go."""
+    cwd = tmp_path / "read-only"
+    cwd.mkdir()
+    (cwd / "reports").write_text("not a folder\n")
+    cwd.chmod(0o555)
+    yield cwd
+    cwd.chmod(0o755)
+
+
+def _accept(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-p", "no:cacheprovider", *args],
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_a_read_only_working_directory_with_the_report_dir_elsewhere(unwritable_cwd, tmp_path):
+    """The HTML report goes to --report-dir with the results (it went to reports/ where the command ran, and
+    pytest-html's INTERNALERROR ended the run), unless --html says otherwise."""
+    out = tmp_path / "out"
+    done = _accept(unwritable_cwd, "--report-dir", str(out))
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "INTERNALERROR" not in done.stdout + done.stderr
+    assert "ACCEPTED: all 35 promise(s) checked passed" in done.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["acceptance.html", "gpufabric-results.json"]
+    assert f"Generated html report: file://{out}/acceptance.html" in done.stdout
+    elsewhere = tmp_path / "html" / "report.html"
+    done = _accept(unwritable_cwd, "--report-dir", str(out), "--html", str(elsewhere))
+    assert done.returncode == 0 and elsewhere.is_file(), (done.stdout[-3000:], done.stderr[-3000:])
+
+
+def test_a_read_only_working_directory_without_a_report_dir_says_so(unwritable_cwd):
+    """Nowhere to write: one line before anything runs, naming the flag that writes elsewhere."""
+    done = _accept(unwritable_cwd)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("gpufabric: cannot write results to reports: ")
+    assert done.stderr.endswith("; give --report-dir DIR to write elsewhere\n") and done.stderr.count("\n") == 1
