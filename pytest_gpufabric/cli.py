@@ -1,7 +1,9 @@
 """`gpufabric`: look at a machine or a bundle, record bundles, write and check profiles, parse tool output.
 
-Exit codes: 0 done; 2 bad input (unknown profile, corrupt bundle, unparsable file, bad arguments);
-3 the machine cannot be asked (no NVIDIA driver / NVML).
+Exit codes (docs/exit-codes.md): `accept` and `fleet` end in a verdict and speak pytest's codes (0 ACCEPTED,
+1 REJECTED, 4 a usage error, 6 INCOMPLETE, 7 NOT TESTED, ...); the other commands: 0 done; 2 bad input (unknown
+profile, corrupt bundle, unparsable file, bad arguments); 3 the machine cannot be asked (no NVIDIA driver / NVML,
+no GPU).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from .errors import GpuFabricError, HardwareUnavailable
 from .report.results import json_text
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
+#: the commands that end in a verdict: their bad input is pytest's usage error, and a machine that cannot be asked
+#: is NOT TESTED, as `pytest --gpu-profile` says them
+VERDICT_COMMANDS = ("accept", "fleet")
+EXIT_USAGE, EXIT_NOT_TESTED = 4, 7
 
 #: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
 SNAPSHOT_COMMANDS = {
@@ -389,7 +395,7 @@ def _reference_text(ref) -> str:
     return "\n".join(lines)
 
 
-EXIT_REJECTED, EXIT_USAGE = 1, 4  # `gpufabric fleet report`, as pytest's
+EXIT_REJECTED = 1  # `gpufabric fleet`, as pytest's
 
 
 def _printable(text: object) -> str:
@@ -564,9 +570,15 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     from .profile.loader import load_profile
 
     load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
-    html = _report_file(args, pytest_args)
-    replay = args.replay
-    if replay is None:
+    replay, instead = args.replay, None
+    if replay is not None:
+        from .fabric.bundle import bundle_directory
+
+        try:
+            bundle_directory(replay)  # a bundle that is not there is said here, by this command's flag
+        except GpuFabricError as exc:
+            raise GpuFabricError(f"--replay: {exc}") from None
+    else:
         from .fabric.bundle import available_bundles
         from .fabric.nvml import nvml_available
 
@@ -576,7 +588,10 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
             replay = next((b for b in (f"{args.profile}-acceptance", args.profile) if b in shipped), None)
             if replay is None:
                 raise HardwareUnavailable(f"{why}; use --replay BUNDLE to check a recorded bundle")
-            print(f"gpufabric: {why}; replaying the shipped bundle {replay} instead", file=sys.stderr)
+            instead = f"gpufabric: {why}; replaying the shipped bundle {replay} instead"
+    html = _report_file(args, pytest_args)  # the last input to check, and the first thing made
+    if instead:
+        print(instead, file=sys.stderr)
     # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
     quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
     argv = ["--gpu-profile", args.profile, "--html", str(html), "--self-contained-html", "-W", quiet]
@@ -587,12 +602,6 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
         if value:
             argv += [flag, value]
     if replay:
-        from .fabric.bundle import bundle_directory
-
-        try:
-            bundle_directory(replay)  # a bundle that is not there is said here, by this command's flag
-        except GpuFabricError as exc:
-            raise GpuFabricError(f"--replay: {exc}") from None
         argv += ["--gpu-replay", replay]
     return int(pytest.main(argv + pytest_args))
 
@@ -661,10 +670,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     results = {}
     collectives = [op for op in ops if op != "copy"]
     if collectives:
-        nprocs = args.nprocs or (_gpu_count() if args.backend == "nccl" else 2)
+        nprocs = args.nprocs or (_gpu_count("use --backend gloo to run on CPUs") if args.backend == "nccl" else 2)
         results["collectives"] = run_collectives(nprocs, collectives, sizes, backend=args.backend, warmup=args.warmup,
                                                  iters=args.iters, timeout_s=args.timeout)
     if "copy" in ops:
+        _gpu_count("copies are between host and GPU memory")  # a machine without one is said here, not by a child
         results["copy"] = run_copy(max(sizes), iters=args.iters, timeout_s=args.timeout)
     if args.json:
         print(json_text({k: {key: v for key, v in r.items() if key != "stdout_tail"} for k, r in results.items()}))
@@ -674,15 +684,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _gpu_count() -> int:
+def _gpu_count(hint: str) -> int:
+    """This machine's GPUs; none (or no driver) is HardwareUnavailable, ending with ``hint``."""
     from .fabric.nvml import collect_fabric
 
     try:
         count = len(collect_fabric().gpus)
     except HardwareUnavailable as exc:
-        raise HardwareUnavailable(f"{exc.why}; use --backend gloo to run on CPUs") from None
+        raise HardwareUnavailable(f"{exc.why}; {hint}") from None
     if count == 0:
-        raise HardwareUnavailable("no GPU found; use --backend gloo to run on CPUs")
+        raise HardwareUnavailable(f"no GPU found; {hint}")
     return count
 
 
@@ -865,8 +876,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, extra = build_parser().parse_known_args(argv)
     except SystemExit as exc:
-        if exc.code == 2 and argv[:1] == ["fleet"]:
-            return EXIT_USAGE  # `gpufabric fleet` speaks pytest's exit codes: 4, a usage error
+        if exc.code == 2 and argv[:1] and argv[0] in VERDICT_COMMANDS:
+            return EXIT_USAGE  # argparse's usage error, in pytest's code
         raise
     if getattr(args, "nccl_op", None) is not None and args.kind != "nccl-tests":
         build_parser().error("--op is for `gpufabric parse nccl-tests`")
@@ -876,19 +887,20 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().error("--line-rate is for `gpufabric parse perftest`")
     if extra and not getattr(args, "takes_pytest_args", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    verdict = args.command in VERDICT_COMMANDS
     try:
         if getattr(args, "takes_pytest_args", False):
             return args.func(args, extra)
         return args.func(args)
     except HardwareUnavailable as exc:
-        print(f"gpufabric: {exc}", file=sys.stderr)
-        return EXIT_NO_HARDWARE
+        print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
+        return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
     except GpuFabricError as exc:
         print(f"gpufabric: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
     except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
         print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from pytest_gpufabric.cli import EXIT_BAD_INPUT, EXIT_NO_HARDWARE, main
+from pytest_gpufabric.cli import EXIT_BAD_INPUT, EXIT_NO_HARDWARE, EXIT_NOT_TESTED, EXIT_USAGE, main
 from pytest_gpufabric.fabric.nvml import nvml_available
 
 needs_no_driver = pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
@@ -72,7 +73,7 @@ def test_live_commands_without_driver_say_so(tmp_path, capsys):
 
 
 def test_accept_names_a_missing_bundle_by_its_own_flag(capsys):
-    assert main(["accept", "--replay", "no-such-bundle"]) == EXIT_BAD_INPUT
+    assert main(["accept", "--replay", "no-such-bundle"]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("gpufabric: --replay: replay bundle not found: no-such-bundle") and "--gpu-" not in err
 
@@ -95,7 +96,7 @@ def test_accept_takes_what_a_delivery_needs(tmp_path):
 def test_fleet_fabric_outside_a_launcher_says_how_to_launch_it(monkeypatch, tmp_path, capsys):
     for name in ("RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"):
         monkeypatch.delenv(name, raising=False)
-    assert main(["fleet", "fabric", "-o", str(tmp_path / "out")]) == EXIT_BAD_INPUT
+    assert main(["fleet", "fabric", "-o", str(tmp_path / "out")]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "one rank of a run across nodes" in err and "srun" in err and "torchrun" in err and "mpirun" in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
@@ -215,7 +216,7 @@ def test_a_directory_given_as_a_profile_is_named_as_one(tmp_path, capsys, monkey
         assert main(["profile", "validate", spec]) == EXIT_BAD_INPUT
         assert capsys.readouterr().err == (f"gpufabric: {spec} is a directory, not a profile: give a profile's YAML "
                                            f"file (such as {spec.rstrip('/')}/NAME.yaml) or a profile's name\n")
-    assert main(["accept", "--profile", "site"]) == EXIT_BAD_INPUT
+    assert main(["accept", "--profile", "site"]) == EXIT_USAGE
     assert "site is a directory, not a profile" in capsys.readouterr().err
 
 
@@ -234,7 +235,7 @@ def test_profile_init_measure_from_a_bundle_says_it_reads_the_bundle(tmp_path, c
 
 
 def test_accept_reports_an_unknown_profile_first(capsys):
-    assert main(["accept", "--profile", "titan-rtx"]) == EXIT_BAD_INPUT
+    assert main(["accept", "--profile", "titan-rtx"]) == EXIT_USAGE
     assert "unknown profile 'titan-rtx'; available profiles:" in capsys.readouterr().err
 
 
@@ -259,3 +260,89 @@ def test_every_command_and_argument_has_help():
 
     walk(build_parser(), "gpufabric")
     assert missing == []
+
+
+# --- exit codes, command by command (docs/exit-codes.md) ---------------------------------------------------------
+
+EXIT_CODES_DOC = Path(__file__).resolve().parents[1] / "docs" / "exit-codes.md"
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["accept", "--replay", "no-such-bundle"], EXIT_USAGE, "gpufabric: --replay: replay bundle not found: no-such-"),
+    (["accept", "--profile", "no-such-profile"], EXIT_USAGE, "gpufabric: unknown profile 'no-such-profile'; "),
+    (["accept", "--report-dir", "{nosuch}"], EXIT_USAGE, "gpufabric: --report-dir: '{nosuch}': unknown placeholder"),
+    (["fleet", "report", "no-such-folder"], EXIT_USAGE, "gpufabric fleet report: no-such-folder: not a folder"),
+    (["fleet", "fabric", "--profile", "no-such-profile"], EXIT_USAGE, "gpufabric: unknown profile 'no-such-profile'"),
+    (["verify", "no-such.json"], EXIT_BAD_INPUT, "gpufabric: cannot read no-such.json"),
+    (["bench", "alltoall"], EXIT_BAD_INPUT, "gpufabric: unknown operation(s) ['alltoall']"),
+    (["show", "--replay", "no-such-bundle"], EXIT_BAD_INPUT, "gpufabric: replay bundle not found: no-such-bundle"),
+    (["snapshot", "/dev/null/bundle"], None, "gpufabric: "),  # 3 without a driver, 2 with one: the folder
+    (["profile", "init", "--replay", "no-such-bundle", "-o", "x.yaml"], EXIT_BAD_INPUT,
+     "gpufabric: replay bundle not found: no-such-bundle"),
+    (["profile", "validate", "no-such-profile"], EXIT_BAD_INPUT, "gpufabric: unknown profile 'no-such-profile'"),
+    (["parse", "topo", "no-such.txt"], EXIT_BAD_INPUT, "gpufabric: cannot read no-such.txt"),
+    (["reference", "no-such-gpu"], EXIT_BAD_INPUT, "gpufabric: unknown GPU model 'no-such-gpu'"),
+], ids=lambda value: "-".join(value[:2]) if isinstance(value, list) else "")
+def test_each_command_exits_on_bad_input_as_documented(argv, code, message, tmp_path, monkeypatch, capsys):
+    """Every command's bad input: one line on stderr, the code docs/exit-codes.md gives it (4 for the commands that
+    end in a verdict, as pytest's usage error; 2 for the others), nothing written."""
+    monkeypatch.chdir(tmp_path)
+    if code is None:
+        code = EXIT_NO_HARDWARE if not nvml_available()[0] else EXIT_BAD_INPUT
+    if argv[:2] == ["fleet", "fabric"]:
+        monkeypatch.setenv("RANK", "0")
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert err.startswith(message) and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, code", [(["accept", "--profile"], EXIT_USAGE), (["fleet", "report"], EXIT_USAGE),
+                                        (["show", "--nope"], EXIT_BAD_INPUT), (["nosuch"], EXIT_BAD_INPUT)])
+def test_a_bad_argument_is_argparses_usage_error_in_the_commands_code(argv, code, capsys):
+    try:
+        returned = main(argv)
+    except SystemExit as exc:
+        returned = exc.code
+    assert returned == code
+    assert "error: " in capsys.readouterr().err
+
+
+@needs_no_driver
+def test_without_a_driver_bench_copy_and_accept_of_an_unshipped_profile_say_so(tmp_path, monkeypatch, capsys):
+    """bench copy exited 2 with its child's "no CUDA device" (documented: 3, no GPU); accept of a profile with no
+    shipped bundle to replay is NOT TESTED (7): the machine cannot be examined."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "copy", "--sizes", "1M"]) == EXIT_NO_HARDWARE
+    err = capsys.readouterr().err
+    assert err.startswith("gpufabric: NVML not available") and len(err.splitlines()) == 1
+    assert err.endswith("; copies are between host and GPU memory\n")
+    (tmp_path / "mine.yaml").write_text("name: mine\ngpus: {count: 2}\n")
+    assert main(["accept", "--profile", "mine.yaml"]) == EXIT_NOT_TESTED
+    err = capsys.readouterr().err
+    assert err.startswith("gpufabric: NOT TESTED: NVML not available") and len(err.splitlines()) == 1
+    assert err.endswith("; use --replay BUNDLE to check a recorded bundle\n")
+
+
+def test_the_exit_codes_page_names_every_command():
+    """docs/exit-codes.md has a row for each command the parser knows, and the codes this module returns."""
+    import argparse
+
+    from pytest_gpufabric import cli
+
+    text = EXIT_CODES_DOC.read_text(encoding="utf-8")
+    commands = set()
+    for action in cli.build_parser()._subparsers._group_actions:
+        for name, sub in action.choices.items():
+            nested = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+            commands |= {f"{name} {inner}" for a in nested for inner in a.choices} if nested else {name}
+    for command in commands - {"fleet report", "fleet fabric", "accept"}:
+        assert f"| `gpufabric {command}` |" in text, command
+    for command in ("gpufabric accept", "gpufabric fleet report", "gpufabric fleet fabric"):
+        assert command in text.split("## The other")[0], command
+    table = dict(line.strip("| ").split(" | ", 1) for line in text.splitlines() if line.startswith("| ") and
+                 line[2].isdigit())
+    assert {int(k) for k in table} == set(range(8))
+    assert table["4"].startswith("usage error") and table["7"].startswith("NOT TESTED")
+    assert (cli.EXIT_USAGE, cli.EXIT_NOT_TESTED, cli.EXIT_BAD_INPUT, cli.EXIT_NO_HARDWARE) == (4, 7, 2, 3)

@@ -130,8 +130,8 @@ def test_a_read_only_working_directory_with_the_report_dir_elsewhere(unwritable_
 
 
 def test_a_read_only_working_directory_without_a_report_dir_says_so(unwritable_cwd):
-    """Nowhere to write: one line before anything runs, naming the flag that writes elsewhere."""
+    """Nowhere to write: one line before anything runs, naming the flag that writes elsewhere; exit 4."""
     done = _accept(unwritable_cwd)
-    assert (done.returncode, done.stdout) == (2, "")
+    assert (done.returncode, done.stdout) == (4, "")  # a usage error, as pytest says it
     assert done.stderr.startswith("gpufabric: cannot write results to reports: ")
     assert done.stderr.endswith("; give --report-dir DIR to write elsewhere\n") and done.stderr.count("\n") == 1
