@@ -592,6 +592,8 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     html = _report_file(args, pytest_args)  # the last input to check, and the first thing made
     if instead:
         print(instead, file=sys.stderr)
+    if replay and args.burn_in:
+        print(_replayed_burn_in(args.burn_in, replay), file=sys.stderr)
     # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
     quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
     argv = ["--gpu-profile", args.profile, "--html", str(html), "--self-contained-html", "-W", quiet]
@@ -604,6 +606,25 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if replay:
         argv += ["--gpu-replay", replay]
     return int(pytest.main(argv + pytest_args))
+
+
+def _replayed_burn_in(asked: str, replay: str) -> str:
+    """A replay runs no burn-in: --burn-in asks for one, and the run judges the bundle's own log. Said before the
+    run, so that a 90 s burn-in asked for is not read from a report that judged a recorded 10-minute one."""
+    from .fabric.bundle import bundle_directory
+    from .workloads.burn_in import LOG_FILE, read_log
+
+    directory = bundle_directory(replay)
+    records = read_log(directory / LOG_FILE)
+    start = records[0] if records and records[0].get("type") == "start" else {}
+    seconds = start.get("duration_s")
+    if not isinstance(seconds, (int, float)):
+        return (f"gpufabric: --burn-in {asked}: nothing runs on a replay, and bundle {directory.name} records no "
+                "burn-in: its promises will be not checked")
+    length = f"{seconds / 60:g} min" if seconds >= 120 else f"{seconds:g} s"
+    state = "" if any(r.get("type") == "end" for r in records) else ", not finished"
+    return (f"gpufabric: --burn-in {asked}: nothing runs on a replay; judging the {length} burn-in bundle "
+            f"{directory.name} recorded{state} instead")
 
 
 def _report_file(args: argparse.Namespace, pytest_args: list[str]) -> Path:

@@ -346,3 +346,41 @@ def test_the_exit_codes_page_names_every_command():
     assert {int(k) for k in table} == set(range(8))
     assert table["4"].startswith("usage error") and table["7"].startswith("NOT TESTED")
     assert (cli.EXIT_USAGE, cli.EXIT_NOT_TESTED, cli.EXIT_BAD_INPUT, cli.EXIT_NO_HARDWARE) == (4, 7, 2, 3)
+
+
+def _accept(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-q", "-p", "no:cacheprovider",
+                           "--report-dir", "out", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_a_burn_in_asked_of_a_replay_says_which_it_judges(tmp_path):
+    """`accept --burn-in 90s` on a replay runs no burn-in: before the run, one line says that the recorded 10-minute
+    one is judged (or that the bundle has none) rather than a report that looks like a 90 s burn-in passed."""
+    done = _accept(tmp_path, "--burn-in", "90s", "--profile", "h200-nvswitch-x2", "--replay", "h200-burn-in-10min",
+                   "-k", "burn_in")
+    assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]  # INCOMPLETE: -k left the rest out
+    assert done.stderr.splitlines()[0] == ("gpufabric: --burn-in 90s: nothing runs on a replay; judging the 10 min "
+                                           "burn-in bundle h200-burn-in-10min recorded instead")
+    results = json.loads((tmp_path / "out" / "gpufabric-results.json").read_text())
+    assert results["burn_in"]["duration_s"] == 600.0
+    assert {p["id"]: p["outcome"] for p in results["promises"] if p["id"].startswith("burn-in")} == {
+        "burn-in-gpu[GPU0]": "passed", "burn-in-gpu[GPU1]": "passed", "burn-in-collectives": "passed",
+        "burn-in-memory": "passed"}
+    done = _accept(tmp_path, "--burn-in", "90s", "--profile", "titan-rtx-nvlink", "--replay", "titan-rtx-nvlink",
+                   "-k", "burn_in")
+    assert done.returncode == 7, done.stdout[-2000:] + done.stderr[-2000:]  # NOT TESTED: nothing it could show
+    assert "not checked: burn-in-gpu[GPU0]: the bundle holds no burn-in log (gpufabric-burnin.jsonl)" in done.stdout
+    assert done.stderr.splitlines()[0] == ("gpufabric: --burn-in 90s: nothing runs on a replay, and bundle "
+                                           "titan-rtx-nvlink records no burn-in: its promises will be not checked")
+    done = _accept(tmp_path, "--profile", "h200-nvswitch-x2", "--replay", "h200-burn-in-10min", "-k", "burn_in")
+    assert "--burn-in" not in done.stderr  # not asked: nothing to say
+
+
+@needs_no_driver
+def test_a_burn_in_asked_without_a_driver_says_the_shipped_bundles_is_judged(tmp_path):
+    done = _accept(tmp_path, "--burn-in", "90s", "-k", "burn_in")
+    assert done.stderr.splitlines()[:2] == [
+        done.stderr.splitlines()[0],  # NVML not available ...; replaying the shipped bundle ... instead
+        "gpufabric: --burn-in 90s: nothing runs on a replay; judging the 10 min burn-in bundle "
+        "h200-nvswitch-x2-acceptance recorded instead"]
+    assert done.stderr.splitlines()[0].endswith("replaying the shipped bundle h200-nvswitch-x2-acceptance instead")
