@@ -1,7 +1,9 @@
 """`gpufabric`: look at a machine or a bundle, record bundles, write and check profiles, parse tool output.
 
-Exit codes: 0 done; 2 bad input (unknown profile, corrupt bundle, unparsable file, bad arguments);
-3 the machine cannot be asked (no NVIDIA driver / NVML).
+Exit codes (docs/exit-codes.md): `accept` and `fleet` end in a verdict and speak pytest's codes (0 ACCEPTED,
+1 REJECTED, 4 a usage error, 6 INCOMPLETE, 7 NOT TESTED, ...); the other commands: 0 done; 2 bad input (unknown
+profile, corrupt bundle, unparsable file, bad arguments); 3 the machine cannot be asked (no NVIDIA driver / NVML,
+no GPU).
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__
+from .accept import DEFAULT_PROFILE, cmd_accept
 from .errors import GpuFabricError, HardwareUnavailable
 from .report.results import json_text
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
+#: the commands that end in a verdict: their bad input is pytest's usage error, and a machine that cannot be asked
+#: is NOT TESTED, as `pytest --gpu-profile` says them
+VERDICT_COMMANDS = ("accept", "fleet")
+EXIT_USAGE, EXIT_NOT_TESTED = 4, 7
 
 #: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
 SNAPSHOT_COMMANDS = {
@@ -140,9 +147,10 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
 
     if args.from_fleet:
         return _profile_from_fleet(args)
-    fabric = _fabric(args.replay)
     output = Path(args.output)
-    name = args.name or output.stem
+    name = _profile_name(args, output)
+    _refuse_to_overwrite(output, args.force)
+    fabric = _fabric(args.replay)
     if not fabric.gpus:
         raise GpuFabricError(f"{fabric.source} records no GPU (nvidia-smi-topo-m.txt, nvidia-smi-q.xml or "
                              "nvml.json): there is nothing to write a profile from")
@@ -170,6 +178,31 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _profile_name(args: argparse.Namespace, output: Path) -> str:
+    """--name, else the output file's stem; one that is not a profile's name says how to give one."""
+    import re
+
+    from .profile.loader import name_pattern
+
+    name = args.name or output.stem
+    if re.fullmatch(name_pattern(), name):
+        return name
+    rule = "lower-case letters, digits, '.', '_' and '-'"
+    suggestion = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "my-machine"
+    if args.name:
+        raise GpuFabricError(f"--name {name!r}: a profile's name is {rule}, e.g. {suggestion}")
+    raise GpuFabricError(f"-o {output}: the profile is named after the file, and {name!r} is not a profile name "
+                         f"({rule}): give one with --name, e.g. --name {suggestion}")
+
+
+def _refuse_to_overwrite(output: Path, force: bool) -> None:
+    """A profile file already there may be hand-edited: it is replaced only when asked."""
+    if output.is_dir():
+        raise GpuFabricError(f"-o {output}: a directory; give the profile file to write, e.g. {output}/NAME.yaml")
+    if output.exists() and not force:
+        raise GpuFabricError(f"-o {output}: the file exists and was left as it is; give --force to replace it")
+
+
 def _profile_from_fleet(args: argparse.Namespace) -> int:
     """`profile init --from-fleet DIR`: floors from the fleet's distribution (fleet/golden.py)."""
     import yaml
@@ -180,10 +213,11 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
     if args.replay:
         raise GpuFabricError("--from-fleet and --replay: a profile comes from one of them")
     output = Path(args.output)
+    name = _profile_name(args, output)
+    _refuse_to_overwrite(output, args.force)
     try:
         margin = 0.95 if args.margin is None else args.margin
-        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), args.name or output.stem,
-                                                             args.percentile, margin)
+        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), name, args.percentile, margin)
     except ValueError as exc:
         raise GpuFabricError(str(exc)) from None
     validate_document(yaml.safe_load(text), output, partial=True)  # nothing is written for a bad document
@@ -362,7 +396,7 @@ def _reference_text(ref) -> str:
     return "\n".join(lines)
 
 
-EXIT_REJECTED, EXIT_USAGE = 1, 4  # `gpufabric fleet report`, as pytest's
+EXIT_REJECTED = 1  # `gpufabric fleet`, as pytest's
 
 
 def _printable(text: object) -> str:
@@ -522,53 +556,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return code
 
 
-DEFAULT_PROFILE = "h200-nvswitch-x2"
-
-
-def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
-    """The main job: the acceptance suites against a profile, with the HTML report and JSON results.
-
-    With no --replay, the machine is read live; where it has no NVIDIA driver, the shipped bundle recorded for
-    the profile is replayed instead, and the run says so: ``<profile>-acceptance`` (a whole acceptance run of such
-    a machine, burn-in included) where there is one, else the bundle of the profile's name.
-    """
-    import pytest
-
-    from .profile.loader import load_profile
-
-    load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
-    replay = args.replay
-    if replay is None:
-        from .fabric.bundle import available_bundles
-        from .fabric.nvml import nvml_available
-
-        usable, why = nvml_available()
-        if not usable:
-            shipped = available_bundles()
-            replay = next((b for b in (f"{args.profile}-acceptance", args.profile) if b in shipped), None)
-            if replay is None:
-                raise HardwareUnavailable(f"{why}; use --replay BUNDLE to check a recorded bundle")
-            print(f"gpufabric: {why}; replaying the shipped bundle {replay} instead", file=sys.stderr)
-    # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
-    quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
-    argv = ["--gpu-profile", args.profile, "--html", args.html, "--self-contained-html", "-W", quiet]
-    if args.sign_key:
-        argv += ["--gpu-sign-key", args.sign_key]
-    for flag, value in (("--gpu-customer", args.customer), ("--gpu-operator", args.operator),
-                        ("--gpu-burn-in", args.burn_in), ("--gpu-report-dir", args.report_dir)):
-        if value:
-            argv += [flag, value]
-    if replay:
-        from .fabric.bundle import bundle_directory
-
-        try:
-            bundle_directory(replay)  # a bundle that is not there is said here, by this command's flag
-        except GpuFabricError as exc:
-            raise GpuFabricError(f"--replay: {exc}") from None
-        argv += ["--gpu-replay", replay]
-    return int(pytest.main(argv + pytest_args))
-
-
 BENCH_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv", "copy")
 
 
@@ -597,10 +584,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     results = {}
     collectives = [op for op in ops if op != "copy"]
     if collectives:
-        nprocs = args.nprocs or (_gpu_count() if args.backend == "nccl" else 2)
+        nprocs = args.nprocs or (_gpu_count("use --backend gloo to run on CPUs") if args.backend == "nccl" else 2)
         results["collectives"] = run_collectives(nprocs, collectives, sizes, backend=args.backend, warmup=args.warmup,
                                                  iters=args.iters, timeout_s=args.timeout)
     if "copy" in ops:
+        _gpu_count("copies are between host and GPU memory")  # a machine without one is said here, not by a child
         results["copy"] = run_copy(max(sizes), iters=args.iters, timeout_s=args.timeout)
     if args.json:
         print(json_text({k: {key: v for key, v in r.items() if key != "stdout_tail"} for k, r in results.items()}))
@@ -610,15 +598,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _gpu_count() -> int:
+def _gpu_count(hint: str) -> int:
+    """This machine's GPUs; none (or no driver) is HardwareUnavailable, ending with ``hint``."""
     from .fabric.nvml import collect_fabric
 
     try:
         count = len(collect_fabric().gpus)
     except HardwareUnavailable as exc:
-        raise HardwareUnavailable(f"{exc.why}; use --backend gloo to run on CPUs") from None
+        raise HardwareUnavailable(f"{exc.why}; {hint}") from None
     if count == 0:
-        raise HardwareUnavailable("no GPU found; use --backend gloo to run on CPUs")
+        raise HardwareUnavailable(f"no GPU found; {hint}")
     return count
 
 
@@ -645,14 +634,16 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or path (default {DEFAULT_PROFILE})")
     accept.add_argument("--replay", metavar="BUNDLE", help="judge a bundle; default: this machine, or the "
                         "profile's shipped bundle when this machine has no NVIDIA driver")
-    accept.add_argument("--html", default="reports/acceptance.html", help="report file (default %(default)s)")
+    accept.add_argument("--html", metavar="FILE", help="the HTML report (default: acceptance.html in the report "
+                        "folder, --report-dir or reports/)")
     accept.add_argument("--sign-key", metavar="KEY.pem", help="sign the results and the report with this Ed25519 "
                         "private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`)")
     accept.add_argument("--customer", metavar="NAME", help="the customer named on the report's cover")
     accept.add_argument("--operator", metavar="NAME", help="who ran the acceptance, named on the cover (default: the "
                         "user it runs as)")
     accept.add_argument("--burn-in", metavar="DURATION", help="also run the burn-in for DURATION (90s, 10m, 2h)")
-    accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json goes (default: reports/)")
+    accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json and the HTML report go "
+                        "(default: reports/); {host}, {task} and {fleet} are filled in as --gpu-report-dir's are")
     accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
 
     verify = sub.add_parser(
@@ -699,7 +690,10 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--replay", metavar="BUNDLE", help="write it from a recorded bundle (directory, .tar.gz or "
                       "shipped name) instead of this machine")
     init.add_argument("-o", "--output", required=True, metavar="FILE", help="the profile file to write")
-    init.add_argument("--name", help="profile name (default: the output file's stem)")
+    init.add_argument("--force", action="store_true", help="replace the output file if it exists (by default an "
+                      "existing file, perhaps edited by hand, is left as it is and nothing is written)")
+    init.add_argument("--name", help="profile name: lower-case letters, digits, '.', '_' and '-' (default: the output "
+                      "file's name without .yaml)")
     init.add_argument("--from-fleet", metavar="DIR", help="floors from a fleet's results (the folder `gpufabric "
                       "fleet report` read): the profile extends the one the nodes ran")
     init.add_argument("--measure", action="store_true", help="also run every measurement this machine supports "
@@ -801,8 +795,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, extra = build_parser().parse_known_args(argv)
     except SystemExit as exc:
-        if exc.code == 2 and argv[:1] == ["fleet"]:
-            return EXIT_USAGE  # `gpufabric fleet` speaks pytest's exit codes: 4, a usage error
+        if exc.code == 2 and argv[:1] and argv[0] in VERDICT_COMMANDS:
+            return EXIT_USAGE  # argparse's usage error, in pytest's code
         raise
     if getattr(args, "nccl_op", None) is not None and args.kind != "nccl-tests":
         build_parser().error("--op is for `gpufabric parse nccl-tests`")
@@ -812,19 +806,20 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().error("--line-rate is for `gpufabric parse perftest`")
     if extra and not getattr(args, "takes_pytest_args", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    verdict = args.command in VERDICT_COMMANDS
     try:
         if getattr(args, "takes_pytest_args", False):
             return args.func(args, extra)
         return args.func(args)
     except HardwareUnavailable as exc:
-        print(f"gpufabric: {exc}", file=sys.stderr)
-        return EXIT_NO_HARDWARE
+        print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
+        return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
     except GpuFabricError as exc:
         print(f"gpufabric: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
     except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
         print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from fleet_nodes import derived, replayed, report_of, write_node
 from test_report import _PAYLOAD, _assert_nothing_injected, _chromium, _text_of, needs_chromium
 
 from pytest_gpufabric.fleet.analysis import FleetSettings, analyse, machine_class
-from pytest_gpufabric.fleet.html import fleet_html
+from pytest_gpufabric.fleet.html import _NODE_HEADER, fleet_html
 from pytest_gpufabric.fleet.nodes import Node
 from pytest_gpufabric.fleet.report import build_fleet_document, judged_nodes
 from pytest_gpufabric.report.phrases import number as _number
@@ -180,6 +180,46 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     marked_href = next(unescape(h) for h in hrefs if "gpu-a11" in h)
     assert "<" not in marked_href and " " not in marked_href  # percent-encoded
     assert (out / unquote(marked_href)).resolve() == (tmp_path / "nodes" / MARKED_UP / "acceptance.html").resolve()
+
+
+def _node_rows(page: str) -> dict[str, list[tuple[str, str]]]:
+    """The Nodes table as (text, title) cells per node name."""
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", _section(page, 'id="nodes"'), re.S):
+        cells = [(_text_of(body), unescape(title or "")) for title, body in
+                 re.findall(r'<td[^>]*?(?: title="([^"]*)")?>(.*?)</td>', row, re.S)]
+        if cells:
+            rows[cells[0][0]] = cells
+    return rows
+
+
+def test_the_burn_in_column_counts_each_nodes_wrong_results(tmp_path: Path):
+    """The recorded planted-fault runs of three hosts (GPU1's GEMM results corrupted in every check) beside a
+    healthy 10-minute acceptance: the Burn-in column sums the node's checks and wrong elements over its GPUs and
+    names the GPU that made them; each GPU's figures in the cell's title; the Not accepted part says the count."""
+    root = tmp_path / "nodes"
+    recorded = {"host-1": "burn-in-planted-fault-on-h200-x2", "host-2": "burn-in-planted-fault-second-host-on-h200-x2",
+                "host-3": "burn-in-planted-fault-third-host-on-h200-x2",
+                "healthy": "acceptance-with-10min-burn-in-on-h200-x2"}
+    for name, results in recorded.items():
+        _node(root, name, _results(results))
+    page = fleet_html(build_fleet_document([root], None), tmp_path / "out")
+    burn_in = {name: cells[_NODE_HEADER.index("Burn-in")] for name, cells in _node_rows(page).items()}
+    assert burn_in == {
+        "host-1": ("1,682 check(s), 1,682 wrong (GPU1)", "GPU0: 841 check(s), 0 wrong, 616.11 TFLOP/s\n"
+                                                         "GPU1: 841 check(s), 1,682 wrong, 616.11 TFLOP/s"),
+        "host-2": ("1,680 check(s), 1,680 wrong (GPU1)", "GPU0: 840 check(s), 0 wrong, 615.58 TFLOP/s\n"
+                                                         "GPU1: 840 check(s), 1,680 wrong, 615.58 TFLOP/s"),
+        "host-3": ("1,658 check(s), 1,658 wrong (GPU1)", "GPU0: 829 check(s), 0 wrong, 607.66 TFLOP/s\n"
+                                                         "GPU1: 829 check(s), 1,658 wrong, 607.66 TFLOP/s"),
+        "healthy": ("33,280 check(s), 0 wrong", "GPU0: 16,640 check(s), 0 wrong, 609.81 TFLOP/s\n"
+                                                "GPU1: 16,640 check(s), 0 wrong, 609.81 TFLOP/s"),
+    }
+    assert 'class="mismatch" title="GPU0: 841 check(s)' in page  # marked as a mismatch; the healthy one is not
+    assert 'class="mismatch" title="GPU0: 16,640' not in page
+    not_accepted = _text_of(_section(page, "Not accepted", 'id="distributions"'))
+    for name, count in (("host-1", "1,682"), ("host-2", "1,680"), ("host-3", "1,658")):
+        assert f"burn-in wrong elements: GPU1 {count}" in not_accepted, name
 
 
 def test_text_from_the_nodes_is_never_markup(tmp_path: Path):

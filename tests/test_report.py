@@ -274,7 +274,10 @@ def test_rejected_report_has_cover_promises_and_skipped_reasons(pytester: pytest
                                "--gpu-customer", "ACME Labs")
     section = _gpufabric_section(html)
     # the cover: verdict and why, customer, profile and its digest, machine identity, dates, operator, version
-    assert '<div class="verdict rejected">Verdict: REJECTED</div>' in section
+    # the banner says whose machine it judged: a bundle, here one that does not say when it was recorded
+    assert ('<div class="verdict rejected">Verdict: REJECTED<span class="evidence">Replay of bundle rtx-2080ti-pcie, '
+            "measured on a date the bundle does not record: judged here, not measured on this machine</span></div>"
+            in section)
     assert escape(document["summary"]["verdict_reason"]) in section
     assert "<th>Customer</th><td>ACME Labs</td>" in section
     assert load_profile("titan-rtx-nvlink").sha256 in section and "titan-rtx-nvlink" in section
@@ -302,14 +305,83 @@ def test_rejected_report_has_cover_promises_and_skipped_reasons(pytester: pytest
     assert "{'" not in section and "['" not in section and ">None<" not in section
 
 
+def _open_promises(section: str) -> list[tuple[str, str, str]]:
+    """The cover's "What a signer must read first": (promise, result, why) per row, in the page's order."""
+    table = section[section.index('<table class="promises-open">'):]
+    table = table[:table.index("</table>")]
+    return [tuple(unescape(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
+            for row in re.findall(r"<tr>(<td.*?)</tr>", table, re.S)]
+
+
+def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pytester: pytest.Pytester):
+    """The TITAN RTX profile against the RTX 2080 Ti bundle: the five failures come before the six promises the
+    bundle cannot show, and each failure's reason is whole (the topology's was cut after its first line, "...differ
+    from profile titan-rtx-nvlink:", leaving out the cell that differs)."""
+    html, document = _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
+    rows = _open_promises(_gpufabric_section(html))
+    assert [(pid, result) for pid, result, _ in rows] == [
+        ("topology-matrix", "failed"), ("nvlinks[GPU0]", "failed"), ("nvlinks[GPU1]", "failed"),
+        ("affinity[GPU0]", "failed"), ("affinity[GPU1]", "failed"),
+        ("gpu-model[GPU0]", "not checked"), ("gpu-model[GPU1]", "not checked"),
+        ("nvlink-traffic[GPU0]", "not checked"), ("nvlink-traffic[GPU1]", "not checked"),
+        ("nvlink-traffic-volume[GPU0]", "not checked"), ("nvlink-traffic-volume[GPU1]", "not checked")]
+    why = dict((pid, reason) for pid, _, reason in rows)
+    assert why["topology-matrix"] == (
+        "1 topology cell(s) differ from profile titan-rtx-nvlink:\n  GPU0-GPU1: expected NV2, found PHB\nUsual causes: "
+        "NVLinks expected but the pair talks over PCIe: a missing or badly seated NVLink bridge, links down "
+        "(nvidia-smi nvlink -s), or a fabric manager not running on NVSwitch systems.")
+    assert why["affinity[GPU0]"] == _check(document, "affinity", "GPU0")["message"]
+    assert why["gpu-model[GPU0]"] == ("not recorded by bundle tests/data/bundles/rtx-2080ti-pcie: a bundle needs "
+                                      "nvml.json (gpufabric snapshot) or nvidia-smi-q.xml for this check")
+    # the Promises table's result cell holds the whole reason in its title too
+    assert 'title="1 topology cell(s) differ from profile titan-rtx-nvlink:\n  GPU0-GPU1: expected NV2' in html
+    # the affinity promise names only what the profile promised (its CPUs), never "NUMA node None"
+    promise_rows = _promise_rows(_gpufabric_section(html))
+    assert promise_rows["affinity[GPU0]"][1:3] == ["CPUs 0-17,36-53", "CPUs 0-35"]
+    assert "None" not in _text_of(_gpufabric_section(html))
+
+
+def test_an_affinity_the_evidence_does_not_give_is_not_recorded():
+    """The H200 profile's affinity record from the run on the H100 (CPUs 0-15, NUMA node 0), and COPIES of it with
+    the NUMA node unknown (None; topo -m's N/A) and with no record at all."""
+    from pytest_gpufabric.report.phrases import phrase
+
+    recorded = _check(json.loads((RESULTS_DATA / "h200-nvswitch-x2-live-on-h100-x1.json").read_text()),
+                      "affinity", "GPU0")
+    assert phrase(recorded) == ("CPUs 0-31, NUMA node 0", "CPUs 0-15, NUMA node 0")
+    for unknown in (None, "N/A"):
+        edited = json.loads(json.dumps(recorded))
+        edited["found"]["numa_affinity"] = unknown
+        assert phrase(edited) == ("CPUs 0-31, NUMA node 0", "CPUs 0-15, NUMA node not recorded")
+    edited = json.loads(json.dumps(recorded))
+    edited["found"] = None
+    assert phrase(edited) == ("CPUs 0-31, NUMA node 0", "not recorded")
+
+
+def test_only_a_replay_says_so_on_its_banner():
+    """The banner of the recorded acceptance results: a replay names the bundle and when it was measured; the live
+    run of the same machine says nothing there (its cover says it was this machine)."""
+    from pytest_gpufabric.report.html import cover_data
+
+    live = json.loads((RESULTS_DATA / "h200-nvswitch-x2-live-on-h200-x2.json").read_text())
+    assert cover_data(live, None, [])["verdict_note"] == ""
+    replayed = json.loads(json.dumps(live))
+    replayed["evidence"] = {"kind": "replay", "bundle": "h200-nvswitch-x2", "measured_at": "2026-11-22T02:32:31+00:00",
+                            "measured_on": "vm"}
+    assert cover_data(replayed, None, [])["verdict_note"] == (
+        "Replay of bundle h200-nvswitch-x2, measured 2026-11-22 02:32 UTC on host vm: judged here, not measured on "
+        "this machine")
+
+
 def test_accepted_report_shows_identity_nccl_and_margins(pytester: pytest.Pytester):
     html, document = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
                                "h200-nvswitch-x2-bandwidth", "-k", "bandwidth", "--gpu-customer", "ACME Labs",
                                fresh_process=True)
     section = _gpufabric_section(html)
     # -k bandwidth: the promises it left out are named on the cover, and the run is not ACCEPTED on a part
-    assert ('<div class="verdict incomplete">Verdict: INCOMPLETE without the burn-in the profile promises</div>'
-            in section)
+    assert ('<div class="verdict incomplete">Verdict: INCOMPLETE without the burn-in the profile promises'
+            '<span class="evidence">Replay of bundle h200-nvswitch-x2-bandwidth, measured 2026-11-22 03:12 UTC on '
+            "host vm: judged here, not measured on this machine</span></div>" in section)
     assert "<td>gpu-count (not run)</td>" in section
     gpu = document["machine"]["gpus"][0]
     for value in (gpu["serial"], gpu["uuid"], gpu["vbios_version"], document["machine"]["driver_version"],
@@ -335,7 +407,7 @@ def test_report_without_a_machine_says_why(pytester: pytest.Pytester):
     html, document = _html_run(pytester, "--gpu-replay", "rtx-2080ti-pcie")
     section = _gpufabric_section(html)
     assert document["summary"]["verdict"] is None
-    assert '<div class="verdict none">No verdict</div>' in section
+    assert '<div class="verdict none">No verdict<span class="evidence">Replay of bundle rtx-2080ti-pcie, ' in section
     assert "none: nothing was promised" in section and "not named (--gpu-customer NAME)" in section
 
 

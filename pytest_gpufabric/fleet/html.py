@@ -222,8 +222,8 @@ def _not_accepted(nodes: list[dict], link: _Links) -> dict | None:
         if not failed:
             lines = ["no failed check recorded (the node's verdict comes from its tests: see its own report)"
                      if node.get("verdict") else "—"]
-        burn_in = node.get("burn_in") or {}
-        wrong = {gpu: count for gpu, count in (burn_in.get("wrong_elements") or {}).items() if count}
+        wrong = {gpu: record["wrong_elements"] for gpu, record in _burn_in_gpus(node).items()
+                 if record["wrong_elements"]}
         reason = str(node.get("reason") or "")
         directory = node.get("directory")
         if directory and os.path.isabs(str(directory)):  # the node's folder as the page shows folders: relative
@@ -458,12 +458,6 @@ def _node_row(node: dict, link: _Links) -> list:
     verdict = _verdict_text(node)
     outliers = _worst_first(node.get("outliers") or [])
     drift = node.get("drift") or []
-    burn_in = node.get("burn_in")
-    if burn_in:
-        wrong = sum(int(c or 0) for c in (burn_in.get("wrong_elements") or {}).values())
-        burn = _cell(f"{burn_in.get('chunks', 0)} chunk(s), {wrong:,} wrong", "mismatch" if wrong else "")
-    else:
-        burn = "—"
     failed = len(node.get("failed") or [])
     return [
         link(node),
@@ -474,8 +468,39 @@ def _node_row(node: dict, link: _Links) -> list:
               "\n".join(_outlier_phrase(r) for r in outliers[:_OUTLIERS_SHOWN])),
         _cell(", ".join(str(d.get("field")) for d in drift) or "—", "unknown" if drift else "",
               "; ".join(f"{d.get('field')}: {d.get('value')} (majority {d.get('majority')})" for d in drift)),
-        burn,
+        _burn_in_cell(node),
     ]
+
+
+def _burn_in_gpus(node: dict) -> dict[str, dict]:
+    """The node's burn-in per GPU as fleet/nodes.py keeps it (GPU name -> wrong_elements, checks, tflops), counts
+    read as whole numbers (0 where a record lacks one)."""
+    gpus = {}
+    for gpu, record in (node.get("burn_in") or {}).items():
+        if isinstance(record, dict):
+            gpus[str(gpu)] = {"wrong_elements": _count(record.get("wrong_elements")),
+                              "checks": _count(record.get("checks")), "tflops": record.get("tflops")}
+    return gpus
+
+
+def _count(value: object) -> int:
+    return int(value) if is_number(value) else 0
+
+
+def _burn_in_cell(node: dict) -> dict | str:
+    """The Nodes table's burn-in column: the node's GEMM result checks and wrong elements, summed over its GPUs, the
+    GPUs with wrong ones named; each GPU's figures in the title."""
+    gpus = _burn_in_gpus(node)
+    if not gpus:
+        return "—"
+    checks = sum(r["checks"] for r in gpus.values())
+    wrong = {gpu: r["wrong_elements"] for gpu, r in gpus.items() if r["wrong_elements"]}
+    text = f"{checks:,} check(s), {sum(wrong.values()):,} wrong"
+    if wrong:
+        text += " (" + ", ".join(wrong) + ")"
+    title = "\n".join(f"{gpu}: {r['checks']:,} check(s), {r['wrong_elements']:,} wrong, {_fmt(r['tflops'], 'TFLOP/s')}"
+                      for gpu, r in gpus.items())
+    return _cell(text, "mismatch" if wrong else "", title)
 
 
 _NODE_HEADER = ["Node", "Verdict", "Profile", "Failed checks", "Outliers", "Drift", "Burn-in"]

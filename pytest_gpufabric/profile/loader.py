@@ -58,6 +58,11 @@ def available_profiles(rootdir: Path | None = None) -> dict[str, Path]:
     return found
 
 
+def _a_directory(spec: str) -> str:
+    return (f"{spec} is a directory, not a profile: give a profile's YAML file (such as {spec.rstrip('/')}/NAME.yaml) "
+            "or a profile's name")
+
+
 def _looks_like_path(spec: str) -> bool:
     return os.sep in spec or "/" in spec or spec.endswith(_SUFFIXES)
 
@@ -72,6 +77,8 @@ def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | 
             raise ProfileError(f"profile file not found: {spec} (no home directory for {user!r})") from None
         if not path.is_absolute() and relative_to is not None:
             path = relative_to / path
+        if path.is_dir():
+            raise ProfileError(_a_directory(spec))
         if not path.is_file():
             raise ProfileError(f"profile file not found: {spec}")
         return path
@@ -83,6 +90,8 @@ def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | 
                 return sibling
     if spec in candidates:
         return candidates[spec]
+    if (relative_to or Path.cwd()).joinpath(spec).is_dir():  # a folder given as the profile, not a profile's name
+        raise ProfileError(_a_directory(spec))
     names = ", ".join(sorted(candidates)) or "none"
     where = ", ".join(str(d) for d in search_dirs(rootdir))
     raise ProfileError(f"unknown profile {spec!r}; available profiles: {names} (searched {where})")
@@ -162,6 +171,11 @@ def _reject_non_string_keys(node: object, path: Path, where: list, seen: frozens
 @functools.cache
 def _schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def name_pattern() -> str:
+    """The regular expression a profile's name matches (the schema's)."""
+    return _schema()["properties"]["name"]["pattern"]
 
 
 @functools.cache

@@ -184,10 +184,13 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
     def each(key: str, times: int) -> list[dict]:
         results = []
         for number in range(times):
-            say(f"measuring {key} ({number + 1} of {times})")
+            say(f"reading {key} from the bundle {bundle.name}" if bundle is not None
+                else f"measuring {key} ({number + 1} of {times})")
             result = runs[key]()
             if result is None:
                 measured.not_measured.append(f"{key}: not recorded")
+                if bundle is not None:
+                    say(f"{key}: not recorded in the bundle {bundle.name}: no floor for it")
                 return []
             results.append(result)
         return results

@@ -182,14 +182,40 @@ def _gpus(machine: dict) -> tuple[dict | None, str]:
     return {"header": ["GPU", "Model", "Serial", "UUID", "VBIOS", "PCI bus id"], "rows": rows}, ""
 
 
+#: the order a signer reads the open promises in: what failed first, then what could not be shown, then waivers
+_OPEN_ORDER = {"failed": 0, "not checked": 1, "unknown": 1, "waived": 2}
+
+
+def _checks_by_test(document: dict) -> dict[str, list[dict]]:
+    by_test: dict[str, list[dict]] = {}
+    for check in document.get("checks") or []:
+        by_test.setdefault(str(check.get("test")), []).append(check)
+    return by_test
+
+
+def whole_reason(promise: dict, checks: list[dict]) -> str:
+    """Why a promise ended as it did, whole: the messages of its checks that ended so (a message runs over several
+    lines: the topology's cells that differ, then the usual causes), else the promise's reason, which the results
+    keep to its first line."""
+    outcome = promise.get("outcome")
+    same = ("not checked", "unknown") if outcome in ("not checked", "unknown") else (outcome,)
+    messages = [str(c["message"]) for c in checks if c.get("verdict") in same and c.get("message")]
+    return "\n".join(dict.fromkeys(messages)) or str(promise.get("reason") or "")
+
+
 def _open_promises(document: dict, base: Path | None = None) -> list[list]:
-    """Every promise that failed, was not checked or was waived, with why: what a customer must read first."""
+    """Every promise that failed, was not checked or was waived, with why in full: what a customer must read first,
+    failures first."""
+    by_test = _checks_by_test(document)
+    open_promises = sorted((p for p in document.get("promises") or [] if p.get("outcome") != "passed"),
+                           key=lambda p: _OPEN_ORDER.get(str(p.get("outcome")), 1))
     rows = [[p["id"], _cell(*RESULTS_LABEL.get(p["outcome"], (p["outcome"], ""))),
-             _relative_paths(p.get("reason") or "", base)]
-            for p in document.get("promises") or [] if p.get("outcome") != "passed"]
-    rows += [[f"{pid} (not run)", _cell("not checked", "unknown"), why]
-             for pid, why in (document.get("not_run") or {}).items()]
-    return rows
+             _relative_paths(whole_reason(p, [c for t in p.get("tests") or [] for c in by_test.get(t, [])]), base)]
+            for p in open_promises]
+    not_run = [[f"{pid} (not run)", _cell("not checked", "unknown"), why]
+               for pid, why in (document.get("not_run") or {}).items()]
+    failed = sum(1 for p in open_promises if p.get("outcome") == "failed")
+    return rows[:failed] + not_run + rows[failed:] if not_run else rows
 
 
 def _signature_text(document: dict) -> str:
@@ -202,6 +228,22 @@ def _signature_text(document: dict) -> str:
         return ("not signed (pytest --gpu-sign-key KEY.pem or gpufabric accept --sign-key KEY.pem signs it); digests "
                 "on the last page")
     return "none: the run did not finish"
+
+
+def _replay_banner(document: dict) -> str:
+    """On the verdict's banner of a replay: whose machine was judged and when it was measured (the results' evidence
+    block), so that a green banner is never read as this machine's."""
+    evidence = document.get("evidence") or {}
+    run = document.get("run") or {}
+    if evidence.get("kind") != "replay" and run.get("mode") != "replay":
+        return ""
+    from .provenance import bundle_name
+
+    name = evidence.get("bundle") or bundle_name(run.get("replay"), None) or "a bundle"
+    on = f" on host {evidence['measured_on']}" if evidence.get("measured_on") else ""
+    when = _when(evidence.get("measured_at"))
+    measured = f"measured {when}{on}" if when else f"measured{on} on a date the bundle does not record"
+    return f"Replay of bundle {name}, {measured}: judged here, not measured on this machine"
 
 
 def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path | None = None) -> dict:
@@ -245,6 +287,7 @@ def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path
             "verdict_css": _VERDICT_CSS.get(verdict or "", "none"),
             "verdict_text": f"Verdict: {verdict_words(verdict, summary.get('scope') or '')}" if verdict
             else "No verdict",
+            "verdict_note": _replay_banner(document),
             "reason": summary.get("verdict_reason") or "", "counts": counts, "facts": facts, "gpus": gpus,
             "gpus_note": gpus_note, "open_promises": _open_promises(document, base), "waivers": waivers,
             "customer": customer, "sign": bool(verdict)}
@@ -332,6 +375,7 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
         expected = "—"
         found = (promise or {}).get("reason") or "no measurement recorded"
         worst = None
+    why = whole_reason(promise, checks) if promise is not None else ""
     label, css = RESULTS_LABEL.get(outcome, (outcome, ""))
     summary, detail = _detail(checks, promise)
     expected, found, summary, detail = (_relative_paths(t, base) for t in (expected, found, summary, detail))
@@ -343,16 +387,14 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
             "reference": reference or _cell(""),
             "margin": _cell("") if worst is None else _cell(worst[0], "num" if worst[2] else "num mismatch",
                                                              worst[1]),
-            "result": _cell(label, f"result {css}".strip(), (promise or {}).get("reason") or ""),
+            "result": _cell(label, f"result {css}".strip(), _relative_paths(why, base)),
             "summary": summary, "detail": detail}
 
 
 def promise_rows(document: dict, base: Path | None = None) -> dict:
     """One row per promise (and per check no promise judged: a user's own test's), in the document's order."""
     checks = document.get("checks") or []
-    by_test: dict[str, list[dict]] = {}
-    for check in checks:
-        by_test.setdefault(str(check.get("test")), []).append(check)
+    by_test = _checks_by_test(document)
     reference_of, no_reference = _references_for(document)
     rows, used = [], set()
     for promise in document.get("promises") or []:

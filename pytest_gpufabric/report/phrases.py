@@ -9,7 +9,7 @@ Python repr. Nothing here is cut: where the table shows a short form, ``short`` 
 
 from __future__ import annotations
 
-from ..units import format_bytes, is_number, parse_bytes, parse_gbps, parse_seconds
+from ..units import format_bytes, is_na, is_number, parse_bytes, parse_gbps, parse_seconds
 
 GE, LE = "≥", "≤"
 
@@ -516,6 +516,23 @@ def _topology(check: dict) -> tuple[str, str]:
     return want or "one GPU: no link to promise", got or "one GPU"
 
 
+_AFFINITY_WORDS = {"cpu_affinity": "CPUs", "numa_affinity": "NUMA node"}
+
+
+def _affinity(check: dict) -> tuple[str, str]:
+    """The affinities the profile promises (CPUs, NUMA node: either may be left out), each as found; one the
+    evidence does not give (None, topo -m's N/A) is "not recorded", never "None"."""
+    expected, found = check["expected"], check.get("found")
+    keys = [key for key in _AFFINITY_WORDS if key in expected]
+
+    def words(values: dict) -> str:
+        return ", ".join(f"{_AFFINITY_WORDS[key]} "
+                         + ("not recorded" if values.get(key) is None or is_na(values.get(key)) else str(values[key]))
+                         for key in keys)
+
+    return words(expected), words(found) if isinstance(found, dict) else "not recorded"
+
+
 _PHRASES = {
     "copy-host_to_device": _copy, "copy-device_to_host": _copy, "copy-gpu_to_gpu": _copy,
     "copy-gpu_to_gpu_bidirectional": _copy, "hbm-bandwidth": _hbm, "pcie-under-load": _pcie_load,
@@ -542,10 +559,7 @@ def phrase(check: dict) -> tuple[str, str]:
                     f"gen {found.get('gen_max')} x{found.get('width_max')} (running at gen {found.get('gen_current')}"
                     f" x{found.get('width_current')})" if isinstance(found, dict) else format_value(found))
         if name == "affinity" and isinstance(check.get("expected"), dict):
-            expected, found = check["expected"], check.get("found") or {}
-            return (f"CPUs {expected.get('cpu_affinity')}, NUMA node {expected.get('numa_affinity')}",
-                    f"CPUs {found.get('cpu_affinity')}, NUMA node {found.get('numa_affinity')}"
-                    if isinstance(found, dict) else format_value(found))
+            return _affinity(check)
         return _settings(check)
     except (TypeError, ValueError, KeyError, AttributeError):  # a record of a shape this does not know
         return format_value(check.get("expected"), check.get("unit")), format_value(check.get("found"),

@@ -1,8 +1,10 @@
 """The repo's own test set-up, nothing the plugin needs.
 
-pytester is enabled with `-p pytester` in pyproject's addopts rather than `pytest_plugins` here: in a source
-checkout the shipped suites live below this file, so pytest also loads it for the runs pytester starts, and
-`pytest_plugins` is only allowed in the rootdir's conftest.
+It lives here, not at the repository's root: the shipped suites (pytest_gpufabric/suites/) live below the root, so
+a conftest there is also loaded for a user's `gpufabric accept` run in a source checkout and for the runs pytester
+starts. pytester is enabled with `-p pytester` in pyproject's addopts: `pytest_plugins` is only allowed in the
+rootdir's conftest. pytest still loads this file for a run started at the root without paths (pyproject's
+testpaths), `pytest --gpu-profile X` included: its hooks act only on a run that collects the tests below it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).parent / "tests" / "data"
+DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture
@@ -42,7 +44,8 @@ def judged():
 
 # --- the tests write nothing into the repository ---------------------------------------------------------
 
-REPO = Path(__file__).parent
+TESTS = Path(__file__).parent
+REPO = TESTS.parent
 #: what a test run may leave in the checkout: caches of the tools themselves
 _TOOL_CACHES = (".pytest_cache/", ".hypothesis/", ".ruff_cache/", "__pycache__/", ".whl/", ".egg-info/")
 
@@ -85,8 +88,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _checks_the_checkout(config: pytest.Config) -> bool:
-    """The repository's own test run (not a run pytester starts, not an xdist worker, not a screenshot run)."""
+    """The repository's own test run: one that collects the tests below this file (not a user's acceptance run in
+    the checkout, which writes reports/ on purpose; not a run pytester starts, not an xdist worker, not a screenshot
+    run)."""
     import os
 
-    return (config.rootpath == REPO and not hasattr(config, "workerinput")
+    return (config.rootpath == REPO and _collects_these_tests(config) and not hasattr(config, "workerinput")
             and os.environ.get("GPUFABRIC_WRITE_SCREENSHOTS") != "1")
+
+
+def _collects_these_tests(config: pytest.Config) -> bool:
+    """Whether one of the run's paths (after the plugin swapped in its suites for `--gpu-profile`) is in tests/."""
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path == TESTS or TESTS in path.parents:
+            return True
+    return False

@@ -1,0 +1,118 @@
+"""`gpufabric accept`: the acceptance suites against a profile as one pytest run, with the HTML report and the
+results beside each other; what it checks before pytest starts (profile, bundle, report folder) and says on the
+terminal (a replay instead of this machine, a burn-in that a replay does not run)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import GpuFabricError, HardwareUnavailable
+
+DEFAULT_PROFILE = "h200-nvswitch-x2"
+
+
+def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    """The main job: the acceptance suites against a profile, with the HTML report and JSON results.
+
+    With no --replay, the machine is read live; where it has no NVIDIA driver, the shipped bundle recorded for
+    the profile is replayed instead, and the run says so: ``<profile>-acceptance`` (a whole acceptance run of such
+    a machine, burn-in included) where there is one, else the bundle of the profile's name.
+    """
+    import pytest
+
+    from .profile.loader import load_profile
+
+    load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
+    replay, instead = args.replay, None
+    if replay is not None:
+        from .fabric.bundle import bundle_directory
+
+        try:
+            bundle_directory(replay)  # a bundle that is not there is said here, by this command's flag
+        except GpuFabricError as exc:
+            raise GpuFabricError(f"--replay: {exc}") from None
+    else:
+        from .fabric.bundle import available_bundles
+        from .fabric.nvml import nvml_available
+
+        usable, why = nvml_available()
+        if not usable:
+            shipped = available_bundles()
+            replay = next((b for b in (f"{args.profile}-acceptance", args.profile) if b in shipped), None)
+            if replay is None:
+                raise HardwareUnavailable(f"{why}; use --replay BUNDLE to check a recorded bundle")
+            instead = f"gpufabric: {why}; replaying the shipped bundle {replay} instead"
+    html = _report_file(args, pytest_args)  # the last input to check, and the first thing made
+    if instead:
+        print(instead, file=sys.stderr)
+    if replay and args.burn_in:
+        print(_replayed_burn_in(args.burn_in, replay), file=sys.stderr)
+    # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
+    quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
+    argv = ["--gpu-profile", args.profile, "--html", str(html), "--self-contained-html", "-W", quiet]
+    if args.sign_key:
+        argv += ["--gpu-sign-key", args.sign_key]
+    for flag, value in (("--gpu-customer", args.customer), ("--gpu-operator", args.operator),
+                        ("--gpu-burn-in", args.burn_in), ("--gpu-report-dir", args.report_dir)):
+        if value:
+            argv += [flag, value]
+    if replay:
+        argv += ["--gpu-replay", replay]
+    return int(pytest.main(argv + pytest_args))
+
+
+def _replayed_burn_in(asked: str, replay: str) -> str:
+    """A replay runs no burn-in: --burn-in asks for one, and the run judges the bundle's own log. Said before the
+    run, so that a 90 s burn-in asked for is not read from a report that judged a recorded 10-minute one."""
+    from .fabric.bundle import bundle_directory
+    from .workloads.burn_in import LOG_FILE, read_log
+
+    directory = bundle_directory(replay)
+    records = read_log(directory / LOG_FILE)
+    start = records[0] if records and records[0].get("type") == "start" else {}
+    seconds = start.get("duration_s")
+    if not isinstance(seconds, (int, float)):
+        return (f"gpufabric: --burn-in {asked}: nothing runs on a replay, and bundle {directory.name} records no "
+                "burn-in: its promises will be not checked")
+    length = f"{seconds / 60:g} min" if seconds >= 120 else f"{seconds:g} s"
+    state = "" if any(r.get("type") == "end" for r in records) else ", not finished"
+    return (f"gpufabric: --burn-in {asked}: nothing runs on a replay; judging the {length} burn-in bundle "
+            f"{directory.name} recorded{state} instead")
+
+
+def _report_file(args: argparse.Namespace, pytest_args: list[str]) -> Path:
+    """The HTML report: --html, else acceptance.html beside the results (--report-dir, its placeholders filled as
+    the plugin fills them, else reports/ where the command runs). Its folder is made and written to now: pytest-html
+    would make it only after the run has started, and fail with an internal error."""
+    import os
+
+    from .fleet.launch import expand_report_dir
+    from .report.results import check_writable_dir
+
+    if args.html:
+        flag, html = "--html", Path(args.html)
+    elif args.report_dir:
+        try:
+            folder = expand_report_dir(args.report_dir, dict(os.environ), _pytest_option(pytest_args, "--gpu-fleet-id"))
+        except ValueError as exc:
+            raise GpuFabricError(f"--report-dir: {exc}") from None
+        flag, html = "--report-dir", Path(folder) / "acceptance.html"
+    else:
+        flag, html = None, Path("reports") / "acceptance.html"
+    try:
+        check_writable_dir(html.parent)
+    except GpuFabricError as exc:
+        raise GpuFabricError(f"{flag}: {exc}" if flag else f"{exc}; give --report-dir DIR to write elsewhere") from None
+    return html
+
+
+def _pytest_option(pytest_args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` among the arguments passed on to pytest (``--flag VALUE`` or ``--flag=VALUE``)."""
+    for index, arg in enumerate(pytest_args):
+        if arg == flag and index + 1 < len(pytest_args):
+            return pytest_args[index + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1:]
+    return None
