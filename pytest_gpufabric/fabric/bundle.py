@@ -261,15 +261,19 @@ def load_bandwidth_recording(directory: Path):
         except (ValueError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric bandwidth recording ({exc})") from None
     for text_file in sorted(directory.glob(_NCCL_TESTS_PATTERN)):
+        if measurement is None:
+            measurement = BandwidthMeasurement(source=str(text_file))
         try:
             # output that does not name its test is told it by the file name (nccl-tests-sendrecv_perf.txt)
             named = re.search(r"([a-z][a-z0-9_]*?)_perf", text_file.name)
             runs = parse_nccl_tests(text_file.read_text(encoding="utf-8", errors="replace"),
                                     named.group(0) if named else None)
-        except ValueError as exc:
-            raise BundleError(f"{text_file}: {exc}") from None
-        if measurement is None:
-            measurement = BandwidthMeasurement(source=str(text_file))
+        except (ValueError, OSError) as exc:
+            # one unreadable log leaves the promises it would show not checked, naming it; the rest is judged
+            measurement.unreadable[text_file.name] = str(exc)
+            continue
+        for index, run in enumerate(runs, start=1):
+            run["source"], run["run"] = text_file.name, index  # "run 2 of nccl-tests.txt", as parse numbers them
         measurement.nccl_tests.extend(runs)
     return measurement
 
