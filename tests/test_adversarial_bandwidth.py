@@ -567,3 +567,18 @@ def test_bus_factors_are_the_harness_own():
         for n in (1, 2, 3, 4, 8):
             assert bus_factor(op, n) == pytest.approx(harness_factor(op, n)), (op, n)
     assert bus_factor("all_reduce", None) is None and bus_factor("hypercube", 4) is None
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda d: d["workload"].pop("steps"), "its workload lacks steps"),  # DERIVED: describe() read it unguarded
+    (lambda d: d.update(interval_s="ten ms"), "could not convert string to float: 'ten ms'"),
+], ids=["workload-without-steps", "interval-not-a-number"])
+def test_a_recording_without_its_shape_is_one_message(tmp_path, edit, words):
+    from pytest_gpufabric.errors import BundleError
+    from pytest_gpufabric.fabric.bundle import load_nvlink_recording
+
+    shutil.copy(ACCEPTANCE / "nvlink-traffic.json", tmp_path / "nvlink-traffic.json")
+    _edit_json(tmp_path / "nvlink-traffic.json", edit)
+    with pytest.raises(BundleError) as info:
+        load_nvlink_recording(tmp_path)
+    assert str(info.value) == f"{tmp_path / 'nvlink-traffic.json'}: not a gpufabric NVLink recording ({words})"

@@ -69,7 +69,8 @@ def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
     if device != _promised_device(gpu_profile):
         not_checked(f"the counters were read on {device} port {port}; the profile promises ib_write_bw on "
                     f"{_promised_device(gpu_profile)}")
-    rows = (ib_write_bw_result.get("client") or {}).get("results") or []
+    rows = [r for r in (ib_write_bw_result.get("client") or {}).get("results") or []
+            if isinstance(r, dict) and isinstance(r.get("bytes"), int) and isinstance(r.get("iterations"), int)]
     bytes_sent = max(r["bytes"] * r["iterations"] for r in rows) if rows else 0
     try:
         before = RdmaPort(**counters["before"]) if counters.get("before") else None
