@@ -34,6 +34,7 @@ import math
 import re
 from typing import Any
 
+from .formats.nccl_tests import row_groups, row_problems, wrong_count
 from .reference import NUMERIC_FIELDS, Reference, find_reference
 from .units import GIB, KIB, MIB, is_number
 
@@ -61,6 +62,9 @@ LOOK_AT = {
 }
 
 NORMAL, ABOVE_PEAK, LOW, NOT_ON_NVLINK, NOT_JUDGED = "normal", "above peak", "low", "not on NVLink", "not judged"
+#: a row that is no measurement to hold against a peak: wrong elements, numbers that contradict each other, a
+#: perftest figure above what the port can carry
+WRONG_RESULTS, INCONSISTENT, ABOVE_LINE_RATE = "wrong results", "inconsistent", "above line rate"
 
 
 # --- the catalogue -------------------------------------------------------------------------------------------
@@ -348,11 +352,25 @@ def _row_busbw(row: dict) -> float | None:
     return group.get("busbw") if group else None
 
 
+def _row_flags(row: dict, op: str | None, nranks: int | None) -> tuple[str | None, str]:
+    """(verdict, words) for a row that is no measurement to judge, (None, "") for one that is: wrong elements in
+    either group, or numbers that contradict each other (formats/nccl_tests.row_problems: a time ten times too long
+    for its busbw, a negative time, ...)."""
+    wrong = [f"{wrong_count(g)} wrong element(s) {label}".strip() for label, g in row_groups(row) if wrong_count(g)]
+    if wrong:
+        return WRONG_RESULTS, f"{'; '.join(wrong)}: the collective computed wrong results, whatever its speed"
+    problems = row_problems(row, op, nranks)
+    if problems:
+        return INCONSISTENT, f"not a measurement to judge: {'; '.join(problems)}"
+    return None, ""
+
+
 def judge_nccl_tests(result: dict, ref: Reference, references: dict[str, Reference],
                      model_from: str) -> tuple[dict, list[str]]:
     """nccl-tests' JSON with a ``reference`` block and each row's ``fraction_of_peak`` (out-of-place busbw, in-place
     where a row has only that, over the peak); the judgement of each run at its largest size, as data in
-    ``reference.judgements`` and as lines."""
+    ``reference.judgements`` and as lines. Any row of any run with wrong elements, or whose numbers contradict each
+    other, is judged too ("wrong results", "inconsistent"), never called normal."""
     basis, why = fabric_basis(ref)
     if basis is None:
         return no_reference(result, f"{ref.name}: {why}"), []
@@ -384,7 +402,18 @@ def judge_nccl_tests(result: dict, ref: Reference, references: dict[str, Referen
             floor = {"why": "one rank: no traffic between GPUs"}
         else:
             floor = _floor(samples, ref, "busbw", op, basis, row["size"])
+        for other in run["rows"]:
+            flag, words = _row_flags(other, op, run.get("nranks"))
+            if flag and other is not row:
+                text = f"{label} at {format_size(other['size'])}: {flag}: {words}"
+                judgements.append({"run": index, "op": op, "size_bytes": other["size"],
+                                   "busbw_gbps": _row_busbw(other), "fraction_of_peak": other["fraction_of_peak"],
+                                   "verdict": flag, "recorded": None, "text": text})
+                lines.append(text)
         verdict, words = judge(row["fraction_of_peak"], busbw, floor, basis, ref, busbw=True)
+        flag, flag_words = _row_flags(row, op, run.get("nranks"))
+        if flag:
+            verdict, words = flag, flag_words
         text = (f"{label} at {format_size(row['size'])}: {busbw:.1f} GB/s busbw, {_pct(row['fraction_of_peak'])} of "
                 f"the {BASIS_WORDS[basis]} peak of {ref.name} ({peak:g} GB/s per direction): {words}")
         judgements.append({"run": index, "op": op, "size_bytes": row["size"], "busbw_gbps": busbw,
@@ -567,7 +596,10 @@ def judge_perftest(result: dict, line_rate_gbit: float | None, line_rate_from: s
     fraction = row["fraction_of_peak"]
     seen = (f"this project holds RDMA ports to {_pct(PERFTEST_NORMAL_OF_LINE_RATE)} of line rate; its A100/E810 "
             "capture ran at 93 %")
-    if fraction >= PERFTEST_NORMAL_OF_LINE_RATE:
+    if fraction > 1:
+        verdict, words = ABOVE_LINE_RATE, ("above the line rate: more than the port can carry, an impossible reading "
+                                           "(check --line-rate, and whether the run was bidirectional)")
+    elif fraction >= PERFTEST_NORMAL_OF_LINE_RATE:
         verdict, words = NORMAL, f"normal ({seen})"
     else:
         verdict, words = LOW, f"low ({seen}); {LOOK_AT[LINE_RATE]}"

@@ -3,7 +3,9 @@ GPU's links carry (at least a fraction of) the all-reduce volume its rank must s
 
 from __future__ import annotations
 
-from ..fabric.counters import LinkDelta
+import math
+
+from ..fabric.counters import LinkDelta, sample_problems
 from ..units import format_bytes
 from .result import CheckResult, failed, passed, unknown
 
@@ -17,6 +19,41 @@ _CAUSES = (
 def _nccl_settings(env: dict[str, str] | None) -> str:
     shown = {k: v for k, v in (env or {}).items() if k in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE")}
     return f" Set for this run: {', '.join(f'{k}={v}' for k, v in shown.items())}." if shown else ""
+
+
+def traffic_evidence_problems(samples: list, gpu: int, workload: dict | None, promised_gpus: int,
+                              source: str) -> list[str]:
+    """Why the recorded counters cannot show this GPU's promise (empty: they can): the series itself
+    (fabric/counters.py sample_problems: order, monotonic, units, counts), the GPU missing from it, and a training
+    run on another number of ranks than the profile promises GPUs."""
+    problems = sample_problems(samples, gpu)
+    missing = [n for n, s in enumerate(samples) if gpu not in s.gpus]
+    if samples and missing:
+        held = sorted({g for s in samples for g in s.gpus})
+        problems.append(f"GPU{gpu} is not in sample(s) {', '.join(map(str, missing[:5]))} (the recording holds "
+                        f"{', '.join(f'GPU{g}' for g in held) or 'no GPU'})")
+    if workload is not None:
+        world = workload.get("world_size")
+        if not isinstance(world, int) or isinstance(world, bool) or world != promised_gpus:
+            problems.append(f"the training ran on {world!r} ranks; the profile promises {promised_gpus} GPUs")
+    return [f"{p} [{source}]" for p in problems]
+
+
+def allreduce_volume(workload: dict | None) -> tuple[float | None, str | None]:
+    """(bytes each rank's all-reduce sends, why it cannot be used): ddp_step's ``allreduce_bytes_per_rank``,
+    a finite number above 0 that agrees with 2 (w - 1) / w x gradient bytes x steps where those are recorded."""
+    if workload is None:
+        return None, None
+    value = workload.get("allreduce_bytes_per_rank")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        return None, f"allreduce_bytes_per_rank = {value!r} is not a byte count above 0"
+    world, gradient, steps = (workload.get(k) for k in ("world_size", "gradient_bytes", "steps"))
+    if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (world, gradient, steps)):
+        derived = 2 * (world - 1) / world * gradient * steps
+        if not math.isclose(derived, value, rel_tol=1e-9):
+            return None, (f"allreduce_bytes_per_rank = {value!r} disagrees with 2 (w - 1) / w x gradient_bytes x "
+                          f"steps = {derived:.0f} (w = {world}, {gradient} B, {steps} steps)")
+    return float(value), None
 
 
 def _per_link(links: dict[int, LinkDelta]) -> list[str]:

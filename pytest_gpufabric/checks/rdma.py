@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from ..fabric.model import Fabric
-from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes
-from ..units import format_bytes, parse_gbit
+from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes, saturated_data_counters
+from ..units import format_bytes, parse_bytes, parse_gbit
 from .result import CheckResult, failed, passed, unknown
 
 _PORT_CAUSES = ("Usual causes: a cable or transceiver not seated or of the wrong speed, the switch port "
@@ -109,11 +109,48 @@ def check_gpu_locality(promise: dict, devices: list[RdmaDevice], fabric: Fabric 
         f"{g} {v['label']}, NUMA {v['nic_numa']}" for g, v in found.items()))
 
 
-def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, source: str) -> CheckResult:
-    """Average bandwidth against a fraction of the promised line rate (default 90 %) or an absolute floor."""
-    rows = result.get("results", [])
-    device = result.get("device")
-    subject = f"ib_write_bw {device}"
+#: the test ib_write_bw runs, as perftest titles it ("RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test")
+IB_WRITE_BW_TEST = "RDMA_Write"
+
+
+def bidirectional_promised(settings: dict) -> bool:
+    """The profile asks for a bidirectional run (-b among ib_write_bw's extra_args); one-way otherwise."""
+    return any(arg in ("-b", "--bidirectional") for arg in settings.get("extra_args") or [])
+
+
+def _ib_write_bw_not_the_promise(settings: dict, result: dict, device: str | None) -> list[str]:
+    """What makes a perftest output no evidence of the promised ib_write_bw run: its test (RDMA_Write, not Read or
+    Send), its direction (a bidirectional run adds both directions up), its device."""
+    problems = []
+    title = result.get("test")
+    if not title:
+        problems.append("the output does not say which test ran (no 'RDMA_Write BW Test' title)")
+    elif title.split()[0] != IB_WRITE_BW_TEST:
+        problems.append(f"the output is perftest's {title!r}; the profile promises ib_write_bw ({IB_WRITE_BW_TEST})")
+    want_both = bidirectional_promised(settings)
+    if title and bool(result.get("bidirectional")) != want_both:
+        ran = "bidirectional (both directions added up)" if result.get("bidirectional") else "one-way"
+        problems.append(f"the run was {ran}; the profile promises a {'bidirectional' if want_both else 'one-way'} "
+                        "run" + ("" if want_both else " (add -b to ib_write_bw.extra_args to promise both ways)"))
+    ran_on = result.get("device")
+    if not ran_on:
+        problems.append("the output does not name its device (no 'Device :' line)")
+    elif device and ran_on != device:
+        problems.append(f"it ran on {ran_on}; the profile promises ib_write_bw on {device}")
+    return problems
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, source: str,
+                      device: str | None = None) -> CheckResult:
+    """Average bandwidth at the promised message size against a fraction of the promised line rate (default 90 %)
+    or an absolute floor, once the output is the promised run: RDMA_Write, one-way unless the profile says -b, on the
+    promised ``device``, with one reading at that size no higher than the line rate can carry."""
+    rows = result.get("results") or []
+    subject = f"ib_write_bw {result.get('device')}"
     floors = []
     if "min" in settings:
         floors.append((parse_gbit(settings["min"]), settings["min"]))
@@ -124,19 +161,39 @@ def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, s
     expected = {"floors_gbit": [f for f, _ in floors], "size": settings.get("size")}
     if not rows:
         return unknown("ib-write-bw", subject, expected, f"{source}: no result rows")
-    best = max(rows, key=lambda r: r["bytes"])
-    bw = best["bw_avg_gbps"]
-    found = {"bw_avg_gbit": bw, "bytes": best["bytes"], "iterations": best["iterations"],
-             "msg_rate_mpps": best.get("msg_rate_mpps"), "mtu": result.get("mtu"), "link_type": result.get("link_type")}
+    not_it = _ib_write_bw_not_the_promise(settings, result, device)
+    if not_it:
+        return unknown("ib-write-bw", subject, expected, f"{source}: not the promised run: " + "; ".join(not_it))
+    size = parse_bytes(settings.get("size", "64 KiB"))
+    at_size = [r for r in rows if isinstance(r, dict) and r.get("bytes") == size]
+    if not at_size:
+        sizes = ", ".join(format_bytes(r["bytes"]) for r in rows if isinstance(r, dict) and _number(r.get("bytes")))
+        return unknown("ib-write-bw", subject, expected, f"{source}: no row at the promised {format_bytes(size)} "
+                                                         f"messages (rows at: {sizes or 'none readable'})")
+    if any(r != at_size[0] for r in at_size[1:]):
+        return unknown("ib-write-bw", subject, expected, f"{source}: {len(at_size)} rows at {format_bytes(size)} that "
+                                                         "disagree: which one was measured is ambiguous")
+    best = at_size[0]
+    bw = best.get("bw_avg_gbps")
+    found = {"bw_avg_gbit": bw, "bytes": best["bytes"], "iterations": best.get("iterations"),
+             "msg_rate_mpps": best.get("msg_rate_mpps"), "mtu": result.get("mtu"), "link_type": result.get("link_type"),
+             "bidirectional": bool(result.get("bidirectional")), "test": result.get("test")}
     if not floors:
         return unknown("ib-write-bw", subject, expected, "the profile promises neither a line rate nor a floor")
-    if not isinstance(bw, (int, float)) or not math.isfinite(bw):
-        return unknown("ib-write-bw", subject, expected, f"{source}: the average bandwidth {bw} is not a finite number")
-    problems = [f"{bw:.2f} Gb/s < {text} ({floor:.2f} Gb/s)" for floor, text in floors if bw < floor]
+    if not _number(bw) or bw <= 0:
+        return unknown("ib-write-bw", subject, expected, f"{source}: the average bandwidth {bw!r} is not a finite "
+                                                         "number above 0")
+    both = 2 if result.get("bidirectional") else 1  # a bidirectional figure adds both directions up
     summary = (f"{subject}: {bw:.2f} Gb/s average at {format_bytes(best['bytes'])} messages, "
-               f"{best['iterations']} iterations, MTU {result.get('mtu')}")
+               f"{best.get('iterations')} iterations, MTU {result.get('mtu')}")
     if promised_rate:
-        summary += f" ({bw / parse_gbit(promised_rate):.0%} of {promised_rate})"
+        line = parse_gbit(promised_rate) * both
+        summary += f" ({bw / line:.0%} of {promised_rate}{' in both directions' if both == 2 else ''})"
+        if bw > line:
+            return unknown("ib-write-bw", subject, expected, f"{summary} [{source}]: above the {line:g} Gb/s the "
+                           "port's line rate can carry: an impossible reading, not judged")
+    problems = [f"{bw:.2f} Gb/s < {text}{' in both directions' if both == 2 else ''} ({floor * both:.2f} Gb/s)"
+                for floor, text in floors if bw < floor * both]
     if problems:
         return failed("ib-write-bw", subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems)
                       + ". " + _BW_CAUSES, details=problems)
@@ -146,14 +203,23 @@ def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, s
 def check_counters_rise(port_before: RdmaPort | None, port_after: RdmaPort | None, bytes_sent: int,
                         subject: str) -> CheckResult:
     """The port's transmit byte counter rose by at least the payload ib_write_bw reports sending (headers
-    make the wire count larger; less means the traffic took another path)."""
+    make the wire count larger; less means the traffic took another path). A 32-bit counter stuck at its top
+    (2^32 - 1) shows nothing: the 64-bit extended counters are read where recorded, else it is not checked."""
     expected = {"tx_bytes_at_least": bytes_sent}
+    stuck = sorted({name for port in (port_before, port_after) if port for name in saturated_data_counters(port)})
+    if stuck:
+        return unknown("rdma-counters", subject, expected, f"{subject}: {', '.join(stuck)} read 4294967295, the top "
+                       "of a 32-bit counter, and no 64-bit extended counter (counters_ext/*_64) was recorded: a "
+                       "saturated counter shows no traffic either way")
     before = port_data_bytes(port_before) if port_before else None
     after = port_data_bytes(port_after) if port_after else None
     if before is None or after is None:
         return unknown("rdma-counters", subject, expected, f"{subject}: the port's byte counters were not readable")
     tx, rx = after[0] - before[0], after[1] - before[1]
     found = {"tx_bytes": tx, "rx_bytes": rx}
+    if tx < 0 or rx < 0:
+        return unknown("rdma-counters", subject, expected, f"{subject}: the byte counters went down during the run "
+                       f"(TX {tx:+d} B, RX {rx:+d} B): cleared or wrapped, they show nothing")
     if tx >= bytes_sent:
         return passed("rdma-counters", subject, expected, found,
                       f"{subject}: TX counter rose by {format_bytes(tx)} for {format_bytes(bytes_sent)} sent")

@@ -62,6 +62,8 @@ MEMORY_FILE = "memory.json"
 BURN_IN_FILE = "gpufabric-burnin.jsonl"  # workloads/burn_in.py's LOG_FILE
 BANDWIDTH_FILE = "bandwidth.json"
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
+#: what an NVLink recording's workload (workloads/ddp_step.py's result) must say for the suite to describe it
+_WORKLOAD_KEYS = ("steps", "world_size", "gradient_bytes", "allreduce_bytes_per_rank", "model")
 _COUNTER_SAMPLE_PATTERNS = ("nvidia-smi-nvlink-gt-d.sample*.txt", "nvidia-smi-nvlink-g0.sample*.txt")
 
 
@@ -226,10 +228,17 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
     if data is not None:
         try:
             samples = [CounterSample.from_json(s) for s in data["samples"]]
+            interval_s = float(data.get("interval_s", 0))
+            workload = data.get("workload")
+            if workload is not None:
+                # what the suite says of the run; the figures themselves are judged typed (checks/nvlink_traffic.py)
+                missing = [k for k in _WORKLOAD_KEYS if k not in workload] + [
+                    f"model.{k}" for k in ("layers", "width") if k not in (workload.get("model") or {})]
+                if missing:
+                    raise ValueError(f"its workload lacks {', '.join(missing)}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric NVLink recording ({exc})") from None
-        return NvlinkRecording(samples, data.get("workload"), float(data.get("interval_s", 0)), str(path),
-                               data.get("sampler"))
+        return NvlinkRecording(samples, workload, interval_s, str(path), data.get("sampler"))
     for pattern in _COUNTER_SAMPLE_PATTERNS:
         files = sorted(directory.glob(pattern), key=_sample_number)
         if files:
@@ -261,15 +270,19 @@ def load_bandwidth_recording(directory: Path):
         except (ValueError, TypeError, AttributeError) as exc:
             raise BundleError(f"{path}: not a gpufabric bandwidth recording ({exc})") from None
     for text_file in sorted(directory.glob(_NCCL_TESTS_PATTERN)):
+        if measurement is None:
+            measurement = BandwidthMeasurement(source=str(text_file))
         try:
             # output that does not name its test is told it by the file name (nccl-tests-sendrecv_perf.txt)
             named = re.search(r"([a-z][a-z0-9_]*?)_perf", text_file.name)
             runs = parse_nccl_tests(text_file.read_text(encoding="utf-8", errors="replace"),
                                     named.group(0) if named else None)
-        except ValueError as exc:
-            raise BundleError(f"{text_file}: {exc}") from None
-        if measurement is None:
-            measurement = BandwidthMeasurement(source=str(text_file))
+        except (ValueError, OSError) as exc:
+            # one unreadable log leaves the promises it would show not checked, naming it; the rest is judged
+            measurement.unreadable[text_file.name] = str(exc)
+            continue
+        for index, run in enumerate(runs, start=1):
+            run["source"], run["run"] = text_file.name, index  # "run 2 of nccl-tests.txt", as parse numbers them
         measurement.nccl_tests.extend(runs)
     return measurement
 

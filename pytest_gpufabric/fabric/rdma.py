@@ -368,12 +368,22 @@ def port_data_bytes(port: RdmaPort) -> tuple[int, int] | None:
         return value
 
     tx, rx = words("port_xmit_data"), words("port_rcv_data")
+    if saturated_data_counters(port):
+        return None  # a saturated 32-bit count is no byte count
     if tx is not None and rx is not None:
         return tx * 4, rx * 4
     hw = port.hw_counters or {}
     if "ip4OutOctets" in hw and "ip4InOctets" in hw:
         return hw["ip4OutOctets"] + hw.get("ip6OutOctets", 0), hw["ip4InOctets"] + hw.get("ip6InOctets", 0)
     return None
+
+
+def saturated_data_counters(port: RdmaPort) -> list[str]:
+    """The 32-bit data counters (``counters/port_xmit_data``, ``port_rcv_data``) stuck at 2**32-1 with no 64-bit
+    ``counters_ext/*_64`` beside them: they say nothing about the bytes the port moved."""
+    counters, ext = port.counters or {}, port.counters_ext or {}
+    return [f"counters/{name}" for name in ("port_xmit_data", "port_rcv_data")
+            if counters.get(name) == _U32_SATURATED and f"{name}_64" not in ext]
 
 
 def rdma_write_ops(port: RdmaPort) -> tuple[int | None, int | None] | None:

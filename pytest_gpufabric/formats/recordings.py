@@ -28,6 +28,8 @@ class BandwidthMeasurement:
     nccl_tests_missing: dict[str, str] = field(default_factory=dict)  # op -> where its <op>_perf was looked for
     #: part ("collectives", "copy") -> the tool it needs that is not installed (torch): not measured, not failed
     tools_missing: dict[str, str] = field(default_factory=dict)
+    #: a bundle's nccl-tests file that could not be read -> why (its promises are not checked, naming it)
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"format": BANDWIDTH_FORMAT, "collectives": self.collectives, "copy": self.copy,

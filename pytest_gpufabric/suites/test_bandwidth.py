@@ -10,27 +10,56 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpufabric.checks.bandwidth import check_collective, check_copy, link_peak, pcie_peak, size_label
+from pytest_gpufabric.checks.bandwidth import (
+    CollectiveRun,
+    check_collective_runs,
+    check_copy,
+    link_peak,
+    nccl_tests_boards,
+    pcie_peak,
+    size_label,
+)
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes
 
 
-def _row_at(rows: list[dict], size: int) -> dict | None:
-    """The measured row for a threshold's size (sizes are rounded down to whole elements per rank)."""
-    candidates = [r for r in rows if r["size"] <= size and size - r["size"] < 4 * 1024]
-    return max(candidates, key=lambda r: r["size"]) if candidates else None
+def _names_not_here(names: list, fabric) -> str | None:
+    """Why GPU names a measurement recorded are not this machine's (None: they are, or either side is unknown)."""
+    mine = {str(g.name) for g in fabric.gpus if g.name} if fabric is not None and fabric.gpus_recorded else set()
+    theirs = sorted({str(n) for n in names or [] if n} - mine)
+    if not mine or not theirs:
+        return None
+    return f"it ran on {', '.join(theirs)}; this machine has {', '.join(sorted(mine))}"
 
 
-def _nccl_tests_rows(bandwidth, op: str) -> list[dict]:
-    """nccl-tests rows of an op, out-of-place figures (nccl-tests' headline), the last run winning."""
-    rows = {}
-    for run in bandwidth.nccl_tests:
-        if run["op"] == op:
-            for row in run["rows"]:
-                oop = row["oop"]
-                rows[row["size"]] = {"size": row["size"], "busbw": oop["busbw"], "algbw": oop["algbw"],
-                                     "time_us": oop["time_us"], "wrong": oop["wrong"]}
-    return list(rows.values())
+def _torch_run(collectives: dict, op: str, fabric) -> CollectiveRun:
+    """torch.distributed's measurement as one run: its world size, host and GPU names bound to this machine."""
+    world = collectives.get("world_size")
+    ranks = world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else None
+    hosts = sorted({str(n) for n in collectives.get("nodes") or []})
+    not_evidence = (None if ranks is not None else f"world_size {world!r} is not a rank count") or (
+        f"its ranks ran on {len(hosts)} hosts ({', '.join(hosts)}), not on this machine alone" if len(hosts) > 1
+        else None) or _names_not_here(collectives.get("devices"), fabric)
+    ops = collectives.get("ops") if isinstance(collectives.get("ops"), dict) else {}
+    rows = ops.get(op) if isinstance(ops.get(op), list) else []
+    return CollectiveRun([r for r in rows if isinstance(r, dict)], ranks, not_evidence=not_evidence)
+
+
+def _nccl_tests_runs(bandwidth, op: str, fabric, gpu_count: int) -> list[CollectiveRun]:
+    """Every nccl-tests run of an op in the evidence (a log may hold several), each with the ranks and boards its
+    `#  Rank` lines name, labelled as `gpufabric parse` numbers them ("run 2 of nccl-tests.txt")."""
+    runs = [run for run in bandwidth.nccl_tests if run.get("op") == op]
+    files = {run.get("source") for run in runs}
+    out = []
+    for position, run in enumerate(runs, start=1):
+        label = ""
+        if len(runs) > 1:
+            label = f"run {run.get('run', position)}" + (f" of {run['source']}" if len(files) > 1 else "")
+        devices = run.get("devices") or []
+        out.append(CollectiveRun(run["rows"], len(devices) or None, label,
+                                 not_evidence=nccl_tests_boards(devices, fabric, gpu_count),
+                                 notes=list(run.get("unreadable") or [])))
+    return out
 
 
 def _tables(check) -> list[dict]:
@@ -74,11 +103,10 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
         not_checked(bandwidth.tools_missing.get("collectives")
                     or f"{bandwidth.source} holds no torch.distributed collective measurements")
     size = parse_bytes(threshold["size"])
-    rows = bandwidth.collectives["ops"].get(op, [])
-    world = bandwidth.collectives["world_size"]
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
-    check = check_collective(op, threshold, _row_at(rows, size), world, peak, peak_what,
-                             f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip())
+    check = check_collective_runs(op, threshold, [_torch_run(bandwidth.collectives, op, fabric)],
+                                  gpu_profile.gpu_count, peak, peak_what,
+                                  f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip())
     gpufabric_extra(tables=_tables(check), name=f"{op} {size_label(size)}")
     gpufabric_check(_explained(check, request))
 
@@ -90,17 +118,34 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
     for part in ("nccl_tests", f"nccl_tests:{op}"):
         if part in bandwidth.errors:
             pytest.fail(bandwidth.errors[part], pytrace=False)
-    rows = _nccl_tests_rows(bandwidth, op)
-    if not rows:
+    runs = _nccl_tests_runs(bandwidth, op, fabric, gpu_profile.gpu_count)
+    unreadable = "; ".join(f"{name}: {why}" for name, why in bandwidth.unreadable.items())
+    if not runs:
         unnamed = sum(1 for run in bandwidth.nccl_tests if run.get("op") is None)
         where = bandwidth.nccl_tests_missing.get(op) or (
             f"no nccl-tests {op}_perf output: none configured (bandwidth.nccl_tests.binary), on PATH, or in the bundle")
-        not_checked(where + (f"; {unnamed} nccl-tests run(s) there do not say which test they are (name the file "
-                             "nccl-tests-<op>_perf.txt)" if unnamed else ""))
+        not_checked((f"nccl-tests output that cannot be read: {unreadable}" if unreadable else where)
+                    + (f"; {unnamed} nccl-tests run(s) there do not say which test they are (name the file "
+                       "nccl-tests-<op>_perf.txt)" if unnamed else ""))
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
-    gpufabric_check(_explained(check_collective(op, threshold, _row_at(rows, parse_bytes(threshold["size"])),
-                                                gpu_profile.gpu_count, peak, peak_what, f"nccl-tests {op}_perf"),
-                               request))
+    check = check_collective_runs(op, threshold, runs, gpu_profile.gpu_count, peak, peak_what,
+                                  f"nccl-tests {op}_perf")
+    if unreadable and check.verdict == "passed":
+        not_checked(f"{check.message}; but nccl-tests output that cannot be read may hold more runs: {unreadable}")
+    gpufabric_check(_explained(check, request))
+
+
+def _copy_rows(copy: dict, kind: str, source: str) -> list[dict]:
+    """copy_bw.py's rows of one kind, labelled; a recording not in that shape leaves the promise not checked."""
+    try:
+        if kind in ("host_to_device", "device_to_host"):
+            return [{"label": f"GPU{r['gpu']}", "gpu": r["gpu"], "bytes": r.get("bytes"), **r[kind]}
+                    for r in copy["host_device"]]
+        if kind == "gpu_to_gpu":
+            return [{**r, "label": f"GPU{r['src']}->GPU{r['dst']} ({r.get('path')})"} for r in copy["gpu_to_gpu"]]
+        return [{**r, "label": f"GPU{r['gpus'][0]}<->GPU{r['gpus'][1]}"} for r in copy["gpu_to_gpu_bidirectional"]]
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        not_checked(f"{source}: its {kind} copy rows are not in the recording's shape ({exc!r})")
 
 
 @promise("copy-bandwidth")
@@ -111,24 +156,21 @@ def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check
     if bandwidth.copy is None:
         not_checked(bandwidth.tools_missing.get("copy") or f"{bandwidth.source} holds no copy measurements")
     copy = bandwidth.copy
+    if _names_not_here(copy.get("devices"), fabric):
+        not_checked(f"{bandwidth.source}: not evidence of this machine: {_names_not_here(copy.get('devices'), fabric)}")
+    rows = _copy_rows(copy, copy_kind, bandwidth.source)
     if copy_kind in ("host_to_device", "device_to_host"):
-        rows = [{"label": f"GPU{r['gpu']}", "gpu": r["gpu"], **r[copy_kind]} for r in copy["host_device"]]
-
         def peak_of(row):
             gpu = fabric.gpu(row["gpu"])
             return pcie_peak([gpu]) if gpu is not None else (None, "unknown")
     elif copy_kind == "gpu_to_gpu":
-        rows = [{**r, "label": f"GPU{r['src']}->GPU{r['dst']} ({r['path']})"} for r in copy["gpu_to_gpu"]]
-
         def peak_of(row):
             return link_peak(fabric, [row["src"], row["dst"]])
     else:
-        rows = [{**r, "label": f"GPU{r['gpus'][0]}<->GPU{r['gpus'][1]}"} for r in copy["gpu_to_gpu_bidirectional"]]
-
         def peak_of(row):
             peak, what = link_peak(fabric, row["gpus"])
             return (2 * peak if peak else None), f"{what}, both directions"
     if not rows and gpu_profile.gpu_count < 2 and copy_kind.startswith("gpu_to_gpu"):
         pytest.skip(f"profile {gpu_profile.name} has one GPU: no GPU pair to copy between")
     gpufabric_check(_explained(check_copy(copy_kind, gpu_profile.copy_thresholds()[copy_kind], rows, peak_of,
-                                          bandwidth.source), request))
+                                          bandwidth.source, gpu_count=gpu_profile.gpu_count), request))

@@ -28,6 +28,10 @@ def test_nvbandwidth_copy(gpu_profile, nvbandwidth_copy, gpufabric_run, gpufabri
     foreign = of_another_machine(nvbandwidth_copy, fabric, gpu_profile)
     if foreign:
         not_checked(f"not evidence of this machine: {foreign}")
+    if nvbandwidth_copy.get("status") != "passed":
+        # waived, error, not found, or incomplete (its matrix or SUM line cut): no whole measurement to judge
+        not_checked(f"{nvbandwidth_copy['source']}: nvbandwidth's {nvbandwidth_copy['testcase']} is "
+                    f"{nvbandwidth_copy.get('status')}, not a whole result")
 
     def peak_of(row):
         if fabric is None:
@@ -39,4 +43,5 @@ def test_nvbandwidth_copy(gpu_profile, nvbandwidth_copy, gpufabric_run, gpufabri
 
     source = f"nvbandwidth {nvbandwidth_copy['version'] or ''} {nvbandwidth_copy['testcase']} " \
              f"({nvbandwidth_copy['source']})".replace("  ", " ")
-    gpufabric_check(check_copy(kind, gpu_profile.copy_thresholds()[kind], nvbandwidth_copy["rows"], peak_of, source))
+    gpufabric_check(check_copy(kind, gpu_profile.copy_thresholds()[kind], nvbandwidth_copy["rows"], peak_of, source,
+                               gpu_count=gpu_profile.gpu_count))

@@ -34,13 +34,22 @@ def _promised_rate(profile, device: str | None) -> str | None:
     return next((d.get("rate") for d in profile.rdma_devices if d["name"] == device), None)
 
 
+def _promised_device(profile) -> str | None:
+    """The device the profile promises ib_write_bw on: its own `device`, else the first RDMA device (as the live
+    run picks it, workloads/rdma.py)."""
+    settings = profile.rdma.get("ib_write_bw") or {}
+    return settings.get("device") or next((d["name"] for d in profile.rdma_devices), None)
+
+
 @promise("ib-write-bw")
 def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
-    client = ib_write_bw_result["client"]
-    settings = gpu_profile.rdma["ib_write_bw"]
-    device = settings.get("device") or client.get("device")
+    client = ib_write_bw_result.get("client")
     source = ib_write_bw_result.get("source", "ib_write_bw on this machine")
-    gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source))
+    if not isinstance(client, dict):
+        not_checked(f"{source}: the recording holds no ib_write_bw client result")
+    settings = gpu_profile.rdma["ib_write_bw"]
+    device = _promised_device(gpu_profile)
+    gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source, device))
 
 
 @promise("rdma-counters")
@@ -50,8 +59,16 @@ def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
     counters = ib_write_bw_result.get("counters")
     if not counters:
         not_checked("the recording holds no port counters read around the run (a bare ib_write_bw output)")
-    rows = ib_write_bw_result["client"]["results"]
+    device, port = counters.get("device"), counters.get("port")
+    if device != _promised_device(gpu_profile):
+        not_checked(f"the counters were read on {device} port {port}; the profile promises ib_write_bw on "
+                    f"{_promised_device(gpu_profile)}")
+    rows = [r for r in (ib_write_bw_result.get("client") or {}).get("results") or []
+            if isinstance(r, dict) and isinstance(r.get("bytes"), int) and isinstance(r.get("iterations"), int)]
     bytes_sent = max(r["bytes"] * r["iterations"] for r in rows) if rows else 0
-    before = RdmaPort(**counters["before"]) if counters.get("before") else None
-    after = RdmaPort(**counters["after"]) if counters.get("after") else None
-    gpufabric_check(check_counters_rise(before, after, bytes_sent, f"{counters['device']} port {counters['port']}"))
+    try:
+        before = RdmaPort(**counters["before"]) if counters.get("before") else None
+        after = RdmaPort(**counters["after"]) if counters.get("after") else None
+    except TypeError as exc:
+        not_checked(f"the port records around the run are not in the recording's shape ({exc})")
+    gpufabric_check(check_counters_rise(before, after, bytes_sent, f"{device} port {port}"))
