@@ -351,6 +351,8 @@ def check_persistence(want: bool, label: str, platform: Platform) -> CheckResult
 def check_driver(spec: dict, fabric: Fabric) -> CheckResult:
     found = fabric.driver_version
     source = fabric.provenance.get("gpus") or fabric.source
+    if "driver_version" in fabric.damaged:  # recorded, but no version: "Unknown Error" is not above 550
+        return unknown("platform-driver", "machine", spec, f"{fabric.damaged['driver_version']} [{fabric.source}]")
     if found is None or is_na(found):
         return unknown("platform-driver", "machine", spec, f"the driver version is not recorded by {fabric.source}: "
                        "a bundle needs nvml.json (gpufabric snapshot) or nvidia-smi-q.xml")
@@ -363,6 +365,8 @@ def check_driver(spec: dict, fabric: Fabric) -> CheckResult:
 
 def check_vbios(spec: dict, gpu: Gpu, source: str) -> CheckResult:
     found = gpu.vbios_version
+    if "vbios_version" in gpu.unreadable:
+        return unknown("platform-vbios", gpu.label, spec, f"{gpu.unreadable['vbios_version']} [{source}]")
     if found is None or is_na(found):
         return unknown("platform-vbios", gpu.label, spec, f"{gpu.label}'s VBIOS version is not recorded by {source}: "
                        "a bundle needs nvml.json (gpufabric snapshot) or nvidia-smi-q.xml")
