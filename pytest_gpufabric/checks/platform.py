@@ -121,7 +121,9 @@ def acs_state(platform: Platform, *, strict: bool = False) -> tuple[dict[str, di
         if not endpoint.placed:
             unreadable.append(f"{endpoint.label}: where it sits in the PCI tree is not known")
             continue
-        if not endpoint.bridges:
+        if endpoint.above_unknown:  # the bridges shown are judged below; those above them cannot be
+            unreadable.append(f"{endpoint.label}: {endpoint.above_unknown}")
+        elif not endpoint.bridges:
             on_root_bus.append(endpoint.label)
             continue
         for bdf in endpoint.bridges:

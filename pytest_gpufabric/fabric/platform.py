@@ -105,6 +105,9 @@ class Endpoint:
     bdf: str | None
     bridges: list[str] = field(default_factory=list)
     placed: bool = True  # False: where it sits in the PCI tree is not known
+    #: why the bridges above ``bridges`` (or above the function itself) are not known: a paste of lspci that shows
+    #: the function, or a switch port, without what lies between it and the root complex
+    above_unknown: str | None = None
 
 
 @dataclass
@@ -612,7 +615,8 @@ def apply_lspci(platform: Platform, text: str, source: str, gpu_bus_ids: dict[in
         while bdf is not None and bdf not in chain:
             chain.insert(0, bdf)
             bdf = parents.get(bdf)
-        endpoints.append(Endpoint(label, kind, device.bdf, bridges=chain))
+        top = by_bdf[chain[0]] if chain else device
+        endpoints.append(Endpoint(label, kind, device.bdf, bridges=chain, above_unknown=_above_unknown(top, source)))
     platform.devices = {}
     for endpoint in endpoints:
         for bdf in [*endpoint.bridges, endpoint.bdf]:
@@ -624,6 +628,28 @@ def apply_lspci(platform: Platform, text: str, source: str, gpu_bus_ids: dict[in
     platform.endpoints = endpoints
     platform.pci_source = source
     platform.pci_unreadable = None if endpoints else f"{source} shows no NVIDIA GPU and no RDMA NIC"
+
+
+#: port types that sit on a root bus: nothing of the PCI tree is above them
+_ON_ROOT_BUS = ("root port", "root complex integrated endpoint", "root complex event collector")
+
+
+def _above_unknown(top: LspciDevice, source: str) -> str | None:
+    """Why the bridges above the topmost function an lspci text shows of a GPU's or NIC's path are not known, or
+    None when that function sits on a root bus (a root port, a function on bus 00). A switch port always has a port
+    above it; a device on another bus has the bridge whose secondary bus that is: a paste without them (``lspci -vvv
+    -s 04:00.0``) shows only part of the path, whose ACS cannot be judged whole."""
+    port = top.facts.port_type
+    domain, bus = top.bus or ("0000", 0)
+    if port in _ON_ROOT_BUS or (bus == 0 and port not in ("switch downstream port", "switch upstream port")):
+        return None
+    if port == "switch downstream port":
+        missing = "the switch's upstream port and the ports above it up to the root port"
+    elif port == "switch upstream port":
+        missing = f"the root port or switch port above it (the one whose secondary bus is {bus:02x})"
+    else:
+        missing = f"the bridge above it (the port whose secondary bus is {bus:02x})"
+    return f"{source} shows {top.bdf} but not {missing}"
 
 
 def _short(description: str) -> str:
