@@ -141,7 +141,8 @@ def test_text_that_is_not_lspci_output_is_refused_naming_the_line():
 
 def test_a_grep_of_lsmod_that_printed_nothing_proves_both_modules_absent():
     modules = pf.modules_reading(_read(NO_PEERMEM), "lsmod.txt")
-    assert modules.value == {"loaded": [], "complete": False, "searched": ["nvidia_peermem", "nv_peer_mem"]}
+    assert modules.value == {"loaded": [], "complete": False, "searched": ["nvidia_peermem", "nv_peer_mem"],
+                             "commands": ["lsmod | grep nvidia_peermem", "lsmod | grep nv_peer_mem"]}
     assert pf.module_state(modules, "nvidia_peermem") is False and pf.module_state(modules, "nv_peer_mem") is False
     assert pf.module_state(modules, "mlx5_ib") is None  # not searched for: unknown, not absent
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BundleError
+from ..formats.lsmod import command_shows, parse_module_list
 from ..formats.lspci import LspciDevice, PciFacts, lspci_parents, normalize_bdf, parse_config_space, parse_lspci
 from ..units import format_cpu_list
 from .sysfs_pci import _in_root, _natural_key, _read_text, _under, parse_pci_path
@@ -264,8 +265,8 @@ def _iommu_units(reader: _Reader) -> Reading:
 def _modules(reader: _Reader) -> Reading:
     text = reader.text("/proc/modules")
     if text is not None:
-        return Reading({"loaded": sorted(parse_module_list(text)[0]), "complete": True, "searched": []},
-                       "/proc/modules")
+        return Reading({"loaded": sorted(parse_module_list(text).loaded), "complete": True, "searched": [],
+                        "commands": []}, "/proc/modules")
     if reader.text("/proc/cmdline") is not None:
         return Reading(source="/proc/modules", unreadable="not readable here: /proc/modules absent (a kernel built "
                                                           "without loadable modules)")
@@ -478,59 +479,36 @@ def collect_platform(fabric=None) -> Platform:
 # -------------------------------------------------------------------------------------------- text evidence
 
 
-_EMPTY_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#%>]$")
-
-
-def parse_module_list(text: str) -> tuple[set[str], list[str], bool]:
-    """The modules ``/proc/modules`` or ``lsmod`` (or a grep of either) lists: (loaded names, the names a
-    ``| grep NAME`` command line of the paste searched for, whether the list is whole).
-
-    ``/proc/modules`` lines are ``name size refcount deps state address``; lsmod's ``name size used-by``,
-    under its ``Module Size Used by`` header. A paste whose command lines filter (``lsmod | grep peermem``)
-    is not whole: a module it does not list is absent only if a grep of the paste searched for it."""
-    loaded: set[str] = set()
-    searched: list[str] = []
-    complete = True
-    for raw in text.splitlines():
-        line = raw.strip().strip("`")
-        if not line or line.startswith(("```", "~~~")) or re.match(r"^Module\s+Size\s+Used by", line):
-            continue
-        m = re.match(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d+)\s+(?P<refs>\d+|-)(?:\s|$)", line)
-        if m:
-            loaded.add(m.group("name"))
-            continue
-        if re.search(r"\blsmod\b|/proc/modules", line):  # the command line above the output
-            for _, pattern in re.findall(r"\|\s*grep\s+(?:-\w+\s+)*(['\"]?)([^|'\"\s]+)\1", line):
-                complete = False
-                searched.append(pattern)
-            continue
-        if _EMPTY_PROMPT.match(line):  # the prompt after the last command
-            continue
-        raise ValueError(f"not /proc/modules or lsmod output: {line[:80]!r} (expected 'name size used-by')")
-    return loaded, searched, complete
-
-
-def _grep_covers(pattern: str, name: str) -> bool:
-    """Whether a plain ``grep PATTERN`` (a substring, or a simple wildcard) finds a module line of ``name``."""
-    if any(ch in pattern for ch in "*?[") or "|" in pattern or "\\" in pattern:
-        return False
-    return pattern in name
-
-
 def modules_reading(text: str, source: str) -> Reading:
-    loaded, searched, complete = parse_module_list(text)
-    return Reading({"loaded": sorted(loaded), "complete": complete, "searched": searched}, source)
+    """A module list paste (lsmod.txt) as a Reading: {"loaded": names, "complete": whether it shows every loaded
+    module, "searched": the patterns of its plain greps, "commands": the filtering command lines it holds}."""
+    modules = parse_module_list(text)
+    return Reading({"loaded": sorted(modules.loaded), "complete": modules.complete, "searched": modules.searched(),
+                    "commands": list(modules.commands)}, source)
 
 
 def module_state(modules: Reading, name: str) -> bool | None:
-    """True loaded, False shown absent, None not known from this list."""
+    """True loaded, False shown absent (the list is whole, or a pasted filter would have shown its line), None not
+    known from this list."""
     if not modules.known:
         return None
     if name in modules.value["loaded"]:
         return True
-    if modules.value["complete"] or any(_grep_covers(p, name) for p in modules.value["searched"]):
+    # a record of an earlier version holds "searched" (plain greps) without "commands"
+    commands = modules.value.get("commands", [f"lsmod | grep {p}" for p in modules.value.get("searched", [])])
+    if modules.value["complete"] or any(command_shows(c, name) for c in commands):
         return False
     return None
+
+
+def module_list_kind(modules: Reading) -> str:
+    """What the module list is, in words: "a whole module list", or "filtered (`lsmod | grep -v nv`)"."""
+    if not modules.known:
+        return "no module list"
+    if modules.value["complete"]:
+        return "a whole module list"
+    commands = modules.value.get("commands") or [f"lsmod | grep {p}" for p in modules.value.get("searched", [])]
+    return "a filtered module list (" + ", ".join(f"`{c}`" for c in commands) + ")"
 
 
 _LOG_CMDLINE = re.compile(r"Kernel command line:\s*(?P<cmdline>.*)$")
