@@ -67,16 +67,8 @@ class Reader:
                 raise self._refuse(what, value, key, f"a finite whole number{unit}")
             raise self._refuse(what, value, key, f"a whole number{unit}")
         if not low <= value <= high:
-            raise self._refuse(what, value, key, f"in the range {low} to {high}{unit}")
+            raise self._refuse(what, value, key, f"in the range {low} to {high}")
         return value
-
-    def number(self, value: object, key: str, what: str, low: float, high: float, unit: str = "") -> float:
-        """A finite number in [low, high]."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self._refuse(what, value, key, f"a finite number{unit}")
-        if not low <= value <= high:
-            raise self._refuse(what, value, key, f"in the range {low:g} to {high:g}{unit}")
-        return float(value)
 
     def text(self, value: object, key: str, what: str) -> str:
         """Non-empty text."""
