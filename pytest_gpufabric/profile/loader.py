@@ -230,7 +230,8 @@ def _message(error) -> str:
     value = error.instance
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value} needs a unit: write {what} such as `{example}` (units: {units})"
-    return f"{value!r} is not {what}: write a positive number and its unit, such as `{example}` (units: {units})"
+    return (f"{value!r} does not match the form of {what}: write a positive number and its unit, such as `{example}` "
+            f"(units: {units})")
 
 
 def _not_above_zero(key: str, value: object, *, size: bool = False) -> str:
