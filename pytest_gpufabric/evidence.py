@@ -82,20 +82,32 @@ def bundle_evidence_files(directory: Path) -> list[Path]:
 
 def dcgm_results(evidence: list[ToolEvidence], gpu_count: int = 0) -> list[dict]:
     """One row per DCGM test and GPU (per machine for the deployment checks): {"promise", "test", "gpu",
-    "status", "message", "source", "version", "level", "driver"}, in the order the files gave them. A result DCGM
-    gave for all GPUs at once ("Pass - All") counts for each of the ``gpu_count`` GPUs the profile promises."""
+    "status", "message", "source", "version", "level", "driver", "uncovered", "for_all"}, in the order the files gave
+    them.
+
+    A tool's result counts only for the GPUs it names. A result DCGM gave for all GPUs at once ("Pass - All") counts
+    for the GPUs the run covered (_covered: its ``-i`` list, its GPU Device IDs, the GPUs it names elsewhere) and
+    for no other; where the output does not say which GPUs those were, each of the ``gpu_count`` GPUs the profile
+    promises gets a row with ``uncovered`` saying so (not checked). A GPU the profile does not promise likewise."""
     rows = []
     for item in evidence:
         if item.kind != "dcgm-diag":
             continue
+        covered, why_not = _covered(item, gpu_count)
         for test in item.parsed["tests"]:
             name = test["name"]
             results = test["gpus"] or [{"gpu": None, "status": test.get("status"), "message": None}]
             if not name.startswith("deployment:") and gpu_count:
-                results = [dict(r, gpu=i) for r in results for i in
-                           ([r["gpu"]] if r.get("gpu") is not None else range(gpu_count))]
+                results = [dict(r, gpu=i, for_all=r.get("gpu") is None,
+                                uncovered=None if covered is not None or r.get("gpu") is not None else why_not)
+                           for r in results for i in
+                           ([r["gpu"]] if r.get("gpu") is not None else covered or range(gpu_count))]
             for result in results:
                 gpu = result.get("gpu")
+                uncovered = result.get("uncovered")
+                if gpu is not None and gpu_count and gpu >= gpu_count and not name.startswith("deployment:"):
+                    uncovered = (f"the profile promises {gpu_count} GPU(s), GPU0 to GPU{gpu_count - 1}: not evidence "
+                                 "of a board of this machine")
                 if name.startswith("deployment:"):
                     promise = f"dcgm-deployment[{name.split(':', 1)[1]}]"
                 else:
@@ -104,8 +116,41 @@ def dcgm_results(evidence: list[ToolEvidence], gpu_count: int = 0) -> list[dict]
                 rows.append({"promise": promise, "test": name, "gpu": gpu, "status": result.get("status"),
                              "message": result.get("message") or "", "source": item.source,
                              "version": item.parsed.get("dcgm_version"), "level": item.parsed.get("level"),
-                             "driver": item.parsed.get("driver_version")})
+                             "driver": item.parsed.get("driver_version"), "uncovered": uncovered,
+                             "for_all": bool(result.get("for_all"))})
     return _one_per_promise(rows)
+
+
+def _covered(item: ToolEvidence, gpu_count: int) -> tuple[list[int] | None, str]:
+    """The GPUs a dcgmi diag run covered, by index, for its results on "All" GPUs; (None, why) when the output
+    does not say which GPUs they were. Read from, in order: the ``-i`` list of the command line pasted above it
+    (checked against the GPU Device IDs DCGM 3.1+ prints, one per GPU tested), the GPUs it names elsewhere when
+    they are as many as those IDs, the IDs when they are as many as the GPUs promised, and a pasted command without
+    ``-i`` or ``-g`` (DCGM's default group: every GPU)."""
+    parsed = item.parsed
+    ids = parsed.get("device_ids")
+    listed = parsed.get("gpu_list")
+    named = sorted({g["gpu"] for t in parsed["tests"] if not t["name"].startswith("deployment:")
+                    for g in t["gpus"] if g.get("gpu") is not None and not g.get("entity")})
+    tested = f"DCGM detected {len(ids)} GPU(s) (GPU Device IDs Detected: {','.join(ids)})" if ids else ""
+    if parsed.get("gpu_list_text") and listed is None:
+        return None, f"its `-i {parsed['gpu_list_text']}` does not say which GPUs were tested"
+    if listed is not None:
+        if ids and len(ids) != len(listed):
+            return None, (f"its command names GPU(s) {', '.join(map(str, listed))} but {tested}: which GPUs its "
+                          "results are for cannot be told")
+        return listed, ""
+    if ids and named and len(named) == len(ids):
+        return named, ""
+    if ids and gpu_count and len(ids) == gpu_count and not parsed.get("group"):
+        return list(range(gpu_count)), ""
+    if not ids and parsed.get("command") and not parsed.get("group"):
+        return list(range(gpu_count)), ""  # `dcgmi diag -r N` alone runs on DCGM's default group: every GPU
+    if ids:
+        return None, (f"{tested} and the output does not say which of the {gpu_count} promised: a result for all "
+                      "GPUs counts for none of them (paste the command line with its -i list)")
+    return None, ("the output does not say which GPUs it tested (no command line with -i, no GPU Device IDs "
+                  "Detected): a result for all GPUs counts for none of them")
 
 
 def _one_per_promise(rows: list[dict]) -> list[dict]:

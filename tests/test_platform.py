@@ -141,7 +141,8 @@ def test_text_that_is_not_lspci_output_is_refused_naming_the_line():
 
 def test_a_grep_of_lsmod_that_printed_nothing_proves_both_modules_absent():
     modules = pf.modules_reading(_read(NO_PEERMEM), "lsmod.txt")
-    assert modules.value == {"loaded": [], "complete": False, "searched": ["nvidia_peermem", "nv_peer_mem"]}
+    assert modules.value == {"loaded": [], "complete": False, "searched": ["nvidia_peermem", "nv_peer_mem"],
+                             "commands": ["lsmod | grep nvidia_peermem", "lsmod | grep nv_peer_mem"]}
     assert pf.module_state(modules, "nvidia_peermem") is False and pf.module_state(modules, "nv_peer_mem") is False
     assert pf.module_state(modules, "mlx5_ib") is None  # not searched for: unknown, not absent
 
@@ -183,13 +184,25 @@ def test_acs_on_a_plx_bridge_a_grep_does_not_name_fails_saying_so():
                                      "ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-.")
 
 
-@pytest.mark.parametrize("path", [PLX_TITAN, ACS_OFF_GPU], ids=["plx-pex8747+titan-x", "sunrise-point+gp108m"])
-def test_acs_off_above_a_gpu_passes_even_strictly(path):
-    platform = _lspci_platform(path)
+def test_acs_off_above_a_gpu_passes_even_strictly():
+    platform = _lspci_platform(ACS_OFF_GPU)
     (gpu,) = platform.endpoints
-    assert gpu.kind == "gpu" and len(gpu.bridges) == 1
+    assert gpu.kind == "gpu" and len(gpu.bridges) == 1 and gpu.above_unknown is None  # a root port: the whole path
     for want in ("disabled", "all_off"):
         assert checks.check_acs(want, platform).verdict == PASSED
+
+
+def test_acs_off_on_a_switch_port_whose_upstream_port_the_paste_lacks_is_not_judged():
+    """The two pastes `lspci -vvv -s 03:08.0` and `-s 04:00` show the PLX downstream port (ACS off) above the TITAN X,
+    not the switch's upstream port and root port above it: judged as far as shown, not passed."""
+    platform = _lspci_platform(PLX_TITAN)
+    (gpu,) = platform.endpoints
+    assert gpu.bridges == ["0000:03:08.0"]
+    for want in ("disabled", "all_off"):
+        result = checks.check_acs(want, platform)
+        assert result.verdict == NOT_CHECKED
+        assert (f"NVIDIA GPU 0000:04:00.0: {PLX_TITAN.name} shows 0000:03:08.0 but not the switch's upstream port and "
+                "the ports above it up to the root port (judged without a redirect: 0000:03:08.0)") in result.message
 
 
 def test_all_off_also_fails_on_source_validation_alone():

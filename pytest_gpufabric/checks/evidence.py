@@ -17,6 +17,9 @@ def check_dcgm_result(row: dict, gpu=None) -> CheckResult:
     source = f" [{row['source']}]"
     name = f"dcgm-{row['test'].replace('_', '-').replace(':', '-')}"
     expected = "pass"
+    if row.get("uncovered"):  # DCGM's word, but not about this GPU (or not said to be)
+        given = f"{tool}: {row['test']} {row['status']} on all the GPUs it tested" if row.get("for_all") else said
+        return unknown(name, who, expected, f"{given}{source}; not evidence for {who}: {row['uncovered']}")
     if row["status"] == "pass":
         return passed(name, who, expected, row["status"], said + source)
     if row["status"] == "fail":

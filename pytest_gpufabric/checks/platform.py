@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..fabric.model import Fabric, Gpu
-from ..fabric.platform import PEER_MEMORY_MODULES, Endpoint, Platform, Reading, module_state
+from ..fabric.platform import PEER_MEMORY_MODULES, Endpoint, Platform, Reading, module_list_kind, module_state
 from ..formats.lspci import ACS_BITS, REDIRECT_BITS
 from ..units import GIB, format_bytes, is_na, parse_bytes
 from .result import CheckResult, failed, passed, unknown
@@ -121,7 +121,9 @@ def acs_state(platform: Platform, *, strict: bool = False) -> tuple[dict[str, di
         if not endpoint.placed:
             unreadable.append(f"{endpoint.label}: where it sits in the PCI tree is not known")
             continue
-        if not endpoint.bridges:
+        if endpoint.above_unknown:  # the bridges shown are judged below; those above them cannot be
+            unreadable.append(f"{endpoint.label}: {endpoint.above_unknown}")
+        elif not endpoint.bridges:
             on_root_bus.append(endpoint.label)
             continue
         for bdf in endpoint.bridges:
@@ -288,32 +290,41 @@ def check_iommu(want: str, platform: Platform) -> CheckResult:
 
 
 def peer_memory_loaded(platform: Platform) -> tuple[bool | None, str]:
-    """Whether a peer-memory module is loaded, and the evidence; None when neither list says."""
-    states = {name: module_state(platform.modules, name) for name in PEER_MEMORY_MODULES}
+    """Whether a peer-memory module is loaded, and the evidence; None when neither list says, with why: the
+    module list is filtered so that it cannot show them, or the machine hides it ("not readable here: ...")."""
+    modules = platform.modules
+    states = {name: module_state(modules, name) for name in PEER_MEMORY_MODULES}
     files = platform.peer_memory_files
     present = list((files.value or {}).items())
     if any(states.values()) or present:
         shown = [n for n, s in states.items() if s] + [f"{path} {version}".strip() for path, version in present]
-        return True, f"{', '.join(shown)} [{platform.modules.source or files.source}]"
+        return True, f"{', '.join(shown)} [{modules.source or files.source}]"
     evidence = []
     if all(state is False for state in states.values()):
-        shown = platform.modules.value
-        how = ("" if shown["complete"] else " (its " + " and ".join(f"`grep {p}`" for p in shown["searched"])
-               + " printed nothing)")
-        evidence.append(f"neither {' nor '.join(PEER_MEMORY_MODULES)} in {platform.modules.source}{how}")
+        listing = modules.value
+        only_greps = len(listing["searched"]) == len(listing.get("commands", listing["searched"]))
+        if not listing["complete"] and listing["searched"] and only_greps:
+            how = " (its " + " and ".join(f"`grep {p}`" for p in listing["searched"]) + " printed nothing)"
+        else:
+            how = f" ({module_list_kind(modules)})"
+        evidence.append(f"neither {' nor '.join(PEER_MEMORY_MODULES)} in {modules.source}{how}")
     if files.known:
         evidence.append(f"none of {files.source} exists")
     if evidence:
         return False, "; ".join(evidence)
-    why = platform.modules.unreadable or ("the module list does not show them (a grep for other modules)"
-                                          if platform.modules.known else None)
-    return None, why or ""
+    if modules.known:
+        unknown_ones = [name for name, state in states.items() if state is None]
+        return None, (f"{modules.source} is {module_list_kind(modules)}: it cannot show whether "
+                      f"{' or '.join(unknown_ones)} is loaded (a whole `lsmod`, or cat /proc/modules, can)")
+    return None, modules.unreadable or ""
 
 
 def check_peer_memory(want: bool, platform: Platform) -> CheckResult:
     expected = {"peer_memory": want}
     loaded, evidence = peer_memory_loaded(platform)
     if loaded is None:
+        if platform.modules.known:  # the list is there but filtered: say what it is, never "not recorded"
+            return unknown("platform-peer-memory", "machine", expected, evidence)
         reading = Reading(unreadable=evidence if evidence.startswith("not readable") else None,
                           source=platform.modules.source)
         return _not_readable("platform-peer-memory", "machine", expected, "the peer-memory module", reading,
@@ -351,6 +362,8 @@ def check_persistence(want: bool, label: str, platform: Platform) -> CheckResult
 def check_driver(spec: dict, fabric: Fabric) -> CheckResult:
     found = fabric.driver_version
     source = fabric.provenance.get("gpus") or fabric.source
+    if "driver_version" in fabric.damaged:  # recorded, but no version: "Unknown Error" is not above 550
+        return unknown("platform-driver", "machine", spec, f"{fabric.damaged['driver_version']} [{fabric.source}]")
     if found is None or is_na(found):
         return unknown("platform-driver", "machine", spec, f"the driver version is not recorded by {fabric.source}: "
                        "a bundle needs nvml.json (gpufabric snapshot) or nvidia-smi-q.xml")
@@ -363,6 +376,8 @@ def check_driver(spec: dict, fabric: Fabric) -> CheckResult:
 
 def check_vbios(spec: dict, gpu: Gpu, source: str) -> CheckResult:
     found = gpu.vbios_version
+    if "vbios_version" in gpu.unreadable:
+        return unknown("platform-vbios", gpu.label, spec, f"{gpu.unreadable['vbios_version']} [{source}]")
     if found is None or is_na(found):
         return unknown("platform-vbios", gpu.label, spec, f"{gpu.label}'s VBIOS version is not recorded by {source}: "
                        "a bundle needs nvml.json (gpufabric snapshot) or nvidia-smi-q.xml")

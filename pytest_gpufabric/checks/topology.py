@@ -6,7 +6,7 @@ Fabric means the evidence did not record the fact (not checked), never that the 
 
 from __future__ import annotations
 
-from ..fabric.model import Fabric, Gpu, nvlink_count_of_label
+from ..fabric.model import GPU_LIST, MATRIX_CUT, Fabric, Gpu, nvlink_count_of_label
 from ..formats.topo import normalize_label
 from ..profile.model import Profile
 from ..units import format_bytes, is_na, parse_cpu_list
@@ -17,8 +17,19 @@ _INVENTORY_FILES = "nvml.json (gpufabric snapshot) or nvidia-smi-q.xml"
 _LINK_FILES = "nvml.json (gpufabric snapshot) or nvidia-smi-nvlink-s.txt"
 
 
+def _missing(name: str, gpu: Gpu, expected, source: str, files: str, *fields: str) -> CheckResult:
+    """Not checked, for a GPU fact the check needs and does not have: the evidence holds it unreadable (its sentence
+    names file, key and value), or did not record it."""
+    why = next((gpu.unreadable[f] for f in fields if f in gpu.unreadable), None)
+    if why:
+        return unknown(name, gpu.label, expected, f"{why} [{source}]")
+    return unknown(name, gpu.label, expected, _NOT_RECORDED.format(source=source, files=files))
+
+
 def check_gpu_count(profile: Profile, fabric: Fabric) -> CheckResult:
     expected, found = profile.gpu_count, len(fabric.gpus)
+    if GPU_LIST in fabric.damaged:
+        return unknown("gpu-count", "machine", expected, fabric.damaged[GPU_LIST])
     if not fabric.gpus_recorded:
         return unknown("gpu-count", "machine", expected, _NOT_RECORDED.format(
             source=fabric.source, files="nvidia-smi-topo-m.txt, nvidia-smi-q.xml or nvml.json"))
@@ -36,7 +47,7 @@ def check_gpu_count(profile: Profile, fabric: Fabric) -> CheckResult:
 def check_gpu_model(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     expected = profile.gpu_model
     if gpu.name is None:
-        return unknown("gpu-model", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+        return _missing("gpu-model", gpu, expected, source, _INVENTORY_FILES, "name")
     if expected.lower() in str(gpu.name).lower():
         return passed("gpu-model", gpu.label, expected, gpu.name, f"{gpu.label} is a {gpu.name}")
     return failed(
@@ -48,7 +59,7 @@ def check_gpu_model(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
 def check_gpu_memory(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     expected = profile.gpu_memory_bytes
     if gpu.memory_bytes is None:
-        return unknown("gpu-memory", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+        return _missing("gpu-memory", gpu, expected, source, _INVENTORY_FILES, "memory_bytes")
     if not is_na(gpu.memory_bytes) and gpu.memory_bytes >= expected:
         return passed(
             "gpu-memory", gpu.label, expected, gpu.memory_bytes,
@@ -84,7 +95,8 @@ def check_pcie(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     judged = ([gpu.pcie_gen_max] if "gen" in expected else []) + (
         [gpu.pcie_width_max, gpu.pcie_width_current] if "width" in expected else [])
     if any(value is None for value in judged):
-        return unknown("pcie-link", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+        return _missing("pcie-link", gpu, expected, source, _INVENTORY_FILES, "pcie_gen_max", "pcie_width_max",
+                        "pcie_width_current")
     found = {
         "gen_max": gpu.pcie_gen_max, "gen_current": gpu.pcie_gen_current,
         "width_max": gpu.pcie_width_max, "width_current": gpu.pcie_width_current,
@@ -115,7 +127,7 @@ def _at_least(value: object, minimum: int) -> bool:
 def check_ecc(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     expected = "Enabled" if profile.ecc else "Disabled"
     if gpu.ecc_mode is None:
-        return unknown("ecc-mode", gpu.label, expected, _NOT_RECORDED.format(source=source, files=_INVENTORY_FILES))
+        return _missing("ecc-mode", gpu, expected, source, _INVENTORY_FILES, "ecc_mode")
     found = "Disabled" if is_na(gpu.ecc_mode) else gpu.ecc_mode  # N/A: a GPU without ECC (GeForce, TITAN)
     if found == expected:
         return passed("ecc-mode", gpu.label, expected, gpu.ecc_mode, f"{gpu.label}: ECC {gpu.ecc_mode}")
@@ -175,7 +187,8 @@ def _matrix_cause(expected: str, found: str | None) -> str:
 
 def _damaged_cell(fabric: Fabric, row: str, col: str) -> str | None:
     """Why the text could not give this cell (the evidence is damaged there), or None."""
-    return fabric.damaged.get(f"{row}-{col}") or fabric.damaged.get(row)
+    return (fabric.damaged.get(f"{row}-{col}") or fabric.damaged.get(row)
+            or (fabric.damaged.get(MATRIX_CUT) if row not in fabric.matrix else None))
 
 
 def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
@@ -192,6 +205,11 @@ def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
             if not (seen is None and _damaged_cell(fabric, row, col))]
     diff = [f"{row}-{col}: expected {want}, found {seen if seen is not None else 'no such device'}"
             for row, col, want, seen in real]
+    cut = fabric.damaged.get(MATRIX_CUT)
+    if not diff and cut:  # the rows there match, but a matrix cut short cannot show the machine is the one promised
+        return unknown("topology-matrix", "machine", expected,
+                       f"the topology matrix of {fabric.source} is not whole: {cut}"
+                       + (f"; {len(damaged)} promised cell(s) are in the missing rows" if damaged else ""))
     if not diff and not damaged:
         return passed("topology-matrix", "machine", expected, fabric.matrix, "the topology matrix matches the profile")
     if not diff:
@@ -212,6 +230,12 @@ def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     """Link count, state and speed of one GPU's NVLinks against the profile's `nvlink` section."""
     promise = profile.nvlink
     expected = dict(promise)
+    if "nvlinks" in gpu.unreadable:
+        return unknown("nvlink-links", gpu.label, expected,
+                       f"{gpu.unreadable['nvlinks']} [{fabric.source}]")
+    if gpu.nvlinks is None and MATRIX_CUT in fabric.damaged:  # the count would come from a matrix cut short
+        return unknown("nvlink-links", gpu.label, expected, f"{gpu.label}: its NVLinks would be counted from the "
+                       f"topology matrix of {fabric.source}, which is not whole: {fabric.damaged[MATRIX_CUT]}")
     count = fabric.nvlink_count(gpu)
     if count is None:
         why = _NOT_RECORDED.format(source=fabric.source, files=_LINK_FILES)
@@ -276,6 +300,9 @@ def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     found = {key: found_map[key].get(gpu.label) for key in expected}
     damaged = [why for key in expected if found[key] is None
                and (why := fabric.damaged.get(f"{gpu.label} {_AFFINITY_HEADERS[key]}"))]
+    cut = fabric.damaged.get(MATRIX_CUT) if fabric.provenance.get("cpu_affinity") != "nvml" else None
+    if cut and all(value is None for value in found.values()):
+        damaged.append(f"the topology matrix is not whole: {cut}")
     if damaged and all(value is None for value in found.values()):
         return unknown("affinity", gpu.label, expected,
                        f"{gpu.label}: the affinity in {fabric.source} is damaged and cannot be judged: "
@@ -294,6 +321,9 @@ def check_affinity(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
         elif str(have) != str(want):
             problems.append(f"{key.replace('_', ' ')} {have}, expected {want}")
     missing = [key for key, value in found.items() if value is None]
+    if not problems and cut:
+        return unknown("affinity", gpu.label, expected, f"{gpu.label}: the affinity its row shows matches, but the "
+                       f"topology matrix of {fabric.source} is not whole: {cut}")
     if not problems and missing:
         why = _NOT_RECORDED.format(source=fabric.source, files="nvidia-smi-topo-m.txt with that column or nvml.json")
         return unknown("affinity", gpu.label, expected, f"{gpu.label}: {', '.join(missing)} {why}")

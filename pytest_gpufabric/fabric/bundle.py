@@ -44,8 +44,9 @@ from pathlib import Path
 from ..errors import BundleError
 from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
 from ..paths import shipped_bundles_dir
-from .model import Fabric
+from .model import GPU_LIST, Fabric
 from .platform import PLATFORM_DIR, PLATFORM_FILE, TEXT_FILES
+from .typed import load_json
 
 TOPO_FILE = "nvidia-smi-topo-m.txt"
 NVLINK_STATUS_FILE = "nvidia-smi-nvlink-s.txt"
@@ -176,9 +177,11 @@ def load_bundle(spec: str | Path) -> Fabric:
         return text_fabric
 
     try:
-        record = json.loads(nvml_text)
-        nvml_fabric = fabric_from_record(record, source=source)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        # every value typed in one place (fabric/nvml_record.py): a bad value is named there, a bad shape raised
+        nvml_fabric = fabric_from_record(load_json(nvml_text), source=source, where=NVML_FILE)
+    except (ValueError, RecursionError) as exc:
+        raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc})") from None
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a shape the reader did not foresee
         raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc!r})") from None
     if text_fabric is None or topo is None:
         return nvml_fabric
@@ -189,6 +192,8 @@ def load_bundle(spec: str | Path) -> Fabric:
         )
     provenance = dict(nvml_fabric.provenance)
     provenance.update({k: v for k, v in text_fabric.provenance.items() if k == "matrix"})
+    if text_fabric.cpu_affinity or text_fabric.numa_affinity:
+        provenance.update(cpu_affinity="nvidia-smi topo -m", numa_affinity="nvidia-smi topo -m")
     return replace(
         nvml_fabric,
         matrix=text_fabric.matrix,
@@ -196,8 +201,22 @@ def load_bundle(spec: str | Path) -> Fabric:
         numa_affinity=text_fabric.numa_affinity or nvml_fabric.numa_affinity,
         nics=text_fabric.nics or nvml_fabric.nics,
         provenance=provenance,
-        damaged=text_fabric.damaged,
+        damaged=_merged_damage(nvml_fabric, text_fabric),
     )
+
+
+def _merged_damage(nvml_fabric: Fabric, text_fabric: Fabric) -> dict[str, str]:
+    """What could not be read, for the merged Fabric: the text's for the matrix (and for the affinity where the text
+    holds it), NVML's for the rest; the GPU list is NVML's, so a cut matrix's header says nothing about it."""
+    def affinity(key: str) -> bool:
+        return key.endswith((" CPU Affinity", " NUMA Affinity"))
+
+    text_affinity = bool(text_fabric.cpu_affinity or text_fabric.numa_affinity)
+    kept = {k: v for k, v in nvml_fabric.damaged.items()
+            if not ("-" in k.split(" ", 1)[0] or (affinity(k) and text_affinity))}
+    kept.update({k: v for k, v in text_fabric.damaged.items()
+                 if k != GPU_LIST and (text_affinity or not affinity(k))})
+    return kept
 
 
 @dataclass

@@ -8,7 +8,7 @@ from ..formats.nvidia_smi_q import parse_nvidia_smi_q_xml
 from ..formats.nvlink import parse_nvlink_status
 from ..formats.topo import GPU_LABEL, NIC_LABEL, parse_topo_m
 from ..units import NA
-from .model import Fabric, Gpu, Nic
+from .model import GPU_LIST, MATRIX_CUT, Fabric, Gpu, Nic
 
 __all__ = ["fabric_from_text"]
 
@@ -38,6 +38,7 @@ def fabric_from_text(
         fabric.gpus = inventory.gpus
         fabric.driver_version = inventory.driver_version
         fabric.cuda_driver_version = inventory.cuda_version
+        fabric.damaged.update(inventory.damaged)
         fabric.provenance["inventory"] = "nvidia-smi -q -x"
         counted.append(("nvidia-smi -q -x", len(inventory.gpus)))
     if matrix is not None:
@@ -45,11 +46,14 @@ def fabric_from_text(
         counted.append(("nvidia-smi topo -m", len(topo_gpus)))
         if not fabric.gpus:
             fabric.gpus = [Gpu(index=i) for i in topo_gpus]
+            if MATRIX_CUT in matrix.damaged:  # the GPU list is the cut matrix's header: not a count to judge
+                fabric.damaged[GPU_LIST] = (f"the GPUs cannot be counted from the nvidia-smi topo -m of {source}, "
+                                            f"which is not whole: {matrix.damaged[MATRIX_CUT]}")
         fabric.matrix = {row: dict(cols) for row, cols in matrix.matrix.items()}
         fabric.cpu_affinity = dict(matrix.cpu_affinity)
         fabric.numa_affinity = dict(matrix.numa_affinity)
         fabric.provenance["matrix"] = "nvidia-smi topo -m"
-        fabric.damaged = dict(matrix.damaged)
+        fabric.damaged.update(matrix.damaged)
         for label in matrix.nics:
             device = matrix.nic_names.get(label, None if NIC_LABEL.match(label) else label)
             fabric.nics.append(Nic(label=label, device=device))

@@ -4,6 +4,11 @@ Two kinds of absence, kept apart on purpose:
 - ``None``: the source did not record this fact (a bundle holding only ``nvidia-smi topo -m`` knows no serials);
 - ``NA``: the machine was asked and answered "not supported" (NVML_ERROR_NOT_SUPPORTED, nvidia-smi's N/A).
 A check treats ``None`` as "cannot be judged from this evidence" and ``NA`` as the machine's own answer.
+
+A value the evidence holds but that cannot be used (``memory_total_bytes: 1e400``, ``driver_version: "Unknown
+Error"``, a paste cut short) is ``None`` too, and the sentence saying so, naming file, key and value, is kept
+beside it: ``Gpu.unreadable[field]`` for a GPU's fact, ``Fabric.damaged[key]`` for the machine's (keys below). A
+check says that sentence instead of "not recorded".
 """
 
 from __future__ import annotations
@@ -12,6 +17,10 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from ..units import NAType
+
+#: Fabric.damaged keys of the whole matrix (its rows stop short of its header) and of the GPU list read from it
+MATRIX_CUT = "matrix"
+GPU_LIST = "GPU list"
 
 #: The labels `nvidia-smi topo -m` prints, nearest first. SOC is the pre-2017 name of SYS.
 PCIE_LABELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -57,6 +66,9 @@ class Gpu:
     cpu_affinity: Str = None  # "0-31", the cpuset NVML reports for the GPU
     numa_node: Int = None
     nvlinks: list[NvLink] | None = None  # None: not recorded; []: recorded, the GPU has none
+    #: facts the evidence holds but that could not be read, by field name ("memory_bytes", "nvlinks", ...): why,
+    #: naming file, key and value; the field itself is None
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -99,7 +111,9 @@ class Fabric:
     #: which recorded file or facility each part came from, e.g. {"matrix": "nvidia-smi-topo-m.txt"}
     provenance: dict[str, str] = field(default_factory=dict)
     #: what the evidence holds but could not be read, and why ("GPU0-NIC7": a cell run into the next one in the
-    #: topo -m text, "GPU0 CPU Affinity": a value cut in the paste); checks say so instead of judging it
+    #: topo -m text, "GPU0 CPU Affinity": a value cut in the paste, MATRIX_CUT: the matrix's rows stop short of
+    #: its header, GPU_LIST: the GPU list came from such a matrix, "driver_version"); checks say so instead of
+    #: judging it
     damaged: dict[str, str] = field(default_factory=dict)
 
     def gpu(self, index: int) -> Gpu | None:

@@ -4,7 +4,8 @@ Two steps, kept apart so that a recorded machine is judged exactly like a live o
 
 - ``collect_record()`` asks NVML (and sysfs, for NICs and NUMA) and returns a JSON-ready dict; a replay
   bundle stores it as ``nvml.json``;
-- ``fabric_from_record(record)`` builds the typed model from such a dict: pure, no NVML needed.
+- ``fabric_from_record(record)`` builds the typed model from such a dict: pure, no NVML needed; every value is
+  typed there (fabric/nvml_record.py), and one that is not what NVML gives is named, never judged.
 
 ``collect_fabric()`` does both. ``pynvml`` is imported inside the functions only: importing this module
 costs nothing.
@@ -91,7 +92,7 @@ from datetime import datetime, timezone
 from ..errors import HardwareUnavailable
 from ..units import NA, NAType, format_cpu_list
 from . import sysfs_pci
-from .model import Fabric, Gpu, Nic, NvLink
+from .model import Fabric, Gpu, NvLink
 
 FORMAT = "gpufabric-nvml/1"
 
@@ -436,7 +437,7 @@ def _pair_record(pynvml, i: int, j: int, hi, hj) -> dict:
 
 def collect_fabric() -> Fabric:
     """The live machine as a Fabric (NVML + sysfs). Raises HardwareUnavailable without NVML."""
-    return fabric_from_record(collect_record())
+    return fabric_from_record(collect_record(), where="NVML")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -519,142 +520,6 @@ def pair_label(a: Gpu, b: Gpu, common_ancestor: int | NAType | None = None) -> s
 
 
 # ---------------------------------------------------------------------------------------------------------
-# record -> Fabric
+# record -> Fabric: typed reading, in fabric/nvml_record.py (it uses the labels above)
 
-
-def _value(rec: dict, key: str, convert=None):
-    """Absent -> None (not recorded); a recorded error -> NA; else the value, converted."""
-    if key not in rec or rec[key] is None:
-        return None
-    value = rec[key]
-    if is_error(value):
-        return NA
-    return convert(value) if convert else value
-
-
-def _ecc_text(mode) -> str:
-    current = mode["current"] if isinstance(mode, dict) else mode
-    return "Enabled" if int(current) == 1 else "Disabled"
-
-
-def _numa(value) -> int | NAType:
-    return int(value) if int(value) >= 0 else NA
-
-
-def _link_from_record(rec: dict) -> NvLink:
-    state = _value(rec, "state")
-    return NvLink(
-        link=int(rec["link"]),
-        active=state if state in (None, NA) else int(state) == 1,
-        speed_gbps=_value(rec, "speed_mbps", lambda mbps: int(mbps) / 1000),
-        remote_pci_bus_id=_value(rec, "remote_pci_bus_id", normalize_bus_id),
-        remote_type=_value(rec, "remote_device_type", lambda t: REMOTE_TYPES.get(int(t), f"TYPE_{int(t)}")),
-        version=_value(rec, "version", int),
-    )
-
-
-def _gpu_from_record(rec: dict) -> Gpu:
-    links = rec.get("nvlinks")
-    return Gpu(
-        index=int(rec["index"]),
-        name=_value(rec, "name", str),
-        uuid=_value(rec, "uuid", str),
-        serial=_value(rec, "serial", str),
-        pci_bus_id=_value(rec, "pci_bus_id", normalize_bus_id),
-        memory_bytes=_value(rec, "memory_total_bytes", int),
-        pcie_gen_max=_value(rec, "pcie_gen_max", int),
-        pcie_gen_current=_value(rec, "pcie_gen_current", int),
-        pcie_width_max=_value(rec, "pcie_width_max", int),
-        pcie_width_current=_value(rec, "pcie_width_current", int),
-        vbios_version=_value(rec, "vbios_version", str),
-        compute_capability=_value(rec, "compute_capability", lambda cc: f"{int(cc[0])}.{int(cc[1])}"),
-        ecc_mode=_value(rec, "ecc_mode", _ecc_text),
-        cpu_affinity=_value(rec, "cpu_affinity", str),
-        numa_node=_value(rec, "numa_node", _numa),
-        nvlinks=None if links is None else [_link_from_record(link) for link in links],
-    )
-
-
-def _numa_affinity_text(rec: dict, gpu: Gpu) -> str:
-    """topo -m's "NUMA Affinity": NVML's memory affinity (node scope), else the GPU's NUMA node, else N/A."""
-    memory = rec.get("memory_affinity")
-    if isinstance(memory, str) and memory:
-        return memory
-    if isinstance(gpu.numa_node, int):
-        return str(gpu.numa_node)
-    return "N/A"
-
-
-def fabric_from_record(record: dict, *, source: str = "nvml") -> Fabric:
-    """Build the Fabric from a ``gpufabric-nvml/1`` record (see the module docstring). Pure: no NVML.
-
-    Raises ValueError for a dict that is not such a record.
-    """
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        found = record.get("format") if isinstance(record, dict) else type(record).__name__
-        raise ValueError(f"expected format {FORMAT!r}, found {found!r}")
-    gpu_records = sorted(record.get("gpus") or [], key=lambda g: int(g["index"]))
-    gpus = [_gpu_from_record(g) for g in gpu_records]
-
-    levels: dict[tuple[int, int], object] = {}
-    for pair in record.get("pairs") or []:
-        i, j = sorted(int(x) for x in pair["gpus"])
-        levels[(i, j)] = _value(pair, "common_ancestor", int)
-
-    nic_records = record.get("nics") or []
-    nics = [
-        Nic(
-            label=f"NIC{n}",
-            device=nic.get("name"),
-            pci_bus_id=_value(nic, "pci_bus_id", normalize_bus_id),
-            numa_node=_value(nic, "numa_node", _numa),
-        )
-        for n, nic in enumerate(nic_records)
-    ]
-
-    matrix: dict[str, dict[str, str]] = {g.label: {} for g in gpus}
-    matrix.update({n.label: {} for n in nics})
-    for a in gpus:
-        for b in gpus:
-            cell = pair_label(a, b, levels.get((min(a.index, b.index), max(a.index, b.index))))
-            if cell is not None:
-                matrix[a.label][b.label] = cell
-    by_name = {nic.device: nic.label for nic in nics}
-    gpu_labels = {str(g.index): g.label for g in gpus}
-    for nic, rec in zip(nics, nic_records, strict=True):
-        matrix[nic.label][nic.label] = "X"
-        for index, label in (rec.get("path_to_gpu") or {}).items():
-            if str(index) in gpu_labels:
-                matrix[nic.label][gpu_labels[str(index)]] = label
-                matrix[gpu_labels[str(index)]][nic.label] = label
-        for name, label in (rec.get("path_to_nic") or {}).items():
-            if name in by_name:
-                matrix[nic.label][by_name[name]] = label
-
-    cpu_affinity = {g.label: g.cpu_affinity if isinstance(g.cpu_affinity, str) and g.cpu_affinity else "N/A"
-                    for g in gpus}
-    numa_affinity = {g.label: _numa_affinity_text(rec, g) for g, rec in zip(gpus, gpu_records, strict=True)}
-
-    cuda_text = record.get("cuda_driver_version_text")
-    if cuda_text is None and isinstance(record.get("cuda_driver_version"), int):
-        cuda_text = cuda_version_text(record["cuda_driver_version"])
-    provenance = {"gpus": "nvml", "nvlinks": "nvml", "matrix": "nvml", "cpu_affinity": "nvml",
-                  "numa_affinity": "nvml"}
-    numa_sources = {f"GPU{r['index']}": r["numa_node_source"] for r in gpu_records
-                    if r.get("numa_node_source")}
-    if numa_sources:
-        provenance["numa_node"] = ", ".join(f"{k}: {v}" for k, v in numa_sources.items())
-    if nics:
-        provenance["nics"] = "sysfs /sys/class/infiniband"
-    return Fabric(
-        gpus=gpus,
-        nics=nics,
-        matrix=matrix,
-        cpu_affinity=cpu_affinity,
-        numa_affinity=numa_affinity,
-        driver_version=NA if is_error(record.get("driver_version")) else record.get("driver_version"),
-        cuda_driver_version=NA if is_error(cuda_text) else cuda_text,
-        hostname=record.get("hostname"),
-        source=source,
-        provenance=provenance,
-    )
+from .nvml_record import fabric_from_record  # noqa: E402  (a cycle: nvml_record imports this module's names)

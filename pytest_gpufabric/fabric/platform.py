@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BundleError
-from ..formats.lspci import LspciDevice, PciFacts, lspci_parents, normalize_bdf, parse_config_space, parse_lspci
+from ..formats.lsmod import parse_module_list
+from ..formats.lspci import PciFacts, normalize_bdf, parse_config_space
 from ..units import format_cpu_list
 from .sysfs_pci import _in_root, _natural_key, _read_text, _under, parse_pci_path
 
@@ -105,6 +106,9 @@ class Endpoint:
     bdf: str | None
     bridges: list[str] = field(default_factory=list)
     placed: bool = True  # False: where it sits in the PCI tree is not known
+    #: why the bridges above ``bridges`` (or above the function itself) are not known: a paste of lspci that shows
+    #: the function, or a switch port, without what lies between it and the root complex
+    above_unknown: str | None = None
 
 
 @dataclass
@@ -261,8 +265,8 @@ def _iommu_units(reader: _Reader) -> Reading:
 def _modules(reader: _Reader) -> Reading:
     text = reader.text("/proc/modules")
     if text is not None:
-        return Reading({"loaded": sorted(parse_module_list(text)[0]), "complete": True, "searched": []},
-                       "/proc/modules")
+        return Reading({"loaded": sorted(parse_module_list(text).loaded), "complete": True, "searched": [],
+                        "commands": []}, "/proc/modules")
     if reader.text("/proc/cmdline") is not None:
         return Reading(source="/proc/modules", unreadable="not readable here: /proc/modules absent (a kernel built "
                                                           "without loadable modules)")
@@ -472,169 +476,6 @@ def collect_platform(fabric=None) -> Platform:
     return platform
 
 
-# -------------------------------------------------------------------------------------------- text evidence
-
-
-_EMPTY_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[[^\]]*\]|[\w.-]+@[\w.-]+(?::\S*)?)?\s*[$#%>]$")
-
-
-def parse_module_list(text: str) -> tuple[set[str], list[str], bool]:
-    """The modules ``/proc/modules`` or ``lsmod`` (or a grep of either) lists: (loaded names, the names a
-    ``| grep NAME`` command line of the paste searched for, whether the list is whole).
-
-    ``/proc/modules`` lines are ``name size refcount deps state address``; lsmod's ``name size used-by``,
-    under its ``Module Size Used by`` header. A paste whose command lines filter (``lsmod | grep peermem``)
-    is not whole: a module it does not list is absent only if a grep of the paste searched for it."""
-    loaded: set[str] = set()
-    searched: list[str] = []
-    complete = True
-    for raw in text.splitlines():
-        line = raw.strip().strip("`")
-        if not line or line.startswith(("```", "~~~")) or re.match(r"^Module\s+Size\s+Used by", line):
-            continue
-        m = re.match(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d+)\s+(?P<refs>\d+|-)(?:\s|$)", line)
-        if m:
-            loaded.add(m.group("name"))
-            continue
-        if re.search(r"\blsmod\b|/proc/modules", line):  # the command line above the output
-            for _, pattern in re.findall(r"\|\s*grep\s+(?:-\w+\s+)*(['\"]?)([^|'\"\s]+)\1", line):
-                complete = False
-                searched.append(pattern)
-            continue
-        if _EMPTY_PROMPT.match(line):  # the prompt after the last command
-            continue
-        raise ValueError(f"not /proc/modules or lsmod output: {line[:80]!r} (expected 'name size used-by')")
-    return loaded, searched, complete
-
-
-def _grep_covers(pattern: str, name: str) -> bool:
-    """Whether a plain ``grep PATTERN`` (a substring, or a simple wildcard) finds a module line of ``name``."""
-    if any(ch in pattern for ch in "*?[") or "|" in pattern or "\\" in pattern:
-        return False
-    return pattern in name
-
-
-def modules_reading(text: str, source: str) -> Reading:
-    loaded, searched, complete = parse_module_list(text)
-    return Reading({"loaded": sorted(loaded), "complete": complete, "searched": searched}, source)
-
-
-def module_state(modules: Reading, name: str) -> bool | None:
-    """True loaded, False shown absent, None not known from this list."""
-    if not modules.known:
-        return None
-    if name in modules.value["loaded"]:
-        return True
-    if modules.value["complete"] or any(_grep_covers(p, name) for p in modules.value["searched"]):
-        return False
-    return None
-
-
-_LOG_CMDLINE = re.compile(r"Kernel command line:\s*(?P<cmdline>.*)$")
-_LOG_DOMAIN = re.compile(r"iommu: Default domain type:\s*(?P<type>\w+)(?P<how>.*)$")
-_LOG_DMAR = re.compile(r"(?:DMAR|AMD-Vi): IOMMU (?P<state>enabled|disabled)", re.IGNORECASE)
-
-
-def kernel_log_reading(text: str, source: str) -> tuple[Reading, Reading]:
-    """(the IOMMU facts, the kernel command line) a kernel log (``dmesg``, a ``dmesg | grep -i iommu``) states."""
-    facts: dict[str, str] = {}
-    cmdline = None
-    for line in text.splitlines():
-        if m := _LOG_CMDLINE.search(line):
-            cmdline = m.group("cmdline").strip()
-        elif m := _LOG_DOMAIN.search(line):
-            facts["default_domain"] = m.group("type")
-            facts["default_domain_line"] = line.strip()
-        elif m := _LOG_DMAR.search(line):
-            facts["iommu"] = m.group("state").lower()
-    return (Reading(facts or None, source), Reading(cmdline, f"{source}, 'Kernel command line:'") if cmdline
-            else Reading())
-
-
-def persistence_from_query_xml(text: str, source: str) -> dict[str, Reading]:
-    """``<persistence_mode>`` of each ``<gpu>`` of ``nvidia-smi -q -x`` (document order = NVML index order)."""
-    import xml.etree.ElementTree as ET
-
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError:
-        return {}
-    readings = {}
-    for index, gpu in enumerate(root.findall("gpu")):
-        mode = (gpu.findtext("persistence_mode") or "").strip()
-        if mode in ("Enabled", "Disabled"):
-            readings[f"GPU{index}"] = Reading(mode == "Enabled", f"{source} <persistence_mode>")
-        elif mode:
-            readings[f"GPU{index}"] = Reading(source=f"{source} <persistence_mode>",
-                                              unreadable=f"not readable here: nvidia-smi printed {mode!r}")
-    return readings
-
-
-def _is_gpu(device: LspciDevice) -> bool:
-    klass = (device.facts.class_code or 0) >> 8
-    nvidia = device.facts.vendor_id == _NVIDIA or "NVIDIA" in device.description or device.driver == "nvidia"
-    return klass in _GPU_CLASSES and nvidia
-
-
-def _is_nic(device: LspciDevice) -> bool:
-    klass = (device.facts.class_code or 0) >> 8
-    if klass == 0x0207 or device.driver in _NIC_DRIVERS:
-        return True
-    return klass == 0x0200 and any(word in device.description for word in _NIC_WORDS)
-
-
-def apply_lspci(platform: Platform, text: str, source: str, gpu_bus_ids: dict[int, str] | None = None,
-                nic_bus_ids: dict[str, str] | None = None) -> None:
-    """The PCI functions of an ``lspci -vvv`` text fill a platform that has none readable. GPUs are NVIDIA
-    display-class functions (named GPUn where ``gpu_bus_ids`` has their bus id), NICs RDMA-capable ones (named
-    by ``nic_bus_ids``: RDMA device -> bus id). Raises ValueError for text that is not lspci's."""
-    devices = parse_lspci(text)
-    parents = lspci_parents(devices)
-    by_bdf = {d.bdf: d for d in devices if d.bdf}
-    gpu_names = {normalize_bdf(b): f"GPU{i}" for i, b in (gpu_bus_ids or {}).items()}
-    nic_names = {normalize_bdf(b): name for name, b in (nic_bus_ids or {}).items()}
-    # a grepped ACSCtl line cut short is kept, acs_control None with why: the check must not read it as "off"
-    platform.loose_acs = [{"line": d.line, "acs_control": d.facts.acs_control, "source": source,
-                           "unreadable": d.facts.unreadable_reason("ACSCtl")}
-                          for d in devices if d.bdf is None
-                          and (d.facts.acs_control is not None or d.facts.unreadable_reason("ACSCtl"))]
-    endpoints = []
-    for device in devices:
-        if device.bdf is None:
-            continue
-        if _is_gpu(device):
-            label, kind = gpu_names.get(device.bdf, f"NVIDIA GPU {device.bdf}"), "gpu"
-        elif _is_nic(device):
-            label, kind = nic_names.get(device.bdf, f"NIC {device.bdf} ({_short(device.description)})"), "nic"
-        else:
-            continue
-        chain, bdf = [], parents.get(device.bdf)
-        while bdf is not None and bdf not in chain:
-            chain.insert(0, bdf)
-            bdf = parents.get(bdf)
-        endpoints.append(Endpoint(label, kind, device.bdf, bridges=chain))
-    platform.devices = {}
-    for endpoint in endpoints:
-        for bdf in [*endpoint.bridges, endpoint.bdf]:
-            device = by_bdf[bdf]
-            node = PciNode(bdf=bdf, description=device.description, facts=device.facts)
-            if device.access_denied and device.facts.pcie is None:
-                node.unreadable = f"not readable here: {device.facts.capabilities_unreadable}"
-            platform.devices[bdf] = node
-    platform.endpoints = endpoints
-    platform.pci_source = source
-    platform.pci_unreadable = None if endpoints else f"{source} shows no NVIDIA GPU and no RDMA NIC"
-
-
-def _short(description: str) -> str:
-    text = description.split(":", 1)[-1].strip()
-    return re.sub(r"\s*\(rev [0-9a-f]+\).*$", "", text)[:60]
-
-
-def _pci_readable(platform: Platform) -> bool:
-    return any(node.facts is not None and node.facts.pcie is not None for node in platform.devices.values())
-
-
 # ------------------------------------------------------------------------------------------------ bundles
 
 
@@ -756,3 +597,21 @@ def platform_for_session(fabric_session) -> Platform | None:
     except OSError:
         pass  # the readings are judged all the same; the results JSON carries every check's found values
     return platform
+
+
+# the text a customer sends (lspci, lsmod, dmesg, -q -x), read in platform_text.py; named here as before
+from .platform_text import (  # noqa: E402  (a cycle: platform_text uses this module's records)
+    _pci_readable,
+    apply_lspci,
+    kernel_log_reading,
+    module_list_kind,
+    module_state,
+    modules_reading,
+    persistence_from_query_xml,
+)
+
+__all__ = ["CMDLINE_FILE", "FORMAT", "KERNEL_LOG_FILE", "LSPCI_FILE", "MODULES_FILE", "PEER_MEMORY_FILES",
+           "PEER_MEMORY_MODULES", "PLATFORM_DIR", "PLATFORM_FILE", "TEXT_FILES", "Endpoint", "PciNode", "Platform",
+           "Reading", "apply_lspci", "collect_platform", "kernel_log_reading", "load_platform", "module_list_kind",
+           "module_state", "modules_reading", "persistence_from_query_xml", "platform_for_session",
+           "platform_from_record", "read_persistence_nvml", "read_platform", "snapshot_platform", "write_record"]

@@ -22,16 +22,16 @@ A paste cut off mid-table or mid-JSON is read as far as it is whole; everything 
 could not be read, is listed in ``unreadable``, and nothing that was cut is ever reported as a pass. Text that holds
 no dcgmi table and no DCGM JSON document is refused with ValueError naming its first line.
 
-Also here: :func:`read_cut_json`, the reader of a JSON document that may have been cut, which the nvbandwidth
-parser shares.
+A cut JSON document is read by :func:`formats.cut_json.read_cut_json` (shared with the nvbandwidth parser; named
+here too, where it was first).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from pytest_gpufabric.formats.cut_json import CUT_ARRAY, CUT_OBJECT, read_cut_json
 from pytest_gpufabric.formats.paste import ANSI, paste_noise
 
 __all__ = ["CUT_ARRAY", "CUT_OBJECT", "STATUSES", "parse_dcgm_diag", "read_cut_json"]
@@ -41,9 +41,6 @@ STATUSES = ("pass", "fail", "warn", "skip", "not run", "unreadable")
 #: Worst first: a test's overall status is the worst of its GPUs'.
 _SEVERITY = {"fail": 0, "unreadable": 1, "warn": 2, "not run": 3, "skip": 4, "pass": 5}
 
-#: The key :func:`read_cut_json` adds to an object, and the element it appends to an array, that the cut left open.
-CUT_OBJECT = "__cut__"
-CUT_ARRAY = "__CUT__"
 
 _STATUS_WORDS = {"pass": "pass", "passed": "pass", "fail": "fail", "failed": "fail", "warn": "warn",
                  "warning": "warn", "skip": "skip", "skipped": "skip", "not run": "not run", "notrun": "not run",
@@ -80,6 +77,10 @@ _PARTIAL_BORDER = re.compile(r"^\+[-=+]*$")
 _HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|\s*$")
 _DIAG_COMMAND = re.compile(r"(?:^|[\s/])dcgmi(?:\s+-\S+)*\s+diag\b(?P<args>.*)$")
 _LEVEL = re.compile(r"(?:^|\s)(?:-r|--run)(?:\s+|=)(?P<level>[1-4])(?=\s|$)")
+#: the GPUs a run was given: ``-i 0,1`` / ``--gpuList 0-3`` / ``-i gpu:0``; a group: ``-g 2`` / ``--group 2``
+_GPU_LIST = re.compile(r"(?:^|\s)(?:-i|--gpuList)(?:\s+|=)(?P<ids>\S+)")
+_GROUP = re.compile(r"(?:^|\s)(?:-g|--group)(?:\s+|=)(?P<group>\S+)")
+_DEVICE_IDS = "GPU Device IDs Detected"
 _WORDS = r"Pass|Fail|Warn|Skip|Not Run"
 _SUMMARY = re.compile(rf"^(?P<status>{_WORDS})(?:\s+-\s+(?P<who>All|GPUs?:\s*(?P<ids>[\d,\s]*)))?\s*$")
 _ENTITY_RESULT = re.compile(rf"^(?P<group>GPU|CPU|NvSwitch|VGPU|Link|None)(?P<id>\d+):\s*(?P<status>{_WORDS}|)$")
@@ -316,118 +317,11 @@ def _parse_text(text: str) -> dict[str, Any]:
     meta = table["meta"]
     return {"tool": "dcgmi diag", "dcgm_version": meta.get("DCGM Version") or None, "format": "text",
             "level": level, "driver_version": meta.get("Driver Version Detected") or None,
+            "device_ids": _device_ids(meta.get(_DEVICE_IDS)),
             "tests": [t.result() for t in table["tests"]], "unreadable": unreadable}
 
 
 # --- JSON -----------------------------------------------------------------------------------------------------------
-
-
-def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
-
-
-def read_cut_json(text: str) -> tuple[Any, list[str]]:
-    """The JSON document at the start of ``text`` (after blanks), and what of it could not be read.
-
-    A whole document comes back as ``json.loads`` gives it, with an empty list. A document that was cut off (or that
-    turns into something else partway) comes back as far as its values are whole: the last value that was still
-    being written is dropped, every object the cut left open gets the key :data:`CUT_OBJECT` and every such array
-    ends with the element :data:`CUT_ARRAY`, so that a reader can tell a short list from a cut one. The list names
-    the line of the cut. Raises ValueError when not even the opening of a document can be read.
-    """
-    body = text.lstrip()
-    offset = len(text) - len(body)
-    decoder = json.JSONDecoder()
-    try:
-        value, end = decoder.raw_decode(body)
-        rest = body[end:].strip()
-        notes = []
-        if rest and not all(paste_noise(ln) is not None or not ln.strip() for ln in rest.splitlines()):
-            notes.append(f"line {_line_of(text, offset + end)}: text after the JSON document was not read")
-        return value, notes
-    except json.JSONDecodeError as exc:
-        failed_at = exc.pos
-    prefix = body[:failed_at]
-    repaired = _close_cut(prefix)
-    if repaired is None:
-        raise ValueError(f"line {_line_of(text, offset + failed_at)}: the JSON document cannot be read from its "
-                         "start")
-    try:
-        value = json.loads(repaired)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError(f"line {_line_of(text, offset + failed_at)}: the JSON document cannot be read") from None
-    cut_line = _line_of(text, offset + failed_at)
-    what = "ends" if not body[failed_at:].strip() else "stops being JSON"
-    return value, [f"line {cut_line}: the JSON document {what} here (cut); the values left open there were not read"]
-
-
-def _close_cut(prefix: str) -> str | None:
-    """``prefix`` (a valid start of a JSON document) cut back to its last whole value, its open containers closed
-    with the cut markers; None when no container was opened."""
-    stack: list[str] = []  # "{" or "["
-    expect_key: list[bool] = []
-    safe: tuple[int, tuple[str, ...], bool] | None = None  # (cut position, open containers, container is empty)
-    i, n = 0, len(prefix)
-    while i < n:
-        ch = prefix[i]
-        if ch in " \t\r\n":
-            i += 1
-            continue
-        if ch in "{[":
-            stack.append(ch)
-            expect_key.append(ch == "{")
-            i += 1
-            safe = (i, tuple(stack), True)
-            continue
-        if ch in "}]":
-            if not stack:
-                return None
-            stack.pop()
-            expect_key.pop()
-            i += 1
-            if not stack:
-                return prefix[:i]
-            safe = (i, tuple(stack), False)
-            continue
-        if ch == ",":
-            if stack and stack[-1] == "{":
-                expect_key[-1] = True
-            i += 1
-            continue
-        if ch == ":":
-            if expect_key:
-                expect_key[-1] = False
-            i += 1
-            continue
-        if ch == '"':
-            j = i + 1
-            while j < n and prefix[j] != '"':
-                j += 2 if prefix[j] == "\\" else 1
-            if j >= n:
-                break  # a string the cut went through
-            i = j + 1
-            if stack and not (stack[-1] == "{" and expect_key[-1]):
-                safe = (i, tuple(stack), False)
-            continue
-        j = i
-        while j < n and prefix[j] not in " \t\r\n,]}":
-            j += 1
-        if j >= n:
-            break  # a number or literal the cut may have shortened
-        i = j
-        if stack:
-            safe = (i, tuple(stack), False)
-    if safe is None:
-        return None
-    pos, open_, empty = safe
-    out = prefix[:pos]
-    for depth, kind in enumerate(reversed(open_)):
-        first = empty and depth == 0
-        if kind == "{":
-            out += ("" if first else ", ") + f'"{CUT_OBJECT}": true}}'
-        else:
-            out += ("" if first else ", ") + f'"{CUT_ARRAY}"]'
-    return out
 
 
 def _gpu_ids(result: dict[str, Any]) -> list[int | None]:
@@ -498,8 +392,10 @@ def _parse_json(text: str) -> dict[str, Any]:
                 tests.append(_json_test(test, category, unreadable))
     if isinstance(body.get("runtime_error"), str):
         unreadable.append(f"dcgmi reported a runtime error: {body['runtime_error']}")
+    ids = metadata.get(_DEVICE_IDS) or body.get(_DEVICE_IDS)
     return {"tool": "dcgmi diag", "dcgm_version": version if isinstance(version, str) else None, "format": "json",
-            "level": None, "driver_version": driver if isinstance(driver, str) else None, "tests": tests,
+            "level": None, "driver_version": driver if isinstance(driver, str) else None,
+            "device_ids": _device_ids(ids if isinstance(ids, str) else None), "tests": tests,
             "unreadable": unreadable}
 
 
@@ -547,6 +443,48 @@ def _json_test(test: dict[str, Any], category: str | None, unreadable: list[str]
             "status": status, "messages": messages}
 
 
+# --- what the run covered ------------------------------------------------------------------------------------------
+
+
+def _device_ids(text: str | None) -> list[str] | None:
+    """3.1+'s ``GPU Device IDs Detected`` (``2237,2237,2237,2237``): one PCI device id per GPU the run tested."""
+    if not text:
+        return None
+    ids = [part.strip() for part in text.split(",")]
+    return ids if all(re.fullmatch(r"[0-9A-Fa-f]{4}", i) for i in ids) else None
+
+
+def _gpu_list(text: str) -> list[int] | None:
+    """``0,1`` / ``0-3`` / ``gpu:0,gpu:2`` -> [0, 1, ...]; None for what dcgmi accepts but this does not read."""
+    ids: list[int] = []
+    for part in text.split(","):
+        part = part.strip().lower().removeprefix("gpu:")
+        if m := re.fullmatch(r"(\d+)-(\d+)", part):
+            ids.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+        elif part.isdigit():
+            ids.append(int(part))
+        else:
+            return None
+    return sorted(set(ids)) or None
+
+
+def _command(text: str) -> dict[str, Any]:
+    """What the ``dcgmi diag`` command line pasted above the output says of the run: {"command": the line or None,
+    "gpu_list": the GPUs ``-i`` named, or None, "gpu_list_text": ``-i``'s argument as written, "group": ``-g``'s}."""
+    for raw in text.splitlines():
+        line = ANSI.sub("", raw).strip()
+        if (c := _DIAG_COMMAND.search(line)) is not None:
+            args = c.group("args")
+            listed = _GPU_LIST.search(args)
+            group = _GROUP.search(args)
+            return {"command": line, "gpu_list": _gpu_list(listed.group("ids")) if listed else None,
+                    "gpu_list_text": listed.group("ids") if listed else None,
+                    "group": group.group("group") if group else None}
+        if _HEADER.match(line) or _SECTION.match(line) or line.startswith("{"):
+            break
+    return {"command": None, "gpu_list": None, "gpu_list_text": None, "group": None}
+
+
 # --- entry point ----------------------------------------------------------------------------------------------------
 
 
@@ -558,7 +496,10 @@ def parse_dcgm_diag(text: str) -> dict[str, Any]:
     "display_name": "GPU Memory", "category": "Hardware" | None, "gpus": [{"gpu": 0 | None, "status", "message"}],
     "status", "messages": [{"kind": "warning" | "error" | "info", "gpu", "text"}]}``; statuses are those of
     :data:`STATUSES`. ``gpu`` is None where dcgmi did not say which GPU (``Pass - All``, deployment checks).
-    ``level`` comes from a ``dcgmi diag -r N`` command line pasted above the table. ``unreadable`` lists, with line
+    ``level`` comes from a ``dcgmi diag -r N`` command line pasted above the table. What the run covered, for
+    results given for "All" GPUs: ``device_ids`` (3.1+'s ``GPU Device IDs Detected``, one per GPU tested, or None),
+    ``command`` (the command line pasted above, or None), ``gpu_list`` (the GPUs its ``-i`` named, or None),
+    ``gpu_list_text`` (``-i``'s argument as written) and ``group`` (its ``-g``). ``unreadable`` lists, with line
     numbers, every line or value that was cut or could not be read. Raises ValueError, naming the first line, for
     text that is not dcgmi diag output.
     """
@@ -569,7 +510,11 @@ def parse_dcgm_diag(text: str) -> dict[str, Any]:
         if line and paste_noise(raw, banners=False) is None and not _DIAG_COMMAND.search(line) \
                 and not _PREAMBLE.match(line):
             if line.startswith("{"):
-                return _parse_json(text[offset:])
+                result = _parse_json(text[offset:])
+                command = _command(text[:offset])
+                if command["command"] and (lv := _LEVEL.search(command["command"])) is not None:
+                    result["level"] = int(lv.group("level"))
+                return {**result, **command}
             break
         offset += len(raw)
-    return _parse_text(text)
+    return {**_parse_text(text), **_command(text)}

@@ -1,6 +1,7 @@
 """``nvidia-smi -q -x``: the driver's inventory (serials, UUIDs, bus ids, PCIe, memory, VBIOS, ECC) as XML.
 
-Reads no files and runs no tools; raises ``ValueError`` naming what it expected on anything else.
+Reads no files and runs no tools; raises ``ValueError`` naming what it expected on a text that is not this XML.
+Each value is typed as the NVML record's are (fabric.typed): one that cannot be read is named, not judged.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 from ..fabric.model import Gpu
+from ..fabric.typed import Reader, Unreadable
 from ..units import NA, parse_bytes
 
 __all__ = ["XmlInventory", "parse_nvidia_smi_q_xml"]
@@ -18,11 +20,16 @@ _NA_TEXTS = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
 
 @dataclass
 class XmlInventory:
-    """What ``nvidia-smi -q -x`` says about the machine: versions and one model.Gpu per ``<gpu>``."""
+    """What ``nvidia-smi -q -x`` says about the machine: versions and one model.Gpu per ``<gpu>``.
+
+    A value nvidia-smi printed that is not what the element holds (``<driver_version>Unknown Error``, a width
+    that is no number) is None, with the sentence naming file, element and value in ``damaged`` (versions) or
+    the GPU's ``unreadable`` (fabric.typed)."""
 
     driver_version: str | None = None
     cuda_version: str | None = None  # the CUDA version the driver supports, "13.0"
     gpus: list[Gpu] = field(default_factory=list)
+    damaged: dict[str, str] = field(default_factory=dict)  # "driver_version", "cuda_driver_version" -> why
 
 
 def _text(elem: ET.Element, path: str):
@@ -34,19 +41,42 @@ def _text(elem: ET.Element, path: str):
     return NA if value in _NA_TEXTS else value
 
 
-def _int(elem: ET.Element, path: str, where: str, suffix: str = ""):
-    value = _text(elem, path)
-    if value is None or value is NA:
-        return value
-    digits = value[: -len(suffix)] if suffix and value.endswith(suffix) else value
-    try:
-        return int(digits)
-    except ValueError:
-        raise ValueError(f"nvidia-smi -q -x, {where}: <{path}> is {value!r}, expected an integer") from None
+class _XmlReader(Reader):
+    """One ``<gpu>``'s values, typed: what cannot be read goes into ``bad`` by the model's field name."""
+
+    def __init__(self, where: str, elem: ET.Element, who: str, bad: dict[str, str]) -> None:
+        super().__init__(where)
+        self.elem, self.who, self.bad = elem, who, bad
+
+    def get(self, path: str, field: str, what: str, read, *args):
+        value = _text(self.elem, path)
+        if value is None or value is NA:
+            return value
+        try:
+            return read(value, f"<{path}>", f"{self.who} {what}".strip(), *args)
+        except Unreadable as exc:
+            self.bad.setdefault(field, str(exc))
+            return None
+
+    def count(self, value: str, key: str, what: str, low: int, high: int, suffix: str = "") -> int:
+        """A whole number as nvidia-smi prints it ("16x" with ``suffix`` "x")."""
+        digits = value[: -len(suffix)] if suffix and value.endswith(suffix) else value
+        if not digits.isdigit():
+            raise Unreadable(f"{what} {value!r} in {self.where} ({key}) is not a whole number"
+                             + (f" followed by {suffix!r}" if suffix else ""))
+        return self.whole(int(digits), key, what, low, high)
+
+    def size(self, value: str, key: str, what: str) -> int:
+        try:
+            size = parse_bytes(value)
+        except ValueError:
+            raise Unreadable(f"{what} {value!r} in {self.where} ({key}) is not a size such as '143771 MiB'") from None
+        return self.whole(size, key, what, 1, 1 << 50, " of bytes")
 
 
-def parse_nvidia_smi_q_xml(text: str) -> XmlInventory:
-    """Parse ``nvidia-smi -q -x`` into versions and model.Gpu records, GPUs in document order.
+def parse_nvidia_smi_q_xml(text: str, where: str = "nvidia-smi-q.xml") -> XmlInventory:
+    """Parse ``nvidia-smi -q -x`` into versions and model.Gpu records, GPUs in document order; ``where`` names
+    the text in the sentences about values that cannot be read.
 
     nvidia-smi lists GPUs by PCI bus id, which is the NVML index order, so ``index`` is the position (this
     matches ``<minor_number>`` only by accident: minor numbers follow the kernel driver's probe order).
@@ -66,41 +96,41 @@ def parse_nvidia_smi_q_xml(text: str) -> XmlInventory:
     if root.tag != "nvidia_smi_log":
         raise ValueError(f"nvidia-smi -q -x: root element is <{root.tag}>, expected <nvidia_smi_log>")
 
-    def version(path: str) -> str | None:
-        value = _text(root, path)
-        return None if value is None else str(value)
-
-    inventory = XmlInventory(driver_version=version("driver_version"), cuda_version=version("cuda_version"))
+    inventory = XmlInventory()
+    versions = _XmlReader(where, root, "", inventory.damaged)
+    inventory.driver_version = versions.get("driver_version", "driver_version", "driver version", versions.version)
+    inventory.cuda_version = versions.get("cuda_version", "cuda_driver_version", "CUDA version", versions.version)
+    inventory.driver_version = _no_na(inventory.driver_version)
+    inventory.cuda_version = _no_na(inventory.cuda_version)
+    link = "pci/pci_gpu_link_info"
     for index, elem in enumerate(root.findall("gpu")):
-        where = f"GPU {index} ({elem.get('id')})"
-        memory = _text(elem, "fb_memory_usage/total")
-        if memory is not None and memory is not NA:
-            try:
-                memory = parse_bytes(memory)
-            except ValueError:
-                raise ValueError(
-                    f"nvidia-smi -q -x, {where}: <fb_memory_usage/total> is {memory!r}, "
-                    "expected e.g. '143771 MiB'"
-                ) from None
-        link = "pci/pci_gpu_link_info"
-        inventory.gpus.append(
-            Gpu(
-                index=index,
-                name=_text(elem, "product_name"),
-                uuid=_text(elem, "uuid"),
-                serial=_text(elem, "serial"),
-                pci_bus_id=_text(elem, "pci/pci_bus_id"),
-                memory_bytes=memory,
-                pcie_gen_max=_int(elem, f"{link}/pcie_gen/max_link_gen", where),
-                pcie_gen_current=_int(elem, f"{link}/pcie_gen/current_link_gen", where),
-                pcie_width_max=_int(elem, f"{link}/link_widths/max_link_width", where, suffix="x"),
-                pcie_width_current=_int(elem, f"{link}/link_widths/current_link_width", where, suffix="x"),
-                vbios_version=_text(elem, "vbios_version"),
-                ecc_mode=_text(elem, "ecc_mode/current_ecc"),
-            )
+        bad: dict[str, str] = {}
+        r = _XmlReader(where, elem, f"GPU{index}", bad)
+        bus_id = r.get("pci/pci_bus_id", "pci_bus_id", "PCI bus id", r.bus_id)
+        gpu = Gpu(
+            index=index,
+            name=r.get("product_name", "name", "name", r.text),
+            uuid=r.get("uuid", "uuid", "UUID", r.text),
+            serial=r.get("serial", "serial", "serial", r.text),
+            pci_bus_id=bus_id,
+            memory_bytes=r.get("fb_memory_usage/total", "memory_bytes", "memory total", r.size),
+            pcie_gen_max=r.get(f"{link}/pcie_gen/max_link_gen", "pcie_gen_max", "PCIe max generation", r.count, 1, 7),
+            pcie_gen_current=r.get(f"{link}/pcie_gen/current_link_gen", "pcie_gen_current", "PCIe current generation",
+                                   r.count, 1, 7),
+            pcie_width_max=r.get(f"{link}/link_widths/max_link_width", "pcie_width_max", "PCIe max width", r.count,
+                                 1, 32, "x"),
+            pcie_width_current=r.get(f"{link}/link_widths/current_link_width", "pcie_width_current",
+                                     "PCIe current width", r.count, 0, 32, "x"),
+            vbios_version=r.get("vbios_version", "vbios_version", "VBIOS version", r.version, True),
+            ecc_mode=r.get("ecc_mode/current_ecc", "ecc_mode", "ECC mode", r.choice, ("Enabled", "Disabled")),
         )
+        gpu.unreadable = bad
+        inventory.gpus.append(gpu)
     if not inventory.gpus:
         raise ValueError("nvidia-smi -q -x: no <gpu> element (no GPU visible, or not the -q -x output)")
     return inventory
 
 
+def _no_na(value):
+    """nvidia-smi printing N/A for a version says nothing about it: not recorded."""
+    return None if value is NA else value

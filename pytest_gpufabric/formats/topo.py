@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .paste import ANSI, paste_noise
 
-__all__ = ["TopoMatrix", "normalize_label", "parse_topo_m"]
+__all__ = ["MATRIX_CUT", "TopoMatrix", "normalize_label", "parse_topo_m"]
 
 # ---------------------------------------------------------------------------------------------------------
 # nvidia-smi topo -m
@@ -210,6 +210,40 @@ def _row_cells(line: str, indent: int | None) -> tuple[list[str], bool]:
     return line.split(), False
 
 
+#: a device column: GPUn, NICn, or an RDMA device name as older drivers print them (mlx5_0, mlx4_0)
+_DEVICE_NAME = re.compile(r"^(?:GPU\d+|NIC\d+|[a-z][a-z0-9]*_\d+)$")
+#: the TopoMatrix.damaged key of a matrix whose rows stop short of its header (fabric.model.MATRIX_CUT)
+MATRIX_CUT = "matrix"
+
+
+def _rows_cut(devices: list[str], row_labels: list[str]) -> str | None:
+    """Why the matrix is not whole when header columns have no row, or None. A paste cut after its first rows
+    reads as a smaller machine ("the paste stops after row 2 (GPU1) of 20"); rows missing in between are named."""
+    missing = [d for d in devices if d not in row_labels]
+    if not missing:
+        return None
+    present = [d for d in devices if d in row_labels]
+    names = _ranges(missing)
+    if devices[:len(present)] == present:
+        return (f"the paste stops after row {len(present)} of {len(devices)} ({present[-1]}): the rows of {names}, "
+                "which its header names, are missing")
+    return f"the rows of {names}, which its header names, are missing ({len(present)} of {len(devices)} rows)"
+
+
+def _ranges(labels: list[str]) -> str:
+    """'GPU2-GPU7, NIC0-NIC11' for consecutive labels of one kind."""
+    groups: list[list[str]] = []
+    for label in labels:
+        m = re.match(r"^(.*?)(\d+)$", label)
+        last = groups[-1][-1] if groups else None
+        lm = re.match(r"^(.*?)(\d+)$", last) if last else None
+        if m and lm and m.group(1) == lm.group(1) and int(m.group(2)) == int(lm.group(2)) + 1:
+            groups[-1].append(label)
+        else:
+            groups.append([label])
+    return ", ".join(g[0] if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in groups)
+
+
 def parse_topo_m(text: str) -> TopoMatrix:
     """Parse ``nvidia-smi topo -m``: the matrix, the affinity columns and the NIC legend.
 
@@ -221,8 +255,10 @@ def parse_topo_m(text: str) -> TopoMatrix:
     Damage in the text is named, not guessed at, and does not cost the rest of the matrix: a cell that is no
     path label (``PH0-115``, a label run into the next value) and what follows it in its row, a value that
     cannot be an affinity (a paste cut at the left), a row whose device has no column (a paste cut at the right)
-    go into ``damaged`` ({"GPU0-NIC7": why, "GPU0 CPU Affinity": why, ...}) and are left out. Raises
-    ValueError, naming the line, on anything that is not topo -m output.
+    go into ``damaged`` ({"GPU0-NIC7": why, "GPU0 CPU Affinity": why, ...}) and are left out. Rows that stop short
+    of the header (a paste cut after its first rows) leave the matrix not whole: ``damaged["matrix"]`` says after
+    which row of how many, and the rows there are read against the whole header. Raises ValueError, naming the
+    line, on anything that is not topo -m output.
     """
     if not text or not text.strip():
         raise ValueError("nvidia-smi topo -m: empty text (expected a header line with GPU0 and a matrix)")
@@ -274,20 +310,21 @@ def parse_topo_m(text: str) -> TopoMatrix:
         names = [cell for cell in cells if cell]  # column names with single spaces stay whole ("CPU Affinity")
 
     row_labels = [label for _, label, _, _ in rows]
+    # the device columns: every header name before the affinity columns that has a row or is named like a device
+    # (a paste cut after its first rows still has every column in its header)
     n_dev = 0
     for name in names:
-        if name in _AFFINITY_COLUMNS or name not in row_labels:
+        if name in _AFFINITY_COLUMNS or not (name in row_labels or _DEVICE_NAME.match(name)):
             break
         n_dev += 1
     devices = names[:n_dev]
     trailing = names[n_dev:]
-    if "GPU0" not in devices:
+    if "GPU0" not in devices or "GPU0" not in row_labels:
         raise ValueError(f"nvidia-smi topo -m line {header_at + 1}: header has GPU0 but no row labelled GPU0")
-    missing = [d for d in devices if d not in row_labels]
-    if missing:
-        raise ValueError(f"nvidia-smi topo -m: columns {missing} have no row (truncated output?)")
 
     topo = TopoMatrix(devices=devices, matrix={})
+    if cut := _rows_cut(devices, row_labels):
+        topo.damaged[MATRIX_CUT] = cut
     for name in trailing:
         if name in _AFFINITY_COLUMNS:
             topo.columns_present.add(_AFFINITY_COLUMNS[name])

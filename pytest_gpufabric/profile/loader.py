@@ -216,8 +216,75 @@ def validate_document(doc: dict, path: Path, *, partial: bool = False) -> None:
     if errors:
         first = errors[0]
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise ProfileError(first.message + more, path=str(path), json_path=_json_path(first.absolute_path))
+        raise ProfileError(_message(first) + more, path=str(path), json_path=_json_path(first.absolute_path))
     _check_semantics(doc, path)
+
+
+#: the quantities a profile writes as text with a unit: what each is called, an example, its units
+_QUANTITIES = {
+    "size": ("a size", "80 GB", "B, KiB, MiB, GiB, TiB, KB, MB, GB, TB"),
+    "bandwidth": ("a bandwidth", "300 GB/s", "GB/s, MB/s, TB/s"),
+    "duration": ("a time", "40 us", "ns, us, ms, s"),
+    "bitrate": ("a bit rate", "25 Gb/s", "Gb/s, Mb/s"),
+}
+
+
+def _message(error) -> str:
+    """jsonschema's message, said in a profile's terms where it is about a quantity with a unit (issue 32: `memory:
+    80` gave "80 is not of type 'string'")."""
+    defs = _schema()["$defs"]
+    key = next((part for part in reversed(list(error.absolute_path)) if isinstance(part, str)), "")
+    above_zero = (error.validator, error.validator_value) in (("exclusiveMinimum", 0), ("minimum", 1))
+    if above_zero and key.startswith("min"):
+        return _not_above_zero(key, error.instance)
+    kind = next((k for k in _QUANTITIES if error.schema == defs.get(k)), None)
+    if kind is None or error.validator not in ("type", "pattern"):
+        return error.message
+    what, example, units = _QUANTITIES[kind]
+    value = error.instance
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value} needs a unit: write {what} such as `{example}` (units: {units})"
+    return (f"{value!r} does not match the form of {what}: write a positive number and its unit, such as `{example}` "
+            f"(units: {units})")
+
+
+def _not_above_zero(key: str, value: object, *, size: bool = False) -> str:
+    if size:
+        return f"{key}: {value!r} is not above zero: a size of zero measures nothing. Give a positive size"
+    return (f"{key}: {value!r} is not above zero: a floor at or below zero promises nothing (every figure passes it). "
+            "Promise a positive figure, or leave the key out")
+
+
+def _floors(doc: dict) -> list[tuple[str, object, object]]:
+    """(JSON path, value, parser) of every floor a profile can promise with a quantity, and of every size it asks to
+    measure: each must be above zero (a floor of 0 passes every figure; a size of 0 measures nothing)."""
+    gpus, nvlink, bandwidth, rdma = (doc.get(key) or {} for key in ("gpus", "nvlink", "bandwidth", "rdma"))
+    out: list[tuple[str, object, object]] = []
+    if "memory" in gpus:
+        out.append(("$.gpus.memory", gpus["memory"], parse_bytes))
+    if "min_speed" in nvlink:
+        out.append(("$.nvlink.min_speed", nvlink["min_speed"], parse_gbps))
+    for op, thresholds in (bandwidth.get("collectives") or {}).items():
+        for i, threshold in enumerate(thresholds or []):
+            for key, parse in (("min_busbw", parse_gbps), ("size", parse_bytes)):
+                if isinstance(threshold, dict) and key in threshold:
+                    out.append((f"$.bandwidth.collectives.{op}[{i}].{key}", threshold[key], parse))
+    for kind, spec in (bandwidth.get("copy") or {}).items():
+        if isinstance(spec, dict) and "min" in spec:
+            out.append((f"$.bandwidth.copy.{kind}.min", spec["min"], parse_gbps))
+    if "size" in (bandwidth.get("copy") or {}):
+        out.append(("$.bandwidth.copy.size", bandwidth["copy"]["size"], parse_bytes))
+    out += [(f"$.bandwidth.sweep[{i}]", size, parse_bytes) for i, size in enumerate(bandwidth.get("sweep") or [])]
+    out += [(f"$.rdma.devices[{i}].rate", device["rate"], parse_gbit)
+            for i, device in enumerate(rdma.get("devices") or []) if isinstance(device, dict) and "rate" in device]
+    out += [(f"$.rdma.ib_write_bw.{key}", rdma["ib_write_bw"][key], parse)
+            for key, parse in (("min", parse_gbit), ("size", parse_bytes)) if key in (rdma.get("ib_write_bw") or {})]
+    if "budget" in (doc.get("memory") or {}):
+        out.append(("$.memory.budget", doc["memory"]["budget"], parse_bytes))
+    hugepages = (doc.get("platform") or {}).get("hugepages") or {}
+    if "page_size" in hugepages:
+        out.append(("$.platform.hugepages.page_size", hugepages["page_size"], parse_bytes))
+    return out
 
 
 def _check_semantics(doc: dict, path: Path) -> None:
@@ -263,6 +330,14 @@ def _check_semantics(doc: dict, path: Path) -> None:
             parse(value)
         except ValueError as exc:
             fail(str(exc), json_path)
+    for json_path, value, parse in _floors(doc):
+        try:
+            amount = parse(value)
+        except ValueError:
+            continue  # said above, or by the schema
+        if not amount > 0:
+            key = json_path.rsplit(".", 1)[-1]
+            fail(_not_above_zero(key, value, size=parse is parse_bytes and key != "memory"), json_path)
     matrix = doc.get("topology", {}).get("matrix", {})
     for row, cells in matrix.items():
         if cells.get(row, "X") != "X":
