@@ -137,13 +137,14 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
     is not checked too, with the skip's reason: only the profile says what is promised."""
     expected_ids = set(expected or ())
     promises: dict[str, Promise] = {}
+    skipped: dict[str, tuple[str, str]] = {}  # an expected promise's test that skipped it as not promised
     for nodeid, promise_id, pytest_outcome, reason in tests:
         key = promise_id or nodeid
         outcome = test_outcome(pytest_outcome, reason)
         if outcome is None:
-            if key not in expected_ids:
-                continue
-            outcome, reason = NOT_CHECKED, f"its test skipped it: {reason}"
+            if key in expected_ids:
+                skipped.setdefault(key, (nodeid, reason))
+            continue
         reason = "" if outcome == PASSED else _strip(reason).strip()
         promise = promises.get(key)
         if promise is None:
@@ -156,6 +157,9 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
             promise.reason = f"{promise.reason}; {reason}" if promise.reason else reason
     if expected is None:
         return list(promises.values())
+    for key, (nodeid, reason) in skipped.items():  # no other test judged it: the skip leaves it not checked
+        if key not in promises:
+            promises[key] = Promise(key, NOT_CHECKED, f"its test skipped it: {reason}", [nodeid])
     not_judged = dict(not_judged or {})
     ordered = [promises.get(pid) or Promise(pid, NOT_CHECKED, not_judged.get(pid, NO_TEST_JUDGED_IT))
                for pid in dict.fromkeys(expected)]
