@@ -203,10 +203,12 @@ def _burn_in_replay(directory: Path, run):
     log = read_burn_in_log(directory / LOG_FILE)
     start = log.records[0] if log.records and log.records[0].get("type") == "start" else {}
     planned = start.get("duration_s")
-    # the log as far as it could be read, with what stops it being judged (checks/burn_in.py says it)
-    run.burn_in = BurnIn(planned if isinstance(planned, (int, float)) else 0.0, log.records,
-                         problems=log.problems)
-    return run.burn_in
+    known = isinstance(planned, (int, float)) and not isinstance(planned, bool) and 0 < planned < float("inf")
+    # the log as far as it could be read, with what stops it being judged (checks/burn_in.py says it); the results
+    # carry it only where its plan is known (a duration above 0)
+    burn_in = BurnIn(planned if known else 0.0, log.records, problems=log.problems)
+    run.burn_in = burn_in if known else None
+    return burn_in
 
 
 register(Measurement(

@@ -40,7 +40,8 @@ def burn_in_evidence(burn_in, index: int | None = None) -> list[str]:
     its reading found (a torn line, a value out of range: formats/records.py), no start line, a burn-in that did not
     run its planned duration, and for a GPU: no serial naming its board, a board the log names two ways, a GEMM
     chunk without a health reading, GEMMs never cross-checked. A log that records its GEMM workload failing is
-    judged (the failure is the verdict), however far it got."""
+    judged (the failure is the verdict), however far it got. The board is the start line's serial (the health
+    reads' at the start); the chunks' own serials, where logged, must be the same."""
     reasons = [p.text for p in burn_in.problems if p.gpu is None or p.gpu == index]
     start = burn_in.start
     if start is None:
@@ -57,15 +58,14 @@ def burn_in_evidence(burn_in, index: int | None = None) -> list[str]:
     named = {g.get("serial") for _, g in rows if g.get("serial")}
     named |= {h.get("serial") for r in burn_in.records if r.get("type") == "gemm"
               for g, h in (r.get("health") or {}).items() if g == key and isinstance(h, dict) and h.get("serial")}
-    if not serial and not named:
-        reasons.append(f"{LOG}: the start line names no serial for GPU{index} (nor do its GEMM results or health "
-                       "reads): which board burned is unknown")
-    elif len(named | ({serial} if serial else set())) > 1:
-        reasons.append(f"{LOG} names GPU{index} as serial {', '.join(sorted(named | {serial} - {None}))}: it "
-                       "contradicts itself")
-    for number, record in enumerate(burn_in.records, start=1):
-        if record.get("type") != "gemm":
-            continue
+    if not serial and (rows or not start.get("serials")):
+        # (a start line naming other boards but not this one, with no GEMM of it: it took no part, a failure)
+        reasons.append(f"{LOG}: the start line names no serial for GPU{index}: which board burned is unknown")
+    elif serial and named - {serial}:
+        reasons.append(f"{LOG} names GPU{index} serial {serial} in its start line and "
+                       f"{', '.join(sorted(named - {serial}))} in its chunks: it contradicts itself")
+    for number in sorted({number for number, _ in rows}):  # the chunks GPU<index> burned in
+        record = burn_in.records[number - 1]
         health = (record.get("health") or {}).get(key)
         temperature = None
         if isinstance(health, dict):

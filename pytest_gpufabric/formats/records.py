@@ -223,7 +223,9 @@ LINE_SHAPES = {
     "all_reduce": {"row": Opt({"size": _n("bytes"), "busbw": _n("gbps"), "algbw": _n("gbps"), "wrong": _n("count"),
                                "time_us": _n("ratio", False)}),
                    "error": _NOTE, "wall_s": _n("seconds", False)},
-    "memory": {"oversized": Opt(_OVERSIZED), "lms": Opt([_LMS_RUN]), "error": _NOTE, "wall_s": _n("seconds", False)},
+    "memory": {"oversized": Opt(_OVERSIZED), "lms": Opt([_LMS_RUN]), "error": _NOTE, "wall_s": _n("seconds", False),
+               "budget_bytes": _n("bytes", False, True), "input": Opt([_n("count")]), "device": _NOTE,
+               "board": Opt({"uuid": _NOTE, "serial": _NOTE, "name": _NOTE})},
     "error": {"error": _TEXT},
     "end": {"elapsed_s": _n("seconds")},
 }

@@ -316,7 +316,9 @@ def _memory_chunk(profile, log_path: Path, env: dict[str, str]) -> dict:
     began = time.monotonic()
     try:
         result = measure_memory(profile.data["memory"], env)
-        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", [])}
+        # what it ran and on which board, so that the log shows the memory workload the profile promises
+        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", []),
+                  **{key: result.get(key) for key in ("budget_bytes", "input", "device", "board")}}
     except GpuFabricError as exc:
         record = {"type": "memory", "error": str(exc)}
     record.update(wall_s=time.monotonic() - began, time=time.time())
