@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..formats.records import BURN_IN_FILE, read_burn_in_log
 from ..units import parse_bytes
 from .environment import workload_environment
 from .runner import run_workload
 
 GEMM_SCRIPT = Path(__file__).with_name("gemm_burn.py")
-LOG_FILE = "gpufabric-burnin.jsonl"
+LOG_FILE = BURN_IN_FILE  # the log's reading lives with the other recordings (formats/records.py)
 #: the log's records of work done ("error": a workload that failed, logged before the burn-in stopped)
 CHUNK_TYPES = ("gemm", "all_reduce", "memory", "error")
 
@@ -59,8 +60,6 @@ def read_log(path: Path) -> list[dict]:
     """The log's records up to the first line that is not one (a last line cut by a crash): what a resumed
     burn-in continues from. A replay judges the log through formats.records.read_burn_in_log, which says what
     stopped the reading."""
-    from ..formats.records import read_burn_in_log
-
     return read_burn_in_log(path).records
 
 
