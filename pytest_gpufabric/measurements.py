@@ -112,20 +112,31 @@ def _memory_live(run):
     return measure_memory(run.profile.data["memory"], gpu_environment(run.boards()))
 
 
-def _json_replay(name: str, what: str) -> Callable[[Path, Any], Any]:
+def _record_replay(name: str) -> Callable[[Path, Any], Any]:
+    """The bundle's file of this kind, typed (formats/records.py): a Recording whose problems the checks say."""
     def replay(directory: Path, run):
-        from .fabric.bundle import load_json_recording
+        from .formats.records import load_record
 
-        return load_json_recording(directory, name, what=what)
+        return load_record(directory, name)
 
     return replay
+
+
+def _record_live(name: str, measure: Callable[[Any], dict]) -> Callable[[Any], Any]:
+    """A live result as the suites take a recording (formats/records.Recording), written as the dict it is."""
+    def live(run):
+        from .formats.records import live_record
+
+        return live_record(name, measure(run))
+
+    return live
 
 
 register(Measurement(
     name="memory", fixture="memory_behaviour",
     doc="The memory suite's measurement on GPU 0 (live), or the bundle's memory.json.",
     promised=_section("memory", "memory behaviour"),
-    live=_memory_live, replay=_json_replay("memory.json", "memory"),
+    live=_record_live("memory.json", _memory_live), replay=_record_replay("memory.json"),
     nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
     check="checks/memory.py", suite="suites/test_memory.py",
     # workloads/memory.py's SPARE_IMPORTS (the model needs torchvision), written out: this module loads with the
@@ -184,14 +195,20 @@ register(Measurement(
 
 
 def _burn_in_replay(directory: Path, run):
-    from .workloads.burn_in import LOG_FILE, BurnIn, read_log
+    from .formats.records import read_burn_in_log
+    from .workloads.burn_in import LOG_FILE, BurnIn
 
     if not (directory / LOG_FILE).is_file():
         return None  # a burn-in asked of a bundle that holds none: not checked
-    records = read_log(directory / LOG_FILE)
-    start = next((r for r in records if r.get("type") == "start"), None)
-    run.burn_in = BurnIn(start["duration_s"], records) if start else None
-    return run.burn_in
+    log = read_burn_in_log(directory / LOG_FILE)
+    start = log.records[0] if log.records and log.records[0].get("type") == "start" else {}
+    planned = start.get("duration_s")
+    known = isinstance(planned, (int, float)) and not isinstance(planned, bool) and 0 < planned < float("inf")
+    # the log as far as it could be read, with what stops it being judged (checks/burn_in.py says it); the results
+    # carry it only where its plan is known (a duration above 0)
+    burn_in = BurnIn(planned if known else 0.0, log.records, problems=log.problems)
+    run.burn_in = burn_in if known else None
+    return burn_in
 
 
 register(Measurement(
@@ -241,7 +258,7 @@ register(Measurement(
     doc="Device-memory (HBM) bandwidth per GPU: copy, read and write, the best of N runs, against the peak NVML's "
         "bus width and maximum memory clock give (live), or the bundle's hbm.json.",
     promised=_section("memory_bandwidth", "memory bandwidth"),
-    live=_hbm_live, replay=_json_replay("hbm.json", "HBM bandwidth"),
+    live=_record_live("hbm.json", _hbm_live), replay=_record_replay("hbm.json"),
     nothing_recorded="the bundle holds no HBM bandwidth measurement (hbm.json)", record_file="hbm.json",
     check="checks/hbm.py", suite="suites/test_diagnostics.py"))
 
@@ -257,7 +274,7 @@ register(Measurement(
     doc="The memory pattern test on every GPU at once (walking ones and zeros, address in address, random) over a "
         "stated fraction of free memory (live), or the bundle's memory-pattern.json.",
     promised=_section("memory_pattern", "memory pattern test"),
-    live=_pattern_live, replay=_json_replay("memory-pattern.json", "memory pattern"),
+    live=_record_live("memory-pattern.json", _pattern_live), replay=_record_replay("memory-pattern.json"),
     nothing_recorded="the bundle holds no memory pattern test (memory-pattern.json)",
     record_file="memory-pattern.json", check="checks/hbm.py", suite="suites/test_diagnostics.py"))
 
@@ -273,7 +290,7 @@ register(Measurement(
     doc="Every GPU held at its power limit under a bf16 GEMM load for a stated time, NVML's power, SM clock, "
         "temperature and clock event reasons sampled throughout (live), or the bundle's power-hold.json.",
     promised=_section("power", "sustained power and thermal behaviour"),
-    live=_power_live, replay=_json_replay("power-hold.json", "power hold"),
+    live=_record_live("power-hold.json", _power_live), replay=_record_replay("power-hold.json"),
     nothing_recorded="the bundle holds no power hold (power-hold.json)", record_file="power-hold.json",
     check="checks/power.py", suite="suites/test_diagnostics.py"))
 
@@ -289,6 +306,6 @@ register(Measurement(
     doc="Each GPU's PCIe link under host<->device copies: its generation and width read during the load (a link "
         "that trains down shows only then) and its replay counter's rise (live), or the bundle's pcie-load.json.",
     promised=_section("pcie_load", "PCIe link under load"),
-    live=_pcie_live, replay=_json_replay("pcie-load.json", "PCIe under load"),
+    live=_record_live("pcie-load.json", _pcie_live), replay=_record_replay("pcie-load.json"),
     nothing_recorded="the bundle holds no PCIe-under-load measurement (pcie-load.json)", record_file="pcie-load.json",
     check="checks/pcie_load.py", suite="suites/test_diagnostics.py"))

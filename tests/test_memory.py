@@ -500,7 +500,11 @@ def _not_recovered(data):
 
 
 def _slow_lms(data):
-    data["lms"][0]["ratio_vs_baseline"] = 10.0  # DERIVED: the offloaded time doubled, as on a link of half the speed
+    # DERIVED: the offloaded step 10x the baseline's time per image (its stored ratio left as recorded: the check
+    # takes the slowdown from the times, never the ratio)
+    run = data["lms"][0]
+    run["time_per_image_s"] = 10.0 * data["baseline"]["time_per_image_s"]
+    run["seconds"] = run["time_per_image_s"] * run["batch"]
 
 
 def _changed_gradients(data):
@@ -579,7 +583,10 @@ def test_the_offload_limit_follows_the_host_link_not_one_baseline():
     spec = load_profile("h200-nvswitch-x2").data["memory"]["lms"][0]
     assert spec["max_slowdown"] == 6.0
     assert check_lms(spec, run, baseline).verdict == "passed"
-    assert check_lms(spec, {**run, "ratio_vs_baseline": 2 * run["ratio_vs_baseline"]}, baseline).verdict == "failed"
+    # the slowdown comes from the times: twice the time per image fails; twice the stored ratio alone changes nothing
+    slower = {**run, "time_per_image_s": 2 * run["time_per_image_s"], "seconds": 2 * run["seconds"]}
+    assert check_lms(spec, slower, baseline).verdict == "failed"
+    assert check_lms(spec, {**run, "ratio_vs_baseline": 2 * run["ratio_vs_baseline"]}, baseline).verdict == "passed"
 
 
 def test_the_rerun_with_the_fastest_baseline_replays_to_its_live_verdicts(pytester: pytest.Pytester):

@@ -3,8 +3,82 @@ burn-in, its rate; and the collectives that ran between the chunks."""
 
 from __future__ import annotations
 
+import math
+
+from ..formats.records import BURN_IN_FILE as LOG
 from .health import counter_problems, forbidden_counters, peak_problems
 from .result import CheckResult, failed, passed, unknown
+
+#: at most this many of a log's problems are named in one verdict (the rest are counted)
+_SHOWN = 5
+
+
+def _say(reasons: list[str]) -> list[str]:
+    return reasons if len(reasons) <= _SHOWN else [*reasons[:_SHOWN], f"and {len(reasons) - _SHOWN} more"]
+
+
+def _planned_vs_run(burn_in) -> str | None:
+    """Why the log does not cover the burn-in its start line planned, or None. The loop (workloads/burn_in.py)
+    stops when less than a second, plus the last chunk's start-up where logged, is left: less than that is an
+    unfinished burn-in (a crash, a killed run, a cut log), whatever its end line says."""
+    planned, ran = burn_in.duration_s, burn_in.elapsed_s
+    gemms = [r for r in burn_in.records if r.get("type") == "gemm"]
+    last = gemms[-1] if gemms else {}
+    startup = (max(1.0, last["wall_s"] - last.get("seconds", 0.0))
+               if isinstance(last.get("wall_s"), (int, float)) and isinstance(last.get("seconds"), (int, float))
+               else 0.0)
+    if planned - ran < 1.0 + startup:
+        return None
+    end = next((r for r in burn_in.records if r.get("type") == "end"), None)
+    tail = "the log has no end" if end is None else f"its end line says {end.get('elapsed_s')} s"
+    return (f"{LOG}: ran {ran:.0f} s of the {planned:.0f} s planned; {tail}: an unfinished burn-in shows nothing of "
+            "the rest")
+
+
+def burn_in_evidence(burn_in, index: int | None = None) -> list[str]:
+    """Why the burn-in's log cannot be judged (for GPU<index>; None: for the promises of the whole machine): what
+    its reading found (a torn line, a value out of range: formats/records.py), no start line, a burn-in that did not
+    run its planned duration, and for a GPU: no serial naming its board, a board the log names two ways, a GEMM
+    chunk without a health reading, GEMMs never cross-checked. A log that records its GEMM workload failing is
+    judged (the failure is the verdict), however far it got. The board is the start line's serial (the health
+    reads' at the start); the chunks' own serials, where logged, must be the same."""
+    reasons = [p.text for p in burn_in.problems if p.gpu is None or p.gpu == index]
+    start = burn_in.start
+    if start is None:
+        return [*reasons, f"{LOG} has no start line: the burn-in's plan (duration, boards) is unknown"]
+    unfinished = _planned_vs_run(burn_in)
+    if unfinished and not burn_in.workload_errors:
+        reasons.append(unfinished)
+    if index is None:
+        return _say(reasons)
+    key = str(index)
+    serial = (start.get("serials") or {}).get(key)
+    rows = [(number, g) for number, r in enumerate(burn_in.records, start=1) if r.get("type") == "gemm"
+            for g in r.get("result", {}).get("gpus", []) if isinstance(g, dict) and g.get("gpu") == index]
+    named = {g.get("serial") for _, g in rows if g.get("serial")}
+    named |= {h.get("serial") for r in burn_in.records if r.get("type") == "gemm"
+              for g, h in (r.get("health") or {}).items() if g == key and isinstance(h, dict) and h.get("serial")}
+    if not serial and (rows or not start.get("serials")):
+        # (a start line naming other boards but not this one, with no GEMM of it: it took no part, a failure)
+        reasons.append(f"{LOG}: the start line names no serial for GPU{index}: which board burned is unknown")
+    elif serial and named - {serial}:
+        reasons.append(f"{LOG} names GPU{index} serial {serial} in its start line and "
+                       f"{', '.join(sorted(named - {serial}))} in its chunks: it contradicts itself")
+    for number in sorted({number for number, _ in rows}):  # the chunks GPU<index> burned in
+        record = burn_in.records[number - 1]
+        health = (record.get("health") or {}).get(key)
+        temperature = None
+        if isinstance(health, dict):
+            temperature = health.get("peak_temperature_c", health.get("temperature_c"))
+        finite = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+        if not finite or not math.isfinite(temperature):
+            reasons.append(f"{LOG} line {number} (gemm): no health reading of GPU{index} (temperature "
+                           f"{temperature!r}): its temperature and error counters during the chunk are unknown")
+    checks = sum(g.get("checks", 0) for _, g in rows if isinstance(g.get("checks"), int))
+    if rows and checks == 0:
+        reasons.append(f"{LOG}: GPU{index}'s GEMM results were never cross-checked (0 checks in {len(rows)} chunk(s)): "
+                       "a wrong result would not show")
+    return _say(list(dict.fromkeys(reasons)))
 
 
 def check_burn_in_gpu(index: int, serial: str | None, totals: dict | None, section: dict, health_section: dict,

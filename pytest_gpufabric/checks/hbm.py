@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_bytes, non_finite, parse_gbps
+from ..units import format_bytes, non_finite, parse_bytes, parse_gbps
 from .result import CheckResult, failed, passed, unknown
 
 #: without a minimum coverage in the profile, a pattern test that covered less than this of the free memory is not
 #: enough to accept a GPU on: not checked. 75 % is DCGM's memory plugin default (minimum_allocation_percentage)
 DEFAULT_MIN_COVERAGE = 0.75
+#: the patterns mem_pattern.py runs where the profile names none (workloads/diagnostics.py's DEFAULT_PATTERNS)
+PATTERNS = ("walking_ones", "walking_zeros", "address", "random")
 
 _HBM_CAUSES = (
     "Usual causes: the memory clock held below its maximum (application clocks, a power cap or heat: nvidia-smi -q "
@@ -100,14 +102,67 @@ def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fracti
     return passed(name, who, expected, found, f"{summary} [{source}]", unit="GB/s")
 
 
-def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str) -> CheckResult:
+def hbm_coverage(record: dict, gpu_row: dict, section: dict) -> str | None:
+    """Why an HBM bandwidth record does not show what the profile's ``memory_bandwidth`` section promises, or None:
+    buffers of another size or another number of runs (a smaller buffer measures the cache), or a row that
+    contradicts itself (its best not the highest of its three rates, its peak not NVML's bus width x clock x 2)."""
+    size = parse_bytes(section.get("size", "4 GiB"))
+    size -= size % 16  # hbm.py measures whole 16-byte vectors
+    iters = int(section.get("iters", 20))
+    gaps = []
+    if record.get("size_bytes") != size:
+        gaps.append(f"size_bytes = {record.get('size_bytes')!r}: buffers of {format_bytes(record.get('size_bytes'))}, "
+                    f"the profile promises {format_bytes(size)}")
+    if record.get("iters") != iters:
+        gaps.append(f"iters = {record.get('iters')!r}: the best of {record.get('iters')} runs, the profile promises "
+                    f"{iters}")
+    rates = [gpu_row.get(k) for k in ("copy_gbps", "read_gbps", "write_gbps")]
+    best = gpu_row.get("best_gbps")
+    if all(_number(r) for r in rates) and _number(best) and not math.isclose(best, max(rates), rel_tol=1e-9):
+        gaps.append(f"best_gbps = {best!r} is not the highest of copy, read and write ({max(rates)!r}): the record "
+                    "contradicts itself")
+    bits, clock, peak = (gpu_row.get(k) for k in ("bus_width_bits", "max_mem_clock_mhz", "peak_gbps"))
+    if all(_number(v) for v in (bits, clock, peak)) and not math.isclose(peak, bits / 8 * clock * 2 / 1e3,
+                                                                           rel_tol=1e-6):
+        gaps.append(f"peak_gbps = {peak!r} is not its {bits}-bit bus x {clock} MHz x 2 "
+                    f"({bits / 8 * clock * 2 / 1e3:.2f} GB/s): the record contradicts itself")
+    return f"hbm.json: {gpu_label(gpu_row)}: " + "; ".join(gaps) if gaps else None
+
+
+def _pattern_contradictions(gpu_row: dict, gpu_memory_bytes: int | None) -> list[str]:
+    """Where a pattern row's bytes disagree with each other or with the GPU: the stored coverage is never taken,
+    it is tested / free again, and a row whose figures do not add up is not evidence."""
+    tested, free, total = (gpu_row.get(k) for k in ("tested_bytes", "free_bytes", "total_bytes"))
+    found = []
+    if _number(tested) and _number(free) and tested > free:
+        found.append(f"tested_bytes {tested} > free_bytes {free}")
+    if _number(free) and _number(total) and free > total:
+        found.append(f"free_bytes {free} > total_bytes {total}")
+    if gpu_memory_bytes and _number(total) and total > gpu_memory_bytes:
+        found.append(f"total_bytes {total} is more than this GPU's {format_bytes(gpu_memory_bytes)} "
+                     f"({gpu_memory_bytes} bytes)")
+    wrong = next(((i, p.get("bytes")) for i, p in enumerate(gpu_row.get("passes") or [])
+                  if isinstance(p, dict) and p.get("bytes") != tested), None)
+    if wrong is not None:
+        found.append(f"passes[{wrong[0]}].bytes = {wrong[1]!r}, tested_bytes {tested!r}")
+    stored = gpu_row.get("coverage")
+    if _number(stored) and _number(tested) and _number(free) and free > 0 and abs(stored - tested / free) > 1e-6:
+        found.append(f"coverage = {stored!r}, but {tested} of {free} free bytes is {tested / free:.6f}")
+    return found
+
+
+def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str, *, promised: dict | None = None,
+                      gpu_memory_bytes: int | None = None) -> CheckResult:
     """One GPU's memory pattern test: every word read back as written, over enough of its free memory.
 
     Any mismatch fails, naming the GPU and each first mismatch's byte offset (from the start of the tested region),
-    pattern and flipped bits; so does a CUDA error the test stopped with. ``min_coverage`` (tested / free): when the
-    profile states one, less fails; when it does not, less than DEFAULT_MIN_COVERAGE is not checked (too little was
-    tested to accept the GPU on). A GPU that tested nothing, or a coverage that is not a finite number, is not
-    checked."""
+    pattern and flipped bits; so does a CUDA error the test stopped with. The coverage is tested / free bytes,
+    computed here (a stored fraction is never taken): ``min_coverage``: when the profile states one, less fails;
+    when it does not, less than DEFAULT_MIN_COVERAGE is not checked (too little was tested to accept the GPU on).
+    Not checked: a GPU that tested nothing, a figure that is not a finite number, a row whose bytes contradict each
+    other or ``gpu_memory_bytes`` (the machine's, NVML), free memory under DEFAULT_MIN_COVERAGE of that (the test
+    then covers too little of the GPU), and with ``promised`` (the profile's section) fewer seconds or other
+    patterns than it promises."""
     who = gpu_label(gpu_row)
     name = "memory-pattern"
     coverage_floor = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
@@ -117,12 +172,19 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str) ->
     tested = gpu_row.get("tested_bytes") or 0
     mismatches = gpu_row.get("mismatches") or 0
     coverage = gpu_row.get("coverage")
+    free = gpu_row.get("free_bytes")
+    if (coverage is None or _number(coverage)) and _number(tested) and _number(free) and free > 0:
+        coverage = tested / free  # from the bytes, never the stored fraction (a stored NaN is said as such below)
     patterns = sorted({p["pattern"] for p in passes})
     found = {"mismatches": mismatches, "coverage": coverage, "tested_bytes": tested,
              "free_bytes": gpu_row.get("free_bytes"), "passes": len(passes), "patterns": patterns,
              "seconds": gpu_row.get("seconds"), "first_mismatches": gpu_row.get("first_mismatches") or [],
              "error": gpu_row.get("error"), "planted": bool(gpu_row.get("planted"))}
     label = f"{who} {gpu_row.get('name', '')}"
+    contradictions = _pattern_contradictions(gpu_row, gpu_memory_bytes)
+    if contradictions:
+        return unknown(name, who, expected, f"memory-pattern.json: {label}: the record contradicts itself ("
+                       + "; ".join(contradictions) + f") [{source}]")
     planted = (" (a fault planted on purpose by --plant-fault: this run proves the check, it says nothing of the "
                "GPU)") if gpu_row.get("planted") else ""
     problems = []
@@ -148,6 +210,9 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str) ->
     if problems:
         return failed(name, who, expected, found, f"{summary}{planted} [{source}]: " + "; ".join(problems) + ". "
                       + _PATTERN_CAUSES, details=problems)
+    gap = _pattern_gap(gpu_row, promised, gpu_memory_bytes)
+    if gap:
+        return unknown(name, who, expected, f"{summary}, no mismatch [{source}]; but {gap}")
     if coverage < coverage_floor:
         short = f"coverage {coverage:.1%} < {coverage_floor:.0%}"
         if min_coverage is not None:
@@ -157,3 +222,23 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str) ->
         return unknown(name, who, expected, f"{summary}, no mismatch [{source}]; {short}: too little tested to "
                                             "accept the GPU on (the profile states no minimum coverage)")
     return passed(name, who, expected, found, f"{summary}, no mismatch [{source}]")
+
+
+def _pattern_gap(gpu_row: dict, promised: dict | None, gpu_memory_bytes: int | None) -> str | None:
+    """What of the promised test a clean row does not cover: its seconds, its patterns, enough free memory."""
+    gaps = []
+    if promised is not None:
+        want = promised.get("patterns", PATTERNS)
+        want = [want] if isinstance(want, str) else list(want)
+        ran = {p.get("pattern") for p in gpu_row.get("passes") or []}
+        if set(want) - ran:
+            gaps.append(f"it ran {', '.join(sorted(p for p in ran if p)) or 'no pattern'}, the profile promises "
+                        f"{', '.join(want)}")
+        seconds = float(promised.get("seconds", 5))
+        if not _number(gpu_row.get("seconds")) or gpu_row["seconds"] < 0.9 * seconds:
+            gaps.append(f"it ran {gpu_row.get('seconds')!r} s of the {seconds:g} s promised")
+    free = gpu_row.get("free_bytes")
+    if gpu_memory_bytes and _number(free) and free < DEFAULT_MIN_COVERAGE * gpu_memory_bytes:
+        gaps.append(f"only {format_bytes(free)} of the GPU's {format_bytes(gpu_memory_bytes)} was free (another "
+                    "process held the rest?): a test of the free memory does not cover the GPU")
+    return "; ".join(gaps) if gaps else None

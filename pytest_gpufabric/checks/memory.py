@@ -3,8 +3,101 @@ the device recovers, large-model support completes it at a known cost and change
 
 from __future__ import annotations
 
+import math
+
 from ..units import format_bytes, parse_bytes
 from .result import CheckResult, failed, passed, unknown
+
+#: a time per image agrees with its step's seconds / batch within this share (they are one division apart)
+_SAME_TIME = 1e-3
+
+
+def _same_gpu(a: object, b: object) -> bool:
+    """Two names of one GPU model ('NVIDIA H200' as CUDA and NVML name it; a profile's 'H200')."""
+    a, b = str(a or "").strip().lower(), str(b or "").strip().lower()
+    return bool(a and b) and (a == b or a in b or b in a)
+
+
+def _step_time_problem(step: dict, what: str) -> str | None:
+    """A step whose time per image is not its seconds / batch: the record contradicts itself."""
+    seconds, batch, per_image = step.get("seconds"), step.get("batch"), step.get("time_per_image_s")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+               for v in (seconds, batch, per_image)) or not batch:
+        return None  # not all there: typed reading says what is missing
+    if abs(per_image - seconds / batch) > _SAME_TIME * max(per_image, seconds / batch):
+        return (f"{what}: time_per_image_s = {per_image!r}, but {seconds!r} s for a batch of {batch} is "
+                f"{seconds / batch!r} s per image: the record contradicts itself")
+    return None
+
+
+def memory_evidence(section: dict, result: dict, machine_gpus: list, promised_model: str | None) -> list[str]:
+    """Why the memory suite's record (memory.json, or the live result) cannot be judged against the profile's
+    ``memory`` section on this machine: what its typed reading found (formats/records.py); a run of another
+    budget, input, mode, baseline batch, probe batches or model than promised (each named, the record's and the
+    profile's); a board this machine does not have (serial, UUID, where the record names them) or another GPU
+    model than the machine's (else than the profile's, where the bundle records no GPUs); batches and times that
+    contradict each other. ``machine_gpus``: the machine's fabric.Gpu list (empty where none is recorded)."""
+    reasons = list(result.problems_of()) if hasattr(result, "problems_of") else []
+    if reasons:
+        return reasons
+    name = "memory.json"
+    budget = parse_bytes(section["budget"])
+    if result.get("budget_bytes") != budget:
+        recorded = result.get("budget_bytes")
+        reasons.append(f"{name}: budget_bytes = {recorded!r} ({format_bytes(recorded)}), the profile promises a "
+                       f"{format_bytes(budget)} budget")
+    if list(result.get("input") or []) != list(section["input"]):
+        reasons.append(f"{name}: input = {result.get('input')!r} (a batch of {(result.get('input') or ['?'])[0]}), the "
+                       f"profile promises {list(section['input'])} (a batch of {section['input'][0]})")
+    promised = {"mode": section.get("mode", "train"), "fit_batch": section.get("fit_batch", 1)}
+    for key, value in promised.items():
+        if result.get(key) != value:
+            reasons.append(f"{name}: {key} = {result.get(key)!r}, the profile promises {value!r}")
+    probes = [p.get("batch") for p in result.get("probes") or []]
+    promised_probes = section.get("probe_batches", [2, 4, 8])
+    if probes != list(promised_probes):
+        reasons.append(f"{name}: probe batches {probes}, the profile promises {list(promised_probes)}")
+    if section.get("model", "auto") != "auto" and result.get("model") != section["model"]:
+        reasons.append(f"{name}: model = {result.get('model')!r}, the profile promises {section['model']!r}")
+    reasons += _memory_board(result, machine_gpus, promised_model)
+    baseline = result.get("baseline") or {}
+    if baseline.get("batch") != result.get("fit_batch"):
+        reasons.append(f"{name}: the baseline ran batch {baseline.get('batch')!r}, its fit_batch is "
+                       f"{result.get('fit_batch')!r}: the record contradicts itself")
+    oversized = (result.get("oversized") or {}).get("batch")
+    if result.get("input") and oversized != result["input"][0]:
+        reasons.append(f"{name}: the oversized batch was {oversized!r}, its input batch {result['input'][0]!r}: the "
+                       "record contradicts itself")
+    for run in result.get("lms") or []:
+        if run.get("outcome") == "completed" and result.get("input") and run.get("batch") != result["input"][0]:
+            reasons.append(f"{name}: the offload run >= {run.get('threshold_bytes')} B ran batch {run.get('batch')!r}, "
+                           f"its input batch is {result['input'][0]!r}: the record contradicts itself")
+    why = _step_time_problem(baseline, f"{name}: baseline")
+    return [*reasons, why] if why else reasons
+
+
+def _memory_board(result: dict, machine_gpus: list, promised_model: str | None) -> list[str]:
+    name = "memory.json"
+    board = result.get("board") or {}
+    device = result.get("device") or board.get("name")
+    if board and machine_gpus and any(getattr(g, "serial", None) or getattr(g, "uuid", None) for g in machine_gpus):
+        ours = next((g for g in machine_gpus if (board.get("serial") and g.serial == board.get("serial"))
+                     or (board.get("uuid") and g.uuid == board.get("uuid"))), None)
+        if ours is None:
+            return [f"{name} was recorded on serial {board.get('serial')} ({board.get('uuid')}): this machine has no "
+                    f"such board (its GPUs: {', '.join(f'serial {g.serial}' for g in machine_gpus)})"]
+        mismatch = [key for key in ("serial", "uuid") if getattr(ours, key) and board.get(key) != getattr(ours, key)]
+        if mismatch:
+            return [f"{name}: board {board}: its {' and '.join(mismatch)} disagree with this machine's "
+                    f"{ours.label} ({ours.serial}, {ours.uuid}): the record contradicts the machine"]
+    if not device:
+        return [f"{name} does not say which GPU it ran on (device)"]
+    names = sorted({g.name for g in machine_gpus if getattr(g, "name", None)})
+    if names and not any(_same_gpu(device, n) for n in names):
+        return [f"{name} was recorded on a {device}; this machine's GPUs are {', '.join(names)}"]
+    if not names and promised_model and not _same_gpu(device, promised_model):
+        return [f"{name} was recorded on a {device}; the profile promises a {promised_model}"]
+    return []
 
 
 def predicted_peak_bytes(estimate: dict, batch: int, train: bool) -> int:
@@ -85,14 +178,25 @@ def check_lms(spec: dict, run: dict | None, baseline: dict) -> CheckResult:
                       f"{run.get('error')} (offloaded {run['offloaded_tensors']} tensors, "
                       f"{format_bytes(run['offloaded_bytes'])}). Usual causes: a threshold above the tensors that "
                       "fill the card, or a usage fraction reached too late.")
-    ratio = run["ratio_vs_baseline"]
+    # the slowdown from the record's own times, never its stored ratio
+    per_image, base = run.get("time_per_image_s"), baseline.get("time_per_image_s")
+    contradiction = _step_time_problem(run, f"memory.json: offload >= {threshold} B")
+    if contradiction:
+        return unknown("memory-lms", subject, spec, contradiction)
+    if not all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in (per_image, base)):
+        return unknown("memory-lms", subject, spec, f"memory.json: time per image {per_image!r} with offload, "
+                       f"{base!r} at the baseline: the slowdown cannot be computed")
+    ratio = per_image / base
+    stored = run.get("ratio_vs_baseline")
+    ignored = (f" (the record's own ratio_vs_baseline, {stored:.2f}x, is not its times': not used)"
+               if isinstance(stored, (int, float)) and abs(stored - ratio) > 0.005 * ratio else "")
     summary = (f"{subject}: batch {run['batch']} completed, {run['time_per_image_s'] * 1e3:.1f} ms per image vs "
                f"{baseline['time_per_image_s'] * 1e3:.1f} ms at batch {baseline['batch']} ({ratio:.2f}x), peak "
                f"{format_bytes(run['peak_bytes'])}, {run['offloaded_tensors']} tensors "
                f"({format_bytes(run['offloaded_bytes'])}) through host memory")
     limit = spec.get("max_slowdown")
     if limit is not None and ratio > limit:
-        return failed("memory-lms", subject, spec, run, f"{summary}: slower than the {limit}x allowed. Usual "
+        return failed("memory-lms", subject, spec, run, f"{summary}{ignored}: slower than the {limit}x allowed. Usual "
                       "causes: a slow CPU-GPU link (PCIe gen or width, or the far NUMA node), or pinned memory "
                       "that could not be allocated. The ratio also rises when the batch-1 step alone runs fast "
                       "(one short step, which moves from run to run: docs/margins.md): compare the time per image "

@@ -10,8 +10,17 @@ gen 5 x16 peak).
 
 from __future__ import annotations
 
-from ..units import non_finite, parse_gbps, pcie_peak_gbps
+import math
+
+from ..units import format_bytes, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
+from ..workloads.stress import PCIE_DEFAULTS
 from .result import CheckResult, failed, passed, unknown
+
+#: the copies and the link reads cover the promised seconds when they reach this share of them (a copy in flight
+#: when the time ran out, NVML reads taking time: 1 GiB for 2 s copied 1.98 s and read the link 201 times in 4 s on
+#: nvidia-h100-x1)
+MIN_COPY_SHARE = 0.9
+MIN_READ_SHARE = 0.5
 
 _CAUSES = ("Usual causes: a link trained down (a riser, cable or retimer with poor signal, a card not fully "
            "seated, a slot wired narrower than it looks, a BIOS setting that caps the generation), or the host "
@@ -20,6 +29,52 @@ _CAUSES = ("Usual causes: a link trained down (a riser, cable or retimer with po
 
 def _label(row: dict) -> str:
     return f"GPU{row.get('index')} (serial {row.get('serial') or 'unknown'})"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def pcie_coverage(record: dict, gpu_row: dict, spec: dict) -> str | None:
+    """Why a pcie-load record does not cover the load the profile's ``pcie_load`` section promises, or None: copies
+    of another size, or for fewer seconds per direction (copies x size / rate, from the record's own figures), link
+    reads under load fewer than half of one per ``read_interval_s`` over both directions, or a lowest generation or
+    width that its own histogram of reads contradicts."""
+    s = {**PCIE_DEFAULTS, **spec}
+    promised, size = float(s["seconds"]), parse_bytes(s["size"])
+    gaps = []
+    if record.get("size") != size:
+        gaps.append(f"size = {record.get('size')!r}: copies of {format_bytes(record.get('size'))}, the profile "
+                    f"promises {format_bytes(size)}")
+    if not _finite(record.get("seconds")) or record["seconds"] < MIN_COPY_SHARE * promised:
+        gaps.append(f"seconds = {record.get('seconds')!r} per direction, the profile promises {promised:g}")
+    copies = gpu_row.get("copies") or {}
+    for direction, key, words in (("h2d", "h2d_gbps", "host to device"), ("d2h", "d2h_gbps", "device to host")):
+        count, gbps = copies.get(direction), gpu_row.get(key)
+        if not isinstance(count, int) or count < 1:
+            gaps.append(f"copies.{direction} = {count!r}: no {words} copy")
+        elif _finite(gbps) and gbps > 0 and isinstance(record.get("size"), int):
+            copied_s = count * record["size"] / (gbps * 1e9)
+            if copied_s < MIN_COPY_SHARE * promised:
+                gaps.append(f"{count} {words} copies at {gbps:.1f} GB/s: {copied_s:.2f} s of the {promised:g} s "
+                            "promised")
+    load = (gpu_row.get("link") or {}).get("under_load") or {}
+    reads, every = load.get("reads"), record.get("read_interval_s")
+    if isinstance(reads, int) and reads > 0 and _finite(every) and every > 0:
+        need = max(2, int(MIN_READ_SHARE * 2 * promised / every))
+        if reads < need:
+            gaps.append(f"{reads} link reads under load, fewer than {need} (one every {every:g} s over 2 x "
+                        f"{promised:g} s)")
+    for part in ("gen", "width"):
+        histogram, lowest = load.get(f"{part}_reads") or {}, load.get(f"{part}_min")
+        seen = [int(v) for v in histogram if str(v).isdigit()]
+        if seen and lowest != min(seen):
+            gaps.append(f"link.under_load.{part}_min = {lowest!r}, but its reads ({_reads(histogram)}) go down to "
+                        f"{min(seen)}: the record contradicts itself")
+    if gaps:
+        return (f"pcie-load.json: {_label(gpu_row)}: " + "; ".join(gaps)
+                + ": the record does not cover the load promised")
+    return None
 
 
 def _link(gen, width) -> str:

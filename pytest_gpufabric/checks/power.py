@@ -11,8 +11,11 @@ signal from the chassis), which no setting explains.
 
 from __future__ import annotations
 
+import math
+
 from ..units import non_finite
 from ..workloads.power_figures import power_figures
+from ..workloads.stress import POWER_DEFAULTS
 from .result import CheckResult, failed, passed, unknown
 
 #: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
@@ -31,6 +34,42 @@ REASON_MEANING = {
     "sync_boost": "held to the slowest GPU of a sync-boost group",
     "display_clocks_setting": "display clock setting",
 }
+
+
+#: a hold covers its promised seconds when its samples span this share of them and number this share of one per
+#: interval: each NVML read takes time (6 s at 0.25 s read 24 samples on nvidia-h100-x1, t = 0 to 5.75 s)
+MIN_SPAN_SHARE = 0.9
+MIN_SAMPLE_SHARE = 0.8
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def power_coverage(record: dict, gpu_row: dict, spec: dict) -> str | None:
+    """Why a power-hold record does not cover the hold the profile's ``power`` section promises, or None: a window
+    shorter than its ``seconds``, samples that span less of it or fewer than one per ``interval_s`` (80 %), or
+    samples out of time order (an edited record)."""
+    s = {**POWER_DEFAULTS, **spec}
+    promised, interval = float(s["seconds"]), float(s["interval_s"])
+    samples = [x for x in gpu_row.get("samples") or [] if isinstance(x, dict)]
+    times = [x.get("t_s") for x in samples]
+    who = f"power-hold.json: {_label(gpu_row)}"
+    if not all(_finite(t) for t in times):
+        return f"{who}: a sample without a finite time (t_s): the hold's coverage is unknown"
+    if any(later <= earlier for earlier, later in zip(times, times[1:], strict=False)):
+        shown = ", ".join(f"{t:g}" for t in times[:8])
+        return f"{who}: the samples are not in time order (t_s {shown}, ...): an edited record"
+    step = record.get("interval_s") if _finite(record.get("interval_s")) else interval
+    span = times[-1] - times[0] + step if times else 0.0
+    window = record.get("seconds")
+    need = max(2, int(MIN_SAMPLE_SHARE * promised / interval))
+    if (len(samples) >= need and span >= MIN_SPAN_SHARE * promised and _finite(window)
+            and window >= MIN_SPAN_SHARE * promised):
+        return None
+    return (f"{who}: the hold covers {span:.2f} s with {len(samples)} sample(s) (its window: {window!r} s) of the "
+            f"{promised:g} s promised, which needs at least {need} samples, one every {interval:g} s: too little of "
+            "the hold to judge the GPU on")
 
 
 def _label(row: dict) -> str:

@@ -8,7 +8,8 @@ bundle file, and replayed from it (measurements.py).
 
 from __future__ import annotations
 
-from pytest_gpufabric.checks.hbm import check_hbm_bandwidth, check_mem_pattern
+from pytest_gpufabric.checks.boards import board_row
+from pytest_gpufabric.checks.hbm import check_hbm_bandwidth, check_mem_pattern, hbm_coverage
 from pytest_gpufabric.promise import not_checked, promise
 
 #: the fraction of NVML's peak (bus width x max memory clock x 2) a healthy GPU of the model reaches, where the
@@ -17,12 +18,21 @@ from pytest_gpufabric.promise import not_checked, promise
 MODEL_MIN_FRACTION = {"H100": 0.88, "H200": 0.88}
 
 
-def _row(measurement: dict, index: int, what: str) -> dict:
-    row = next((g for g in measurement.get("gpus", []) if g.get("index") == index), None)
-    if row is None:
-        seen = ", ".join(f"GPU{g.get('index')}" for g in measurement.get("gpus", [])) or "none"
-        not_checked(f"the {what} has no result for GPU{index} (the GPUs it saw: {seen})")
+def _row(recording, index: int, fabric, what: str) -> dict:
+    """The recording's row of this machine's GPU<index>, bound by serial and UUID (checks/boards.py); not checked
+    where there is none, it names another board, or it cannot be read."""
+    if fabric.gpus_recorded and fabric.gpu(index) is None:
+        not_checked(f"this machine has no GPU{index} to bind the {what} to (it has {len(fabric.gpus)} GPUs)")
+    row, why = board_row(recording, index, fabric.gpu(index), what)
+    if why:
+        not_checked(why)
     return row
+
+
+def _covered(why: str | None, run) -> None:
+    """Not checked where the record does not cover what the profile promises (seconds, samples, sizes)."""
+    if why:
+        not_checked(f"{why} [{_source(run)}]")
 
 
 def _model_fraction(name: object) -> float | None:
@@ -30,33 +40,38 @@ def _model_fraction(name: object) -> float | None:
 
 
 @promise("hbm-bandwidth")
-def test_hbm_bandwidth(gpu_profile, gpu_index, hbm_bandwidth, gpufabric_run, gpufabric_check):
-    row = _row(hbm_bandwidth, gpu_index, "HBM bandwidth measurement")
+def test_hbm_bandwidth(gpu_profile, gpu_index, fabric, hbm_bandwidth, gpufabric_run, gpufabric_check):
+    row = _row(hbm_bandwidth, gpu_index, fabric, "HBM bandwidth measurement")
     section = gpu_profile.data["memory_bandwidth"]
+    _covered(hbm_coverage(hbm_bandwidth, row, section), gpufabric_run)
     floor = {k: section[k] for k in ("min", "min_fraction_of_peak") if k in section}
     gpufabric_check(check_hbm_bandwidth(row, floor, _model_fraction(row.get("name")), _source(gpufabric_run)))
 
 
 @promise("memory-pattern")
-def test_memory_pattern(gpu_profile, gpu_index, memory_pattern, gpufabric_run, gpufabric_check):
-    row = _row(memory_pattern, gpu_index, "memory pattern test")
-    gpufabric_check(check_mem_pattern(row, gpu_profile.data["memory_pattern"].get("min_coverage"),
-                                      _source(gpufabric_run)))
+def test_memory_pattern(gpu_profile, gpu_index, fabric, memory_pattern, gpufabric_run, gpufabric_check):
+    row = _row(memory_pattern, gpu_index, fabric, "memory pattern test")
+    section = gpu_profile.data["memory_pattern"]
+    gpu = fabric.gpu(gpu_index)
+    gpufabric_check(check_mem_pattern(row, section.get("min_coverage"), _source(gpufabric_run), promised=section,
+                                      gpu_memory_bytes=gpu.memory_bytes if gpu is not None else None))
 
 
 @promise("power-hold")
-def test_power_hold(gpu_profile, gpu_index, power_hold, gpufabric_run, gpufabric_check):
-    from pytest_gpufabric.checks.power import check_power_hold
+def test_power_hold(gpu_profile, gpu_index, fabric, power_hold, gpufabric_run, gpufabric_check):
+    from pytest_gpufabric.checks.power import check_power_hold, power_coverage
 
-    row = _row(power_hold, gpu_index, "power hold")
+    row = _row(power_hold, gpu_index, fabric, "power hold")
+    _covered(power_coverage(power_hold, row, gpu_profile.data["power"]), gpufabric_run)
     gpufabric_check(check_power_hold(row, gpu_profile.data["power"], _source(gpufabric_run)))
 
 
 @promise("pcie-under-load")
-def test_pcie_under_load(gpu_profile, gpu_index, pcie_load, gpufabric_run, gpufabric_check):
-    from pytest_gpufabric.checks.pcie_load import check_pcie_under_load
+def test_pcie_under_load(gpu_profile, gpu_index, fabric, pcie_load, gpufabric_run, gpufabric_check):
+    from pytest_gpufabric.checks.pcie_load import check_pcie_under_load, pcie_coverage
 
-    row = _row(pcie_load, gpu_index, "PCIe-under-load measurement")
+    row = _row(pcie_load, gpu_index, fabric, "PCIe-under-load measurement")
+    _covered(pcie_coverage(pcie_load, row, gpu_profile.data["pcie_load"]), gpufabric_run)
     gpufabric_check(check_pcie_under_load(row, gpu_profile.data["pcie_load"], _source(gpufabric_run)))
 
 

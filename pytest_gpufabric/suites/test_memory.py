@@ -13,7 +13,9 @@ from pytest_gpufabric.checks.memory import (
     check_lms,
     check_lms_equality,
     check_oom_clean,
+    memory_evidence,
 )
+from pytest_gpufabric.checks.result import unknown
 from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes, parse_bytes
 
@@ -22,8 +24,18 @@ def _section(gpu_profile) -> dict:
     return gpu_profile.data["memory"]
 
 
+def _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, name: str) -> None:
+    """Not checked where the record is not the run the profile promises, on this machine (checks/memory.py)."""
+    machine = list(fabric.gpus) if fabric.gpus_recorded else []
+    unjudged = memory_evidence(_section(gpu_profile), memory_behaviour, machine, gpu_profile.gpu_model)
+    if unjudged:
+        gpufabric_check(unknown(name, "memory.json", {"budget": _section(gpu_profile)["budget"],
+                                                      "input": _section(gpu_profile)["input"]}, "; ".join(unjudged)))
+
+
 @promise("memory-estimate")
-def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabric_extra):
+def test_memory_estimate(gpu_profile, fabric, memory_behaviour, gpufabric_check, gpufabric_extra):
+    _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-estimate")
     check = check_estimate(_section(gpu_profile), memory_behaviour)
     rows = [[str(r["batch"]), format_bytes(r["predicted_bytes"]),
              format_bytes(r["measured_peak_bytes"]) if r["measured_peak_bytes"] else "-", str(r["predicted"]),
@@ -40,13 +52,15 @@ def test_memory_estimate(gpu_profile, memory_behaviour, gpufabric_check, gpufabr
 
 
 @promise("oversized-batch")
-def test_oversized_batch_fails_cleanly(gpu_profile, memory_behaviour, gpufabric_check):
+def test_oversized_batch_fails_cleanly(gpu_profile, fabric, memory_behaviour, gpufabric_check):
+    _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-oom")
     gpufabric_check(check_oom_clean(_section(gpu_profile), memory_behaviour))
 
 
 @promise("large-model-support")
 def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
     memory_behaviour = request.getfixturevalue("memory_behaviour")
+    _judged(gpu_profile, request.getfixturevalue("fabric"), memory_behaviour, gpufabric_check, "memory-lms")
     threshold = parse_bytes(lms_spec["threshold"])
     run = next((r for r in memory_behaviour.get("lms", []) if r["threshold_bytes"] == threshold
                 and r["usage_fraction"] == lms_spec.get("usage_fraction", 0.0)), None)
@@ -54,5 +68,6 @@ def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
 
 
 @promise("offload-changes-no-result")
-def test_offload_changes_no_result(gpu_profile, memory_behaviour, gpufabric_check):
+def test_offload_changes_no_result(gpu_profile, fabric, memory_behaviour, gpufabric_check):
+    _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-lms-equality")
     gpufabric_check(check_lms_equality(memory_behaviour))

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..formats.records import BURN_IN_FILE, read_burn_in_log
 from ..units import parse_bytes
 from .environment import workload_environment
 from .runner import run_workload
 
 GEMM_SCRIPT = Path(__file__).with_name("gemm_burn.py")
-LOG_FILE = "gpufabric-burnin.jsonl"
+LOG_FILE = BURN_IN_FILE  # the log's reading lives with the other recordings (formats/records.py)
 #: the log's records of work done ("error": a workload that failed, logged before the burn-in stopped)
 CHUNK_TYPES = ("gemm", "all_reduce", "memory", "error")
 
@@ -56,16 +57,10 @@ def append_line(path: Path, record: dict) -> None:
 
 
 def read_log(path: Path) -> list[dict]:
-    """The log's records; a last line cut by a crash is dropped."""
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            break
-    return records
+    """The log's records up to the first line that is not one (a last line cut by a crash): what a resumed
+    burn-in continues from. A replay judges the log through formats.records.read_burn_in_log, which says what
+    stopped the reading."""
+    return read_burn_in_log(path).records
 
 
 @dataclass
@@ -75,11 +70,23 @@ class BurnIn:
     duration_s: float
     records: list[dict] = field(default_factory=list)
     resumed_from_s: float = 0.0
+    #: formats.records.LogProblem: what in the log as read (a replay's) cannot be judged, torn lines included
+    problems: list = field(default_factory=list)
+
+    @property
+    def start(self) -> dict | None:
+        """The start line (the plan: duration, boards), when the log begins with one."""
+        return self.records[0] if self.records and self.records[0].get("type") == "start" else None
+
+    @property
+    def has_end(self) -> bool:
+        return any(r.get("type") == "end" for r in self.records)
 
     @property
     def serials(self) -> dict[int, str]:
         start = next((r for r in self.records if r.get("type") == "start"), {})
-        return {int(gpu): serial for gpu, serial in (start.get("serials") or {}).items() if serial}
+        return {int(gpu): serial for gpu, serial in (start.get("serials") or {}).items()
+                if serial and str(gpu).isdigit()}
 
     @property
     def chunks(self) -> list[dict]:
@@ -123,26 +130,30 @@ class BurnIn:
         for chunk in self.chunks:
             if chunk["type"] != "gemm":
                 continue
-            for g in chunk["result"]["gpus"]:
-                t = totals.setdefault(g["gpu"], {"gpu": g["gpu"], "name": g["name"], "serial": g.get("serial"),
+            # a value a replayed log holds wrongly is one of its problems (checks/burn_in.py says it), never a crash
+            for g in (chunk.get("result") or {}).get("gpus") or []:
+                if not isinstance(g, dict) or not isinstance(g.get("gpu"), int):
+                    continue
+                t = totals.setdefault(g["gpu"], {"gpu": g["gpu"], "name": g.get("name"), "serial": g.get("serial"),
                                                   "iterations": 0, "checks": 0,
                                                   "errors_self": 0, "errors_cross": 0, "tflops": [],
                                                   "health": {}, "max_temperature_c": None,
                                                   "throttle_seen": set()})
                 for key in ("iterations", "checks", "errors_self", "errors_cross"):
-                    t[key] += g[key]
-                t["tflops"].append(g["tflops"])
+                    t[key] += g[key] if isinstance(g.get(key), (int, float)) else 0
+                if isinstance(g.get("tflops"), (int, float)):
+                    t["tflops"].append(g["tflops"])
             for gpu, health in (chunk.get("health") or {}).items():
-                t = totals.get(int(gpu))
+                t = totals.get(int(gpu)) if str(gpu).isdigit() and isinstance(health, dict) else None
                 if t is None:
                     continue
-                for counter, delta in health.get("rose", {}).items():
+                for counter, delta in (health.get("rose") or {}).items():
                     t["health"][counter] = t["health"].get(counter, 0) + delta
                 # the chunk's hottest background read; logs written before those were taken hold the closing read
                 temperature = health.get("peak_temperature_c", health.get("temperature_c"))
-                if temperature is not None:
+                if isinstance(temperature, (int, float)):
                     t["max_temperature_c"] = max(t["max_temperature_c"] or 0, temperature)
-                t["throttle_seen"].update(health.get("throttle_seen", health.get("throttle") or []))
+                t["throttle_seen"].update(health.get("throttle_seen", health.get("throttle")) or [])
         return totals
 
 
@@ -304,7 +315,9 @@ def _memory_chunk(profile, log_path: Path, env: dict[str, str]) -> dict:
     began = time.monotonic()
     try:
         result = measure_memory(profile.data["memory"], env)
-        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", [])}
+        # what it ran and on which board, so that the log shows the memory workload the profile promises
+        record = {"type": "memory", "oversized": result["oversized"], "lms": result.get("lms", []),
+                  **{key: result.get(key) for key in ("budget_bytes", "input", "device", "board")}}
     except GpuFabricError as exc:
         record = {"type": "memory", "error": str(exc)}
     record.update(wall_s=time.monotonic() - began, time=time.time())

@@ -21,8 +21,9 @@ PCIE_LOAD_SCRIPT = Path(__file__).with_name("pcie_load.py")
 POWER_HOLD_FORMAT = "gpufabric-power-hold/1"
 PCIE_LOAD_FORMAT = "gpufabric-pcie-load/1"
 
-_POWER_DEFAULTS = {"seconds": 20.0, "size": 8192, "interval_s": 0.25, "warmup_s": 3.0, "dtype": "bfloat16"}
-_PCIE_DEFAULTS = {"size": 1 << 30, "seconds": 3.0}
+#: what a profile section leaves out (the schema states the same defaults)
+POWER_DEFAULTS = {"seconds": 20.0, "size": 8192, "interval_s": 0.25, "warmup_s": 3.0, "dtype": "bfloat16"}
+PCIE_DEFAULTS = {"size": 1 << 30, "seconds": 3.0}
 #: beyond the load itself: start-up, CUDA contexts, matrices or pinned buffers, NVML
 _START_UP_S = 120.0
 
@@ -30,7 +31,7 @@ _START_UP_S = 120.0
 def power_hold_command(section: dict, *, device: str = "cuda", workers: int | None = None) -> list[str]:
     """The power_hold.py command line for a profile's ``power`` section; ``device="cpu"`` runs it on CPU
     ``workers`` (tests)."""
-    s = {**_POWER_DEFAULTS, **section}
+    s = {**POWER_DEFAULTS, **section}
     command = [sys.executable, str(POWER_HOLD_SCRIPT), "--seconds", str(float(s["seconds"])),
                "--warmup", str(float(s["warmup_s"])), "--size", str(int(s["size"])), "--dtype", str(s["dtype"]),
                "--interval", str(float(s["interval_s"])), "--device", device]
@@ -41,7 +42,7 @@ def power_hold_command(section: dict, *, device: str = "cuda", workers: int | No
 
 def pcie_load_command(section: dict, *, device: str = "cuda", workers: int | None = None) -> list[str]:
     """The pcie_load.py command line for a profile's ``pcie`` section (``size`` in bytes or as '1 GiB')."""
-    s = {**_PCIE_DEFAULTS, **section}
+    s = {**PCIE_DEFAULTS, **section}
     command = [sys.executable, str(PCIE_LOAD_SCRIPT), "--size", str(parse_bytes(s["size"])),
                "--seconds", str(float(s["seconds"])), "--device", device]
     if workers is not None:
@@ -63,7 +64,7 @@ def measure_power_hold(section: dict, env: dict[str, str] | None = None, *, devi
     from .environment import require_torch
 
     require_torch("the power and thermal diagnostic")
-    s = {**_POWER_DEFAULTS, **section}
+    s = {**POWER_DEFAULTS, **section}
     timeout_s = section.get("timeout_s", float(s["seconds"]) + float(s["warmup_s"]) + _START_UP_S)
     result = run_workload(power_hold_command(section, device=device), timeout_s=timeout_s,
                           env=env or workload_environment())
