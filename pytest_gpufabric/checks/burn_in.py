@@ -90,10 +90,11 @@ def check_burn_in_gpu(index: int, serial: str | None, totals: dict | None, secti
     carries them."""
     who = f"GPU{index} (serial {serial or machine_serial or 'unknown'})"
     if serial and machine_serial and serial != machine_serial:
-        return failed("burn-in-gpu", who, {"serial": machine_serial}, {"serial": serial},
-                      f"GPU{index}: the burn-in log was recorded on serial {serial}, but this machine's GPU{index} "
-                      f"is serial {machine_serial}: the log is another GPU's (a copied reports/ folder, a GPU "
-                      "swapped since, or a bundle put together from two machines)")
+        # evidence of a board this machine does not have shows nothing of this one: never passed, never accused
+        return unknown("burn-in-gpu", who, {"serial": machine_serial},
+                       f"GPU{index}: the burn-in log was recorded on serial {serial}, but this machine's GPU{index} "
+                       f"is serial {machine_serial}: the log is another GPU's (a copied reports/ folder, a GPU "
+                       "swapped since, or a bundle put together from two machines); this GPU was not burned in")
     if totals is None:
         return failed("burn-in-gpu", who, "GEMM burn", None, f"{who}: took no part in the burn-in (no GEMM "
                       "results): the GPU was not visible to the workload")
