@@ -244,6 +244,9 @@ class FabricSession:
                  for nodeid, outcome in outcomes.items()]
         tests += [(nodeid, None, "error", f"could not be collected: {message}")
                   for nodeid, message in (collection_errors or {}).items()]
+        findings = self.health.get("findings") or []
+        if findings:  # forbidden counters that rose where no test could be failed for them (watchdog.py)
+            tests.append((HEALTH_WATCHDOG, None, "failed", "health: " + "\n".join(findings)))
         promise_list = self.promises if self.profile is not None else None
         promises = build_promises(tests, promise_list.ids() if promise_list else None, not_run)
         scope = promise_list.scope if promise_list else ""
@@ -299,6 +302,9 @@ class FabricSession:
         examined. A bad bundle never gets here: it is a usage error before the run."""
         return None if self._discovery_error is None else str(self._discovery_error)
 
+
+#: the run's own promise that no forbidden counter rose outside every test's window (watchdog.py)
+HEALTH_WATCHDOG = "gpufabric-health-watchdog"
 
 #: pytest's exit statuses of a run that did not get to its end
 _CUT_SHORT = {2: "the run was interrupted", 3: "pytest hit an internal error", 4: "the run stopped on a usage error"}

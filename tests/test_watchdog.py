@@ -5,6 +5,7 @@ counter rises its first GEMM chunk recorded."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from pytest_gpufabric.checks.health import health_problems
 from pytest_gpufabric.fabric import health as fabric_health
 from pytest_gpufabric.fabric.health import GpuHealth, window_record
 from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.watchdog import attribute
 from pytest_gpufabric.workloads.burn_in import read_log, run_burn_in
 
 DATA = Path(__file__).parent / "data"
@@ -227,3 +229,115 @@ def test_a_burn_in_resumes_only_on_the_gpus_it_began_on(tmp_path):
     log.write_text("\n".join(log.read_text().splitlines()[:2]) + "\n")
     same = run_burn_in(profile, 2.5, log, health=OtherGpusReader(), sha256=profile.sha256)
     assert same.resumed_from_s >= 1.0 and same.finished
+
+
+# --- NVLink error counters swept in the background (watchdog.SYNC_BUDGET_S) ----------------------------------
+
+#: what one nvmlDeviceGetNvLinkErrorCounter call costs on 2x H100 SXM (tests/data/results/nvml-read-cost-h100-x2)
+COST = json.loads((DATA / "results" / "nvml-read-cost-h100-x2" / "nvml-read-cost.json").read_text())
+MS_PER_CALL = COST["gpus"][0]["nvlink_per_call"]["ms_per_call"]
+
+
+class SweptReader(RecordedReader):
+    """RecordedReader with the real reader's split: fast reads without NVLink, and each GPU's NVLink counters at
+    the cost measured on H100s per call (18 links x 5 counters), from where they stood before the first chunk to
+    where they stood after it once ``work_done``."""
+
+    links = {0: list(range(18)), 1: list(range(18))}
+    handles = {0: None, 1: None}
+
+    def read_fast(self) -> dict[int, GpuHealth]:
+        reads = self.read()
+        for health in reads.values():
+            health.counters = {k: v for k, v in health.counters.items() if not k.startswith("nvlink_")}
+        return reads
+
+    def read_nvlink(self, index: int) -> dict[str, int]:
+        time.sleep(len(self.links[index]) * 5 * MS_PER_CALL / 1000)
+        rose = FIRST_CHUNK["health"][str(index)]["rose"]
+        return {name: (delta if self.work_done else 0) for name, delta in rose.items() if name.startswith("nvlink_")}
+
+
+SWEPT_TESTS = """
+import time
+
+import pytest
+from pytest_gpufabric.fabric import health
+
+
+@pytest.fixture
+def long_burn():
+    time.sleep(0.5)  # the fixture's GEMMs move the counters half a second in, and run on
+    health.HealthReader.work_done = True
+    time.sleep(0.8)
+
+
+def test_before():
+    pass
+
+
+def test_long_burn(long_burn):
+    pass
+
+
+def test_after():
+    pass
+"""
+
+
+def test_attribution_of_a_rise_to_the_test_it_rose_in():
+    windows = [("a", 0.0, 1.0), ("b", 1.1, 3.0), ("c", 3.1, float("inf"))]
+    assert attribute(1.5, 2.5, windows) == ("b", ["b"])  # both reads inside b's window: b did it
+    assert attribute(0.5, 1.5, windows) == (None, ["a", "b"])  # the reads span a and b: cannot tell which
+    assert attribute(1.02, 1.08, windows) == (None, [])  # between two tests
+    assert attribute(3.5, 9.0, windows) == ("c", ["c"])  # the test still running
+
+
+def test_swept_counters_are_attributed_to_the_long_test_that_raised_them(pytester, monkeypatch):
+    """At H100 cost (80 ms a GPU) the NVLink counters are swept in the background; a test of over a second waits
+    for a sweep after its end, so the rise its fixture caused is its own, named by link, and no other test's."""
+    monkeypatch.setattr(fabric_health, "HealthReader", SweptReader)
+    monkeypatch.setattr(SweptReader, "work_done", False)
+    pytester.makefile(".yaml", watched=PROFILE)
+    pytester.makepyfile(test_swept=SWEPT_TESTS)
+    result = pytester.runpytest_inprocess("--gpu-profile", "watched.yaml", "test_swept.py", "-k", "swept")
+    result.assert_outcomes(passed=2, failed=1)
+    crc = FIRST_CHUNK["health"]["1"]["rose"]["nvlink_crc_data:0"]
+    result.stdout.fnmatch_lines([f"*health: GPU0 (serial {SERIALS[0]}) during this test: nvlink_crc_data rose by *",
+                                 f"GPU1 (serial {SERIALS[1]}) during this test: nvlink_crc_data rose by * on 18 "
+                                 f"links (0: +{crc}, *) (NVLink data with CRC errors)"])
+    health = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())["health"]
+    assert health["nvlink_reading"]["mode"] == "swept in the background"
+    assert health["nvlink_reading"]["full_read_s"] > 0.15  # two GPUs of 90 reads at the measured cost
+    rises = health["nvlink_rises"]
+    assert {r["test"] for r in rises} == {"test_swept.py::test_long_burn"} and len(rises) == 2 * 36
+    assert health["tests"]["test_swept.py::test_long_burn"]["1"]["rose"]["nvlink_crc_data:0"] == crc
+    assert health["tests"]["test_swept.py::test_after"]["1"]["rose"] == {}
+
+
+def test_a_rise_after_the_last_test_is_never_lost(pytester, monkeypatch):
+    """Counters that rise after the last test's window closed fail the run's own promise, naming GPU and link."""
+    monkeypatch.setattr(fabric_health, "HealthReader", SweptReader)
+    monkeypatch.setattr(SweptReader, "work_done", False)
+    pytester.makefile(".yaml", watched=PROFILE)
+    pytester.makepyfile(test_quiet="""
+import pytest
+from pytest_gpufabric.fabric import health
+
+
+@pytest.fixture
+def breaks_after():
+    yield
+    health.HealthReader.work_done = True  # in the teardown: after the test's window closed
+
+
+def test_quiet(breaks_after):
+    pass
+""")
+    result = pytester.runpytest_inprocess("--gpu-profile", "watched.yaml", "test_quiet.py", "-k", "quiet")
+    document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    watchdog = next(p for p in document["promises"] if p["id"] == "gpufabric-health-watchdog")
+    assert watchdog["outcome"] == "failed" and document["summary"]["verdict"] == "REJECTED" and result.ret == 1
+    assert f"GPU1 (serial {SERIALS[1]}) " in watchdog["reason"]
+    assert "nvlink_crc_data rose by" in watchdog["reason"]
+    assert watchdog["tests"] == ["gpufabric-health-watchdog"]

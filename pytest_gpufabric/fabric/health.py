@@ -156,7 +156,24 @@ class HealthReader:
         return links
 
     def read(self) -> dict[int, GpuHealth]:
+        """Everything: the fast reads and every NVLink error counter (a burn-in chunk's bracket)."""
+        reads = self.read_fast()
+        for index, health in reads.items():
+            health.counters.update(self.read_nvlink(index))
+        return reads
+
+    def read_fast(self) -> dict[int, GpuHealth]:
+        """All but the NVLink error counters: microseconds a GPU (ECC, remapped rows, temperature, power, clocks,
+        clock events; the PCIe replay counter about 0.2 ms), where each NVLink counter costs about 0.9 ms a link
+        (measured on 2x H100 SXM, driver 580: tests/data/results/nvml-read-cost-h100-x2/)."""
         return {i: self._read_gpu(i, h) for i, h in self.handles.items()}
+
+    def read_nvlink(self, index: int) -> dict[str, int | None]:
+        """One GPU's NVLink DL error counters, per active link ("nvlink_replay:3"). NVML has no batched read of
+        them on Hopper drivers (field values answer NOT_SUPPORTED, or cost as much per link): one call each."""
+        h, p, v = self.handles[index], self._pynvml, self._value
+        return {f"{name}:{link}": v(p.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
+                for link in self.links[index] for name, counter in _NVLINK_COUNTERS.items()}
 
     def _read_gpu(self, index: int, h) -> GpuHealth:
         p, v = self._pynvml, self._value
@@ -174,9 +191,6 @@ class HealthReader:
             pages = [v(p.nvmlDeviceGetRetiredPages, h, cause) for cause in (0, 1)]
             c["retired_pages"] = None if None in pages else sum(len(x) for x in pages)
         c["pcie_replay"] = v(p.nvmlDeviceGetPcieReplayCounter, h)
-        for link in self.links[index]:
-            for name, counter in _NVLINK_COUNTERS.items():
-                c[f"{name}:{link}"] = v(p.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
         c["xid"] = sum(1 for e in self.xid_events if e["gpu"] == index)
         health.temperature_c = v(p.nvmlDeviceGetTemperature, h, p.NVML_TEMPERATURE_GPU)
         power = v(p.nvmlDeviceGetPowerUsage, h)
@@ -246,9 +260,10 @@ class HealthTimeline:
         self._thread.start()
 
     def _run(self) -> None:
+        read = getattr(self.reader, "read_fast", self.reader.read)  # the plot needs no NVLink counters
         while not self._stop.wait(self.interval_s):
             try:
-                reads = self.reader.read()
+                reads = read()
             except Exception:  # a failing read must not kill the run; the next test's reads will say why
                 continue
             self.points.append({"t": time.time(), "gpus": {
@@ -260,3 +275,94 @@ class HealthTimeline:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=self.interval_s + 2)
+
+
+@dataclass(frozen=True)
+class LinkRise:
+    """An NVLink error counter that rose between two reads: it rose at some moment in [since, until] (monotonic
+    seconds: the start of the read before, the end of the read after)."""
+
+    gpu: int
+    serial: str | None
+    counter: str  # "nvlink_replay:3"
+    delta: int
+    since: float
+    until: float
+
+
+class NvlinkSweeper:
+    """Reads every GPU's NVLink error counters over and over, a thread per GPU, off the tests' critical path (a
+    GPU with 18 links takes about 80 ms a sweep: more than a trivial test). Each rise is handed out with the two
+    reads that bracket it, for the watchdog to attribute to the test it rose in, or to say it cannot."""
+
+    def __init__(self, reader, pause_s: float = 0.05) -> None:
+        self.reader, self.pause_s = reader, pause_s
+        self.gpus = [index for index, links in reader.links.items() if links]
+        self._last: dict[int, tuple[float, float, dict]] = {}  # gpu -> (start, end, values) of its last sweep
+        self._rises: list[LinkRise] = []
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(gpu,), name=f"nvlink-errors-{gpu}", daemon=True)
+                         for gpu in self.gpus]
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start sweeping, and wait for the first sweep of every GPU: the values every rise is counted from."""
+        started = time.monotonic()
+        for thread in self._threads:
+            thread.start()
+        self.wait_past(started, timeout_s)
+
+    def _run(self, gpu: int) -> None:
+        while not self._stop.is_set():
+            self._sweep(gpu)
+            self._stop.wait(self.pause_s)
+
+    def _sweep(self, gpu: int) -> None:
+        began = time.monotonic()
+        try:
+            values = self.reader.read_nvlink(gpu)
+        except Exception:  # a failing read must not end the watch; the next sweep tries again
+            return
+        ended = time.monotonic()
+        with self._changed:
+            last = self._last.get(gpu)
+            if last is not None:
+                for name, value in values.items():
+                    old = last[2].get(name)
+                    if value is None or old is None or value == old:
+                        continue
+                    delta = value - old if value > old else value  # went down: reset, its new value counts
+                    if delta > 0:
+                        self._rises.append(LinkRise(gpu, self.reader.serials.get(gpu), name, delta, last[0], ended))
+            self._last[gpu] = (began, ended, values)
+            self._changed.notify_all()
+
+    def wait_past(self, moment: float, timeout_s: float) -> bool:
+        """Wait until every GPU's last sweep began after ``moment`` (so that what rose before it is seen)."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while any(self._last.get(gpu, (float("-inf"),))[0] < moment for gpu in self.gpus):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self._changed.wait(left)
+        return True
+
+    def oldest_sweep(self) -> float:
+        """The start of the oldest GPU's last sweep: no rise found from now on can have begun before it."""
+        with self._changed:
+            return min((self._last[gpu][0] for gpu in self.gpus if gpu in self._last), default=float("-inf"))
+
+    def take(self) -> list[LinkRise]:
+        with self._changed:
+            rises, self._rises = self._rises, []
+        return rises
+
+    def stop(self) -> list[LinkRise]:
+        """Stop sweeping, then read every GPU once more: the rises since the last sweeps, and all not yet taken."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        for gpu in self.gpus:
+            self._sweep(gpu)
+        return self.take()
