@@ -24,10 +24,12 @@ timeout 240 python3 benchmarks/watchdog_cost.py --profile /tmp/machine.yaml --ro
 tail -12 "$out/watchdog_cost.log"
 echo "### nccl-tests build"
 nccl=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])')
-mkdir -p /tmp/nccl-lib && ln -sf "$nccl"/lib/libnccl.so.2 /tmp/nccl-lib/libnccl.so
+# NCCL_HOME as the Makefile wants it: include/ and lib/libnccl.so (the wheel ships only libnccl.so.2)
+mkdir -p /tmp/nccl-home/lib && ln -sfn "$nccl"/include /tmp/nccl-home/include \
+  && ln -sf "$nccl"/lib/libnccl.so.2 /tmp/nccl-home/lib/libnccl.so
 cp -r .nccl-tests /tmp/nccl-tests
-(cd /tmp/nccl-tests && timeout 300 make -j 32 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$nccl" \
-   NVLDFLAGS="-L/tmp/nccl-lib -L/usr/local/cuda/lib64 -lcudart" > "$out/nccl-tests-build.log" 2>&1)
+(cd /tmp/nccl-tests && timeout 300 make -j 32 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nccl-home \
+   > "$out/nccl-tests-build.log" 2>&1)
 echo "build exit $?"
 export LD_LIBRARY_PATH="$nccl/lib:${LD_LIBRARY_PATH:-}"
 echo "### nccl_compare"

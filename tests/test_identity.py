@@ -200,3 +200,53 @@ def test_a_gpu_hidden_from_cuda_failed_every_workload_test_live():
     assert log.count(f"GPU0 (serial {H100_SERIAL}) promised by profile identity but hidden from CUDA by "
                      "CUDA_VISIBLE_DEVICES=(empty): no workload can measure it (CUDA sees no GPU)") >= 6
     assert "AttributeError" not in log
+
+
+# --- recorded on 2x H100 SXM (tests/data/results/identity-on-h100-x2, bundle h100-x2-identity) ---------------
+
+H100_X2 = Path(__file__).parent / "data" / "results" / "identity-on-h100-x2"
+#: read off that machine's nvml.json: NVML index -> (serial, UUID, bus id)
+X2_BOARDS = {0: ("1752624020194", "GPU-553ea313-d709-ec59-4cb8-73d5c6af73ed", "00000000:00:06.0"),
+             1: ("1752624013937", "GPU-52449011-a645-7391-39a5-139c36c7da81", "00000000:00:07.0")}
+
+
+def test_the_reversed_order_maps_each_cuda_device_to_its_board_on_two_h100s():
+    """CUDA_VISIBLE_DEVICES=1,0: CUDA device 0 is NVML GPU1 and CUDA device 1 is GPU0; a UUID (or its prefix)
+    picks GPU1 alone. The mapping the workloads made on the machine is what map_devices makes of what it said."""
+    probe = json.loads((H100_X2 / "identity-probe.json").read_text(encoding="utf-8"))
+    assert probe["nvml_uuids"] == [X2_BOARDS[0][1], X2_BOARDS[1][1]]
+    expected = {None: [0, 1], "1,0": [1, 0], X2_BOARDS[1][1]: [1], X2_BOARDS[1][1][:12]: [1]}
+    assert [run["CUDA_VISIBLE_DEVICES"] for run in probe["runs"]] == list(expected)
+    boards = [{"index": i, "uuid": uuid, "serial": serial, "pci_bus_id": bus, "name": "NVIDIA H100 80GB HBM3"}
+              for i, (serial, uuid, bus) in X2_BOARDS.items()]
+    for run in probe["runs"]:
+        nvml_order = expected[run["CUDA_VISIBLE_DEVICES"]]
+        assert [b["nvml_index"] for b in run["boards"]] == nvml_order
+        assert [b["serial"] for b in run["boards"]] == [X2_BOARDS[i][0] for i in nvml_order]
+        assert map_devices(run["torch_uuid"], boards, run["CUDA_VISIBLE_DEVICES"], "PCI_BUS_ID") == run["boards"]
+
+
+def test_a_fault_planted_on_cuda_device_1_of_a_reversed_order_names_gpu0_live_and_replayed(pytester):
+    live = json.loads((H100_X2 / "planted-results.json").read_text(encoding="utf-8"))
+    (failed,) = [c for c in live["checks"] if c["verdict"] == "failed"]
+    assert failed["name"] == "burn-in-gpu" and failed["subject"] == f"GPU0 (serial {X2_BOARDS[0][0]})"
+    assert live["burn_in"]["plant_fault_board"] == {"index": 0, "uuid": X2_BOARDS[0][1], "serial": X2_BOARDS[0][0]}
+    shutil.copy(H100_X2 / "machine.yaml", pytester.path)
+    shutil.copy(H100_X2 / "identity.yaml", pytester.path)
+    result = pytester.runpytest("--gpu-profile", "identity.yaml", "--gpu-replay", str(BUNDLES / "h100-x2-identity"),
+                                "-k", "burn_in or copy_bandwidth or test_topology", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([f"*GPU0 (serial {X2_BOARDS[0][0]}) NVIDIA H100 80GB HBM3: * wrong elements*REJECTED*"])
+    replay = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text(encoding="utf-8"))
+    assert replay["summary"]["verdict"] == "REJECTED"
+    failed_replay = [p["id"] for p in replay["promises"] if p["outcome"] == "failed"]
+    assert failed_replay == ["burn-in-gpu[GPU0]"]  # GPU1's burn-in passed: the fault is only where it was planted
+    assert {p["id"]: p["outcome"] for p in replay["promises"]}["burn-in-gpu[GPU1]"] == "passed"
+
+
+def test_a_gpu_hidden_from_cuda_is_named_by_serial_on_two_h100s():
+    log = (H100_X2 / "log.txt").read_text(encoding="utf-8")
+    assert log.count(f"GPU0 (serial {X2_BOARDS[0][0]}) promised by profile identity but hidden from CUDA by "
+                     f"CUDA_VISIBLE_DEVICES=1: no workload can measure it (CUDA sees GPU1 (serial "
+                     f"{X2_BOARDS[1][0]}))") >= 5
+    hidden = json.loads((H100_X2 / "hidden-results.json").read_text(encoding="utf-8"))
+    assert all(outcome == "passed" for nodeid, outcome in hidden["tests"].items() if "test_topology" in nodeid)

@@ -6,12 +6,17 @@ only their reports reach the controller; workers record nothing themselves.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ..promise import PROPERTY as PROMISE_PROPERTY  # the promise a test judges (promise.judge_promise)
 from .results import write_json
 
 RESULTS_FILE = "gpufabric-results.json"
+#: the results so far go to disk after a test at most this often: a write costs about 10 ms (the document and its
+#: fsync), more than a trivial test, and a run killed in between loses at most this much of its record
+CHECKPOINT_EVERY_S = 1.0
 CHECK_PROPERTY = "gpufabric_check"
 
 
@@ -38,6 +43,7 @@ class RunRecorder:
         self.promises: list[dict] = []
         self.sign_key = None if self.is_worker else _sign_key(config)
         self._evidence: dict | None = None  # the bundle's digest: read once
+        self._written_at = float("-inf")  # when the results were last checkpointed (monotonic seconds)
         if not self.is_worker:
             fabric_session.checkpoint = self.checkpoint
 
@@ -59,7 +65,7 @@ class RunRecorder:
             for name, value in report.user_properties:
                 if name == CHECK_PROPERTY:
                     self.fabric_session.results.append({"test": report.nodeid, **value})
-            if not self.is_worker:
+            if not self.is_worker and time.monotonic() - self._written_at >= CHECKPOINT_EVERY_S:
                 self.checkpoint()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -68,8 +74,9 @@ class RunRecorder:
             self.collection_errors.setdefault(report.nodeid or ".", collection_error(report))
 
     def checkpoint(self) -> None:
-        """The results so far, on disk (after every test, and every burn-in chunk): a run killed later, or a
-        machine that lost power, keeps them, with the verdict INCOMPLETE."""
+        """The results so far, on disk (after a test, at most every CHECKPOINT_EVERY_S, and after every burn-in
+        chunk): a run killed later, or a machine that lost power, keeps them, with the verdict INCOMPLETE."""
+        self._written_at = time.monotonic()
         self._write(self._document(0, finished=False))
 
     def _document(self, exitstatus: int, finished: bool = True) -> dict:
