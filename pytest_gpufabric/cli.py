@@ -27,6 +27,8 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
 #: is NOT TESTED, as `pytest --gpu-profile` says them
 VERDICT_COMMANDS = ("accept", "fleet")
 EXIT_USAGE, EXIT_NOT_TESTED = 4, 7
+#: Ctrl-C: pytest's "interrupted" for the commands that run pytest, the shell's 128 + SIGINT for the others
+EXIT_INTERRUPTED, EXIT_SIGINT = 2, 130
 
 #: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
 SNAPSHOT_COMMANDS = {
@@ -820,6 +822,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
         print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE if verdict else EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        # Ctrl-C outside pytest's own handling (while the report is written): one line, what is on disk kept
+        print("gpufabric: interrupted; what was written before stays (the results file is whole, or the last "
+              "one): rerun to finish", file=sys.stderr)
+        return EXIT_INTERRUPTED if verdict else EXIT_SIGINT
 
 
 if __name__ == "__main__":
