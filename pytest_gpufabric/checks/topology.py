@@ -158,14 +158,6 @@ def _matrix_differences(
     return differences
 
 
-def matrix_diff(expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]) -> list[str]:
-    """One line per differing pair, 'GPU0-GPU1: expected NV2, found PHB'; each unordered pair once."""
-    return [
-        f"{row}-{col}: expected {label}, found {seen if seen is not None else 'no such device'}"
-        for row, col, label, seen in _matrix_differences(expected, found)
-    ]
-
-
 _MATRIX_CAUSES = {
     "MISSING": "a device the profile names is not on the machine (see the GPU count check).",
     "NV_COUNT": "another number of NVLinks than sold: links down or trained out (nvidia-smi nvlink -s, -e), "

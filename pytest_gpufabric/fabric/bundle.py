@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ..errors import BundleError
 from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
+from ..formats.records import BURN_IN_FILE
 from ..paths import shipped_bundles_dir
 from .model import GPU_LIST, Fabric
 from .platform import PLATFORM_DIR, PLATFORM_FILE, TEXT_FILES
@@ -59,8 +60,6 @@ SYSFS_DIR = "sysfs"
 IBV_DEVINFO_FILE = "ibv_devinfo-v.txt"
 IB_WRITE_BW_FILES = ("ib_write_bw.txt", "ib_write_bw-client.txt")
 RDMA_BW_FILE = "rdma-bw.json"
-MEMORY_FILE = "memory.json"
-BURN_IN_FILE = "gpufabric-burnin.jsonl"  # workloads/burn_in.py's LOG_FILE
 BANDWIDTH_FILE = "bandwidth.json"
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
 #: what an NVLink recording's workload (workloads/ddp_step.py's result) must say for the suite to describe it

@@ -22,8 +22,6 @@ from ..units import NAType
 MATRIX_CUT = "matrix"
 GPU_LIST = "GPU list"
 
-#: The labels `nvidia-smi topo -m` prints, nearest first. SOC is the pre-2017 name of SYS.
-PCIE_LABELS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _NV_LABEL = re.compile(r"^NV(\d+)$")
 
 Str = str | NAType | None

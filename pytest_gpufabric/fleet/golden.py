@@ -10,7 +10,6 @@ the profile's comment block, so whoever reads it later knows where each number c
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from .nodes import Node
 from .report import judged_nodes
 
 __all__ = ["golden_profile_yaml"]
-
-_SUBJECT = re.compile(r"^(\w+) (\d+)([KMGT]iB)$")  # "all_reduce 256MiB"
 
 
 def _percentile(values: list[float], percent: float) -> float:

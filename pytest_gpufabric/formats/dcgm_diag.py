@@ -73,7 +73,6 @@ _DEPLOYMENT_NAMES = {
 _ROW = re.compile(r"^\|(?P<name>[^|]*)\|(?P<info>.*)\|\s*$")
 _SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-{2,}\+-*[|+]?\s*$")
 _BORDER = re.compile(r"^\+[-=]{5,}\+[-=]{5,}\+\s*$")
-_PARTIAL_BORDER = re.compile(r"^\+[-=+]*$")
 _HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|\s*$")
 _DIAG_COMMAND = re.compile(r"(?:^|[\s/])dcgmi(?:\s+-\S+)*\s+diag\b(?P<args>.*)$")
 _LEVEL = re.compile(r"(?:^|\s)(?:-r|--run)(?:\s+|=)(?P<level>[1-4])(?=\s|$)")

@@ -15,10 +15,6 @@ from .runner import run_workload
 
 DDP_STEP_SCRIPT = Path(__file__).with_name("ddp_step.py")
 
-#: NCCL settings that decide whether GPU-to-GPU traffic may use NVLink; named in failures when set
-NCCL_PATH_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE",
-                       "NCCL_ALGO", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES")
-
 
 @dataclass(frozen=True)
 class TrainingSettings:
