@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 from .units import parse_bytes
 
-__all__ = ["KINDS", "BURN_IN", "PromiseKind", "Promised", "PromiseList", "promise_list"]
+__all__ = ["BURN_IN", "KINDS", "PromiseKind", "PromiseList", "Promised", "promise_list"]
 
 #: the part of the acceptance that the operator asks for (``--gpu-burn-in``, or a bundle holding a burn-in)
 BURN_IN = "burn_in"
@@ -59,6 +59,11 @@ class PromiseList:
     left_out: tuple[Promised, ...] = ()
     why: tuple[tuple[str, str], ...] = ()  # part -> why the run does not include it
     asked: frozenset[str] = frozenset()  # the parts the operator asked for
+    site_kinds: frozenset[str] = frozenset()  # the names of the kinds a site's plugin added
+
+    def makes_kind(self, name: str) -> bool:
+        """Whether ``name`` is a kind of promise this run's list is made of (shipped, or a site's)."""
+        return name in KINDS or name in self.site_kinds
 
     def not_asked(self, promise_id: str) -> str | None:
         """Why this run does not judge a promise of a part the operator asks for (the burn-in), or None."""
@@ -233,17 +238,19 @@ def profile_promises_burn_in(profile) -> bool:
 
 
 def promise_list(profile, *, asked: Iterable[str] = (), left_out_why: dict[str, str] | None = None,
-                 evidence_promises: Iterable[tuple[str, str]] = ()) -> PromiseList:
+                 evidence_promises: Iterable[tuple[str, str]] = (),
+                 site_kinds: Iterable[PromiseKind] = ()) -> PromiseList:
     """Every promise this run must judge, from the profile alone.
 
     ``asked``: the parts the operator asked for (BURN_IN); a part the profile promises but the run does not
     include is ``left_out``, with ``left_out_why[part]`` saying why. ``evidence_promises``: (id, what) of the
     results another tool's output given with the run speaks to (``dcgmi diag``, nvbandwidth), each a promise to
-    pass it; an id the profile already makes is not listed twice."""
+    pass it; an id the profile already makes is not listed twice. ``site_kinds``: the kinds a site's plugin adds
+    (hookspecs.pytest_gpufabric_promise_kinds), after the shipped ones."""
     asked = set(asked)
     promised: list[Promised] = []
     left_out: list[Promised] = []
-    for kind in KINDS.values():
+    for kind in [*KINDS.values(), *site_kinds]:
         entries = [Promised(promise_id(kind.name, params), kind.what, kind.suite, kind.asked)
                    for params in kind.ids(profile)]
         if kind.asked is None or kind.asked in asked:
@@ -256,7 +263,8 @@ def promise_list(profile, *, asked: Iterable[str] = (), left_out_why: dict[str, 
             seen.add(pid)
             promised.append(Promised(pid, what, _EVIDENCE))
     why = tuple(sorted((left_out_why or {}).items()))
-    return PromiseList(tuple(promised), tuple(left_out), why, frozenset(asked))
+    return PromiseList(tuple(promised), tuple(left_out), why, frozenset(asked),
+                       frozenset(kind.name for kind in site_kinds))
 
 
 # --- reading a results document again (the fleet report, gpufabric verify) ---------------------------------------

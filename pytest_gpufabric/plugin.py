@@ -65,6 +65,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks a site's plugin implements to add promises of its own (hookspecs.py)."""
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
@@ -96,9 +103,11 @@ def pytest_configure(config: pytest.Config) -> None:
         check_writable_dir(report_dir)  # now, not after the first test has run
     except (GpuFabricError, ValueError) as exc:
         raise pytest.UsageError(f"--gpu-report-dir: {exc}") from None
+    site_kinds = tuple(kind for kinds in config.hook.pytest_gpufabric_promise_kinds(profile=profile)
+                       for kind in kinds or ()) if profile is not None else ()
     fabric_session = FabricSession(profile=profile, replay=replay, report_dir=report_dir,
                                    fleet_id=fleet_id(given_fleet_id, dict(os.environ)),
-                                   waivers=read_waivers(config, profile))
+                                   waivers=read_waivers(config, profile), site_kinds=site_kinds)
     if replay:
         # A bundle is the user's input: read it now, so a bad one is a usage error before anything runs.
         fabric_session.discover()

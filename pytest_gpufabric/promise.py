@@ -74,13 +74,16 @@ PROPERTY = "gpufabric_promise"  # the user property a test's reports carry its p
 def judge_promise(item: pytest.Item, run) -> None:
     """Before any fixture runs: which promise the test judges (carried in its reports, for the verdict), and
     whether this run's promise list holds it (else a plain skip: not promised, or a part the operator did not ask
-    for) or it was waived (a skip saying so). A test of the user's own is always its own promise."""
+    for) or it was waived (a skip saying so). A shipped suite's test, or one marked with a kind of the list (a
+    site's plugin adds kinds: hookspecs.py), is held to the list; a test of the user's own is its own promise."""
     from .paths import SUITES_DIR
     from .verdict import waiver_for
 
     promise_id, what = promise_of(item, SUITES_DIR)
     item.user_properties.append((PROPERTY, promise_id))
-    if is_suite_test(item, SUITES_DIR) and run.promises.get(promise_id) is None:
+    mark = item.get_closest_marker(MARKER)
+    of_a_kind = mark is not None and isinstance(mark.args[0], str) and run.promises.makes_kind(mark.args[0])
+    if (is_suite_test(item, SUITES_DIR) or of_a_kind) and run.promises.get(promise_id) is None:
         not_promised = f"profile {run.profile.name} promises no {what or promise_id}"
         pytest.skip(run.promises.not_asked(promise_id) or not_promised)
     waiver = waiver_for(promise_id, run.waivers)

@@ -53,6 +53,7 @@ class FabricSession:
     waivers: list = field(default_factory=list)  # verdict.Waiver: the profile's waive: list and --gpu-waive
     evidence: list = field(default_factory=list)  # evidence.ToolEvidence: dcgmi diag / nvbandwidth outputs given
     _promises: object = None  # catalogue.PromiseList, made once the run's options are read
+    site_kinds: tuple = ()  # catalogue.PromiseKind: what a site's plugin adds (hookspecs.py)
 
     @property
     def mode(self) -> str:
@@ -85,7 +86,8 @@ class FabricSession:
             self._promises = promise_list(
                 self.profile, asked={BURN_IN} if self.has_burn_in else set(),
                 left_out_why={BURN_IN: self.has_burn_in_why},
-                evidence_promises=[(row["promise"], "dcgmi diag results") for row in rows])
+                evidence_promises=[(row["promise"], "dcgmi diag results") for row in rows],
+                site_kinds=self.site_kinds)
         return self._promises
 
     def discover(self) -> None:

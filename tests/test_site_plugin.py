@@ -1,0 +1,61 @@
+"""A site's own promise, added from its own plugin through pytest-gpufabric's hooks (examples/site_plugin/), judged
+with the shipped ones on the whole recorded 2x H200 SXM acceptance run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "site_plugin"
+BUNDLE = "h200-nvswitch-x2-acceptance"  # driver 580.159.04
+
+
+def _run(pytester: pytest.Pytester, branch: str, *args: str):
+    for name in ("gpufabric_site.py", "test_site_suite.py"):
+        shutil.copy(EXAMPLE / name, pytester.path / name)
+    profile = (EXAMPLE / "site-h200.yaml").read_text().replace('driver_branch: "580"', f'driver_branch: "{branch}"')
+    (pytester.path / "site-h200.yaml").write_text(profile)
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "gpufabric_site", "--gpu-profile", "site-h200.yaml", "--gpu-replay", BUNDLE,
+                                *args)
+    return result, json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+
+
+def test_a_site_promise_kept_is_part_of_the_accepted_verdict(pytester: pytest.Pytester):
+    result, document = _run(pytester, "580")
+    assert result.ret == 0 and document["summary"]["verdict"] == "ACCEPTED"
+    listed = {p["id"]: p for p in document["promised"]["promised"]}
+    assert listed["site-driver-branch"]["suite"] == "test_site_suite.py"
+    site = next(p for p in document["promises"] if p["id"] == "site-driver-branch")
+    assert site["outcome"] == "passed" and site["tests"] == ["test_site_suite.py::test_driver_branch"]
+    assert document["summary"]["promises"]["passed"] == 36  # the shipped 35 and the site's
+
+
+def test_a_site_promise_broken_rejects(pytester: pytest.Pytester):
+    result, document = _run(pytester, "570")
+    assert result.ret == 1 and document["summary"]["verdict"] == "REJECTED"
+    site = next(p for p in document["promises"] if p["id"] == "site-driver-branch")
+    assert site["outcome"] == "failed"
+    assert site["reason"].startswith("driver 580.159.04 is not of the 570 branch this site qualified")
+
+
+def test_a_site_promise_no_test_judged_is_not_checked(pytester: pytest.Pytester):
+    """The site's test deselected: its promise came from the profile all the same, so the run is not ACCEPTED."""
+    result, document = _run(pytester, "580", "-k", "not driver_branch")
+    assert result.ret == 6 and document["summary"]["verdict"] == "INCOMPLETE"
+    site = next(p for p in document["promises"] if p["id"] == "site-driver-branch")
+    assert site == {"id": "site-driver-branch", "outcome": "not checked", "tests": [],
+                    "reason": "deselected (-k 'not driver_branch'): not run"}
+
+
+def test_a_profile_without_the_site_section_makes_no_site_promise(pytester: pytest.Pytester):
+    for name in ("gpufabric_site.py", "test_site_suite.py"):
+        shutil.copy(EXAMPLE / name, pytester.path / name)
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "gpufabric_site", "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
+                                BUNDLE, "-rs")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*profile h200-nvswitch-x2 promises no site-driver-branch*"])
