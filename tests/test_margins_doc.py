@@ -1,4 +1,4 @@
-"""docs/margins.md quotes the spread `profile init --measure` saw on ten leases of nvidia-h100-x1: the figures are
+"""docs/margins.md quotes the spread `profile init --measure` saw in ten runs on 1x H100 SXM 80GB: the figures are
 read back here from the profiles those runs wrote (each section's comment), so the page cannot drift from them."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def _worst_spread(pattern: str) -> float:
                for line in path.read_text().splitlines() if re.search(pattern, line))
 
 
-def test_ten_leases_nine_boards():
-    assert len(list(RUNS.glob("lease-*.yaml"))) == 10 and "nine H100 boards, ten leases" in DOC
+def test_ten_runs_nine_boards():
+    assert len(list(RUNS.glob("lease-*.yaml"))) == 10 and "nine H100 boards, ten runs" in DOC
 
 
 def test_copy_and_hbm_spreads_are_as_quoted():

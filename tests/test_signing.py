@@ -185,7 +185,8 @@ def test_a_bad_sign_key_is_a_usage_error_before_anything_runs(tmp_path):
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 def test_keys_as_openssl_writes_them(tmp_path):
-    """The README's commands: openssl genpkey / pkey -pubout; a results document signed and verified with them."""
+    """docs/acceptance-report.md's commands (openssl genpkey / pkey -pubout): a results document signed and verified
+    with them."""
     subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", "key.pem"], cwd=tmp_path, check=True)
     subprocess.run(["openssl", "pkey", "-in", "key.pem", "-pubout", "-out", "pub.pem"], cwd=tmp_path, check=True)
     from pytest_gpufabric.report.signing import load_public_key

@@ -2,7 +2,7 @@
 its bundles replay against the profile `profile init --measure` wrote there, to the live verdict and figures; the
 planted memory fault was rejected naming the board; `profile init --measure --replay` writes, from the bundle, a
 profile that accepts it with no promise left unchecked; the report signed live on the machine verifies, and one
-digit changed in it does not; the recorded run times are the ones the README quotes."""
+digit changed in it does not; the recorded run times are the ones docs/recorded-evidence.md quotes."""
 
 from __future__ import annotations
 

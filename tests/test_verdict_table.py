@@ -1,9 +1,9 @@
-"""The README's table of every shipped profile against every shipped bundle, with the verdict each pairing gets:
+"""docs/verdict.md's table of every shipped profile against every shipped bundle, with the verdict each pairing gets:
 made here by running each pair for real, so that it cannot drift from what the plugin does.
 
-    GPUFABRIC_WRITE_README=1 python3 -m pytest tests/test_verdict_table.py
+    GPUFABRIC_WRITE_VERDICT_TABLE=1 python3 -m pytest tests/test_verdict_table.py
 
-rewrites the table in README.md; without it, a table that differs fails the test.
+rewrites the table in docs/verdict.md; without it, a table that differs fails the test.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
+DOC = REPO / "docs" / "verdict.md"
 START, END = "<!-- verdict-table:start -->", "<!-- verdict-table:end -->"
 PROFILES = sorted(p.stem for p in (REPO / "profiles").glob("*.yaml"))
 BUNDLES = sorted(p.name for p in (REPO / "tests" / "data" / "bundles").iterdir() if p.is_dir())
@@ -38,7 +38,7 @@ def _table(cells: dict[tuple[str, str], str]) -> str:
     return "\n".join(lines)
 
 
-def test_the_readme_table_of_profiles_against_bundles(pytester: pytest.Pytester):
+def test_the_verdict_table_of_profiles_against_bundles(pytester: pytest.Pytester):
     cells = {}
     for bundle in BUNDLES:
         for profile in PROFILES:
@@ -49,15 +49,15 @@ def test_the_readme_table_of_profiles_against_bundles(pytester: pytest.Pytester)
             assert result.ret == summary["exit_code"], (bundle, profile)
             cells[(bundle, profile)] = _cell(summary)
     table = _table(cells)
-    text = README.read_text(encoding="utf-8")
-    assert START in text and END in text, f"README.md lacks the {START} ... {END} block"
+    text = DOC.read_text(encoding="utf-8")
+    assert START in text and END in text, f"docs/verdict.md lacks the {START} ... {END} block"
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    if os.environ.get("GPUFABRIC_WRITE_README") == "1":
-        README.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
+    if os.environ.get("GPUFABRIC_WRITE_VERDICT_TABLE") == "1":
+        DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}", encoding="utf-8")
     else:
-        assert rest.split(END, 1)[0].strip() == table, ("README.md's verdict table is out of date; rerun with "
-                                                         "GPUFABRIC_WRITE_README=1:\n" + table)
+        assert rest.split(END, 1)[0].strip() == table, ("docs/verdict.md's verdict table is out of date; rerun "
+                                                         "with GPUFABRIC_WRITE_VERDICT_TABLE=1:\n" + table)
     # only the two bundles of whole runs are accepted, each by the profile it was recorded for and by no other
     accepted = sorted(pairing for pairing, cell in cells.items() if cell.startswith("ACCEPTED"))
     assert accepted == [("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2"), ("h200-nvswitch-x4", "h200-nvswitch-x4")]

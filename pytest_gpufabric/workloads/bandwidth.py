@@ -18,7 +18,7 @@ COPY_SCRIPT = Path(__file__).with_name("copy_bw.py")
 
 def collectives_command(nprocs: int, ops: list[str], sizes: list[int], *, backend: str, warmup: int,
                         iters: int) -> list[str]:
-    """This node only; several nodes are started by the user's launcher (README: torchrun, srun, mpirun)."""
+    """This node only; several nodes are started by the user's launcher (torchrun, srun, mpirun: docs/suites.md)."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}"]
     return [*launcher, str(COLLECTIVES_SCRIPT), "--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)),
             "--backend", backend, "--warmup", str(warmup), "--iters", str(iters)]
