@@ -1,27 +1,29 @@
-"""How `gpufabric fleet report` scales, and whom it flags: fleets of 100, 1,000 and 10,000 nodes built from the
-recorded results.
+"""How `gpufabric fleet report` scales, and whom it flags: fleets of 100, 1,000 and 10,000 nodes built from
+results that this version of the plugin writes.
 
-Each synthetic node is a copy of one of the recorded accepted runs of three real nvidia-h200-x2 hosts that ran one
-version of the profile (tests/data/results/; the fleet holds every node to one profile by content), its GPU serials
-made unique, with a realistic healthy spread: every compared bandwidth, throughput and time scaled by a factor
-drawn around 1 (sd 1 %), every burn-in maximum temperature set to 60 C plus a draw of sd 2 C per GPU (NVML reads
-whole degrees), and, in fleets of 1,000 nodes and more, one rack of 40 consecutively named healthy nodes (at 10,000
-nodes node04000 to node04039) running 6 C warmer. Planted among them: one node in a hundred slower on every
-bandwidth figure by 10-22 % ("slow"), one node in two hundred and fifty with one GPU 15-22 C hotter than its own
-rack ("hot"; node04017, in the warm rack, among them), one node in two hundred the recorded planted-fault run
-(rejected on its own), one node in a thousand expected but without a folder. Every file is marked synthetic
-(`"synthetic": {...}` at its top level; the fleet report reads past it). Then the command runs in a fresh
-process, timed, with its peak memory (the children's ru_maxrss, the whole process tree's high-water mark on
-Linux), and the HTML page's size; and the outliers it names are scored: precision and recall per planted kind (a
-slow node must be flagged on a bandwidth, throughput or time, a hot one on a temperature), the share of healthy
-nodes flagged one by one, and whether the warm rack came back as one group.
+The nodes are made of two replays run once by this version (tests/fleet_nodes.py; results format 3, with the
+promise list, the embedded profile and the integrity block a node of today writes): the whole acceptance run of a
+real nvidia-h200-x2 host (every suite and a 10-minute burn-in, ACCEPTED) and the burn-in log of the planted-fault run
+on that machine class (REJECTED by GPU1's wrong results), both under the shipped h200-nvswitch-x2 profile (the fleet
+holds every node to one profile by content). Each synthetic node is a copy (tests/fleet_nodes.py ``derived``: its
+hostname and GPU serials its own, marked ``"synthetic"``) with a realistic healthy spread: every compared bandwidth,
+throughput and time scaled by a factor drawn around 1 (sd 1 %), every burn-in maximum temperature set to 60 C plus a
+draw of sd 2 C per GPU (NVML reads whole degrees), and, in fleets of 1,000 nodes and more, one rack of 40
+consecutively named healthy nodes (at 10,000 nodes node04000 to node04039) running 6 C warmer. Planted among them:
+one node in a hundred slower on every bandwidth figure by 10-22 % ("slow"), one node in two hundred and fifty with
+one GPU 15-22 C hotter than its own rack ("hot"; node04017, in the warm rack, among them), one node in two hundred
+the planted-fault run (rejected on its own), one node in a thousand expected but without a folder. Then the command
+runs in a fresh process, timed, with its peak memory (the children's ru_maxrss, the whole process tree's high-water
+mark on Linux), and the HTML page's size; and the outliers it names are scored: precision and recall per planted
+kind (a slow node must be flagged on a bandwidth, throughput or time, a hot one on a temperature), the share of
+healthy nodes flagged one by one, and whether the warm rack came back as one group.
 
     python3 benchmarks/fleet_scale.py --nodes 100,1000,10000 --out /tmp/fleet-scale
 
 Goals: 10,000 nodes in under 10 s and 1 GiB on the 2-core machine, the page under 20 MB, cost per node roughly
-flat from 100 to 10,000 (issue 15); at 10,000 nodes at most 0.5 % of the healthy nodes flagged one by one, every
-planted slow and hot node flagged, the warm rack reported as a group and none of its healthy nodes one by one
-(issue 25).
+flat from 100 to 10,000 (issue 15; issue 31: 100,000 nodes in at most ten times the time and the same memory); at
+10,000 nodes at most 0.5 % of the healthy nodes flagged one by one, every planted slow and hot node flagged, the
+warm rack reported as a group and none of its healthy nodes one by one (issue 25).
 """
 
 from __future__ import annotations
@@ -35,31 +37,18 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "results"
-#: the recorded runs the synthetic nodes are copies of (accepted runs of three hosts, one version of one profile)
-HEALTHY = ["h200-nvswitch-x2-bandwidth-live-after-copy-refactor-on-h200-x2.json",
-           "burn-in-2min-window-from-set-up-on-h200-x2.json", "burn-in-10min-live-on-h200-x2.json"]
-PLANTED = "burn-in-planted-fault-on-h200-x2.json"
-#: the recorded runs that carry burn-in temperatures: the sources of the planted hot nodes
-WITH_TEMPERATURES = HEALTHY[1:]
-SCALED = {"bandwidth-": ("busbw_gbps", "algbw_gbps", "time_us"), "copy-": None, "burn-in-gpu": ("tflops",)}
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from fleet_nodes import derived, replayed  # noqa: E402  (the replays of real bundles the fleet tests use)
+
+#: the replays the synthetic nodes are copies of: an accepted whole acceptance run and the planted-fault burn-in
+HEALTHY, PLANTED = "accepted", "planted"
 
 
 #: runs the command and reports its peak memory: its own and its children's (the node-reading workers)
 _PEAK = ("import resource, sys\nfrom pytest_gpufabric.cli import main\nrc = main(sys.argv[1:])\n"
          "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
          " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\nsys.exit(rc)")
-
-
-def _scale(check: dict, factor: float) -> None:
-    found = check.get("found")
-    if not isinstance(found, dict):
-        return
-    for prefix, fields in SCALED.items():
-        if check.get("name", "").startswith(prefix):
-            for key, value in found.items():
-                if isinstance(value, float) and (fields is None or key in fields):
-                    found[key] = value / factor if key == "time_us" else value * factor
 
 
 #: the warm rack: 40 consecutively named healthy nodes, 6 C warmer, from 2/5 into fleets of 1,000 nodes and more
@@ -84,11 +73,37 @@ def _planted(i: int) -> str | None:
     return None
 
 
+#: the parts of a node's results that ``derived`` makes its own (the rest is the replay's, written as it is)
+_PER_NODE = ("run", "machine", "checks")
+
+
+def _indented(value) -> str:
+    """A top-level value as json.dumps(document, indent=2) writes it."""
+    return json.dumps(value, indent=2).replace("\n", "\n  ")
+
+
+def _as_written(source: dict, node: dict, shared: dict[str, str]) -> str:
+    """The node's results as the plugin writes them (json.dumps(..., indent=2), the layout the fleet report's fast
+    read knows), byte for byte: the source's parts in its order with the node's own in their place, then
+    ``synthetic``. The parts a node shares with its source are formatted once (``shared``: key -> text; the results
+    of a 10-minute burn-in are 0.3 MB, and formatting each whole was most of the time building 100,000 nodes took)."""
+    parts = []
+    for key in [*source, *(k for k in node if k not in source)]:
+        if key in node:
+            parts.append(f"  {json.dumps(key)}: {_indented(node[key])}")
+            continue
+        if key not in shared:
+            shared[key] = f"  {json.dumps(key)}: {_indented(source[key])}"
+        parts.append(shared[key])
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[str, str], set[str]]:
     """``count`` node folders under ``root``; returns the expected node names (the missing ones included), the
     planted kind of each planted node ("slow", "hot", "fault", "missing") and the nodes with burn-in temperatures."""
     rng = random.Random(seed)
-    sources = {name: json.loads((RESULTS / name).read_text(encoding="utf-8")) for name in [*HEALTHY, PLANTED]}
+    sources = {kind: replayed(kind) for kind in (HEALTHY, PLANTED)}
+    shared: dict[str, dict[str, str]] = {kind: {} for kind in sources}
     names, planted_kinds, warm = [], {}, set()
     for i in range(count):
         name = f"node{i:05d}"
@@ -98,31 +113,26 @@ def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[
             planted_kinds[name] = kind
         if kind == "missing":
             continue  # expected, never reported
-        source = (PLANTED if kind == "fault" else WITH_TEMPERATURES[(i // 250) % len(WITH_TEMPERATURES)]
-                  if kind == "hot" else HEALTHY[i % len(HEALTHY)])
-        document = json.loads(json.dumps(sources[source]))
+        source = PLANTED if kind == "fault" else HEALTHY
         factor = rng.uniform(0.78, 0.90) if kind == "slow" else rng.gauss(1.0, 0.01)
+        document = derived({key: sources[source][key] for key in _PER_NODE}, name, factor)
+        document["synthetic"].update({"from": source, "planted": kind})
         rack_c = WARM_C if i in warm_rack(count) else 0
         temperatures = [c for c in document["checks"] if c["name"] == "burn-in-gpu" and isinstance(c["found"], dict)
                         and "max_temperature_c" in c["found"]]
         hot_gpu = rng.randrange(len(temperatures)) if kind == "hot" and temperatures else None
-        for check in document["checks"]:
-            _scale(check, factor)
         if temperatures:
             warm.add(name)
         for g, check in enumerate(temperatures):
             over = rng.uniform(15, 22) if g == hot_gpu else rng.gauss(0, SPREAD_C)
             check["found"]["max_temperature_c"] = round(BASE_C + rack_c + over)
-        for gpu in (document.get("machine") or {}).get("gpus") or []:
-            gpu["serial"] = f"{gpu.get('serial')}-{i}"
         if kind == "hot" and hot_gpu is None:
             planted_kinds[name] = "hot, but its source has no burn-in temperature"
-        # first key, so the plugin's layout (and the fleet report's fast read of it) is kept
-        document = {"synthetic": {"from": source, "factor": factor, "planted": kind, "rack_c": rack_c,
-                                  "hot_gpu": hot_gpu}, **document}
+        document["synthetic"].update({"rack_c": rack_c, "hot_gpu": hot_gpu})
         folder = root / name
         folder.mkdir(parents=True)
-        (folder / "gpufabric-results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        text = _as_written(sources[source], document, shared[source])
+        (folder / "gpufabric-results.json").write_text(text, encoding="utf-8")
     return names, planted_kinds, warm
 
 

@@ -19,7 +19,7 @@ from ..report.results import json_text, published_mode
 from .analysis import FleetSettings, analyse
 from .fabric import FABRIC_FILE, judge_fabric, load_fabric_result
 from .hostlist import expand_hostlist
-from .loader import MAX_BYTES
+from .loader import MAX_BYTES, prepare
 from .nodes import Node, find_node_dirs, read_node
 
 __all__ = ["SCHEMA_PATH", "build_fleet_document", "write_fleet_report"]
@@ -102,13 +102,15 @@ def hold_to(yardstick: Yardstick, nodes: list[Node]) -> None:
 PARALLEL_FROM = 1000
 
 
-def read_nodes(directories: list[Path], max_bytes: int = MAX_BYTES) -> list[Node]:
+def read_nodes(directories: list[Path], max_bytes: int = MAX_BYTES, digest: bool = False) -> list[Node]:
+    """Every node in ``directories``, in their order (``digest``: with each file's sha256, see read_node)."""
     workers = min(os.cpu_count() or 1, 8)
-    read = functools.partial(read_node, max_bytes=max_bytes)
+    read = functools.partial(read_node, max_bytes=max_bytes, digest=digest)
     if len(directories) < PARALLEL_FROM or workers < 2:
         return [read(d) for d in directories]
     from concurrent.futures import ProcessPoolExecutor
 
+    prepare()  # the validators compiled once, before the workers fork
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(read, directories, chunksize=max(1, len(directories) // (workers * 8))))
 
@@ -130,7 +132,7 @@ def judged_nodes(paths: list[Path], profile_spec: str | None = None, out: Path |
     --require-signed, each node folder -> the sha256 of the results bytes whose signature was checked; a node whose
     file reads otherwise now was changed in between, and is unreadable."""
     directories, unlisted = find_node_dirs(paths, exclude=[out] if out else None)
-    nodes = read_nodes(directories, max_bytes)
+    nodes = read_nodes(directories, max_bytes, digest=signed is not None)
     for node in nodes if signed is not None else []:
         if node.state == "reported" and node.file_sha256 != signed.get(node.directory):
             node.state, node.verdict = "unreadable", None
