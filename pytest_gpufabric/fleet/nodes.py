@@ -115,6 +115,15 @@ def _folder_identity(path: Path) -> tuple[int, int] | None:
     return (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
 
 
+#: one object for each name and text that nodes share (the checks, GPUs and metrics they name, driver versions,
+#: verdict reasons): a node's records then cost their numbers, and one pickled chunk of nodes holds each name once
+_SHARED: dict = {}
+
+
+def _shared(value):
+    return _SHARED.setdefault(value, value)
+
+
 def _text(value) -> str | None:
     if value is None or value == "":
         return None
@@ -146,7 +155,7 @@ def _inventory(document: dict) -> tuple[dict[str, str], list[str]]:
         "nvlink_speed_gbps": _joined(g.get("nvlink_speed_gbps") for g in gpus),
     }
     serials = [str(g["serial"]) for g in gpus if g.get("serial") not in (None, "", "N/A")]
-    return {k: text for k, v in fields.items() if (text := _text(v)) is not None}, serials
+    return {k: _shared(text) for k, v in fields.items() if (text := _text(v)) is not None}, serials
 
 
 def _scope(promised) -> str | None:
@@ -183,9 +192,9 @@ def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
             if metric is None and isinstance(found, dict):
                 for label, value in found.items():
                     if (number := _number(value)) is not None:
-                        out[(name, subject, str(label))] = number
+                        out[_shared((name, subject, str(label)))] = number
             elif isinstance(found, dict) and (number := _number(found.get(metric))) is not None:
-                out[(name, subject, metric)] = number
+                out[_shared((name, subject, metric))] = number
     return out
 
 
@@ -236,8 +245,9 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
     claimed = (document.get("summary") or {}).get("verdict")
     if claimed != node.verdict:
         node.reason += f" (its own summary says {claimed or 'no verdict'}: not trusted)"
+    node.reason = _shared(node.reason)
     profile = document.get("profile") or {}
-    node.profile, node.profile_sha256 = _text(profile.get("name")), _text(profile.get("sha256"))
+    node.profile, node.profile_sha256 = _shared(_text(profile.get("name"))), _shared(_text(profile.get("sha256")))
     run = document.get("run") or {}
     node.fleet_id, node.host = _text(run.get("fleet_id")), _text(run.get("host"))
     checks = document["checks"]
