@@ -33,6 +33,7 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["EMBEDDED_PROFILE", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results", "parse_results"]
 
@@ -137,18 +138,25 @@ def parse_results(data: bytes, name: str = "results") -> dict:
     if parts is None:  # not the plugin's layout: parsed whole, each part validated
         document = _parse_whole(data, name)
         version = _version(document.get("schema_version"), name)
-        checked = {key: _valid(version, key, value, name) for key, value in document.items()}
-    else:
-        version = _version(_part(0, "schema_version", parts["schema_version"], name)
-                           if "schema_version" in parts else None, name)
-        checked = {key: _part(version, key, raw, name) for key, raw in parts.items()}
-        if isinstance(checked.get("profile"), dict) and isinstance(checked["profile"].get("data"), dict):
-            checked[EMBEDDED_PROFILE] = _embedded_profile(version, parts["profile"])
-    missing = [key for key in _schema(version).required if key not in checked]
+        _require(version, document, name)
+        return {key: _valid(version, key, value, name) for key, value in document.items()}
+    version = _version(_part(0, "schema_version", parts["schema_version"], name)
+                       if "schema_version" in parts else None, name)
+    _require(version, parts, name)
+    checked = {key: _part(version, key, raw, name) for key, raw in parts.items()}
+    profile = checked.get("profile")
+    if isinstance(profile, dict) and isinstance(profile.get("data"), dict) and \
+            len(parts["profile"]) <= _SHARED_MAX_BYTES:
+        checked[EMBEDDED_PROFILE] = _embedded_profile(version, parts["profile"])
+    return checked
+
+
+def _require(version: int, parts: dict, name: str) -> None:
+    """Every part the results format requires is there (as the schema's ``required`` says it)."""
+    missing = [key for key in _schema(version).required if key not in parts]
     if missing:
         raise Unreadable(f"{name} is not a valid results document (format {version}): data must contain "
                          f"{sorted(missing)} properties")
-    return checked
 
 
 def _check_text(data: bytes, name: str) -> None:
@@ -310,13 +318,12 @@ def _problem(version: int, key: str, value) -> str | None:
     return None
 
 
-class _Schema:
+class _Schema(NamedTuple):
     """The shipped results schema as the fleet checks a document of one format: the parts it must have, and a
     compiled validator of each wanted part (the document's schema is an object of these parts, and nothing else)."""
 
-    def __init__(self, required: list[str], parts: dict[str, Callable]):
-        self.required = required
-        self.parts = parts
+    required: list[str]
+    parts: dict[str, Callable]
 
 
 @functools.lru_cache(maxsize=4)
