@@ -13,12 +13,14 @@ consecutively named healthy nodes (at 10,000 nodes node04000 to node04039) runni
 one node in a hundred slower on every bandwidth figure by 10-22 % ("slow"), one node in two hundred and fifty with
 one GPU 15-22 C hotter than its own rack ("hot"; node04017, in the warm rack, among them), one node in two hundred
 the planted-fault run (rejected on its own), one node in a thousand expected but without a folder. Then the command
-runs in a fresh process, timed, with its peak memory (the children's ru_maxrss, the whole process tree's high-water
+runs in a fresh process with every node expected (``--expect node[00000-09999]``), timed, with its CPU seconds and
+peak memory (its own and its node-reading workers': the children's ru_maxrss, the whole process tree's high-water
 mark on Linux), and the HTML page's size; and the outliers it names are scored: precision and recall per planted
 kind (a slow node must be flagged on a bandwidth, throughput or time, a hot one on a temperature), the share of
 healthy nodes flagged one by one, and whether the warm rack came back as one group.
 
     python3 benchmarks/fleet_scale.py --nodes 100,1000,10000 --out /tmp/fleet-scale
+    python3 benchmarks/fleet_scale.py --nodes 10000 --out /tmp/fleet-scale --reuse   # time it again, same fleet
 
 Goals: 10,000 nodes in under 10 s and 1 GiB on the 2-core machine, the page under 20 MB, cost per node roughly
 flat from 100 to 10,000 (issue 15; issue 31: 100,000 nodes in at most ten times the time and the same memory); at
@@ -177,16 +179,17 @@ def main() -> int:
     rows = []
     for count in [int(n) for n in args.nodes.split(",")]:
         root = args.out / f"fleet-{count}"
-        built = time.perf_counter()
+        built: float | None = time.perf_counter()
         if args.reuse and (root / "plan.json").is_file():
             plan = json.loads((root / "plan.json").read_text(encoding="utf-8"))
             expected, planted, with_temperatures = plan["expected"], plan["planted"], set(plan["with_temperatures"])
+            built = None  # built by an earlier run
         else:
             shutil.rmtree(root, ignore_errors=True)
             expected, planted, with_temperatures = build_fleet(root / "nodes", count)
             (root / "plan.json").write_text(json.dumps({"expected": expected, "planted": planted,
                                                         "with_temperatures": sorted(with_temperatures)}))
-        built = time.perf_counter() - built
+        built = None if built is None else time.perf_counter() - built
         # every node expected, as an operator names them: one Slurm hostlist (100,000 names are past ARG_MAX)
         hostlist = f"node[00000-{count - 1:05d}]"
         assert expected == [f"node{i:05d}" for i in range(count)]
@@ -210,7 +213,8 @@ def main() -> int:
                      "cpu_s": round(cpu_own + cpu_workers, 2), "cpu_s_report": round(cpu_own, 2),
                      "html_mb": round(html_mb, 2), "verdict": document["verdict"],
                      "outlier_nodes": document["counts"]["outlier_nodes"], "missing": len(document["missing"]),
-                     "build_s": round(built, 1), "flags": score(document, planted, count, with_temperatures)})
+                     "build_s": None if built is None else round(built, 1),
+                     "flags": score(document, planted, count, with_temperatures)})
         print(json.dumps(rows[-1]), flush=True)
     print("\n| nodes | seconds | ms/node | CPU s (report + workers) | peak RSS MiB | HTML MB | outlier nodes | groups "
           "| missing |")
