@@ -1,27 +1,31 @@
-"""How `gpufabric fleet report` scales, and whom it flags: fleets of 100, 1,000 and 10,000 nodes built from the
-recorded results.
+"""How `gpufabric fleet report` scales, and whom it flags: fleets of 100, 1,000 and 10,000 nodes built from
+results that this version of the plugin writes.
 
-Each synthetic node is a copy of one of the recorded accepted runs of three real nvidia-h200-x2 hosts that ran one
-version of the profile (tests/data/results/; the fleet holds every node to one profile by content), its GPU serials
-made unique, with a realistic healthy spread: every compared bandwidth, throughput and time scaled by a factor
-drawn around 1 (sd 1 %), every burn-in maximum temperature set to 60 C plus a draw of sd 2 C per GPU (NVML reads
-whole degrees), and, in fleets of 1,000 nodes and more, one rack of 40 consecutively named healthy nodes (at 10,000
-nodes node04000 to node04039) running 6 C warmer. Planted among them: one node in a hundred slower on every
-bandwidth figure by 10-22 % ("slow"), one node in two hundred and fifty with one GPU 15-22 C hotter than its own
-rack ("hot"; node04017, in the warm rack, among them), one node in two hundred the recorded planted-fault run
-(rejected on its own), one node in a thousand expected but without a folder. Every file is marked synthetic
-(`"synthetic": {...}` at its top level; the fleet report reads past it). Then the command runs in a fresh
-process, timed, with its peak memory (the children's ru_maxrss, the whole process tree's high-water mark on
-Linux), and the HTML page's size; and the outliers it names are scored: precision and recall per planted kind (a
-slow node must be flagged on a bandwidth, throughput or time, a hot one on a temperature), the share of healthy
-nodes flagged one by one, and whether the warm rack came back as one group.
+The nodes are made of two replays run once by this version (tests/fleet_nodes.py; results format 3, with the
+promise list, the embedded profile and the integrity block a node of today writes): the whole acceptance run of a
+real nvidia-h200-x2 host (every suite and a 10-minute burn-in, ACCEPTED) and the burn-in log of the planted-fault run
+on that machine class (REJECTED by GPU1's wrong results), both under the shipped h200-nvswitch-x2 profile (the fleet
+holds every node to one profile by content). Each synthetic node is a copy (tests/fleet_nodes.py ``derived``: its
+hostname and GPU serials its own, marked ``"synthetic"``) with a realistic healthy spread: every compared bandwidth,
+throughput and time scaled by a factor drawn around 1 (sd 1 %), every burn-in maximum temperature set to 60 C plus a
+draw of sd 2 C per GPU (NVML reads whole degrees), and, in fleets of 1,000 nodes and more, one rack of 40
+consecutively named healthy nodes (at 10,000 nodes node04000 to node04039) running 6 C warmer. Planted among them:
+one node in a hundred slower on every bandwidth figure by 10-22 % ("slow"), one node in two hundred and fifty with
+one GPU 15-22 C hotter than its own rack ("hot"; node04017, in the warm rack, among them), one node in two hundred
+the planted-fault run (rejected on its own), one node in a thousand expected but without a folder. Then the command
+runs in a fresh process with every node expected (``--expect node[00000-09999]``), timed, with its CPU seconds and
+peak memory (its own and its node-reading workers': the children's ru_maxrss, the whole process tree's high-water
+mark on Linux), and the HTML page's size; and the outliers it names are scored: precision and recall per planted
+kind (a slow node must be flagged on a bandwidth, throughput or time, a hot one on a temperature), the share of
+healthy nodes flagged one by one, and whether the warm rack came back as one group.
 
     python3 benchmarks/fleet_scale.py --nodes 100,1000,10000 --out /tmp/fleet-scale
+    python3 benchmarks/fleet_scale.py --nodes 10000 --out /tmp/fleet-scale --reuse   # time it again, same fleet
 
 Goals: 10,000 nodes in under 10 s and 1 GiB on the 2-core machine, the page under 20 MB, cost per node roughly
-flat from 100 to 10,000 (issue 15); at 10,000 nodes at most 0.5 % of the healthy nodes flagged one by one, every
-planted slow and hot node flagged, the warm rack reported as a group and none of its healthy nodes one by one
-(issue 25).
+flat from 100 to 10,000 (issue 15; issue 31: 100,000 nodes in at most ten times the time and the same memory); at
+10,000 nodes at most 0.5 % of the healthy nodes flagged one by one, every planted slow and hot node flagged, the
+warm rack reported as a group and none of its healthy nodes one by one (issue 25).
 """
 
 from __future__ import annotations
@@ -35,31 +39,20 @@ import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "results"
-#: the recorded runs the synthetic nodes are copies of (accepted runs of three hosts, one version of one profile)
-HEALTHY = ["h200-nvswitch-x2-bandwidth-live-after-copy-refactor-on-h200-x2.json",
-           "burn-in-2min-window-from-set-up-on-h200-x2.json", "burn-in-10min-live-on-h200-x2.json"]
-PLANTED = "burn-in-planted-fault-on-h200-x2.json"
-#: the recorded runs that carry burn-in temperatures: the sources of the planted hot nodes
-WITH_TEMPERATURES = HEALTHY[1:]
-SCALED = {"bandwidth-": ("busbw_gbps", "algbw_gbps", "time_us"), "copy-": None, "burn-in-gpu": ("tflops",)}
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from fleet_nodes import derived, replayed  # noqa: E402  (the replays of real bundles the fleet tests use)
+
+#: the replays the synthetic nodes are copies of: an accepted whole acceptance run and the planted-fault burn-in
+HEALTHY, PLANTED = "accepted", "planted"
 
 
 #: runs the command and reports its peak memory: its own and its children's (the node-reading workers)
 _PEAK = ("import resource, sys\nfrom pytest_gpufabric.cli import main\nrc = main(sys.argv[1:])\n"
-         "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-         " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\nsys.exit(rc)")
-
-
-def _scale(check: dict, factor: float) -> None:
-    found = check.get("found")
-    if not isinstance(found, dict):
-        return
-    for prefix, fields in SCALED.items():
-        if check.get("name", "").startswith(prefix):
-            for key, value in found.items():
-                if isinstance(value, float) and (fields is None or key in fields):
-                    found[key] = value / factor if key == "time_us" else value * factor
+         "own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+         "print('PEAK_KIB', own.ru_maxrss, workers.ru_maxrss, file=sys.stderr)\n"
+         "print('CPU_S', own.ru_utime + own.ru_stime, workers.ru_utime + workers.ru_stime, file=sys.stderr)\n"
+         "sys.exit(rc)")
 
 
 #: the warm rack: 40 consecutively named healthy nodes, 6 C warmer, from 2/5 into fleets of 1,000 nodes and more
@@ -84,11 +77,37 @@ def _planted(i: int) -> str | None:
     return None
 
 
+#: the parts of a node's results that ``derived`` makes its own (the rest is the replay's, written as it is)
+_PER_NODE = ("run", "machine", "checks")
+
+
+def _indented(value) -> str:
+    """A top-level value as json.dumps(document, indent=2) writes it."""
+    return json.dumps(value, indent=2).replace("\n", "\n  ")
+
+
+def _as_written(source: dict, node: dict, shared: dict[str, str]) -> str:
+    """The node's results as the plugin writes them (json.dumps(..., indent=2), the layout the fleet report's fast
+    read knows), byte for byte: the source's parts in its order with the node's own in their place, then
+    ``synthetic``. The parts a node shares with its source are formatted once (``shared``: key -> text; the results
+    of a 10-minute burn-in are 0.3 MB, and formatting each whole was most of the time building 100,000 nodes took)."""
+    parts = []
+    for key in [*source, *(k for k in node if k not in source)]:
+        if key in node:
+            parts.append(f"  {json.dumps(key)}: {_indented(node[key])}")
+            continue
+        if key not in shared:
+            shared[key] = f"  {json.dumps(key)}: {_indented(source[key])}"
+        parts.append(shared[key])
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[str, str], set[str]]:
     """``count`` node folders under ``root``; returns the expected node names (the missing ones included), the
     planted kind of each planted node ("slow", "hot", "fault", "missing") and the nodes with burn-in temperatures."""
     rng = random.Random(seed)
-    sources = {name: json.loads((RESULTS / name).read_text(encoding="utf-8")) for name in [*HEALTHY, PLANTED]}
+    sources = {kind: replayed(kind) for kind in (HEALTHY, PLANTED)}
+    shared: dict[str, dict[str, str]] = {kind: {} for kind in sources}
     names, planted_kinds, warm = [], {}, set()
     for i in range(count):
         name = f"node{i:05d}"
@@ -98,31 +117,26 @@ def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[
             planted_kinds[name] = kind
         if kind == "missing":
             continue  # expected, never reported
-        source = (PLANTED if kind == "fault" else WITH_TEMPERATURES[(i // 250) % len(WITH_TEMPERATURES)]
-                  if kind == "hot" else HEALTHY[i % len(HEALTHY)])
-        document = json.loads(json.dumps(sources[source]))
+        source = PLANTED if kind == "fault" else HEALTHY
         factor = rng.uniform(0.78, 0.90) if kind == "slow" else rng.gauss(1.0, 0.01)
+        document = derived({key: sources[source][key] for key in _PER_NODE}, name, factor)
+        document["synthetic"].update({"from": source, "planted": kind})
         rack_c = WARM_C if i in warm_rack(count) else 0
         temperatures = [c for c in document["checks"] if c["name"] == "burn-in-gpu" and isinstance(c["found"], dict)
                         and "max_temperature_c" in c["found"]]
         hot_gpu = rng.randrange(len(temperatures)) if kind == "hot" and temperatures else None
-        for check in document["checks"]:
-            _scale(check, factor)
         if temperatures:
             warm.add(name)
         for g, check in enumerate(temperatures):
             over = rng.uniform(15, 22) if g == hot_gpu else rng.gauss(0, SPREAD_C)
             check["found"]["max_temperature_c"] = round(BASE_C + rack_c + over)
-        for gpu in (document.get("machine") or {}).get("gpus") or []:
-            gpu["serial"] = f"{gpu.get('serial')}-{i}"
         if kind == "hot" and hot_gpu is None:
             planted_kinds[name] = "hot, but its source has no burn-in temperature"
-        # first key, so the plugin's layout (and the fleet report's fast read of it) is kept
-        document = {"synthetic": {"from": source, "factor": factor, "planted": kind, "rack_c": rack_c,
-                                  "hot_gpu": hot_gpu}, **document}
+        document["synthetic"].update({"rack_c": rack_c, "hot_gpu": hot_gpu})
         folder = root / name
         folder.mkdir(parents=True)
-        (folder / "gpufabric-results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        text = _as_written(sources[source], document, shared[source])
+        (folder / "gpufabric-results.json").write_text(text, encoding="utf-8")
     return names, planted_kinds, warm
 
 
@@ -159,21 +173,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="100,1000,10000")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpufabric-fleet-scale"))
+    parser.add_argument("--reuse", action="store_true", help="time the report again on the fleets an earlier run "
+                        "built under --out (100,000 nodes take minutes to build and 29 GB)")
     args = parser.parse_args()
     rows = []
     for count in [int(n) for n in args.nodes.split(",")]:
         root = args.out / f"fleet-{count}"
-        shutil.rmtree(root, ignore_errors=True)
-        built = time.perf_counter()
-        expected, planted, with_temperatures = build_fleet(root / "nodes", count)
-        built = time.perf_counter() - built
-        (root / "expect.txt").write_text(",".join(expected))
+        built: float | None = time.perf_counter()
+        if args.reuse and (root / "plan.json").is_file():
+            plan = json.loads((root / "plan.json").read_text(encoding="utf-8"))
+            expected, planted, with_temperatures = plan["expected"], plan["planted"], set(plan["with_temperatures"])
+            built = None  # built by an earlier run
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+            expected, planted, with_temperatures = build_fleet(root / "nodes", count)
+            (root / "plan.json").write_text(json.dumps({"expected": expected, "planted": planted,
+                                                        "with_temperatures": sorted(with_temperatures)}))
+        built = None if built is None else time.perf_counter() - built
+        # every node expected, as an operator names them: one Slurm hostlist (100,000 names are past ARG_MAX)
+        hostlist = f"node[00000-{count - 1:05d}]"
+        assert expected == [f"node{i:05d}" for i in range(count)]
+        (root / "expect.txt").write_text(hostlist)
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", _PEAK, "fleet", "report", str(root / "nodes"),
-                               "--expect", ",".join(expected), "-o", str(root / "report")],
+                               "--expect", hostlist, "-o", str(root / "report")],
                               capture_output=True, text=True)
         seconds = time.perf_counter() - start
-        own, children = (int(v) for v in done.stderr.rsplit("PEAK_KIB ", 1)[-1].split())
+        own, children = (int(v) for v in done.stderr.rsplit("PEAK_KIB ", 1)[-1].split("\n", 1)[0].split())
+        cpu_own, cpu_workers = (float(v) for v in done.stderr.rsplit("CPU_S ", 1)[-1].split())
         if done.returncode not in (0, 1):
             print(done.stdout, done.stderr, file=sys.stderr)
             return 1
@@ -182,14 +209,19 @@ def main() -> int:
         rows.append({"nodes": count, "seconds": round(seconds, 2), "ms_per_node": round(seconds / count * 1e3, 3),
                      # its own high-water mark plus its worker processes' largest (an upper bound of the tree)
                      "peak_rss_mib": round((own + children) / 1024, 1),
+                     # CPU seconds of the report's own process and of its node-reading workers
+                     "cpu_s": round(cpu_own + cpu_workers, 2), "cpu_s_report": round(cpu_own, 2),
                      "html_mb": round(html_mb, 2), "verdict": document["verdict"],
                      "outlier_nodes": document["counts"]["outlier_nodes"], "missing": len(document["missing"]),
-                     "build_s": round(built, 1), "flags": score(document, planted, count, with_temperatures)})
+                     "build_s": None if built is None else round(built, 1),
+                     "flags": score(document, planted, count, with_temperatures)})
         print(json.dumps(rows[-1]), flush=True)
-    print("\n| nodes | seconds | ms/node | peak RSS MiB | HTML MB | outlier nodes | groups | missing |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| nodes | seconds | ms/node | CPU s (report + workers) | peak RSS MiB | HTML MB | outlier nodes | groups "
+          "| missing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['nodes']:,} | {r['seconds']} | {r['ms_per_node']} | {r['peak_rss_mib']} | {r['html_mb']} | "
+        print(f"| {r['nodes']:,} | {r['seconds']} | {r['ms_per_node']} | {r['cpu_s']} ({r['cpu_s_report']} + "
+              f"{round(r['cpu_s'] - r['cpu_s_report'], 2)}) | {r['peak_rss_mib']} | {r['html_mb']} | "
               f"{r['outlier_nodes']} | {len(r['flags']['groups'])} | {r['missing']} |")
     print("\n| nodes | slow: recall | slow: precision | hot: recall | hot: precision | healthy flagged one by one | "
           "warm rack (40 nodes, +6 C) |")

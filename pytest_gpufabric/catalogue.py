@@ -273,22 +273,27 @@ def promise_list(profile, *, asked: Iterable[str] = (), left_out_why: dict[str, 
 PROFILE_INTEGRITY = "profile-integrity"
 
 
-def expected_promises(document: dict) -> tuple[list[str] | None, str, dict[str, str]]:
+#: expected_promises' default: the embedded profile is checked against its sha256 there
+CHECK_HERE = object()
+
+
+def expected_promises(document: dict, embedded=CHECK_HERE) -> tuple[list[str] | None, str, dict[str, str]]:
     """(the ids a results document must have judged, its scope, why for those it lacks on its own list).
 
     The document's own ``promised`` list, and where it embeds its resolved profile, the list made again from that
     profile: an id the profile makes but the file's list lacks is expected all the same (a list edited shorter
     does not shrink the promise). A profile that is not the one its sha256 names is itself a promise not kept.
-    None for results written before the list was (formats 1 and 2): the caller judges them as they were."""
+    None for results written before the list was (formats 1 and 2): the caller judges them as they were.
+    ``embedded``: what embedded_profile gave for this document's profile part, where the caller has it (the fleet's
+    reader checks a fleet's one profile once, not once per node); by default it is checked here."""
     block = document.get("promised")
     if not isinstance(block, dict):
         return None, "", {}
     ids = [p["id"] for p in block.get("promised") or []]
     why: dict[str, str] = {}
     profile_doc = document.get("profile") or {}
-    data = profile_doc.get("data")
-    if isinstance(data, dict):
-        profile = _profile_of(data, str(profile_doc.get("sha256") or ""))
+    if isinstance(profile_doc.get("data"), dict):
+        profile = embedded_profile(profile_doc) if embedded is CHECK_HERE else embedded
         if profile is None:
             ids.append(PROFILE_INTEGRITY)
             why[PROFILE_INTEGRITY] = "the profile these results embed is not the one their profile.sha256 names"
@@ -317,13 +322,15 @@ def _profile_ids(profile, asked: frozenset) -> list[str]:
 _IDS_OF_PROFILE: dict[tuple, list[str]] = {}
 
 
-def _profile_of(data: dict, sha256: str):
-    """The Profile of an embedded document, or None when it is not the one ``sha256`` names (or not a profile)."""
+def embedded_profile(profile_doc: dict):
+    """The Profile a results document's profile part embeds (``data``), or None when it is not the one the part's
+    ``sha256`` names (or not a profile)."""
     import hashlib
 
     from .profile.loader import canonical_json
     from .profile.model import Profile
 
+    data, sha256 = profile_doc.get("data"), str(profile_doc.get("sha256") or "")
     try:
         if hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest() != sha256:
             return None

@@ -6,18 +6,19 @@ its own promises give: the summary a file carries is never taken on its word.
 
 from __future__ import annotations
 
-from .catalogue import expected_promises
+from .catalogue import CHECK_HERE, expected_promises
 from .verdict import FAILED, NOT_CHECKED_PREFIX, build_promises, counts, judge
 
 __all__ = ["derive_verdict"]
 
 
-def derive_verdict(document: dict) -> tuple[str, str, dict]:
+def derive_verdict(document: dict, embedded=CHECK_HERE) -> tuple[str, str, dict]:
     """(verdict, reason, promise counts) of a node from its tests and checks, by the rules of a node run: a test
     whose check failed is a failed promise whatever its outcome says, a check the evidence could not judge is not
     checked, a promise of the profile that no test judged is not checked (the profile's list, made again from the
     profile the file embeds where it does: catalogue.expected_promises), a run without its end is INCOMPLETE. The
-    file's own summary is never read here."""
+    file's own summary is never read here. ``embedded``: the embedded profile, checked already
+    (catalogue.expected_promises)."""
     tests: dict = document["tests"]
     reasons: dict = document.get("skip_reasons") or {}
     promise_of = {test: p["id"] for p in document.get("promises") or [] for test in p["tests"]}
@@ -40,7 +41,7 @@ def derive_verdict(document: dict) -> tuple[str, str, dict]:
              if test not in tests]
     rows += [(nodeid, None, "error", f"could not be collected: {message}")
              for nodeid, message in (document.get("collection_errors") or {}).items()]
-    expected, scope, lacking = expected_promises(document)
+    expected, scope, lacking = expected_promises(document, embedded)
     not_run = document.get("not_run") or {}
     promises = build_promises(rows, expected, {**not_run, **lacking})
     unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"

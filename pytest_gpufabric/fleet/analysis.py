@@ -171,11 +171,11 @@ def _shifted_runs(worse: list[float], margin: float, min_nodes: int) -> list[tup
 def _judge(distribution: _Distribution, settings: FleetSettings) -> tuple[dict, list[tuple[str, dict]], list[dict]]:
     """(the measurement's summary, its accused nodes with their records, its shifted groups)."""
     names = list(distribution.values)
-    values = [distribution.values[n] for n in names]
+    values = list(distribution.values.values())
     d, unit = distribution.direction, distribution.unit
     temperature = is_temperature(unit)
     median = statistics.median(values)
-    mad = statistics.median(abs(v - median) for v in values)
+    mad = statistics.median([abs(v - median) for v in values])
     measurement = {"class": distribution.machine_class, "check": distribution.check, "subject": distribution.subject,
                    "metric": distribution.metric, "unit": unit}
 
@@ -191,7 +191,7 @@ def _judge(distribution: _Distribution, settings: FleetSettings) -> tuple[dict, 
         outside = [v for i, v in enumerate(values) if i not in inside]
         if stretches and len(outside) >= settings.min_nodes:
             fleet_median = statistics.median(outside)
-            fleet_mad = statistics.median(abs(v - fleet_median) for v in outside)
+            fleet_mad = statistics.median([abs(v - fleet_median) for v in outside])
             for a, b in stretches:
                 count = b - a
                 group_median = statistics.median(values[a:b])
@@ -227,7 +227,7 @@ def _judge(distribution: _Distribution, settings: FleetSettings) -> tuple[dict, 
     if groups:
         rest = [v for n, v in distribution.values.items() if n not in centre_of]
         base = statistics.median(rest)
-        base_mad = statistics.median(abs(v - base) for v in rest)
+        base_mad = statistics.median([abs(v - base) for v in rest])
     else:
         base, base_mad = median, mad
     flagged = []
@@ -309,11 +309,13 @@ def _merge_groups(found: list[dict], order: dict[str, int]) -> list[dict]:
 def duplicate_serials(nodes: list[Node]) -> list[dict]:
     """GPU serials that more than one node reports ({"serial", "nodes"}): results copied between folders, or a
     board that moved; either way no figure of those nodes can be trusted to be theirs."""
+    seen = Counter(serial for n in nodes for serial in set(n.serials))
+    twice = {serial for serial, count in seen.items() if count > 1}
     owners: dict[str, list[str]] = {}
-    for n in nodes:
-        for serial in set(n.serials):
+    for n in nodes if twice else []:
+        for serial in twice.intersection(n.serials):
             owners.setdefault(serial, []).append(n.name)
-    return [{"serial": s, "nodes": sorted(o)} for s, o in sorted(owners.items()) if len(o) > 1]
+    return [{"serial": s, "nodes": sorted(o)} for s, o in sorted(owners.items())]
 
 
 def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettings) -> dict:
@@ -347,17 +349,20 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
     # outliers among the passing nodes, each measurement's nodes in their natural name order (groups are stretches)
     passing.sort(key=lambda n: natural_key(n.name))
     order = {n.name: i for i, n in enumerate(passing)}
-    distributions: dict[tuple[str, str, str, str], _Distribution] = {}
-    for n in passing:
+    by_class: dict[str, dict[tuple[str, str, str], _Distribution]] = {}
+    for n in passing:  # the inner loop runs once per node and measurement: a million times in a large fleet
         kind = machine_class(n)
-        for (check, subject, metric), value in n.metrics.items():
-            key = (kind, check, subject, metric)
-            if key not in distributions:
-                unit, direction = _spec(check, metric)
-                distributions[key] = _Distribution(kind, check, subject, metric, unit, direction)
-            distributions[key].values[n.name] = value
-            if subject in n.slowdown_c and is_temperature(distributions[key].unit):
-                distributions[key].slowdown_c[n.name] = n.slowdown_c[subject]
+        of_class = by_class.setdefault(kind, {})
+        for key, value in n.metrics.items():
+            distribution = of_class.get(key)
+            if distribution is None:
+                check, subject, metric = key
+                distribution = of_class[key] = _Distribution(kind, check, subject, metric, *_spec(check, metric))
+            distribution.values[n.name] = value
+            if n.slowdown_c and key[1] in n.slowdown_c and is_temperature(distribution.unit):
+                distribution.slowdown_c[n.name] = n.slowdown_c[key[1]]
+    distributions = {(kind, *key): distribution for kind, of_class in by_class.items()
+                     for key, distribution in of_class.items()}
     metrics, outliers, found_groups = [], {n.name: [] for n in nodes}, []
     for key in sorted(distributions):
         distribution = distributions[key]

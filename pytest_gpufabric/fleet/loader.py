@@ -4,18 +4,23 @@ A fleet report reads thousands of files written on machines the operator does no
 crashed mid-copy, a full disk, a hand edit, a file from a newer tool. Each of them is read here, and anything that
 is not a whole, valid results document becomes ``Unreadable`` with the reason, for that node alone:
 
-- **bounded**: at most ``max_bytes`` (64 MiB by default; a results file of a ten-minute burn-in is 0.4 MB), and
+- **bounded**: at most ``max_bytes`` (64 MiB by default; a results file of a ten-minute burn-in is 0.3 MB), and
   no run of more than 64 opening brackets, checked before anything is parsed (nesting that deep spread over lines
   fails the parser or the schema in the parts that are read);
 - **strict**: UTF-8 throughout, no NaN or Infinity token anywhere, the whole document there (a file cut short does
   not end where its top-level object closes);
-- **versioned**: results formats 1 and 2; a newer one is refused with its number, an older reader must not guess;
-- **validated**: the parts the fleet reads against the shipped JSON Schema (compiled once: fastjsonschema);
+- **versioned**: results formats 1 to 3; a newer one is refused with its number, an older reader must not guess;
+- **validated**: the parts the fleet reads against the shipped JSON Schema (each part by its own compiled
+  validator: fastjsonschema);
 - **judged again** (by the caller, rejudge.py): the node's verdict is derived from its tests, checks and promise
-  list by the rules of a node run, never taken from the file's own summary.
+  list by the rules of a node run, never taken from the file's own summary; the profile the file embeds must be
+  the one its sha256 names (catalogue.embedded_profile).
 
 Only the parts the fleet needs are parsed (a long burn-in's health timeline is most of a file and is only
-scanned), so ten thousand nodes fit in memory and in seconds.
+scanned), and a part whose bytes are those of a part already read (the profile, the promise list and the test
+outcomes are alike across a fleet) is neither parsed, validated nor judged twice: its value, checked once, is
+shared. So ten thousand nodes fit in memory and in seconds. The values a document holds may be shared with other
+documents this reader returned: read them, never change them.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ import hashlib
 import json
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results"]
+__all__ = ["EMBEDDED_PROFILE", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results", "parse_results"]
 
 #: the results formats this reader knows (report/results.schema.json: 3; 2 before the promise list came from the
 #: profile; 1 before the verdict had promises)
@@ -41,30 +48,41 @@ MAX_DEPTH = 64
 WANTED = ("schema_version", "plugin_version", "started_at", "finished_at", "run", "profile", "machine",
           "machine_error", "software", "checks", "tests", "skip_reasons", "promises", "not_run", "waivers", "summary",
           "promised", "collection_errors")
-_KEY_NAME = re.compile(r'"([A-Za-z_]+)": ')
+#: a top-level key as the plugin writes it (indent 2): at the start of a line, two spaces in
+_PART = re.compile(b'\n  "')
+_KEY_NAME = re.compile(rb'"([A-Za-z_]+)": ')
 #: a NaN or Infinity token where JSON has a value (after ':', '[' or ','): Python writes them, JSON has none
 _NON_FINITE = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\b")
 #: nesting past MAX_DEPTH levels in a row, as a hostile or broken file holds it ("[[[[..."): refused before any
 #: parsing; deep nesting spread over lines fails the parser (RecursionError) or the schema in the parts that are read
 _TOO_DEEP = (b"[" * (MAX_DEPTH + 1), b"{" * (MAX_DEPTH + 1))
+#: the parts that differ from node to node (measurements, serials, times): never remembered
+_PER_NODE = frozenset({"checks", "machine", "run", "started_at", "finished_at"})
+#: a part of at most this many bytes is remembered by its bytes (a fleet's shared parts are a few kilobytes; a
+#: bound, so that files of huge parts cannot fill the memory through the memo)
+_SHARED_MAX_BYTES = 256 << 10
 
 
 class Unreadable(ValueError):
     """A results file that is not a whole, valid results document; the message says why, for the operator."""
 
 
-#: the keys load_results adds to the parts it returns: the sha256 of the file's bytes as read, and whether the file
-#: carries a signature
+#: the keys load_results adds to the parts it returns: the sha256 of the file's bytes as read (when asked), whether
+#: the file carries a signature, and the profile it embeds, checked against its sha256 (catalogue.embedded_profile:
+#: the Profile, or None when it is not the one the sha256 names; absent where the file embeds none)
 FILE_SHA256 = "_file_sha256"
 FILE_SIGNED = "_file_signed"
+EMBEDDED_PROFILE = "_embedded_profile"
 
 
-def load_results(path: Path, max_bytes: int = MAX_BYTES) -> dict:
+def load_results(path: Path, max_bytes: int = MAX_BYTES, digest: bool = False) -> dict:
     """The wanted parts of the results document at ``path``, checked as the module says; raises Unreadable or
-    FileNotFoundError (the node never wrote one)."""
+    FileNotFoundError (the node never wrote one). ``digest``: also the sha256 of the file's bytes (FILE_SHA256),
+    which --require-signed's check must find again."""
     data = read_results_bytes(path, max_bytes)
     document = parse_results(data, path.name)
-    document[FILE_SHA256] = hashlib.sha256(data).hexdigest()  # what --require-signed's check must find again
+    if digest:
+        document[FILE_SHA256] = hashlib.sha256(data).hexdigest()
     document[FILE_SIGNED] = _carries_signature(data)
     return document
 
@@ -73,7 +91,8 @@ def _carries_signature(data: bytes) -> bool:
     """Whether the file's integrity block (its last key) holds a signature: the fleet counts the unsigned nodes
     (whether a signature is good is --require-signed's to check, with the key)."""
     block = data.rfind(b'"integrity": {')
-    return block >= 0 and data.find(b'"signature": {', block) >= 0
+    signature = data.rfind(b'"signature": ', block) if block >= 0 else -1  # its last key: found from the end
+    return signature >= 0 and data.startswith(b"{", signature + len(b'"signature": '))
 
 
 def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
@@ -91,8 +110,12 @@ def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
         raise Unreadable(f"{path.name} is {info.st_size / 1e6:,.1f} MB, over the {max_bytes / 1e6:,.0f} MB a "
                          "results file may have (--max-node-mb)")
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        with open(path, "rb", buffering=0) as handle:
+            # its size as stat said, in one read (a read of max_bytes would allocate 64 MiB for each file), then
+            # whatever it grew by while it was read, up to the bound
+            data = handle.read(info.st_size + 1)
+            if len(data) > info.st_size:
+                data += _read_up_to(handle, max_bytes + 1 - len(data))
     except OSError as exc:
         raise Unreadable(f"cannot read {path.name}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
@@ -100,21 +123,117 @@ def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     return data
 
 
+def _read_up_to(handle, limit: int) -> bytes:
+    chunks, left = [], limit
+    while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def parse_results(data: bytes, name: str = "results") -> dict:
     """The wanted parts of a results document given as bytes (see load_results)."""
+    _check_text(data, name)
+    parts = _split(data, name)
+    if parts is None:  # not the plugin's layout: parsed whole, each part validated
+        document = _parse_whole(data, name)
+        version = _version(document.get("schema_version"), name)
+        _require(version, document, name)
+        return {key: _valid(version, key, value, name) for key, value in document.items()}
+    version = _version(_part(0, "schema_version", parts["schema_version"], name)
+                       if "schema_version" in parts else None, name)
+    _require(version, parts, name)
+    checked = {key: _part(version, key, raw, name) for key, raw in parts.items()}
+    profile = checked.get("profile")
+    if isinstance(profile, dict) and isinstance(profile.get("data"), dict) and \
+            len(parts["profile"]) <= _SHARED_MAX_BYTES:
+        checked[EMBEDDED_PROFILE] = _embedded_profile(version, parts["profile"])
+    return checked
+
+
+def _require(version: int, parts: dict, name: str) -> None:
+    """Every part the results format requires is there (as the schema's ``required`` says it)."""
+    missing = [key for key in _schema(version).required if key not in parts]
+    if missing:
+        raise Unreadable(f"{name} is not a valid results document (format {version}): data must contain "
+                         f"{sorted(missing)} properties")
+
+
+def _check_text(data: bytes, name: str) -> None:
+    """UTF-8 throughout, no NaN or Infinity token, no run of brackets past MAX_DEPTH: over the whole file, before
+    any parsing (substring searches first, at C speed over megabytes; the pattern only where a word is there)."""
     try:
-        text = data.decode("utf-8")
+        if not data.isascii():  # as the plugin writes them (json.dumps escapes the rest): nothing to decode
+            data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Unreadable(f"{name} is not UTF-8 at byte {exc.start:,} of {len(data):,}") from None
-    # substring searches first (C speed over megabytes); the pattern only where one of the words is there
-    if (b"NaN" in data or b"Infinity" in data) and (m := _NON_FINITE.search(data)):
+    if (_holds(data, b"NaN") or _holds(data, b"Infinity")) and (m := _NON_FINITE.search(data)):
         raise Unreadable(f"{name} holds a number that is not finite ({m.group().decode().lstrip(':[, ')!s} at byte "
                          f"{m.start():,}): not a results file this tool wrote")
     for run in _TOO_DEEP:
         if (at := data.find(run)) >= 0:
             raise Unreadable(f"{name} nests deeper than {MAX_DEPTH} levels (at byte {at:,})")
-    document = _wanted_parts(text, name)
-    version = document.get("schema_version")
+
+
+def _holds(data: bytes, word: bytes) -> bool:
+    """Whether ``word`` is in ``data``: found from each place its first letter is (memchr: capitals are rare in a
+    results file, and a search for a short word is ten times slower), the plain search past the 256th of them."""
+    at = data.find(word[:1])
+    for _ in range(256):
+        if at < 0:
+            return False
+        if data.startswith(word, at):
+            return True
+        at = data.find(word[:1], at + 1)
+    return data.find(word, at) >= 0
+
+
+def _split(data: bytes, name: str) -> dict[str, bytes] | None:
+    """The bytes of each wanted part of a file as the plugin writes it (indent 2: each top-level key at the start of
+    a line, two spaces in), after checking that it ends where its top-level object closes; None for any other
+    layout. The summary is the last part read: the health timeline after it is not walked."""
+    if not data.startswith(b'{\n  "'):
+        return None
+    if not data.rstrip().endswith(b"\n}"):
+        raise Unreadable(f"{name} is cut short: it does not end where its top-level object closes (a copy or a "
+                         "write that stopped part way)")
+    keys: list[tuple[str, int]] = []
+    for part in _PART.finditer(data):  # the regular expression's search for a literal: four times bytes.find's speed
+        m = _KEY_NAME.match(data, part.end() - 1)
+        if m is None:
+            raise Unreadable(f"{name}: unexpected text at byte {part.end() - 1:,}")
+        keys.append((m.group(1).decode(), m.end()))
+        if len(keys) > 1 and keys[-2][0] == "summary":
+            break
+    ends = [data.rfind(b"\n", 0, start) for _, start in keys[1:]]
+    if len(ends) < len(keys):
+        ends.append(data.rstrip().rindex(b"\n}"))
+    parts = {}
+    for (key, start), end in zip(keys, ends, strict=True):
+        if key in WANTED:
+            raw = data[start:end].rstrip()
+            parts[key] = raw[:-1] if raw.endswith(b",") else raw  # the one comma between two parts
+    return parts
+
+
+def _parse_whole(data: bytes, name: str) -> dict:
+    def refuse(token: str):
+        raise Unreadable(f"{name} holds {token}, which JSON does not have")
+
+    try:
+        document = json.loads(data.decode("utf-8"), parse_constant=refuse)
+    except RecursionError:
+        raise Unreadable(f"{name} nests too deep to read") from None
+    except ValueError as exc:
+        if isinstance(exc, Unreadable):
+            raise
+        raise Unreadable(f"{name} is not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise Unreadable(f"{name} is not a JSON object")
+    return {k: v for k, v in document.items() if k in WANTED}
+
+
+def _version(version, name: str) -> int:
     if not isinstance(version, int) or isinstance(version, bool):
         raise Unreadable(f"{name} has no results format version (schema_version): not a gpufabric results file")
     if version not in KNOWN_VERSIONS:
@@ -122,82 +241,116 @@ def parse_results(data: bytes, name: str = "results") -> dict:
         raise Unreadable(f"{name} is results format {version}" + (
             f", newer than this pytest-gpufabric reads (up to {max(KNOWN_VERSIONS)}): update it to judge this node"
             if newer else ", which no version of pytest-gpufabric wrote"))
+    return version
+
+
+def _part(version: int, key: str, raw: bytes, name: str):
+    """The value of one part given as its bytes, parsed and valid in format ``version`` (0: parsed only). A part of
+    bytes already read is the value read then (one object, shared)."""
     try:
-        error = _validator(version)(document)
-    except RecursionError:
-        error = "nested too deep to check"
-    if error:
-        raise Unreadable(f"{name} is not a valid results document (format {version}): {error}")
-    return document
+        if key not in _PER_NODE and len(raw) <= _SHARED_MAX_BYTES:
+            return _shared_part(version, key, raw)
+        return _checked_part(version, key, raw)
+    except _Invalid as exc:
+        raise Unreadable(f"{name} is not a valid results document (format {version}): {exc}") from None
+    except _NotJson as exc:
+        raise Unreadable(f"{name} {exc}") from None
 
 
-def _wanted_parts(text: str, name: str) -> dict:
-    """Parse what the fleet reads. A file as the plugin writes it (indent 2: each top-level key at the start of a
-    line, two spaces in) is cut at its top-level keys and only the wanted values are parsed, after checking that
-    it ends where its top-level object closes; any other layout is parsed whole."""
+def _valid(version: int, key: str, value, name: str):
+    problem = _problem(version, key, value)
+    if problem:
+        raise Unreadable(f"{name} is not a valid results document (format {version}): {problem}")
+    return value
+
+
+class _Invalid(ValueError):
+    """A part that the schema refuses (its first problem)."""
+
+
+class _NotJson(ValueError):
+    """A part that is not JSON (why, as the sentence's end)."""
+
+
+def _checked_part(version: int, key: str, raw: bytes):
     def refuse(token: str):
-        raise Unreadable(f"{name} holds {token}, which JSON does not have")
+        raise _NotJson(f"holds {token}, which JSON does not have")
 
     try:
-        if not text.startswith('{\n  "'):
-            document = json.loads(text, parse_constant=refuse)
-            if not isinstance(document, dict):
-                raise Unreadable(f"{name} is not a JSON object")
-            return {k: v for k, v in document.items() if k in WANTED}
-        if not text.rstrip().endswith("\n}"):
-            raise Unreadable(f"{name} is cut short: it does not end where its top-level object closes (a copy or a "
-                             "write that stopped part way)")
-        keys, position = [], text.find('\n  "')
-        while position >= 0:
-            m = _KEY_NAME.match(text, position + 3)
-            if m is None:
-                raise Unreadable(f"{name}: unexpected text at character {position + 3:,}")
-            keys.append((m.group(1), m.end()))
-            if len(keys) > 1 and keys[-2][0] == "summary":
-                break  # the plugin writes the summary last of what is read: the health timeline is not walked
-            position = text.find('\n  "', m.end())
-        ends = [text.rfind("\n", 0, start) for _, start in keys[1:]]
-        if len(ends) < len(keys):
-            ends.append(text.rstrip().rindex("\n}"))
-        document = {}
-        for (key, start), end in zip(keys, ends, strict=True):
-            if key in WANTED:
-                document[key] = json.loads(text[start:end].rstrip().rstrip(","), parse_constant=refuse)
-        return document
+        value = json.loads(raw.decode("utf-8"), parse_constant=refuse)
     except RecursionError:
-        raise Unreadable(f"{name} nests too deep to read") from None
+        raise _NotJson("nests too deep to read") from None
     except ValueError as exc:
-        if isinstance(exc, Unreadable):
+        if isinstance(exc, _NotJson):
             raise
-        raise Unreadable(f"{name} is not valid JSON ({exc})") from None
+        raise _NotJson(f"is not valid JSON ({exc})") from None
+    if version and (problem := _problem(version, key, value)):
+        raise _Invalid(problem)
+    return value
 
 
-@functools.lru_cache(maxsize=2)
-def _validator(version: int):
-    """A compiled validator of the wanted parts of a results document of ``version``: the shipped schema with only
-    those parts required (and, for format 1, the summary and keys format 1 had). Returns a function giving the
-    first problem as text, or None."""
+#: a fleet's shared parts stay (they are used by every node); each node's own (its checks, its machine) pass
+_shared_part = functools.lru_cache(maxsize=128)(_checked_part)
+
+
+@functools.lru_cache(maxsize=16)
+def _embedded_profile(version: int, raw: bytes):
+    """The profile a profile part of these bytes embeds, checked against its sha256 once for every file holding
+    them (catalogue.embedded_profile)."""
+    from ..catalogue import embedded_profile
+
+    return embedded_profile(_shared_part(version, "profile", raw))
+
+
+def _problem(version: int, key: str, value) -> str | None:
+    """The first problem the schema of format ``version`` finds in a part, or None."""
+    import fastjsonschema
+
+    check = _schema(version).parts.get(key)
+    if check is None:
+        return None
+    try:
+        check(value, name_prefix=f"data.{key}")
+    except fastjsonschema.JsonSchemaException as exc:
+        return str(exc.message)[:300]
+    except RecursionError:
+        return "nested too deep to check"
+    return None
+
+
+class _Schema(NamedTuple):
+    """The shipped results schema as the fleet checks a document of one format: the parts it must have, and a
+    compiled validator of each wanted part (the document's schema is an object of these parts, and nothing else)."""
+
+    required: list[str]
+    parts: dict[str, Callable]
+
+
+@functools.lru_cache(maxsize=4)
+def _schema(version: int) -> _Schema:
+    """The wanted parts of a results document of ``version``: the shipped schema with only those parts required
+    (and, for format 1, the summary and keys format 1 had)."""
     import fastjsonschema
 
     from ..report.results import results_schema
 
     schema = copy.deepcopy(results_schema())
-    schema["required"] = [key for key in schema["required"] if key in WANTED]
+    required = [key for key in schema["required"] if key in WANTED]
     if version == 2:  # before the promise list and collection errors were written
-        schema["required"] = [key for key in schema["required"] if key not in ("promised", "collection_errors")]
+        required = [key for key in required if key not in ("promised", "collection_errors")]
     if version == 1:  # what every file of format 1 has (skip_reasons, durations and the reason came later in it)
         schema["properties"]["schema_version"] = {"const": 1}
-        schema["required"] = ["schema_version", "profile", "machine", "checks", "tests", "summary"]
+        required = ["schema_version", "profile", "machine", "checks", "tests", "summary"]
         summary = schema["properties"]["summary"]
         summary["required"] = ["passed", "failed", "skipped", "error", "verdict"]
         summary["properties"]["verdict"] = {"enum": ["ACCEPTED", "REJECTED", "INCOMPLETE", None]}
-    check = fastjsonschema.compile(schema)
+    # each part's schema with the document's definitions beside it, so its references resolve as in the whole
+    root = {key: schema[key] for key in ("$schema", "$id", "$defs")}
+    parts = {key: fastjsonschema.compile({**root, **schema["properties"][key]})
+             for key in WANTED if key in schema["properties"]}
+    return _Schema(required, parts)
 
-    def problem(document: dict) -> str | None:
-        try:
-            check(document)
-        except fastjsonschema.JsonSchemaException as exc:
-            return str(exc.message)[:300]
-        return None
 
-    return problem
+def prepare() -> None:
+    """Compile the validators of the current format now (before worker processes start, which then share them)."""
+    _schema(max(KNOWN_VERSIONS))

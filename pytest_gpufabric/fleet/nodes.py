@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..catalogue import CHECK_HERE
 from ..rejudge import derive_verdict
-from .loader import FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
+from .loader import EMBEDDED_PROFILE, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
 
 __all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
@@ -63,7 +66,8 @@ class Node:
     report: str | None = None  # the node's own HTML report, relative to its folder
     burn_in: dict | None = None  # per GPU: {"wrong_elements", "checks", "tflops"} from its burn-in verdicts
     error: str | None = None  # why the results could not be read
-    file_sha256: str | None = None  # of the results file's bytes as read (--require-signed checks it is the signed one)
+    file_sha256: str | None = None  # of the results file's bytes as read, with --require-signed (it checks
+    # that they are the signed ones)
     signed: bool | None = None  # its results carry a signature; None: not read
 
 
@@ -76,7 +80,7 @@ def find_node_dirs(paths: list[Path], exclude: list[Path] | None = None) -> tupl
     holding a results file is a node; else each folder directly below it (a folder holding nothing is kept: a
     node that started but never reported is named, not forgotten). A fleet report's own folder (``exclude``, or
     any folder holding a fleet-results.json) is never a node."""
-    skip = {p.resolve() for p in exclude or []}
+    skip = {identity for p in exclude or [] if (identity := _folder_identity(p)) is not None}
     found: list[Path] = []
     unlisted: list[str] = []
     for path in paths:
@@ -91,12 +95,33 @@ def find_node_dirs(paths: list[Path], exclude: list[Path] | None = None) -> tupl
             unlisted.append(f"{path}: {exc.strerror or exc}")
             continue
         for child in children:
-            if child.name.startswith(".") or not child.is_dir() or child.resolve() in skip:
+            # one stat for each (ten thousand nodes are many: resolving each path was a stat per part of it)
+            identity = None if child.name.startswith(".") else _folder_identity(child)
+            if identity is None or identity in skip:
                 continue
             if (child / REPORT_MARK).exists():
                 continue  # an earlier report written into the fleet's folder
             found.append(child)
     return found, unlisted
+
+
+def _folder_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, through links: the same folder by whatever path it is named; None where
+    ``path`` is no folder (or a link to none, or to itself)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
+
+
+#: one object for each name and text that nodes share (the checks, GPUs and metrics they name, driver versions,
+#: verdict reasons): a node's records then cost their numbers, and one pickled chunk of nodes holds each name once
+_SHARED: dict = {}
+
+
+def _shared(value):
+    return _SHARED.setdefault(value, value)
 
 
 def _text(value) -> str | None:
@@ -130,7 +155,7 @@ def _inventory(document: dict) -> tuple[dict[str, str], list[str]]:
         "nvlink_speed_gbps": _joined(g.get("nvlink_speed_gbps") for g in gpus),
     }
     serials = [str(g["serial"]) for g in gpus if g.get("serial") not in (None, "", "N/A")]
-    return {k: text for k, v in fields.items() if (text := _text(v)) is not None}, serials
+    return {k: _shared(text) for k, v in fields.items() if (text := _text(v)) is not None}, serials
 
 
 def _scope(promised) -> str | None:
@@ -167,9 +192,9 @@ def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
             if metric is None and isinstance(found, dict):
                 for label, value in found.items():
                     if (number := _number(value)) is not None:
-                        out[(name, subject, str(label))] = number
+                        out[_shared((name, subject, str(label)))] = number
             elif isinstance(found, dict) and (number := _number(found.get(metric))) is not None:
-                out[(name, subject, metric)] = number
+                out[_shared((name, subject, metric))] = number
     return out
 
 
@@ -197,14 +222,15 @@ def _burn_in(checks: list[dict]) -> dict | None:
     return gpus or None
 
 
-def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
+def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False) -> Node:
     """The node in ``directory``. Its verdict is derived again from its own tests and checks (loader.py), never
     taken from the file's summary; a node whose results are missing or not a whole, valid results document comes
-    back with ``verdict`` None and ``error`` saying why (the fleet then names it, and goes on with the others)."""
+    back with ``verdict`` None and ``error`` saying why (the fleet then names it, and goes on with the others).
+    ``digest``: keep the sha256 of the file's bytes (``file_sha256``, for --require-signed)."""
     node = Node(name=directory.name, directory=str(directory))
     path = directory / RESULTS_FILE
     try:
-        document = load_results(path, max_bytes)
+        document = load_results(path, max_bytes, digest)
     except FileNotFoundError:
         node.state, node.error = "never reported", f"no {RESULTS_FILE} in {directory}: the node never reported"
         return node
@@ -215,12 +241,13 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES) -> Node:
     node.file_sha256 = document.get(FILE_SHA256)
     node.signed = bool(document.get(FILE_SIGNED))
     node.schema_version = document["schema_version"]
-    node.verdict, node.reason, node.promises = derive_verdict(document)
+    node.verdict, node.reason, node.promises = derive_verdict(document, document.get(EMBEDDED_PROFILE, CHECK_HERE))
     claimed = (document.get("summary") or {}).get("verdict")
     if claimed != node.verdict:
         node.reason += f" (its own summary says {claimed or 'no verdict'}: not trusted)"
+    node.reason = _shared(node.reason)
     profile = document.get("profile") or {}
-    node.profile, node.profile_sha256 = _text(profile.get("name")), _text(profile.get("sha256"))
+    node.profile, node.profile_sha256 = _shared(_text(profile.get("name"))), _shared(_text(profile.get("sha256")))
     run = document.get("run") or {}
     node.fleet_id, node.host = _text(run.get("fleet_id")), _text(run.get("host"))
     checks = document["checks"]

@@ -1,0 +1,102 @@
+"""The fleet's reader shares what nodes share, and nothing else (issue 31: ten thousand nodes in seconds).
+
+A part of a node's results whose bytes were read before (the embedded profile, the promise list, the test
+outcomes: alike across a fleet) is parsed, validated and judged once (fleet/loader.py). These cases make sure that
+sharing never lets a node through on another node's bytes: the nodes are DERIVED hosts of the replay of a real
+machine's whole acceptance run (tests/fleet_nodes.py), read in one report, one of them edited after the healthy
+ones were read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fleet_nodes import derived, replayed, write_node
+
+from pytest_gpufabric import __version__
+from pytest_gpufabric.fleet.report import build_fleet_document
+
+
+def _report(root: Path) -> dict:
+    return {n["name"]: n for n in build_fleet_document([root], None)["nodes"]}
+
+
+def _written(root: Path, name: str, text: str) -> None:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "gpufabric-results.json").write_text(text, encoding="utf-8")
+
+
+def test_an_edited_profile_after_healthy_ones_is_judged_on_its_own_bytes(tmp_path):
+    """node1 and node2 embed the profile their sha256 names; node3 the same profile with its ECC promise taken out
+    (the sha256 left as it was); node4 the healthy bytes again. Only node3 fails the profile's integrity."""
+    accepted = replayed("accepted")
+    root = tmp_path / "fleet"
+    for name in ("node1", "node2", "node4"):
+        write_node(root, name, derived(accepted, name))
+    edited = derived(accepted, "node3")
+    del edited["profile"]["data"]["gpus"]["ecc"]
+    write_node(root, "node3", edited)
+    nodes = _report(root)
+    for name in ("node1", "node2", "node4"):
+        assert (nodes[name]["verdict"], nodes[name]["promises"]) == (
+            "ACCEPTED", {"passed": 35, "failed": 0, "not_checked": 0, "waived": 0}), nodes[name]["reason"]
+    assert nodes["node3"]["verdict"] == "INCOMPLETE"
+    assert nodes["node3"]["promises"] == {"passed": 35, "failed": 0, "not_checked": 1, "waived": 0}
+    assert "profile-integrity" in nodes["node3"]["reason"]
+
+
+def test_a_shortened_promise_list_after_healthy_ones_is_made_again_from_the_profile(tmp_path):
+    """node2's promise list and promises cut to what passed, the ECC promises gone: its embedded profile (the
+    bytes node1 has, checked once) still promises them, so they are not checked."""
+    accepted = replayed("accepted")
+    root = tmp_path / "fleet"
+    write_node(root, "node1", derived(accepted, "node1"))
+    cut = derived(accepted, "node2")
+    gone = {"ecc-mode[GPU0]", "ecc-mode[GPU1]"}
+    cut["promised"]["promised"] = [p for p in cut["promised"]["promised"] if p["id"] not in gone]
+    cut["promises"] = [p for p in cut["promises"] if p["id"] not in gone]
+    cut["tests"] = {test: outcome for test, outcome in cut["tests"].items() if "::test_ecc" not in test}
+    write_node(root, "node2", cut)
+    nodes = _report(root)
+    assert nodes["node1"]["verdict"] == "ACCEPTED"
+    assert nodes["node2"]["verdict"] == "INCOMPLETE"
+    assert nodes["node2"]["promises"] == {"passed": 33, "failed": 0, "not_checked": 2, "waived": 0}
+
+
+def test_the_same_invalid_part_in_two_nodes_is_refused_in_both(tmp_path):
+    """A schema problem is never remembered as if it were a value: each node holding those bytes is unreadable,
+    with the problem named."""
+    accepted = replayed("accepted")
+    root = tmp_path / "fleet"
+    write_node(root, "node1", derived(accepted, "node1"))
+    for name in ("node2", "node3"):
+        broken = derived(accepted, name)
+        broken["tests"]["test_topology.py::test_affinity[GPU1]"] = "maybe"
+        write_node(root, name, broken)
+    nodes = _report(root)
+    assert nodes["node1"]["verdict"] == "ACCEPTED"
+    for name in ("node2", "node3"):
+        assert (nodes[name]["state"], nodes[name]["verdict"]) == ("unreadable", None)
+        assert nodes[name]["reason"] == (
+            "unreadable: gpufabric-results.json is not a valid results document (format 3): "
+            "data.tests.test_topology.py::test_affinity[GPU1] must be one of ['passed', 'failed', 'skipped', "
+            "'error']")
+
+
+def test_a_nan_past_many_capital_ns_is_found(tmp_path):
+    """The search for NaN jumps from one capital N to the next, and past the 256th searches the rest plainly: a
+    NaN in the burn-in (a part the fleet does not read) after 300 of them is found all the same."""
+    text = json.dumps(derived(replayed("accepted"), "node1"), indent=2) + "\n"
+    version = f'"plugin_version": "{__version__}"'
+    assert version in text and '"elapsed_s": 600.0469648039999' in text
+    text = text.replace(version, version[:-1] + " " + "N" * 300 + '"', 1)
+    text = text.replace('"elapsed_s": 600.0469648039999', '"elapsed_s": NaN', 1)
+    root = tmp_path / "fleet"
+    _written(root, "node1", text)
+    node = _report(root)["node1"]
+    at = text.encode().index(b": NaN")
+    assert (node["state"], node["verdict"]) == ("unreadable", None)
+    assert node["reason"] == (f"unreadable: gpufabric-results.json holds a number that is not finite (NaN at byte "
+                              f"{at:,}): not a results file this tool wrote")
