@@ -508,3 +508,63 @@ def test_the_fleet_lists_nodes_whose_last_check_drained(capsys, tmp_path):
         ("x4b", "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset")]
     assert document["health"]["unknown"] == []
     assert [n["node"] for n in document["health"]["unreadable"]] == ["x4c"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# node-problem-detector (examples/kubernetes)
+
+
+NPD_YAML = Path(__file__).resolve().parent.parent / "examples" / "kubernetes" / "gpufabric-npd.yaml"
+
+
+def test_the_npd_plugin_maps_our_exit_codes_onto_npds(tmp_path):
+    """The ConfigMap's plugin script, run as NPD runs it: 0 OK, 1 NonOK, 2 Unknown, the first line its message."""
+    import yaml
+
+    documents = list(yaml.safe_load_all(NPD_YAML.read_text()))
+    config = next(d for d in documents if d["kind"] == "ConfigMap")["data"]
+    daemonset = next(d for d in documents if d["kind"] == "DaemonSet")
+    monitor = json.loads(config["gpufabric-health-monitor.json"])
+    (rule,) = monitor["rules"]
+    assert monitor["plugin"] == "custom" and monitor["pluginConfig"]["max_output_length"] >= output.MAX_LINE
+    assert rule["path"] == "/config/plugin/gpufabric-npd.sh" and rule["condition"] == "GPUFabricUnhealthy"
+    container = daemonset["spec"]["template"]["spec"]["containers"][0]
+    assert "--config.custom-plugin-monitor=/config/gpufabric-health-monitor.json" in container["command"]
+    items = {i["key"]: i["path"] for v in daemonset["spec"]["template"]["spec"]["volumes"] if "configMap" in v
+             for i in v["configMap"]["items"]}
+    assert items == {"gpufabric-health-monitor.json": "gpufabric-health-monitor.json",
+                     "gpufabric-npd.sh": "plugin/gpufabric-npd.sh"}
+
+    script = tmp_path / "gpufabric-npd.sh"
+    script.write_text(config["gpufabric-npd.sh"])
+    script.chmod(0o755)
+    faulty = planted(tmp_path, lambda d: gpu(d, 1)["remapped_rows"].update(pending=1))
+
+    def npd(*args: str) -> tuple[int, str]:
+        env = {**os.environ, "GPUFABRIC": f"{sys.executable} -m pytest_gpufabric",
+               "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "GPUFABRIC_HEALTH_ARGS": " ".join(args)}
+        done = subprocess.run([str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
+        return done.returncode, done.stdout
+
+    assert npd("--profile h200-nvswitch-x4 --replay", str(X4)) == (
+        0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4\n")
+    assert npd("--profile h200-nvswitch-x4 --replay", str(faulty)) == (
+        1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset\n")
+    assert npd("--profile h200-nvswitch-x4 --replay", str(BUNDLES / "h200-nvswitch-x2-training")) == (
+        2, "gpufabric: UNKNOWN node no health.json in the bundle: rerun\n")
+    rc, message = npd("--replay", str(X4))  # no profile: gpufabric's usage error, Unknown to NPD
+    assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: no profile")
+
+
+def test_the_docs_install_it_as_health_check_program_in_five_lines():
+    import re
+
+    repo = Path(__file__).resolve().parent.parent
+    text = (repo / "docs" / "health.md").read_text()
+    section = text.split("## Install it as Slurm's HealthCheckProgram", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```\n(.*?)```", section, flags=re.S)
+    lines = block.strip().splitlines()
+    assert len(lines) == 5
+    assert "HealthCheckProgram=/etc/slurm/gpufabric/healthcheck.sh" in block
+    for script in ("healthcheck.sh", "prolog.sh", "epilog.sh", "gpufabric-node-health.sh"):
+        assert os.access(repo / "examples" / "slurm" / script, os.X_OK)

@@ -39,6 +39,7 @@ A record that was not read from a machine but put together from what a bundle's 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import math
@@ -195,11 +196,13 @@ def _retired_pages(p, ask) -> dict:
 
 def _fabric(p, ask) -> dict:
     """The GPU's NVSwitch fabric registration: state (1 not started, 2 in progress, 3 completed) and status."""
+    # pynvml hands the structure to the C function as it is given: a pointer (ctypes.byref), as NVML wants
     info = p.c_nvmlGpuFabricInfo_v2_t() if hasattr(p, "c_nvmlGpuFabricInfo_v2_t") else None
-    answer = ask("nvmlDeviceGetGpuFabricInfoV", info) if info is not None else nvml.recorded_error("FUNCTION_NOT_FOUND")
+    answer = (ask("nvmlDeviceGetGpuFabricInfoV", ctypes.byref(info)) if info is not None
+              else nvml.recorded_error("FUNCTION_NOT_FOUND"))
     if nvml.is_error(answer) and answer["error"] == "FUNCTION_NOT_FOUND" and hasattr(p, "c_nvmlGpuFabricInfo_t"):
         info = p.c_nvmlGpuFabricInfo_t()
-        answer = ask("nvmlDeviceGetGpuFabricInfo", info)
+        answer = ask("nvmlDeviceGetGpuFabricInfo", ctypes.byref(info))
     if nvml.is_error(answer):
         return answer
     return {"state": int(info.state), "status": int(info.status)}
