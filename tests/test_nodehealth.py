@@ -568,3 +568,63 @@ def test_the_docs_install_it_as_health_check_program_in_five_lines():
     assert "HealthCheckProgram=/etc/slurm/gpufabric/healthcheck.sh" in block
     for script in ("healthcheck.sh", "prolog.sh", "epilog.sh", "gpufabric-node-health.sh"):
         assert os.access(repo / "examples" / "slurm" / script, os.X_OK)
+
+
+MORE = [
+    ("a GPU without a handle", lambda d: d["gpus"].__setitem__(1, {"index": 1, "handle": {"error": "NO_PERMISSION"}}),
+     (), 6, "gpufabric: UNKNOWN GPU1 not readable: rerun"),
+    ("a serial NVML refuses", lambda d: gpu(d, 0).update(serial={"error": "UNKNOWN"}), ("--accepted", str(X4_ACCEPTED)),
+     6, "gpufabric: UNKNOWN GPU0 serial not readable: rerun"),
+    ("boards swapped between slots",
+     lambda d: (gpu(d, 0).update(serial=SERIALS[1]), gpu(d, 1).update(serial=SERIALS[0])),
+     ("--accepted", str(X4_ACCEPTED)), 0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (2 warnings)"),
+    ("ECC turned off", lambda d: gpu(d, 2).update(ecc_mode=0), (), 1,
+     "gpufabric: DRAIN GPU2 (serial 1653724066364) ECC disabled: software"),
+    ("no slowdown threshold, margin used up", lambda d: gpu(d, 1).update(
+        slowdown_temperature_c={"error": "NOT_SUPPORTED"}, margin_temperature_c=0), (), 0,
+     "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)"),
+    ("a driver changed since the acceptance", lambda d: d.update(driver_version="580.126.09"),
+     ("--accepted", str(X4_ACCEPTED)), 0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)"),
+    ("an Xid of a device that is no GPU here", lambda d: d.update(kernel_log={"source": "/dev/kmsg", "error": None,
+     "xids": [{"pci": "0000:b9:00", "xid": 74, "age_s": 12.0, "text": "NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, "
+               "name=<unknown>, NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"}]}),
+     (), 1, "gpufabric: DRAIN node Xid 74 NVLink error at PCI 0000:b9:00: reset"),
+]
+
+
+@pytest.mark.parametrize("edit,args,rc,line", [m[1:] for m in MORE], ids=[m[0] for m in MORE])
+def test_more_findings(capsys, tmp_path, edit, args, rc, line):
+    found, out = x4(capsys, planted(tmp_path, edit), *args)
+    assert (found, out[0]) == (rc, line)
+
+
+def test_more_gpus_than_the_profile_is_could_not_tell(capsys):
+    rc, out = health(capsys, "--profile", "h200-nvswitch-x2", "--replay", str(X4))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node 4 GPUs, profile has 2: software")
+
+
+def test_above_the_profiles_temperature_is_a_warning(capsys, tmp_path):
+    profile = tmp_path / "cool.yaml"
+    profile.write_text("name: cool\nextends: h200-nvswitch-x4\nhealth: {max_temperature_c: 40}\n")
+    rc, out = health(capsys, "--profile", str(profile), "--replay",
+                     str(planted(tmp_path, lambda d: gpu(d, 3).update(temperature_c=45))))
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile cool (1 warning)")
+    assert out[1] == ("  warn: GPU3 (serial 1653724034047): 45 C, above 40 C: above the profile's "
+                      "health.max_temperature_c")
+
+
+def test_quick_tier_holds_hbm_and_gemm_to_the_profiles_floors(tmp_path):
+    """No fault planted; floors no CPU reaches: HBM below its floor drains every board (software: clocks held low,
+    another process), a GEMM rate below the burn-in's floor is only shown, the memory pattern passes."""
+    from pytest_gpufabric.nodehealth.quick import run_quick
+
+    (tmp_path / "fast.yaml").write_text(CPU_PROFILE.replace("min_tflops: 0.001", "min_tflops: 1000000")
+                                        .replace("min: 0.01 GB/s", "min: 1000000 GB/s").replace("cpu-health", "fast"))
+    baseline = resolve_baseline(str(tmp_path / "fast.yaml"), None, env={})
+    findings, notes, _ = run_quick(load_health_file(X2 / "health.json"), baseline)
+    assert sorted((f.gpu, f.check, f.severity, f.remedy) for f in findings) == [
+        (0, "quick-gemm", "warn", None), (0, "quick-hbm", "drain", "software or configuration"),
+        (1, "quick-gemm", "warn", None), (1, "quick-hbm", "drain", "software or configuration")]
+    hbm = next(f for f in findings if f.check == "quick-hbm")
+    assert hbm.what.startswith("HBM ") and hbm.what.endswith(" GB/s below floor")
+    assert any(n.startswith("GPU0: memory pattern over 1.00 MiB") and n.endswith("no mismatch") for n in notes)

@@ -103,8 +103,10 @@ def health_checked(slurm, tmp_path):
     try:
         yield control, runs
     finally:
+        control.write_text(str(BUNDLE))  # a check still running when the program is taken away drains nothing
         slurm.conf.write_text(original)
         slurm.run(["scontrol", "reconfigure"])
+        time.sleep(INTERVAL_S + 1)
         slurm.run(["scontrol", "update", f"NodeName={slurm.nodename}", "State=RESUME"])
         _wait(slurm, lambda state, reason: "DRAIN" not in state and "NOT_RESPONDING" not in state, runs,
               "the node back in service")

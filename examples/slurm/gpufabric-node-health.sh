@@ -42,9 +42,12 @@ args+=("${extra[@]}")
 [ -n "${GPUFABRIC_HEALTH_PROM:-}" ] && args+=(--prom "$GPUFABRIC_HEALTH_PROM")
 
 read -r -a command <<< "$gpufabric"
-output=$("${command[@]}" "${args[@]}" 2>&1)
+# the verdict is the first line of standard output (a warning on stderr must not become the reason)
+errors=$(mktemp 2>/dev/null || echo /dev/null)
+output=$("${command[@]}" "${args[@]}" 2>"$errors")
 rc=$?
 line=$(printf '%s\n' "$output" | head -n 1)
+[ "$errors" != /dev/null ] && { [ -n "$line" ] || line=$(head -n 1 "$errors"); rm -f "$errors"; }
 
 # the node's state and drain reason, as slurmctld has them ("drained|gpufabric: DRAIN GPU1 ...")
 state_reason=$("$sinfo" --noheader --Node --nodes="$node" --format='%T|%E' 2>/dev/null | head -n 1)

@@ -386,7 +386,9 @@ def _read_gpu(gpu: dict, i: int, typed: _Typed) -> GpuHealthRecord:
         value = gpu.get(key)
         if isinstance(value, str) and value.strip():
             setattr(record, key, value.strip())
-        elif value is not None and _nvml_answer(value) is None:
+        elif _nvml_answer(value) is not None:
+            record.unreadable[key] = f"NVML answered {_nvml_answer(value)} [{typed.where}: {where}.{key}]"
+        elif value is not None:
             record.unreadable[key] = str(typed._refuse(f"the {key}", value, f"{where}.{key}", "text"))
     if gpu.get("pci_bus_id") is not None and _nvml_answer(gpu.get("pci_bus_id")) is None:
         try:
