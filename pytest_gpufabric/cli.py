@@ -103,6 +103,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     commands = {}
     if nvml_error is not None:
         commands[bundle.NVML_FILE] = {"error": str(nvml_error)}
+    else:
+        from .nodehealth.record import snapshot_health
+
+        commands.update(snapshot_health(target))  # health.json: what `gpufabric health --replay` judges
     if Path(SYSFS_IB).is_dir():
         copied = snapshot_rdma("/", target / bundle.SYSFS_DIR)
         commands[bundle.SYSFS_DIR] = {"copied_files": len(copied)}
@@ -141,6 +145,13 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     (target / bundle.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")
     return EXIT_OK
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """`gpufabric health`: nodehealth/command.py (exit 0 healthy, 1 drain, 6 could not tell)."""
+    from .nodehealth.command import run_health
+
+    return run_health(args)
 
 
 def cmd_profile_init(args: argparse.Namespace) -> int:
@@ -685,6 +696,10 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_argument("dir", help="the bundle directory to write (made if missing); judge it later with "
                           "--replay DIR or pytest --gpu-replay DIR")
     snapshot.set_defaults(func=cmd_snapshot)
+
+    from .nodehealth.command import add_health_parser
+
+    add_health_parser(sub, cmd_health)
 
     profile = sub.add_parser("profile", help="write or check machine profiles")
     profile_sub = profile.add_subparsers(dest="profile_command", required=True)

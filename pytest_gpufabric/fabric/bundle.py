@@ -8,6 +8,9 @@ topology works:
 - ``nvidia-smi-q.xml``        `nvidia-smi -q -x`: inventory (serials, PCIe, memory, driver, VBIOS, ECC)
 - ``nvml.json``               what `gpufabric snapshot` read through NVML (fabric/nvml.py documents it)
 - ``manifest.json``           written by `gpufabric snapshot`: when, where, which commands, their exit codes
+- ``health.json``             every GPU's health counters and the kernel's Xid lines, by `gpufabric snapshot` with the
+                              reader `gpufabric health` uses (nodehealth/record.py); what `gpufabric health --replay`
+                              judges
 - ``nvlink-traffic.json``     NVLink counter samples around a training step, with the workload's result, as the
                               NVLink suite writes them to reports/ on a live run
 - ``bandwidth.json``          the bandwidth suite's measurements (collectives, copies), as it writes them to reports/

@@ -248,3 +248,28 @@ def nic_records(gpu_bus_ids: dict[int, str], root: str = "/") -> list[dict]:
             "path_to_nic": to_nic,
         })
     return records
+
+
+#: PCI class codes of an NVIDIA GPU function: VGA (0x0300) and 3D controller (0x0302); NVSwitches (0x0680) are not
+_GPU_CLASSES = ("0x0300", "0x0302")
+
+
+def nvidia_gpu_functions(root: str = "/") -> list[str] | None:
+    """The NVIDIA GPUs the PCI bus lists (vendor 0x10de, class VGA or 3D), as NVML writes bus ids
+    ('00000000:00:06.0'), sorted; None when sysfs cannot be listed. A GPU here that NVML does not list fell off
+    the bus, or its driver did not take it."""
+    devices = _in_root(root, "/sys/bus/pci/devices")
+    try:
+        names = sorted(os.listdir(devices))
+    except OSError:
+        return None
+    found = []
+    for name in names:
+        if not _BDF.match(name):
+            continue
+        vendor = _read_text(os.path.join(devices, name, "vendor"))
+        klass = _read_text(os.path.join(devices, name, "class")) or ""
+        if vendor == "0x10de" and klass[:6] in _GPU_CLASSES:
+            domain, bus, devfn = name.split(":")
+            found.append(f"{int(domain, 16):08X}:{bus.upper()}:{devfn.upper()}")
+    return found

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..report.results import json_text, published_mode
 from .analysis import FleetSettings, analyse
 from .fabric import FABRIC_FILE, judge_fabric, load_fabric_result
+from .health import fleet_health
 from .hostlist import expand_hostlist
 from .loader import MAX_BYTES, prepare
 from .nodes import Node, find_node_dirs, read_node
@@ -181,6 +182,7 @@ def _fleet_document(paths: list[Path], expected: list[str] | None, profile_spec:
                 "unlisted": unlisted}
     document.update(analyse(nodes, expected, settings))
     document["duplicate_hosts"] = duplicate_hosts(nodes)
+    document["health"] = fleet_health(nodes)  # the nodes' last `gpufabric health` (fleet/health.py): shown, not judged
     if unlisted and document["verdict"] == "ACCEPTED":
         document["verdict"] = "INCOMPLETE"
         document["reason"] = f"{len(unlisted)} folder(s) could not be listed: {'; '.join(unlisted[:3])}"

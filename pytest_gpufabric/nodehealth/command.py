@@ -1,0 +1,133 @@
+"""`gpufabric health`: the check a scheduler runs between jobs. Exit 0 healthy, 1 drain, 6 could not tell; 2 a usage
+error (no profile, a bundle that is not one, bad options), as every gpufabric command says bad input.
+
+The first line printed is the verdict and, for a drain, the reason (output.py); the findings follow. ``--json``
+prints the result document instead (``--json FILE`` writes it there and prints the text), ``--prom FILE`` writes
+the node_exporter textfile; both files are replaced atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import GpuFabricError, HardwareUnavailable
+from ..fabric.typed import Unreadable
+from ..remedy import RERUN, SOFTWARE
+from . import output
+from .baseline import ACCEPTED_ENV, PROFILE_ENV, resolve_baseline
+from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
+from .passive import DEFAULT_XID_WINDOW_S, passive_findings
+from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, load_health_file, read_live
+
+HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler can use, or HEALTHY (0)"
+
+
+def add_health_parser(sub, func) -> None:
+    """`gpufabric health`'s options, on cli.py's subcommand parser."""
+    health = sub.add_parser(
+        "health", help=HELP,
+        description="The passive tier (default: NVML and the kernel log, no workload, nothing set) or --quick (also a "
+                    "few seconds of GEMM, HBM bandwidth and a memory pattern on every GPU at once) against the node's "
+                    "profile. The first line is the verdict and, for a drain, the reason (at most 128 characters: the "
+                    "board by index and serial, what, and the remedy class). Exit 0 healthy, 1 drain, 6 could not "
+                    "tell (a reading it needs could not be had: never healthy), 2 a usage error. docs/health.md")
+    health.add_argument("--profile", metavar="NAME|FILE", help=f"the profile to hold the node to (default: "
+                        f"${PROFILE_ENV}, else the one the accepted results name)")
+    health.add_argument("--accepted", metavar="RESULTS.json", help="the results the node was accepted with: its "
+                        f"boards by serial, its profile (default: ${ACCEPTED_ENV}, else reports/gpufabric-results.json "
+                        "where it exists)")
+    health.add_argument("--replay", metavar="BUNDLE", help="judge a bundle's health.json (gpufabric snapshot) instead "
+                        "of this machine")
+    health.add_argument("--quick", action="store_true", help="also run the quick workloads (needs torch; live only)")
+    health.add_argument("--json", nargs="?", const="-", metavar="FILE", help="the result as JSON: on standard output "
+                        "instead of the text, or into FILE (replaced atomically) beside the text")
+    health.add_argument("--prom", metavar="FILE", help="also write the node_exporter textfile (replaced atomically), "
+                        "e.g. /var/lib/node_exporter/textfile/gpufabric_health.prom")
+    health.add_argument("--xid-window", type=float, default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
+                        help="Xid lines younger than this are judged (default %(default)g); older ones stay in the "
+                             "kernel log after the reset that cleared them")
+    health.add_argument("--plant-fault", type=int, metavar="CUDA_INDEX",
+                        help="with --quick: one wrong GEMM element and one flipped memory bit on this device, to prove "
+                             "the check catches them (tests, demonstrations)")
+    health.set_defaults(func=func)
+
+
+def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | None]:
+    """The health record (live, or the bundle's health.json), or the finding that says why there is none."""
+    if replay:
+        from ..fabric.bundle import bundle_directory
+
+        path = bundle_directory(replay) / HEALTH_FILE  # a bundle that is not one: a usage error (BundleError)
+        if not path.is_file():
+            return None, Finding("health-record", UNKNOWN, "no health.json in the bundle", remedy=RERUN,
+                                 evidence={"bundle": replay},
+                                 detail=f"{path} is missing: record the bundle with gpufabric snapshot (it writes "
+                                        "health.json)")
+        try:
+            return load_health_file(path), None
+        except Unreadable as exc:
+            return None, Finding("health-record", UNKNOWN, "health.json not readable", remedy=RERUN,
+                                 evidence={"file": str(path)}, detail=str(exc))
+    try:
+        return health_from_record(json.loads(json.dumps(read_live())), "NVML"), None
+    except HardwareUnavailable as exc:
+        return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
+                             evidence={"why": exc.why})
+    except Unreadable as exc:  # NVML answered something the typed reading refuses: said, not judged
+        return None, Finding("health-record", UNKNOWN, "NVML record not readable", remedy=RERUN, detail=str(exc))
+
+
+def run_health(args: argparse.Namespace) -> int:
+    if args.quick and args.replay:
+        raise GpuFabricError("--quick runs workloads on this machine's GPUs: it cannot replay a bundle")
+    if args.plant_fault is not None and not args.quick:
+        raise GpuFabricError("--plant-fault plants its fault in the quick tier's workloads: give --quick")
+    if not args.xid_window >= 0:
+        raise GpuFabricError(f"--xid-window {args.xid_window}: give seconds, 0 or more")
+    baseline = resolve_baseline(args.profile, args.accepted)
+    started = time.monotonic()
+    node, failure = _read_node(args.replay)
+    findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
+    notes = baseline.notes + notes
+    seconds = {"passive": round(time.monotonic() - started, 3)}
+    tier = "quick" if args.quick else "passive"
+    if args.quick:
+        if verdict_of(findings) == DRAIN_VERDICT or node is None:
+            notes.append("quick tier not run: " + ("the passive tier drains the node already" if node is not None
+                                                    else "the GPUs could not be read"))
+        else:
+            from .quick import run_quick
+
+            began = time.monotonic()
+            quick_findings, quick_notes, _ = run_quick(node, baseline, plant_fault=args.plant_fault)
+            findings += quick_findings
+            notes += quick_notes
+            seconds["quick"] = round(time.monotonic() - began, 3)
+    verdict = verdict_of(findings)
+    line = output.verdict_line(verdict, findings, node.gpu_count if node else None, baseline.profile.name)
+    gpus = [] if node is None else [
+        {"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name, "pci_bus_id": g.pci_bus_id,
+         "lost": g.lost, "not_applicable": g.not_applicable, "unreadable": g.unreadable} for g in node.gpus]
+    document = output.result_document(
+        verdict=verdict, line=line, tier=tier, findings=findings, notes=notes,
+        source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict(), gpus=gpus,
+        seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
+        checked_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
+    text = json.dumps(document, indent=1) + "\n"
+    if args.json and args.json != "-":
+        output.write_atomically(Path(args.json), text)
+    if args.prom:
+        output.write_atomically(Path(args.prom), output.prom_text(document, time.time()))
+    if args.json == "-":
+        sys.stdout.write(text)
+    else:
+        print(line)
+        for detail in output.detail_lines(findings, notes):
+            print(detail)
+    return EXIT_CODES[verdict]

@@ -1,0 +1,139 @@
+"""What `gpufabric health` says: the first line a scheduler takes as its drain reason, the details after it, the
+JSON document (health-result.schema.json) and the node_exporter textfile.
+
+The line is at most 128 characters, printable ASCII without quotes (Slurm keeps it as the node's Reason; a quote
+would end an scontrol argument) and always starts ``gpufabric: ``, the prefix by which the Slurm example resumes
+only the nodes it drained itself::
+
+    gpufabric: DRAIN GPU3 (serial 1653724061974) rows pending remapping: reset
+    gpufabric: DRAIN GPU1 (serial 1653724062199) PCIe x8, the profile promises x16 (+2 more): reseat
+    gpufabric: UNKNOWN GPU0 (serial 1653724025850) remapped rows pending not readable: rerun
+    gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .. import __version__, remedy
+from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
+
+PREFIX = "gpufabric: "
+MAX_LINE = 128
+FORMAT = "gpufabric-health-result/1"
+SCHEMA_PATH = Path(__file__).with_name("health-result.schema.json")
+
+
+def _clean(text: str) -> str:
+    """Printable ASCII, no quotes or backslashes, single spaces."""
+    kept = "".join(c if " " <= c <= "~" and c not in "\"'\\`" else " " for c in str(text))
+    return " ".join(kept.split())
+
+
+def _fit(head: str, middle: str, tail: str) -> str:
+    """``head + middle + tail`` within MAX_LINE characters, the middle cut short (with "...") where it must."""
+    room = MAX_LINE - len(head) - len(tail)
+    if len(middle) > room:
+        middle = middle[:max(room - 3, 0)].rstrip() + "..."
+    return (head + middle + tail)[:MAX_LINE]
+
+
+def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, profile_name: str | None) -> str:
+    """The first line: the verdict, and for DRAIN and UNKNOWN the finding that decides it (board, what, remedy)."""
+    if verdict == HEALTHY:
+        warnings = sum(1 for f in findings if f.severity == WARN)
+        said = f"{gpu_count} GPUs" if gpu_count is not None else "GPUs"
+        more = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
+        return _fit(PREFIX + "HEALTHY ", _clean(f"{said}, profile {profile_name}"), more)
+    severity = DRAIN if verdict == DRAIN_VERDICT else UNKNOWN
+    first = headline(findings, severity)
+    if first is None:  # a verdict without its finding: a bug; the line still says the verdict
+        return f"{PREFIX}{verdict}"
+    others = sum(1 for f in findings if f.severity == severity) - 1
+    tail = (f" (+{others} more)" if others else "") + (f": {remedy.SHORT[first.remedy]}" if first.remedy else "")
+    return _fit(f"{PREFIX}{verdict} {_clean(first.board)} ", _clean(first.what), tail)
+
+
+def detail_lines(findings: list[Finding], notes: list[str]) -> list[str]:
+    """The lines after the first: every finding (drains first), then the notes."""
+    order = {DRAIN: 0, UNKNOWN: 1, WARN: 2}
+    lines = []
+    for f in sorted(findings, key=lambda f: (order[f.severity], -1 if f.gpu is None else f.gpu)):
+        fix = f" [{f.remedy}]" if f.remedy else ""
+        lines.append(f"  {f.severity}: {f.board}: {f.what}{fix}" + (f": {f.detail}" if f.detail else ""))
+    lines += [f"  note: {note}" for note in notes]
+    return lines
+
+
+def result_document(*, verdict: str, line: str, tier: str, findings: list[Finding], notes: list[str], source: str,
+                    baseline: dict, gpus: list[dict], seconds: dict[str, float], host: str | None,
+                    checked_at: str, replay: str | None) -> dict:
+    return {"format": FORMAT, "plugin_version": __version__, "verdict": verdict, "exit_code": EXIT_CODES[verdict],
+            "line": line, "tier": tier, "checked_at": checked_at, "host": host, "source": source, "replay": replay,
+            "baseline": baseline, "gpus": gpus, "seconds": seconds,
+            "counts": {s: sum(1 for f in findings if f.severity == s) for s in (DRAIN, UNKNOWN, WARN)},
+            "findings": [f.to_dict() for f in findings], "notes": notes}
+
+
+def validate_result(document: dict) -> None:
+    """Raise jsonschema.ValidationError when the document is not what health-result.schema.json says."""
+    import jsonschema
+
+    jsonschema.validate(document, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never a part: a temporary file
+    in the same folder (named so that node_exporter's *.prom glob skips it), flushed, then renamed over."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _label(value: object) -> str:
+    """A Prometheus label value: backslash, quote and newline escaped (the exposition format's three)."""
+    return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+
+
+def prom_text(document: dict, timestamp: float) -> str:
+    """The node_exporter textfile-collector form of a result document."""
+    verdict = document["verdict"]
+    lines = [
+        "# HELP gpufabric_health_verdict The last gpufabric health check's verdict (1 for the verdict it gave).",
+        "# TYPE gpufabric_health_verdict gauge",
+        *(f'gpufabric_health_verdict{{verdict="{v}",tier="{document["tier"]}"}} {int(v == verdict)}'
+          for v in (HEALTHY, DRAIN_VERDICT, UNKNOWN_VERDICT)),
+        "# HELP gpufabric_health_exit_code Exit status of the last check: 0 healthy, 1 drain, 6 could not tell.",
+        "# TYPE gpufabric_health_exit_code gauge",
+        f"gpufabric_health_exit_code {document['exit_code']}",
+        "# HELP gpufabric_health_findings Findings of the last check, by severity.",
+        "# TYPE gpufabric_health_findings gauge",
+        *(f'gpufabric_health_findings{{severity="{s}"}} {n}' for s, n in document["counts"].items()),
+        "# HELP gpufabric_health_finding One series per finding of the last check.",
+        "# TYPE gpufabric_health_finding gauge",
+    ]
+    for f in document["findings"]:
+        gpu = "" if f["gpu"] is None else f["gpu"]
+        lines.append(f'gpufabric_health_finding{{check="{_label(f["check"])}",severity="{f["severity"]}",gpu="{gpu}",'
+                     f'serial="{_label(f["serial"] or "")}",remedy="{f["remedy_short"] or ""}",'
+                     f'what="{_label(f["what"])}"}} 1')
+    lines += ["# HELP gpufabric_health_seconds Wall time of each tier of the last check.",
+              "# TYPE gpufabric_health_seconds gauge",
+              *(f'gpufabric_health_seconds{{tier="{tier}"}} {seconds:.3f}'
+                for tier, seconds in document["seconds"].items()),
+              "# HELP gpufabric_health_last_run_timestamp_seconds When the last check ended (Unix time).",
+              "# TYPE gpufabric_health_last_run_timestamp_seconds gauge",
+              f"gpufabric_health_last_run_timestamp_seconds {timestamp:.3f}"]
+    return "\n".join(lines) + "\n"
