@@ -24,6 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .units import format_bytes, parse_gbit
+from .units import is_number as _number
+
 SOFTWARE = "software or configuration"
 RERUN = "rerun"
 RESET = "reset or reboot"
@@ -96,13 +99,13 @@ class Context:
         return list(self.findings_of())
 
     @cached_property
-    def forbidden(self) -> set[str]:
-        from .checks.health import forbidden_counters
+    def forbidden(self) -> set[str]:  # the counters the profile forbids to rise
+        from .fabric.health import DEFAULT_FORBIDDEN
 
-        return forbidden_counters(self.section)
+        return set(self.section.get("forbid", DEFAULT_FORBIDDEN))
 
     @cached_property
-    def forbidden_throttle(self) -> set[str]:
+    def forbidden_throttle(self) -> set[str]:  # the clock-event reasons it forbids
         from .fabric.health import DEFAULT_FORBIDDEN_THROTTLE
 
         return set(self.section.get("forbid_throttle", DEFAULT_FORBIDDEN_THROTTLE))
@@ -120,11 +123,10 @@ class Context:
     def link_errors(self) -> dict[int, str]:
         """GPU index -> the NVLink replay or recovery count that rose on it during the run (a link retrained)."""
         rises: dict[int, str] = {}
-        windows = [w for w in (self.health.get("tests") or {}).values() if isinstance(w, dict)]
-        for window in windows:
-            for index, record in window.items():
-                for name, delta in ((record or {}).get("rose") or {}).items():
-                    if _base(name) in ("nvlink_replay", "nvlink_recovery") and str(index).isdigit():
+        for window in (w for w in (self.health.get("tests") or {}).values() if isinstance(w, dict)):
+            for index, record in ((i, r) for i, r in window.items() if str(i).isdigit() and isinstance(r, dict)):
+                for name, delta in (record.get("rose") or {}).items():
+                    if _base(name) in ("nvlink_replay", "nvlink_recovery"):
                         rises.setdefault(int(index), f"{_base(name)} rose by {delta}")
         return rises
 
@@ -150,13 +152,6 @@ def _fixed(cls: str, because: str) -> Rule:
     return lambda check, ctx: (cls, f"{_lead(check)}: {because}")
 
 
-def _rule(name: str) -> Rule | None:
-    for key, rule in RULES.items():
-        if name == key or (key.endswith("-") and name.startswith(key)):
-            return rule
-    return None
-
-
 def _gpu_count(check: dict, ctx: Context) -> Remedy:
     expected, found = check.get("expected"), check.get("found")
     if _number(found) and _number(expected) and found > expected:
@@ -172,7 +167,6 @@ def _gpu_count(check: dict, ctx: Context) -> Remedy:
 
 def _gpu_memory(check: dict, ctx: Context) -> Remedy:
     from .checks.topology import memory_as_sold
-    from .units import format_bytes
 
     expected, found = check.get("expected"), check.get("found")
     if memory_as_sold(expected, found) is not None:
@@ -337,8 +331,7 @@ def _burn_in(check: dict, ctx: Context) -> list[Remedy]:
             out.append((RERUN, f"{who}: {rate:.0f} TFLOP/s, below the {floor:g} promised, with no clock event or heat "
                                "to explain it: burn it in once more"))
     if not out:
-        out.append((RERUN, f"{_lead(check)}: its figures hold no fault (the GEMM workload stopped?): burn it in once "
-                           "more"))
+        out.append((RERUN, f"{who}: its figures hold no fault (the GEMM workload stopped?): burn it in once more"))
     return out
 
 
@@ -354,22 +347,17 @@ def _rdma_port(check: dict, ctx: Context) -> list[Remedy]:
         out.append((SOFTWARE, f"{who}: state {found.get('state')} on a link that is up: the subnet manager or the "
                               "switch port's configuration"))
     rate = found.get("rate_gbit")
-    if "rate" in expected and _number(rate):
-        from .units import parse_gbit
-
-        if rate < parse_gbit(expected["rate"]):
-            out.append((RESEAT, f"{who}: {rate:g} Gb/s, below the {expected['rate']} promised: a cable or "
-                                "transceiver of a lower speed, or not fully seated"))
+    if "rate" in expected and _number(rate) and rate < parse_gbit(expected["rate"]):
+        out.append((RESEAT, f"{who}: {rate:g} Gb/s, below the {expected['rate']} promised: a cable or transceiver of "
+                            "a lower speed, or not fully seated"))
     mtu = found.get("active_mtu")
     if "mtu" in expected and _number(mtu) and mtu < expected["mtu"]:
-        out.append((SOFTWARE, f"{who}: active MTU {mtu}, below the {expected['mtu']} promised: the port's or the "
-                              "switch's MTU setting"))
-    if "link_layer" in expected and found.get("link_layer") not in (None, expected["link_layer"]):
-        out.append((SOFTWARE, f"{who}: link layer {found.get('link_layer')}, the profile promises "
-                              f"{expected['link_layer']}: the port's configuration"))
-    if "numa_node" in expected and found.get("numa_node") not in (None, expected["numa_node"]):
-        out.append((RESEAT, f"{who}: on NUMA node {found.get('numa_node')}, the profile promises "
-                            f"{expected['numa_node']}: the card sits in another slot than the design"))
+        out.append((SOFTWARE, f"{who}: active MTU {mtu}, below the {expected['mtu']} promised: the MTU setting"))
+    for key, cls, because in (("link_layer", SOFTWARE, "the port's configuration"),
+                              ("numa_node", RESEAT, "the card sits in another slot than the design")):
+        if key in expected and found.get(key) not in (None, expected[key]):
+            out.append((cls, f"{who}: {key.replace('_', ' ')} {found.get(key)}, the profile promises {expected[key]}: "
+                             f"{because}"))
     return out or [(SOFTWARE, f"{_lead(check)}: the port's configuration")]
 
 
@@ -468,9 +456,7 @@ def _heat(hottest: object, seen: Sequence[str], who: str, ctx: Context) -> list[
 def _window(window: dict, ctx: Context) -> list[Remedy]:
     """What a test's health window (fabric.health.window_record) shows that the profile forbids."""
     out = []
-    for index, record in sorted(window.items(), key=lambda item: str(item[0])):
-        if not isinstance(record, dict):
-            continue
+    for index, record in sorted((i, r) for i, r in window.items() if isinstance(r, dict)):
         who = f"GPU{index} (serial {record.get('serial') or 'unknown'})"
         gpu = int(index) if str(index).isdigit() else None
         out += _counters(record.get("rose") or {}, ctx.forbidden, who, ctx.xid_codes.get(gpu))
@@ -481,12 +467,9 @@ def _window(window: dict, ctx: Context) -> list[Remedy]:
 
 def _watchdog(ctx: Context) -> list[Remedy]:
     """The forbidden counters the watchdog saw rise outside every test's window (its NVLink sweeps)."""
-    rises = [r for r in ctx.health.get("nvlink_rises") or [] if isinstance(r, dict)]
-    out = []
-    for rise in rises:
-        who = f"GPU{rise.get('gpu')} (serial {rise.get('serial') or 'unknown'})"
-        out += _counters({str(rise.get("counter")): rise.get("delta")}, ctx.forbidden, who)
-    return out
+    return [remedy for rise in ctx.health.get("nvlink_rises") or [] if isinstance(rise, dict)
+            for remedy in _counters({str(rise.get("counter")): rise.get("delta")}, ctx.forbidden,
+                                    f"GPU{rise.get('gpu')} (serial {rise.get('serial') or 'unknown'})")]
 
 
 # --- the mapping ------------------------------------------------------------------------------------------------
@@ -502,7 +485,8 @@ def remedy_of_check(check: dict, ctx: Context | None = None) -> Remedy | None:
         return RERUN, f"the evidence could not show it ({_first(check.get('message'))}): record or measure it again"
     if verdict != "failed":
         return None
-    rule = _rule(str(check.get("name", "")))
+    name = str(check.get("name", ""))
+    rule = next((r for key, r in RULES.items() if name == key or (key.endswith("-") and name.startswith(key))), None)
     if rule is None:  # a check of a user's own or another plugin's: nothing known of its evidence
         return RERUN, f"{_lead(check)}: no rule reads this check's evidence; its message says what failed"
     found = rule(check, ctx)
@@ -581,12 +565,6 @@ def _dearest(found: list[Remedy]) -> Remedy:
     return max(found, key=lambda remedy: CLASSES.index(remedy[0]))
 
 
-def _number(value: object) -> bool:
-    import math
-
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _base(counter: str) -> str:
     return str(counter).split(":", 1)[0]
 
@@ -598,14 +576,16 @@ def _gpu_index(subject: object) -> int | None:
 
 
 def _first(text: object, limit: int = 240) -> str:
-    """The first line of a reason, at most ``limit`` characters."""
-    line = next((part.strip() for part in str(text or "").splitlines() if part.strip()), "")
-    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " ..."
+    """The first line of a reason, at most ``limit`` characters (ended at a word, with '…' where it was longer)."""
+    from .report.phrases import short
+
+    return short(next((part.strip() for part in str(text or "").splitlines() if part.strip()), ""), limit)
 
 
 def _lead(check: dict) -> str:
     """A check's first sentence (expected and found, before its usual causes), for a why."""
-    return re.split(r"\.\s+(?=[A-Z])", _first(check.get("message")), maxsplit=1)[0].rstrip(".:")
+    message = next((part.strip() for part in str(check.get("message") or "").splitlines() if part.strip()), "")
+    return _first(re.split(r"\.\s+(?=[A-Z])", message, maxsplit=1)[0].rstrip(".:"), 200)
 
 
 def _wrong_elements(found: object) -> int:
