@@ -519,13 +519,13 @@ def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:
     suite = ctx.suites.get(promise.get("id", ""))
     if promise.get("id") in ctx.collection_errors or (
             not tests and suite and any(nodeid.endswith(suite) for nodeid in ctx.collection_errors)):
-        return SOFTWARE, f"its tests could not be collected ({reason}): the image lacks what they import"
+        return SOFTWARE, f"{reason}: the image lacks what its tests import"
     if ctx.machine_error and ctx.machine_error in str(promise.get("reason")):
         return SOFTWARE, f"the machine could not be read ({_first(ctx.machine_error)}): the driver"
     if any(ctx.tests.get(t) == "error" for t in tests):
         if ctx.missing_gpu:
             return ctx.missing_gpu[0], f"its GPU is missing: {ctx.missing_gpu[1]}"
-        return SOFTWARE, f"its test broke ({reason}): the software around the measurement, not the machine, failed"
+        return SOFTWARE, f"{reason}: the software around the measurement, not the machine, failed"
     if not tests:
         return RERUN, f"no test judged it ({reason}): run the acceptance whole"
     if any(c.get("verdict") in ("not checked", "unknown") for c in checks):

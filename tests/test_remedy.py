@@ -17,6 +17,7 @@ from test_report import _gpufabric_section, _html_run, _open_promises, _promise_
 
 from pytest_gpufabric.fabric import platform as pf
 from pytest_gpufabric.fabric.bundle import bundle_directory
+from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.remedy import (
     CLASSES,
     RERUN,
@@ -150,10 +151,31 @@ def test_a_file_that_cannot_be_collected_is_the_software(pytester: pytest.Pytest
     document = _results(pytester)
     assert result.ret == 6 and document["summary"]["verdict"] == "INCOMPLETE"
     cls, why = _remedies(document)["test_mine.py"]
-    assert cls == SOFTWARE and why.startswith("its tests could not be collected (could not be collected: ")
-    assert why.endswith("No module named 'no_such_module'): the image lacks what they import")
+    assert cls == SOFTWARE and why.startswith("could not be collected: ImportError while importing test module ")
+    assert why.endswith("No module named 'no_such_module': the image lacks what its tests import")
     assert set(_remedies(document)) == {"test_mine.py"}  # the profile's promises all passed
     result.stdout.fnmatch_lines(["  not checked: test_mine.py: could not be collected: *-> software or configuration"])
+
+
+def test_a_test_that_broke_is_the_software(pytester: pytest.Pytester):
+    """A user's own test whose fixture raises: an error, not a measurement; nothing says the machine is at fault."""
+    pytester.makepyfile(test_mine="import pytest\n\n@pytest.fixture\ndef broken():\n    raise RuntimeError("
+                                  "'no such device file')\n\ndef test_mine(broken):\n    pass\n")
+    pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2-acceptance",
+                       "test_mine.py")
+    assert _remedies(_results(pytester))["test_mine.py::test_mine"] == (
+        SOFTWARE, "the test broke: RuntimeError: no such device file: the software around the measurement, not the "
+                  "machine, failed")
+
+
+@pytest.mark.skipif(nvml_available()[0], reason="this machine has a working NVIDIA driver")
+def test_a_machine_without_a_driver_is_the_software(pytester: pytest.Pytester):
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "-k", "test_topology")
+    document = _results(pytester)
+    assert result.ret == 7 and document["summary"]["verdict"] == "NOT TESTED"
+    error = document["machine_error"]
+    assert error and _remedies(document)["gpu-count"] == (SOFTWARE, f"the machine could not be read ({error}): the "
+                                                                    "driver")
 
 
 # --- bandwidth: the platform, noise, or far below ---------------------------------------------------------------
