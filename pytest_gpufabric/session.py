@@ -261,7 +261,7 @@ class FabricSession:
             if scope:
                 reason += f"; {scope}: {'; '.join(promise_list.to_json()['left_out_why'].values())}"
         fabric = self._fabric
-        return {
+        document = {
             "schema_version": 3,
             "plugin_version": __version__,
             "started_at": self.started_at,
@@ -292,6 +292,20 @@ class FabricSession:
             "health": self.health,
             **({"burn_in": self._burn_in_summary()} if self.burn_in is not None else {}),
         }
+        from .remedy import annotate
+
+        # each failed or not-checked promise says what to do next, from its checks and the run's health
+        return annotate(document, self._platform_findings)
+
+    def _platform_findings(self) -> list[str]:
+        """What in the platform explains a low bandwidth (checks/platform.bandwidth_findings), where this run read
+        the platform (a failed bandwidth check reads it; nothing is read for this)."""
+        platform = self._measured.get("platform")
+        if platform is None or isinstance(platform, GpuFabricError):
+            return []
+        from .checks.platform import bandwidth_findings
+
+        return bandwidth_findings(platform)
 
     def _burn_in_summary(self) -> dict:
         from .workloads.burn_in import LOG_FILE

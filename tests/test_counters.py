@@ -507,7 +507,9 @@ def test_checks_fail_when_nccl_p2p_is_disabled(gpu):
 
     result = check_links_carry_traffic(gpu, links, H200_LINKS, m.describe(), m.env)
     assert result.verdict == FAILED
-    assert result.found == {"links_with_tx_and_rx": 0, "flat_links": list(range(18))}
+    # the run's NCCL settings are kept as data: what to do next reads them (remedy.py)
+    assert result.found == {"links_with_tx_and_rx": 0, "flat_links": list(range(18)),
+                            "nccl_settings": {"NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "1"}}
     assert "all 18 links stayed flat (0 B TX, 0 B RX)" in result.message
     assert "NCCL_P2P_DISABLE=1" in result.message
     assert len(result.details) == 18

@@ -308,8 +308,9 @@ def test_rejected_report_has_cover_promises_and_skipped_reasons(pytester: pytest
     assert "{'" not in section and "['" not in section and ">None<" not in section
 
 
-def _open_promises(section: str) -> list[tuple[str, str, str]]:
-    """The cover's "What a signer must read first": (promise, result, why) per row, in the page's order."""
+def _open_promises(section: str) -> list[tuple[str, str, str, str]]:
+    """The cover's "What a signer must read first": (promise, result, why, what to do next) per row, in the page's
+    order."""
     table = section[section.index('<table class="promises-open">'):]
     table = table[:table.index("</table>")]
     return [tuple(unescape(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
@@ -322,13 +323,13 @@ def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pyte
     from profile titan-rtx-nvlink:", leaving out the cell that differs)."""
     html, document = _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
     rows = _open_promises(_gpufabric_section(html))
-    assert [(pid, result) for pid, result, _ in rows] == [
+    assert [(pid, result) for pid, result, _, _ in rows] == [
         ("topology-matrix", "failed"), ("nvlinks[GPU0]", "failed"), ("nvlinks[GPU1]", "failed"),
         ("affinity[GPU0]", "failed"), ("affinity[GPU1]", "failed"),
         ("gpu-model[GPU0]", "not checked"), ("gpu-model[GPU1]", "not checked"),
         ("nvlink-traffic[GPU0]", "not checked"), ("nvlink-traffic[GPU1]", "not checked"),
         ("nvlink-traffic-volume[GPU0]", "not checked"), ("nvlink-traffic-volume[GPU1]", "not checked")]
-    why = dict((pid, reason) for pid, _, reason in rows)
+    why = dict((pid, reason) for pid, _, reason, _ in rows)
     assert why["topology-matrix"] == (
         "1 topology cell(s) differ from profile titan-rtx-nvlink:\n  GPU0-GPU1: expected NV2, found PHB\nUsual causes: "
         "NVLinks expected but the pair talks over PCIe: a missing or badly seated NVLink bridge, links down "

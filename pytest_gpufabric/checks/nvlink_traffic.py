@@ -16,8 +16,14 @@ _CAUSES = (
 )
 
 
+def nccl_settings(env: dict[str, str] | None) -> dict[str, str]:
+    """The NCCL settings of the run that steer its peer-to-peer path: a failed check's ``found`` keeps them, so that
+    what to do next (remedy.py) reads them, not its message."""
+    return {k: v for k, v in (env or {}).items() if k in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE")}
+
+
 def _nccl_settings(env: dict[str, str] | None) -> str:
-    shown = {k: v for k, v in (env or {}).items() if k in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE")}
+    shown = nccl_settings(env)
     return f" Set for this run: {', '.join(f'{k}={v}' for k, v in shown.items())}." if shown else ""
 
 
@@ -79,6 +85,8 @@ def check_links_carry_traffic(gpu: int, links: dict[int, LinkDelta], promised_li
     else:
         seen = "per link: " + "; ".join(_per_link(links))
     want = f"{promised_links} links" if promised_links is not None else "every link"
+    if nccl_settings(env):
+        found["nccl_settings"] = nccl_settings(env)
     return failed(
         name, subject, expected, found,
         f"{subject}: expected TX and RX growth on {want} {what}; {seen}. " + _CAUSES + _nccl_settings(env),
@@ -102,6 +110,8 @@ def check_allreduce_volume(gpu: int, links: dict[int, LinkDelta], expected_bytes
                f"({rx / expected_bytes:.3f}x) of the {format_bytes(int(expected_bytes))} all-reduce volume {what}")
     if min(tx, rx) >= floor:
         return passed(name, subject, expected, found, f"{subject}: {summary}", unit="bytes")
+    if nccl_settings(env):
+        found["nccl_settings"] = nccl_settings(env)
     return failed(
         name, subject, expected, found,
         f"{subject}: expected at least {min_fraction:.0%} of the all-reduce volume over NVLink; {summary}. "

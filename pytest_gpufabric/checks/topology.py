@@ -73,12 +73,20 @@ def check_gpu_memory(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     )
 
 
-def _memory_hint(expected: int, found: object) -> str:
-    """A promise written in GiB for a board sold in GB fails a healthy board (an H100 "80 GB" shows 79.65 GiB):
-    say how to write it as sold when that is the difference."""
-    whole_gib = expected % (1 << 30) == 0
+def memory_as_sold(expected: object, found: object) -> int | None:
+    """The bytes a board sold as ``expected >> 30`` GB has (1e9 bytes each), where a promise written in whole GiB
+    fails a board that has them (an H100 "80 GB" shows 79.65 GiB): the profile's unit, not the board, is wrong.
+    None where that is not the difference."""
+    if not isinstance(expected, int) or expected % (1 << 30) or not isinstance(found, int) or is_na(found):
+        return None
     as_sold = expected // (1 << 30) * 10**9
-    if whole_gib and isinstance(found, int) and found >= as_sold:
+    return as_sold if found >= as_sold else None
+
+
+def _memory_hint(expected: int, found: object) -> str:
+    """Say how to write the promise as sold when the unit is the difference."""
+    as_sold = memory_as_sold(expected, found)
+    if as_sold is not None:
         return (f"The board is sold as {expected >> 30} GB (1e9 bytes each: {format_bytes(as_sold)}), which it has: "
                 f"promise memory as sold, `memory: {expected >> 30} GB`, not GiB.")
     return "Usual causes: a different SKU than sold, or MIG/vGPU slicing."
@@ -137,7 +145,7 @@ def check_ecc(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     )
 
 
-def _matrix_differences(
+def matrix_differences(
     expected: dict[str, dict[str, str]], found: dict[str, dict[str, str]]
 ) -> list[tuple[str, str, str, str | None]]:
     """(row, col, expected label, found label or None) per differing pair; each unordered pair once."""
@@ -169,7 +177,7 @@ _MATRIX_CAUSES = {
 }
 
 
-def _matrix_cause(expected: str, found: str | None) -> str:
+def matrix_cause(expected: str, found: str | None) -> str:
     if found is None:
         return "MISSING"
     if nvlink_count_of_label(expected):
@@ -190,7 +198,7 @@ def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
     if not fabric.gpus_recorded:  # a bundle of a burn-in log or an RDMA capture alone: no matrix to judge
         return unknown("topology-matrix", "machine", expected, _NOT_RECORDED.format(
             source=fabric.source, files="nvidia-smi-topo-m.txt or nvml.json"))
-    differences = _matrix_differences(expected, fabric.matrix)
+    differences = matrix_differences(expected, fabric.matrix)
     damaged = [f"{row}-{col}: expected {want}, not readable ({why})" for row, col, want, seen in differences
                if seen is None and (why := _damaged_cell(fabric, row, col))]
     real = [(row, col, want, seen) for row, col, want, seen in differences
@@ -208,7 +216,7 @@ def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:
         return unknown("topology-matrix", "machine", expected,
                        f"every readable cell matches profile {profile.name}, but {len(damaged)} cell(s) of "
                        f"{fabric.source} are damaged and cannot be judged:\n  " + "\n  ".join(damaged))
-    causes = {_matrix_cause(want, seen) for _, _, want, seen in real}
+    causes = {matrix_cause(want, seen) for _, _, want, seen in real}
     return failed(
         "topology-matrix", "machine", expected, fabric.matrix,
         f"{len(diff)} topology cell(s) differ from profile {profile.name}:\n  " + "\n  ".join(diff)
@@ -245,11 +253,13 @@ def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
     if promise.get("all_active", True) and inactive:
         problems.append("inactive link(s) " + ", ".join(str(i) for i in inactive))
     min_speed = profile.nvlink_min_speed_gbps
+    slow_links: list[int] = []
     if min_speed is not None:
         if gpu.nvlinks is None or any(not isinstance(lk.speed_gbps, float) for lk in active):
             unjudged.append("link speed")
         slow = [f"link {lk.link} {lk.speed_gbps} GB/s" for lk in active
                 if isinstance(lk.speed_gbps, float) and lk.speed_gbps < min_speed]
+        slow_links = [lk.link for lk in active if isinstance(lk.speed_gbps, float) and lk.speed_gbps < min_speed]
         if slow:
             problems.append(f"below {min_speed} GB/s: " + ", ".join(slow))
     # the remote type is only known from NVML (nvml.json); `nvidia-smi nvlink -s` does not print it
@@ -263,6 +273,8 @@ def check_nvlinks(profile: Profile, fabric: Fabric, gpu: Gpu) -> CheckResult:
         if not promise["switch"] and to_switch:
             problems.append(f"{len(to_switch)} link(s) go to an NVSwitch, the profile promises direct links")
     found = {"active_links": count, "inactive": inactive}
+    if slow_links:
+        found["slow"] = slow_links  # trained below the promised speed (remedy.py: a reset retrains them)
     if not problems and unjudged:
         why = _NOT_RECORDED.format(source=fabric.source, files="nvml.json (gpufabric snapshot)")
         return unknown("nvlink-links", gpu.label, expected, f"{count} active NVLinks as promised, but the "

@@ -460,7 +460,7 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         "nodes": [{"name": n.name, "verdict": n.verdict, "state": n.state, "reason": n.error or n.reason,
                    "profile": n.profile, "profile_sha256": n.profile_sha256, "host": n.host, "promises": n.promises,
                    "waivers": n.waivers,
-                   "fleet_id": n.fleet_id, "failed": n.failed, "outliers": outliers[n.name],
+                   "fleet_id": n.fleet_id, "failed": n.failed, "remedies": n.remedies, "outliers": outliers[n.name],
                    "groups": member_of.get(n.name, []), "drift": drift[n.name],
                    "inventory": n.inventory, "burn_in": n.burn_in, "directory": n.directory, "report": n.report}
                   for n in nodes],

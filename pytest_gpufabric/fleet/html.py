@@ -116,6 +116,20 @@ def _worst_first(records: list[dict]) -> list[dict]:
     return sorted(records, key=lambda r: -(r.get("worse_by") or 0))
 
 
+def _remedy_cell(node: dict, lines: bool) -> dict | str:
+    """What to do next about a node (its results' remedies, remedy.py): each class of its failed promises, with them
+    where ``lines`` (the Not accepted part), counted else (the Nodes table); the evidence in the title."""
+    remedies = {c: [str(p) for p in e.get("promises") or []] for c, e in (node.get("remedies") or {}).items()}
+    if not remedies:
+        return "—"
+    text = ("\n".join(f"{c}: {', '.join(ids[:_FAILED_SHOWN])}" + (f" +{len(ids) - _FAILED_SHOWN} more"
+                                                                    if len(ids) > _FAILED_SHOWN else "")
+                       for c, ids in remedies.items()) if lines else
+            ", ".join(f"{c} ({len(ids)})" for c, ids in remedies.items()))
+    title = "\n".join(f"{c}: {', '.join(ids)}: {node['remedies'][c].get('why') or ''}" for c, ids in remedies.items())
+    return _cell(text, "lines" if lines else "", title)
+
+
 def _remarkable(node: dict) -> bool:
     return node.get("verdict") != "ACCEPTED" or bool(node.get("outliers")) or bool(node.get("drift"))
 
@@ -233,9 +247,11 @@ def _not_accepted(nodes: list[dict], link: _Links) -> dict | None:
                 f"{gpu} {count:,}" for gpu, count in wrong.items())
         verdict = _verdict_text(node)
         rows.append([link(node), _cell(verdict, _VERDICT_CSS.get(verdict, "unknown")),
-                     _cell(short(reason, 300), "note", reason), _cell("\n".join(lines), "lines", whole)])
+                     _cell(short(reason, 300), "note", reason), _cell("\n".join(lines), "lines", whole),
+                     _remedy_cell(node, lines=True)])
     return _part(f"Not accepted ({len(bad):,})", header=["Node", "Verdict", "Why",
-                                                          "Failed checks (hover for the whole messages)"],
+                                                          "Failed checks (hover for the whole messages)",
+                                                          "What to do next (hover for the evidence)"],
                  rows=rows, rest=_rest(bad[_DETAIL_ROWS:], link, "node(s) not accepted"))
 
 
@@ -469,6 +485,7 @@ def _node_row(node: dict, link: _Links) -> list:
         _cell(", ".join(str(d.get("field")) for d in drift) or "—", "unknown" if drift else "",
               "; ".join(f"{d.get('field')}: {d.get('value')} (majority {d.get('majority')})" for d in drift)),
         _burn_in_cell(node),
+        _remedy_cell(node, lines=False),
     ]
 
 
@@ -503,7 +520,7 @@ def _burn_in_cell(node: dict) -> dict | str:
     return _cell(text, "mismatch" if wrong else "", title)
 
 
-_NODE_HEADER = ["Node", "Verdict", "Profile", "Failed checks", "Outliers", "Drift", "Burn-in"]
+_NODE_HEADER = ["Node", "Verdict", "Profile", "Failed checks", "Outliers", "Drift", "Burn-in", "What to do next"]
 
 
 def _nodes(document: dict, link: _Links) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..catalogue import CHECK_HERE
 from ..rejudge import derive_verdict
+from ..remedy import remedies_by_class
 from .loader import EMBEDDED_PROFILE, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
 
 __all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
@@ -57,6 +58,7 @@ class Node:
     promises: dict = field(default_factory=dict)  # passed / failed / not_checked / waived, as derived here
     waivers: list[str] = field(default_factory=list)  # the waivers that waived promises on this node
     failed: list[dict] = field(default_factory=list)  # {"check", "subject", "message"}
+    remedies: dict = field(default_factory=dict)  # what to do next: class -> {"promises", "why"} (remedy.py)
     inventory: dict[str, str] = field(default_factory=dict)  # drift field -> value as text
     serials: list[str] = field(default_factory=list)
     metrics: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (check, subject, metric) -> value
@@ -253,6 +255,7 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
     checks = document["checks"]
     node.failed = [{"check": c["name"], "subject": c["subject"], "message": c["message"][:2000]}
                    for c in checks if c["verdict"] == "failed"]
+    node.remedies = remedies_by_class(document.get("promises") or [])
     node.inventory, node.serials = _inventory(document)
     node.metrics = _metrics(checks)
     node.burn_in = _burn_in(checks)

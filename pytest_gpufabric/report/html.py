@@ -203,16 +203,29 @@ def whole_reason(promise: dict, checks: list[dict]) -> str:
     return "\n".join(dict.fromkeys(messages)) or str(promise.get("reason") or "")
 
 
+def remedy_text(promise: dict | None, base: Path | None = None) -> str:
+    """What to do next about a failed or not-checked promise, as the results hold it (remedy.py): 'reseat or
+    recable: GPU0: 0 active NVLinks of 2: a bridge or cable not seated'; '' where it has none (passed, waived, or
+    results written before remedies were)."""
+    remedy = (promise or {}).get("remedy")
+    if not isinstance(remedy, dict) or not remedy.get("class"):
+        return ""
+    return _relative_paths(f"{remedy['class']}: {remedy.get('why') or ''}".rstrip(": "), base)
+
+
 def _open_promises(document: dict, base: Path | None = None) -> list[list]:
-    """Every promise that failed, was not checked or was waived, with why in full: what a customer must read first,
-    failures first."""
+    """Every promise that failed, was not checked or was waived, with why in full and what to do next: what a
+    customer must read first, failures first."""
     by_test = _checks_by_test(document)
     open_promises = sorted((p for p in document.get("promises") or [] if p.get("outcome") != "passed"),
                            key=lambda p: _OPEN_ORDER.get(str(p.get("outcome")), 1))
     rows = [[p["id"], _cell(*RESULTS_LABEL.get(p["outcome"], (p["outcome"], ""))),
-             _relative_paths(whole_reason(p, [c for t in p.get("tests") or [] for c in by_test.get(t, [])]), base)]
+             _relative_paths(whole_reason(p, [c for t in p.get("tests") or [] for c in by_test.get(t, [])]), base),
+             _cell(remedy_text(p, base) or "—", "remedy")]
             for p in open_promises]
-    not_run = [[f"{pid} (not run)", _cell("not checked", "unknown"), why]
+    by_id = {p.get("id"): p for p in document.get("promises") or []}
+    not_run = [[f"{pid} (not run)", _cell("not checked", "unknown"), why,
+                _cell(remedy_text(by_id.get(pid), base) or "—", "remedy")]
                for pid, why in (document.get("not_run") or {}).items()]
     failed = sum(1 for p in open_promises if p.get("outcome") == "failed")
     return rows[:failed] + not_run + rows[failed:] if not_run else rows
@@ -377,6 +390,7 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
         worst = None
     why = whole_reason(promise, checks) if promise is not None else ""
     label, css = RESULTS_LABEL.get(outcome, (outcome, ""))
+    remedy = remedy_text(promise, base)
     summary, detail = _detail(checks, promise)
     expected, found, summary, detail = (_relative_paths(t, base) for t in (expected, found, summary, detail))
     references = [r for r in (reference_of(c) for c in checks) if r is not None] if reference_of else []
@@ -388,7 +402,7 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
             "margin": _cell("") if worst is None else _cell(worst[0], "num" if worst[2] else "num mismatch",
                                                              worst[1]),
             "result": _cell(label, f"result {css}".strip(), _relative_paths(why, base)),
-            "summary": summary, "detail": detail}
+            "remedy": remedy, "summary": summary, "detail": detail}
 
 
 def promise_rows(document: dict, base: Path | None = None) -> dict:
@@ -401,8 +415,11 @@ def promise_rows(document: dict, base: Path | None = None) -> dict:
         mine = [c for t in promise.get("tests") or [] for c in by_test.get(t, [])]
         used.update(id(c) for c in mine)
         rows.append(_row(promise["id"], mine, promise.get("outcome", "not checked"), promise, base, reference_of))
+    by_id = {p.get("id"): p for p in document.get("promises") or []}
     for pid, why in (document.get("not_run") or {}).items():
-        rows.append(_row(pid, [], "not checked", {"id": pid, "outcome": "not checked", "reason": why}, base))
+        remedy = (by_id.get(pid) or {}).get("remedy")
+        rows.append(_row(pid, [], "not checked", {"id": pid, "outcome": "not checked", "reason": why,
+                                                  **({"remedy": remedy} if remedy else {})}, base))
     for check in checks:
         if id(check) not in used:
             rows.append(_row(f"{check.get('name')} {check.get('subject')}", [check],

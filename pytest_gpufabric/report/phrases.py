@@ -116,7 +116,7 @@ def short(text: str, limit: int = 90) -> str:
 # --- margins --------------------------------------------------------------------------------------------
 
 
-def _limits(check: dict) -> list[tuple[float, float, str, bool]]:
+def limits(check: dict) -> list[tuple[float, float, str, bool]]:
     """(limit, worst measured value, unit, higher is better) for each numeric threshold the record states
     in a form this knows; an empty list for everything else (the margin is left blank)."""
     expected, found, unit, name = check.get("expected"), check.get("found"), check.get("unit"), check.get("name", "")
@@ -193,11 +193,11 @@ def margin(check: dict) -> tuple[str, str, bool] | None:
     """(margin text, how it was computed, within the limit) for the tightest numeric threshold of a check
     record, or None where the record states none this can compute."""
     try:
-        limits = _limits(check)
+        found_limits = limits(check)
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
     best = None
-    for limit, value, unit, higher_is_better in limits:
+    for limit, value, unit, higher_is_better in found_limits:
         room = value - limit if higher_is_better else limit - value
         relative = room / abs(limit) if limit else None
         key = relative if relative is not None else room

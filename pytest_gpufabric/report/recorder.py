@@ -209,7 +209,10 @@ class RunRecorder:
             shown = [p for p in self.promises if p["outcome"] in ("failed", "not checked")]
             for promise in shown[:20]:
                 reason = "; ".join(line.strip() for line in promise["reason"].splitlines() if line.strip())
-                terminalreporter.write_line(f"  {promise['outcome']}: {promise['id']}: {reason}"[:500])
+                # what to do next ends the line, whatever of the reason a 500-character line keeps (remedy.py)
+                remedy = f" -> {promise['remedy']['class']}" if promise.get("remedy") else ""
+                line = f"  {promise['outcome']}: {promise['id']}: {reason}"
+                terminalreporter.write_line(line[:500 - len(remedy)] + remedy)
             if len(shown) > 20:
                 terminalreporter.write_line(f"  ... {len(shown) - 20} more in the results file")
         if self.results_path is not None:
