@@ -1,10 +1,15 @@
-"""Processes started together (runner.run_workers, runner.run_ranks), for real: every process is started before any
-is waited for, the workers of one round measure at the same time and rounds never overlap, a failure or a timeout
-stops every process, and a torch.distributed job runs without torchrun, its ranks in spare interpreters.
+"""Processes started together (runner.run_workers, runner.run_ranks) and the measurements that use them, for real on
+CPU stand-ins: every process is started before any is waited for, the workers of one round measure at the same time
+and rounds never overlap, a failure or a timeout stops every process, and each record keeps the shape one process
+wrote (formats/records.py reads it without a problem).
+
+The PCIe placement rule (which GPUs may copy at once) is read off the real sysfs tree of the 2x H100 SXM VM
+(tests/data/captures/platform/h100-sxm-x2), and off copies of it edited to other placements, each marked DERIVED.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -13,13 +18,24 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.errors import WorkloadError
+from pytest_gpufabric.formats.records import read_record
 from pytest_gpufabric.workloads import runner
 from pytest_gpufabric.workloads.runner import run_ranks, run_workers
 
 torch = pytest.importorskip("torch")
 
 from pytest_gpufabric.workloads.bandwidth import run_collectives  # noqa: E402
+from pytest_gpufabric.workloads.diagnostics import HBM_FORMAT, hbm_repeats, measure_hbm  # noqa: E402
+from pytest_gpufabric.workloads.stress import (  # noqa: E402
+    PCIE_LOAD_FORMAT,
+    live_pcie_rounds,
+    measure_pcie_load,
+    pcie_rounds,
+)
 
+DATA = Path(__file__).parent / "data"
+H100_X2_SYSFS = DATA / "captures" / "platform" / "h100-sxm-x2" / "snapshot" / "platform"
+H100_X2_BUSES = ["00000000:00:06.0", "00000000:00:07.0"]  # the two GPUs of that VM (its nvml.json)
 WORKLOADS = Path(runner.__file__).parent
 
 #: a worker: says when it started, does a set-up of SETUP_S, says ready, waits for go, "measures" for
@@ -49,6 +65,13 @@ def _worker(tmp_path: Path, body: str = _WORKER) -> list[str]:
     path = tmp_path / "worker.py"
     path.write_text(body)
     return [sys.executable, str(path)]
+
+
+def _check_shape(name: str, record: dict) -> None:
+    """The record, written as the run writes it and read back as a replay reads it: no problem anywhere."""
+    recording = read_record(name, json.loads(json.dumps(record, allow_nan=False)), f"{name} of this test")
+    assert recording.problems == [] and recording.unreadable is None
+    assert len(recording["gpus"]) == len(record["gpus"])
 
 
 # --- run_workers ------------------------------------------------------------------------------------------------
@@ -186,9 +209,139 @@ def test_a_failing_rank_stops_the_job_and_says_why(tmp_path):
 
 def test_the_collectives_run_every_repeat_in_one_job(tmp_path):
     """profile init --measure's three repeats: one job, one start-up, three sweeps."""
+    from pytest_gpufabric.profile.measure import _repeats
+
     result = run_collectives(2, ["all_reduce"], [1024, 4096], backend="gloo", warmup=1, iters=2, timeout_s=180,
                              repeats=3)
     assert len(result["repeats"]) == 3 and result["ops"] == result["repeats"][0]
     assert all([row["size"] for row in figures["all_reduce"]] == [1024, 4096] for figures in result["repeats"])
+    each = _repeats(result, 3, key="ops")
+    assert [r["ops"] for r in each] == result["repeats"] and all("repeats" not in r for r in each)
+    assert each[0]["world_size"] == 2 and each[0]["ranks"] == result["ranks"]
     single = run_collectives(2, ["all_reduce"], [1024], backend="gloo", warmup=1, iters=2, timeout_s=180)
     assert "repeats" not in single  # the acceptance's record as before
+
+
+# --- the HBM test: a worker per GPU, all at once ------------------------------------------------------------------
+
+HBM_SECTION = {"size": "8 MiB", "iters": 3, "timeout_s": 120}
+
+
+def test_hbm_workers_measure_every_gpu_at_once_into_one_record():
+    record = measure_hbm(HBM_SECTION, device="cpu", gpus=2)
+    assert record["format"] == HBM_FORMAT and record["size_bytes"] == 8 << 20 and "stdout_tail" not in record
+    assert [(row["cuda"], row["index"]) for row in record["gpus"]] == [(0, 0), (1, 1)]
+    assert set(record) == {"format", "size_bytes", "iters", "warmup", "device", "torch_version", "gpus", "runner"}
+    _check_shape("hbm.json", record)
+    workers = record["runner"]["workers"]
+    assert len(workers) == 2 and workers[0]["go_s"] == workers[1]["go_s"]  # let go together
+    assert max(w["started_s"] for w in workers) <= min(w["ready_s"] for w in workers)
+
+
+def test_hbm_repeats_in_the_workers_give_one_record_per_repeat():
+    records = hbm_repeats(HBM_SECTION, device="cpu", gpus=2, repeats=2)
+    assert len(records) == 2 and all("repeats" not in r for r in records)
+    assert [[row["index"] for row in r["gpus"]] for r in records] == [[0, 1], [0, 1]]
+    assert records[0]["gpus"] != records[1]["gpus"]  # two measurements, not one twice
+    for record in records:
+        _check_shape("hbm.json", record)
+
+
+# --- PCIe under load: a worker per GPU, started together, copying in rounds ---------------------------------------
+
+PCIE_SECTION = {"size": "4 MiB", "seconds": 0.3}
+PCIE_ROW_KEYS = {"cuda", "index", "uuid", "serial", "name", "h2d_gbps", "d2h_gbps", "copies", "cpu_affinity", "link",
+                 "replay_counter", "unread"}
+
+
+def test_pcie_workers_set_up_together_and_copy_one_gpu_at_a_time():
+    record = measure_pcie_load(PCIE_SECTION, device="cpu", gpus=3)
+    assert record["format"] == PCIE_LOAD_FORMAT and record["size"] == 4 << 20 and record["seconds"] == 0.3
+    assert [row["index"] for row in record["gpus"]] == [0, 1, 2]
+    assert all(set(row) == PCIE_ROW_KEYS for row in record["gpus"])
+    assert record["rounds"] == [[0], [1], [2]]
+    _check_shape("pcie-load.json", record)
+    workers = record["runner"]["workers"]
+    # every worker was ready (context, buffers) before the first copied ...
+    assert max(w["ready_s"] for w in workers) <= workers[0]["go_s"]
+    # ... and no two copied at once
+    assert workers[0]["done_s"] <= workers[1]["go_s"] and workers[1]["done_s"] <= workers[2]["go_s"]
+    assert all(row["copies"]["h2d"] >= 1 and row["copies"]["d2h"] >= 1 for row in record["gpus"])
+
+
+def test_pcie_workers_of_one_round_copy_at_once():
+    record = measure_pcie_load(PCIE_SECTION, device="cpu", gpus=2, rounds=[[0, 1]])
+    assert record["rounds"] == [[0, 1]]
+    workers = record["runner"]["workers"]
+    assert workers[0]["go_s"] == workers[1]["go_s"]
+    _check_shape("pcie-load.json", record)
+
+
+def _sysfs_copy(tmp_path: Path, source: Path) -> Path:
+    """A sysfs tree with real links, from a capture that keeps each link's target as ``<path>.symlink`` text."""
+    root = tmp_path / "root"
+    for path in source.rglob("*"):
+        relative = path.relative_to(source)
+        if path.name.endswith(".symlink"):
+            link = root / str(relative).removesuffix(".symlink")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(root / path.read_text().strip().lstrip("/"))
+        elif path.is_dir():
+            (root / relative).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def test_the_recorded_h100_vm_copies_one_gpu_at_a_time(tmp_path):
+    """Both GPUs of the 2x H100 SXM VM sit on its one root bus: their copies would share it."""
+    root = _sysfs_copy(tmp_path, H100_X2_SYSFS)
+    assert (root / "sys/bus/pci/devices/0000:00:07.0").resolve() == root / "sys/devices/pci0000:00/0000:00:07.0"
+    assert live_pcie_rounds(H100_X2_BUSES, root=str(root)) == [[0], [1]]
+    assert live_pcie_rounds([None, None], root=str(root)) == [[0], [1]]  # no bus id: not known to be apart
+
+
+def test_gpus_on_other_root_complexes_and_sockets_copy_at_once(tmp_path):
+    """DERIVED: the VM's tree edited so that its second GPU sits under a second root complex on NUMA node 1."""
+    root = _sysfs_copy(tmp_path, H100_X2_SYSFS)
+    devices = root / "sys/devices"
+    (devices / "pci0000:80").mkdir()
+    (devices / "pci0000:00/0000:00:07.0").rename(devices / "pci0000:80/0000:80:01.0")
+    link = root / "sys/bus/pci/devices/0000:00:07.0"
+    link.unlink()
+    (root / "sys/bus/pci/devices/0000:80:01.0").symlink_to(devices / "pci0000:80/0000:80:01.0")
+    buses = ["00000000:00:06.0", "00000000:80:01.0"]
+    assert live_pcie_rounds(buses, root=str(root)) == [[0], [1]]  # no NUMA node known yet: not shown to be apart
+    (devices / "pci0000:00/0000:00:06.0/numa_node").write_text("0\n")
+    (devices / "pci0000:80/0000:80:01.0/numa_node").write_text("1\n")
+    assert live_pcie_rounds(buses, root=str(root)) == [[0, 1]]
+    (devices / "pci0000:80/0000:80:01.0/numa_node").write_text("0\n")  # one socket's host memory: apart no more
+    assert live_pcie_rounds(buses, root=str(root)) == [[0], [1]]
+
+
+def test_eight_gpus_on_two_sockets_copy_two_at_a_time():
+    """DERIVED: the VM's paths as eight GPUs would have them on two sockets, each on its own root complex."""
+    places = [(f"/sys/devices/pci0000:{bus:02x}/0000:{bus:02x}:00.0", 0 if gpu < 4 else 1)
+              for gpu, bus in enumerate([0x15, 0x26, 0x37, 0x48, 0x97, 0xa8, 0xb9, 0xca])]
+    assert pcie_rounds(places) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    shared = [(path.replace(path.split("/")[3], "pci0000:15"), node) for path, node in places]  # one root complex
+    assert pcie_rounds(shared) == [[gpu] for gpu in range(8)]
+    assert pcie_rounds([("not a sysfs path", 0), ("/sys/devices/pci0000:97/0000:97:00.0", 1)]) == [[0], [1]]
+
+
+# --- how many spare interpreters a run starts ahead -----------------------------------------------------------
+
+
+def test_a_rank_or_worker_per_gpu_gets_a_spare_each(monkeypatch):
+    from pytest_gpufabric.measurements import REGISTRY
+    from pytest_gpufabric.workloads.runner import MAX_SPARES, spare_count
+
+    per_gpu = {name: entry.processes(4) for name, entry in REGISTRY.items() if entry.needs_machine}
+    assert per_gpu == {"nvlink": 4, "bandwidth": 5, "memory": 1, "burn_in": 1, "hbm": 4, "memory_pattern": 1,
+                       "power_hold": 1, "pcie_load": 4}
+    assert REGISTRY["bandwidth"].processes(1) == 1  # one GPU: no collectives, the copies only
+    assert sum(per_gpu.values()) - per_gpu["burn_in"] == 20  # a 4-GPU acceptance without burn-in
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert spare_count(20) == 20 and spare_count(36) == 32  # half the cores
+    monkeypatch.setattr(os, "cpu_count", lambda: 256)
+    assert spare_count(100) == MAX_SPARES == 40
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert spare_count(20) == 1  # a 2-core machine imports one at a time
