@@ -58,11 +58,11 @@ from pathlib import Path
 import torch
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
-    from handshake import handshake, reporting_failure
+    from handshake import TIMEOUT_S, handshake, reporting_failure
     from identity import workload_devices
     from nvml_reads import Nvml
 except ImportError:
-    from .handshake import handshake, reporting_failure
+    from .handshake import TIMEOUT_S, handshake, reporting_failure
     from .identity import workload_devices
     from .nvml_reads import Nvml
 
@@ -237,9 +237,10 @@ def measure_gpu(device: torch.device, link: LinkReader, size: int, seconds: floa
 
 
 def measure_gpu_when_let_go(device: torch.device, link: LinkReader, size: int, seconds: float,
-                            read_interval_s: float, directory: Path | None) -> dict:
+                            read_interval_s: float, directory: Path | None, wait_s: float) -> dict:
     """One GPU's worker (``--gpu``): the link read idle, this process bound to the GPU's CPUs for good, the buffers
-    made; then ``ready``, and the copies once the runner says ``go`` (its round), ``done`` after them."""
+    made; then ``ready``, and the copies once the runner says ``go`` (its round: at most ``wait_s`` later),
+    ``done`` after them."""
     idle, maximum = link.current("idle"), link.maximum()
     bound = _own_cpus(link)
     if bound:
@@ -247,7 +248,7 @@ def measure_gpu_when_let_go(device: torch.device, link: LinkReader, size: int, s
     load = HostLoad(device, size)
     if load.cuda:
         torch.cuda.synchronize()
-    handshake(lambda: None, 0, directory, "ready", "go")
+    handshake(lambda: None, 0, directory, "ready", "go", timeout_s=wait_s)
     before = link.replays("before")
     copies, under_load = load.copy_both_ways(link, seconds, read_interval_s)
     row = _row(size, copies, under_load, bound, idle, link.current("after"), maximum, before, link.replays("after"))
@@ -309,8 +310,10 @@ def main() -> int:
             if args.gpu is None:
                 row = measure_gpu(device, link, args.size, args.seconds, args.read_interval)
             else:
+                # its round may come after every other GPU's copies: wait for them, and for the runner as ever
+                wait_s = TIMEOUT_S + len(devices) * (2 * args.seconds + 30)
                 row = measure_gpu_when_let_go(device, link, args.size, args.seconds, args.read_interval,
-                                              args.handshake)
+                                              args.handshake, wait_s)
             gpus.append({"cuda": board["cuda_index"], "index": board["nvml_index"], "uuid": board["uuid"],
                          "serial": board["serial"], "name": name, **row, "unread": unread})
             load = row["link"]["under_load"]
