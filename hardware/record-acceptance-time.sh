@@ -14,9 +14,9 @@
 #
 # It times the package installed from .whl/ (common.sh), with this checkout's benchmark: for "before", build the
 # wheel of the old commit (git worktree add /tmp/old OLD && pip wheel --no-deps -w .whl /tmp/old), for "after" the
-# wheel of this one (pip wheel --no-deps -w .whl .). Expected on 4x H100 SXM (docs/acceptance-time.md): about 4 min
-# with issue 31's changes (init ~75 s, acceptance ~70 s, the burn-in run ~80 s), about 6.5 min before them
-# (128 + 165 + ~80 s); under 8 min either way, within one 10-minute call.
+# wheel of this one (pip wheel --no-deps -w .whl .). Expected on 4x H100 SXM (docs/acceptance-time.md): about
+# 4.5 min with issue 31's changes (init 85-90 s, acceptance 75-80 s, the burn-in run about 80 s), about 6.5 min
+# before them (128 + 165 + about 80 s); under 8 min either way, within one 10-minute call.
 set -u -o pipefail
 [ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 out=$(realpath -m "$1")
