@@ -83,8 +83,8 @@ def test_every_worker_starts_before_any_is_waited_for_and_one_round_measures_at_
     results, timing = run_workers([[*cmd, f"--worker={n}"] for n in range(3)], timeout_s=60,
                                   env={**os.environ, "SETUP_S": "0.5", "MEASURE_S": "0.5"})
     assert [r["argv"][0] for r in results] == ["--worker=0", "--worker=1", "--worker=2"]  # in the order given
-    # each process started before any had finished its set-up: started together, not one after another
-    assert max(r["started"] for r in results) < min(r["started"] for r in results) + 0.5
+    # every process had started before any began to measure: started together, not one after another
+    assert max(r["started"] for r in results) < min(r["began"] for r in results)
     # one round: every worker measured at the same time (their windows overlap) ...
     assert max(r["began"] for r in results) < min(r["ended"] for r in results)
     # ... so the whole took about one set-up and one measurement, not three of each
@@ -182,8 +182,7 @@ def test_a_job_of_ranks_from_spares_is_told_its_rank_and_torchruns_thread_count(
     assert result["runner"]["started_in"] == "spare" and len(result["runner"]["workers"]) == 3
     # ... and still runs one intra-op thread, as torchrun sets it for several ranks (OMP_NUM_THREADS=1)
     assert {r["threads"] for r in ranks} == {1}
-    # all three started before any was waited for
-    assert max(r["started"] for r in ranks) - min(r["started"] for r in ranks) < 1.0
+    # all three were handed their script before any was waited for
     assert max(w["started_s"] for w in result["runner"]["workers"]) < 1.0
 
 
