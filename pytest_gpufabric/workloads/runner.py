@@ -378,8 +378,10 @@ class _Group:
         return mark in marks
 
     def _say(self, channels: list[Path], mark: str, since: float) -> None:
+        """``mark`` (go, release) to every directory of a round at once: one time for all of them."""
+        said = round(time.monotonic() - since, 3)
         for channel in channels:
-            self.marks[channel][mark] = round(time.monotonic() - since, 3)
+            self.marks[channel][mark] = said
             (channel / mark).touch()
 
     def run(self, on_begin: Callable[[], None] | None, on_end: Callable[[], None] | None) -> dict:
