@@ -37,6 +37,9 @@ class Measurement:
     asked: str | None = None  # a FabricSession property: the run measures it only when asked (the burn-in)
     # what its workload script imports that a spare interpreter can import ahead (workloads/runner.py)
     spare_imports: tuple[str, ...] = ("torch",)
+    # GPUs promised -> how many workload processes it starts at once (a rank or a worker per GPU): the spare
+    # interpreters started ahead for it
+    processes: Callable[[int], int] = lambda gpus: 1
 
 
 REGISTRY: dict[str, Measurement] = {}
@@ -79,7 +82,7 @@ register(Measurement(
     nothing_recorded="the bundle holds no NVLink counter samples taken during training (nvlink-traffic.json or "
                      "nvidia-smi-nvlink-*.sample<N>.txt)",
     record_file="nvlink-traffic.json", to_json=lambda m: m.to_json(),
-    check="checks/nvlink_traffic.py", suite="suites/test_nvlink_traffic.py"))
+    check="checks/nvlink_traffic.py", suite="suites/test_nvlink_traffic.py", processes=lambda gpus: gpus))
 
 
 def _bandwidth_live(run):
@@ -102,7 +105,8 @@ register(Measurement(
     live=_bandwidth_live, replay=_bandwidth_replay,
     nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
     record_file="bandwidth.json", to_json=lambda m: m.to_json(),
-    check="checks/bandwidth.py", suite="suites/test_bandwidth.py"))
+    check="checks/bandwidth.py", suite="suites/test_bandwidth.py",
+    processes=lambda gpus: gpus + 1 if gpus > 1 else 1))  # the collectives' ranks, then the copies
 
 
 def _memory_live(run):
@@ -250,7 +254,7 @@ def _gpu_env(run):
 def _hbm_live(run):
     from .workloads.diagnostics import measure_hbm
 
-    return measure_hbm(run.profile.data["memory_bandwidth"], _gpu_env(run))
+    return measure_hbm(run.profile.data["memory_bandwidth"], _gpu_env(run), gpus=len(run.boards()))
 
 
 register(Measurement(
@@ -260,7 +264,7 @@ register(Measurement(
     promised=_section("memory_bandwidth", "memory bandwidth"),
     live=_record_live("hbm.json", _hbm_live), replay=_record_replay("hbm.json"),
     nothing_recorded="the bundle holds no HBM bandwidth measurement (hbm.json)", record_file="hbm.json",
-    check="checks/hbm.py", suite="suites/test_diagnostics.py"))
+    check="checks/hbm.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))
 
 
 def _pattern_live(run):
@@ -296,9 +300,12 @@ register(Measurement(
 
 
 def _pcie_live(run):
-    from .workloads.stress import measure_pcie_load
+    from .workloads.stress import live_pcie_rounds, measure_pcie_load
 
-    return measure_pcie_load(run.profile.data["pcie_load"], _gpu_env(run))
+    boards = run.boards()
+    buses = {gpu.index: gpu.pci_bus_id for gpu in run.fabric.gpus if isinstance(gpu.pci_bus_id, str)}
+    return measure_pcie_load(run.profile.data["pcie_load"], _gpu_env(run), gpus=len(boards),
+                             rounds=live_pcie_rounds([buses.get(board["index"]) for board in boards]))
 
 
 register(Measurement(
@@ -308,4 +315,4 @@ register(Measurement(
     promised=_section("pcie_load", "PCIe link under load"),
     live=_record_live("pcie-load.json", _pcie_live), replay=_record_replay("pcie-load.json"),
     nothing_recorded="the bundle holds no PCIe-under-load measurement (pcie-load.json)", record_file="pcie-load.json",
-    check="checks/pcie_load.py", suite="suites/test_diagnostics.py"))
+    check="checks/pcie_load.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))

@@ -7,7 +7,6 @@ for the machine); fixtures and suites ask it, it never asks them.
 from __future__ import annotations
 
 import getpass
-import os
 import platform
 import uuid
 from dataclasses import dataclass, field
@@ -18,9 +17,6 @@ from . import __version__
 from .errors import GpuFabricError
 from .fabric.model import Fabric
 from .profile.model import Profile
-
-#: spare interpreters started ahead of a run's measurements (each holds torch: a few hundred MB of host memory)
-MAX_SPARES = 8
 
 
 @dataclass
@@ -151,25 +147,26 @@ class FabricSession:
         return result
 
     def prestart_workloads(self, fixtures: set[str]) -> None:
-        """A live run of a profile: an interpreter for each measurement the selected tests ask for (``fixtures``:
-        theirs) starts now, before the first measurement (runner.SpareInterpreters)."""
+        """A live run of a profile: an interpreter for each workload process of the measurements the selected tests
+        ask for (``fixtures``: theirs) starts now, before the first measurement (runner.SpareInterpreters): a
+        measurement that starts a rank or a worker per GPU gets one for each."""
         if self.replay or self.profile is None or self.fabric is None:
             return
         from .measurements import REGISTRY
         from .workloads.environment import gpu_environment
-        from .workloads.runner import SPARES
+        from .workloads.runner import SPARES, spare_count
 
         wanted = [entry for entry in REGISTRY.values() if entry.fixture in fixtures and entry.needs_machine
                   and not entry.promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]
         if not wanted:
             return
         try:
-            env = gpu_environment(self.boards())
+            boards = self.boards()
+            env = gpu_environment(boards)
         except GpuFabricError:
             return  # the tests that need the boards say why
-        # imports in parallel only where there are cores for them (a 2-core CI machine gets one)
-        count = min(len(wanted), MAX_SPARES, max(1, (os.cpu_count() or 2) // 2))
-        SPARES.prestart(env, [entry.spare_imports for entry in wanted][:count])
+        imports = [entry.spare_imports for entry in wanted for _ in range(entry.processes(len(boards)))]
+        SPARES.prestart(env, imports[:spare_count(len(imports))])
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES

@@ -125,7 +125,7 @@ def test_mismatch_words_are_shown_as_64_bits():
 
 @pytest.fixture(scope="module")
 def hbm_result():
-    return measure_hbm(HBM_SECTION, device="cpu")
+    return measure_hbm(HBM_SECTION, device="cpu", gpus=1)
 
 
 def test_hbm_command_from_a_profile_section():
@@ -166,7 +166,7 @@ def test_measure_refuses_without_torch(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     with pytest.raises(ToolMissing, match="HBM bandwidth diagnostic needs torch"):
-        measure_hbm(HBM_SECTION, device="cpu")
+        measure_hbm(HBM_SECTION, device="cpu", gpus=1)
     with pytest.raises(ToolMissing, match="memory pattern diagnostic needs torch"):
         measure_mem_pattern(PATTERN_SECTION, device="cpu")
 

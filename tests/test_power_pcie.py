@@ -74,7 +74,7 @@ def power_run() -> dict:
 @pytest.fixture(scope="module")
 def pcie_run() -> dict:
     """pcie_load.py on CPU through stress.measure_pcie_load (and so through the runner)."""
-    return measure_pcie_load(PCIE_SECTION, device="cpu")
+    return measure_pcie_load(PCIE_SECTION, device="cpu", gpus=1)
 
 
 def test_power_hold_runs_on_cpu_and_says_nvml_was_not_read(power_run):

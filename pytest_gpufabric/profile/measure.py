@@ -12,7 +12,6 @@ What cannot be measured alone (ib_write_bw needs a peer) is said in the comments
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,9 +36,6 @@ COLLECTIVE_SIZES = (MIB, 256 * MIB, GIB)
 #: for a single-GPU acceptance within 45 s; the burn-in is where a GPU is held for long
 POWER_SECTION = {"seconds": 6}
 PCIE_SECTION = {"seconds": 2}
-#: the interpreters started ahead (runner.SpareInterpreters): one per workload of a machine's measurement, at most
-#: this many at once
-MEASUREMENTS_PER_GPU_MACHINE = 8
 #: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
 PATTERN_SECTION = {"seconds": 5}
 #: a latency-bound time (all_reduce at 1 MiB) moves more from run to run than a bandwidth does: its ceiling is the
@@ -75,45 +71,54 @@ def _figures(values: list[float], unit: str, digits: int = 1) -> str:
 
 
 class _Runs:
-    """The workloads, live: each returns one result dict (as the registry's entries would record it)."""
+    """The workloads, live: each called with how many times to measure returns that many result dicts (as the
+    registry's entries would record them); the repeats of one measurement run in its one set of processes."""
 
     def __init__(self, fabric, name: str):
         from ..workloads.environment import gpu_environment, promised_boards
-        from ..workloads.runner import SPARES, TORCH_ONLY
+        from ..workloads.runner import SPARES, TORCH_ONLY, spare_count
 
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
-        SPARES.prestart(self.env, [TORCH_ONLY] * min(MEASUREMENTS_PER_GPU_MACHINE, max(1, (os.cpu_count() or 2) // 2)))
+        # the collectives' ranks and the HBM and PCIe tests' workers (a process per GPU each) and one process for
+        # each of the other measurements, as far as the cores allow
+        wanted = 3 * len(self.boards) + 5
+        SPARES.prestart(self.env, [TORCH_ONLY] * spare_count(wanted))
 
-    def copy(self) -> dict:
+    def copy(self, times: int) -> list[dict]:
         from ..workloads.bandwidth import run_copy
 
         cpus = {g.index: g.cpu_affinity for g in self.fabric.gpus if isinstance(g.cpu_affinity, str)}
         affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(self.boards) if b["index"] in cpus}
-        return run_copy(GIB, iters=10, warmup=3, cpu_affinity=affinity, env=self.env)
+        return _repeats(run_copy(GIB, iters=10, warmup=3, cpu_affinity=affinity, env=self.env, repeats=times),
+                        times)
 
-    def collectives(self) -> dict:
+    def collectives(self, times: int) -> list[dict]:
         from ..workloads.bandwidth import run_collectives
 
-        return run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20, env=self.env)
+        return _repeats(run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20,
+                                        env=self.env, repeats=times), times, key="ops")
 
-    def hbm(self) -> dict:
-        from ..workloads.diagnostics import measure_hbm
+    def hbm(self, times: int) -> list[dict]:
+        from ..workloads.diagnostics import hbm_repeats
 
-        return measure_hbm({"size": "4 GiB", "iters": 10}, self.env)
+        return hbm_repeats({"size": "4 GiB", "iters": 10}, self.env, gpus=len(self.boards), repeats=times)
 
-    def power(self) -> dict:
+    def power(self, times: int) -> list[dict]:
         from ..workloads.stress import measure_power_hold
 
-        return measure_power_hold(dict(POWER_SECTION), self.env)
+        return [measure_power_hold(dict(POWER_SECTION), self.env) for _ in range(times)]
 
-    def pcie(self) -> dict:
-        from ..workloads.stress import measure_pcie_load
+    def pcie(self, times: int) -> list[dict]:
+        from ..workloads.stress import live_pcie_rounds, measure_pcie_load
 
-        return measure_pcie_load(dict(PCIE_SECTION), self.env)
+        buses = {g.index: g.pci_bus_id for g in self.fabric.gpus if isinstance(g.pci_bus_id, str)}
+        rounds = live_pcie_rounds([buses.get(b["index"]) for b in self.boards])
+        return [measure_pcie_load(dict(PCIE_SECTION), self.env, gpus=len(self.boards), rounds=rounds)
+                for _ in range(times)]
 
-    def gemm(self) -> dict:
+    def gemm(self, times: int) -> list[dict]:
         from ..workloads.burn_in import gemm_command
         from ..workloads.memory import SPARE_IMPORTS as MEMORY_SPARE_IMPORTS
         from ..workloads.runner import SPARES, run_workload
@@ -121,17 +126,27 @@ class _Runs:
         # the memory workload comes next: its spare (torchvision too, 14 s on an H100) imports during the GEMM,
         # whose rate the GPU bounds, rather than being taken early by a torch-only workload
         SPARES.prestart(self.env, [MEMORY_SPARE_IMPORTS])
-        return run_workload(gemm_command(10, {}, None, len(self.boards)), timeout_s=300, env=self.env)
+        return [run_workload(gemm_command(10, {}, None, len(self.boards)), timeout_s=300, env=self.env)
+                for _ in range(times)]
 
-    def memory(self) -> dict:
+    def memory(self, times: int) -> list[dict]:
         from ..workloads.memory import measure_memory
 
-        return measure_memory(_memory_section(self.fabric), self.env)
+        return [measure_memory(_memory_section(self.fabric), self.env) for _ in range(times)]
 
-    def pattern(self) -> dict:
+    def pattern(self, times: int) -> list[dict]:
         from ..workloads.diagnostics import measure_mem_pattern
 
-        return measure_mem_pattern(dict(PATTERN_SECTION), self.env)
+        return [measure_mem_pattern(dict(PATTERN_SECTION), self.env) for _ in range(times)]
+
+
+def _repeats(result: dict, times: int, key: str | None = None) -> list[dict]:
+    """A workload's result of ``times`` repeats in one run (its ``repeats`` list) as that many results, each as one
+    run of it writes it: the repeat's figures in place of the first's (under ``key`` where they sit there)."""
+    if times == 1:
+        return [result]
+    shared = {k: v for k, v in result.items() if k != "repeats"}
+    return [{**shared, **({key: figures} if key else figures)} for figures in result["repeats"]]
 
 
 def _memory_section(fabric) -> dict:
@@ -144,8 +159,8 @@ def _memory_section(fabric) -> dict:
     return section
 
 
-def _recorded(directory: Path) -> dict[str, Callable[[], dict | None]]:
-    """A bundle's recordings, in the shapes the live workloads return (one repeat each)."""
+def _recorded(directory: Path) -> dict[str, Callable[[int], list[dict]]]:
+    """A bundle's recordings, in the shapes the live workloads return (one repeat each; none when not recorded)."""
     from ..fabric.bundle import load_bandwidth_recording, load_json_recording
     from ..workloads.burn_in import LOG_FILE, read_log
 
@@ -159,12 +174,19 @@ def _recorded(directory: Path) -> dict[str, Callable[[], dict | None]]:
         chunks = [r for r in read_log(directory / LOG_FILE) if r.get("type") == "gemm"]
         return chunks[-1]["result"] if chunks else None
 
-    return {"copy": bandwidth("copy"), "collectives": bandwidth("collectives"),
-            "hbm": lambda: load_json_recording(directory, "hbm.json", what="HBM bandwidth"),
-            "power": lambda: load_json_recording(directory, "power-hold.json", what="power hold"),
-            "pcie": lambda: load_json_recording(directory, "pcie-load.json", what="PCIe under load"),
-            "gemm": gemm, "memory": lambda: load_json_recording(directory, "memory.json", what="memory"),
-            "pattern": lambda: load_json_recording(directory, "memory-pattern.json", what="memory pattern")}
+    def json_file(name: str, what: str):
+        return lambda: load_json_recording(directory, name, what=what)
+
+    readers = {"copy": bandwidth("copy"), "collectives": bandwidth("collectives"),
+               "hbm": json_file("hbm.json", "HBM bandwidth"), "power": json_file("power-hold.json", "power hold"),
+               "pcie": json_file("pcie-load.json", "PCIe under load"), "gemm": gemm,
+               "memory": json_file("memory.json", "memory"),
+               "pattern": json_file("memory-pattern.json", "memory pattern")}
+
+    def once(read: Callable[[], dict | None]) -> Callable[[int], list[dict]]:
+        return lambda times: [result] if (result := read()) is not None else []
+
+    return {key: once(read) for key, read in readers.items()}
 
 
 def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9, bundle: Path | None = None,
@@ -182,17 +204,15 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
     gpus = len(fabric.gpus)
 
     def each(key: str, times: int) -> list[dict]:
-        results = []
-        for number in range(times):
-            say(f"reading {key} from the bundle {bundle.name}" if bundle is not None
-                else f"measuring {key} ({number + 1} of {times})")
-            result = runs[key]()
-            if result is None:
-                measured.not_measured.append(f"{key}: not recorded")
-                if bundle is not None:
-                    say(f"{key}: not recorded in the bundle {bundle.name}: no floor for it")
-                return []
-            results.append(result)
+        if bundle is not None:
+            say(f"reading {key} from the bundle {bundle.name}")
+        else:
+            say(f"measuring {key}" + (f" ({times} times in one run)" if times > 1 else ""))
+        results = runs[key](times)
+        if not results:
+            measured.not_measured.append(f"{key}: not recorded")
+            if bundle is not None:
+                say(f"{key}: not recorded in the bundle {bundle.name}: no floor for it")
         return results
 
     try:

@@ -1,6 +1,7 @@
 """The bandwidth measurements the bandwidth suite and `gpufabric bench` run: collectives through
-torch.distributed (torchrun, one rank per GPU), copies (one process), and nccl-tests' all_reduce_perf when present.
-Each runs in a child process group that its timeout kills whole."""
+torch.distributed (one rank per GPU, started together as torchrun would start them: runner.run_ranks), copies (one
+process), and nccl-tests' all_reduce_perf when present. Each runs in child process groups that its timeout kills
+whole."""
 
 from __future__ import annotations
 
@@ -10,31 +11,43 @@ from pathlib import Path
 from ..formats.recordings import BandwidthMeasurement
 from ..units import GIB, MIB, parse_bytes
 from .environment import workload_environment
-from .runner import run_workload
+from .runner import run_ranks, run_workload
 
 COLLECTIVES_SCRIPT = Path(__file__).with_name("collectives.py")
 COPY_SCRIPT = Path(__file__).with_name("copy_bw.py")
 
 
+def collectives_script(ops: list[str], sizes: list[int], *, backend: str, warmup: int, iters: int,
+                       repeats: int = 1) -> list[str]:
+    """One rank's command line: every op at every size, in one job (one NCCL communicator for all of them)."""
+    command = [sys.executable, str(COLLECTIVES_SCRIPT), "--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)),
+               "--backend", backend, "--warmup", str(warmup), "--iters", str(iters)]
+    return command + (["--repeats", str(repeats)] if repeats != 1 else [])
+
+
 def collectives_command(nprocs: int, ops: list[str], sizes: list[int], *, backend: str, warmup: int,
                         iters: int) -> list[str]:
-    """This node only; several nodes are started by the user's launcher (torchrun, srun, mpirun: docs/suites.md)."""
+    """The same job under torchrun on this node, as a user would start it by hand; several nodes are started by
+    the user's launcher (torchrun, srun, mpirun: docs/suites.md)."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}"]
-    return [*launcher, str(COLLECTIVES_SCRIPT), "--ops", ",".join(ops), "--sizes", ",".join(map(str, sizes)),
-            "--backend", backend, "--warmup", str(warmup), "--iters", str(iters)]
+    return [*launcher, *collectives_script(ops, sizes, backend=backend, warmup=warmup, iters=iters)[1:]]
 
 
 def run_collectives(nprocs: int, ops: list[str], sizes: list[int], *, backend: str = "nccl", warmup: int = 5,
-                    iters: int = 20, timeout_s: float = 300.0, env: dict[str, str] | None = None) -> dict:
-    """``env``: the workload's environment (environment.gpu_environment: which boards it runs on)."""
-    command = collectives_command(nprocs, ops, sizes, backend=backend, warmup=warmup, iters=iters)
-    return run_workload(command, timeout_s=timeout_s, env=env or workload_environment())
+                    iters: int = 20, timeout_s: float = 300.0, env: dict[str, str] | None = None,
+                    repeats: int = 1) -> dict:
+    """``env``: the workload's environment (environment.gpu_environment: which boards it runs on). ``repeats``:
+    the whole sweep that many times in the one job (profile init --measure's spread), under ``repeats``."""
+    command = collectives_script(ops, sizes, backend=backend, warmup=warmup, iters=iters, repeats=repeats)
+    return run_ranks(command, nprocs, timeout_s=timeout_s, env=env or workload_environment())
 
 
 def run_copy(size: int, *, iters: int = 20, warmup: int = 3, cpu_affinity: dict[int, str] | None = None,
-             timeout_s: float = 300.0, env: dict[str, str] | None = None) -> dict:
-    """``cpu_affinity``: by CUDA index (the order ``env`` shows the boards in)."""
+             timeout_s: float = 300.0, env: dict[str, str] | None = None, repeats: int = 1) -> dict:
+    """``cpu_affinity``: by CUDA index (the order ``env`` shows the boards in); ``repeats``: everything that many
+    times in the one process, under ``repeats``."""
     command = [sys.executable, str(COPY_SCRIPT), "--size", str(size), "--iters", str(iters), "--warmup", str(warmup)]
+    command += ["--repeats", str(repeats)] if repeats != 1 else []
     for gpu, cpus in sorted((cpu_affinity or {}).items()):
         command += ["--cpu-affinity", f"{gpu}={cpus}"]
     return run_workload(command, timeout_s=timeout_s, env=env or workload_environment())

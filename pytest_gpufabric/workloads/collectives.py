@@ -14,7 +14,9 @@ CUDA events around replays of a CUDA graph holding ``iters`` back-to-back ops (p
 iters; the median of 5 replays), or with --timing events around each op; on CPUs the wall clock of each op,
 the median. Each rank's median is averaged over ranks, as nccl-tests does.
 Each op and size is then run once more on known data and checked: ``wrong`` counts wrong elements.
-Rank 0 prints a table with nccl-tests' columns and writes the JSON result.
+Rank 0 prints a table with nccl-tests' columns and writes the JSON result. ``--repeats N`` runs the whole sweep N
+times in the one job (profile init --measure's spread, without N start-ups): ``ops`` holds the first, ``repeats``
+all N.
 """
 
 from __future__ import annotations
@@ -240,9 +242,12 @@ def main() -> int:
     parser.add_argument("--timing", choices=["graph", "events"], default="graph",
                         help="GPUs: per-op time from CUDA-graph replays of back-to-back ops (as nccl-tests launches "
                              "them), or CUDA events around each op (includes torch's launch time)")
+    parser.add_argument("--repeats", type=int, default=1, help="the whole sweep this many times")
     parser.add_argument("--handshake", type=Path, default=None)
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats of at least 1")
     ops = [op for op in args.ops.split(",") if op]
     unknown = sorted(set(ops) - set(OPS))
     if unknown:
@@ -252,8 +257,9 @@ def main() -> int:
     rank, world, device = init_distributed(args.backend)
     boards = rank_boards(device)  # before anything is measured: each number is filed under its board
     handshake(dist.barrier, rank, args.handshake, "ready", "go")  # a sampler may bracket the measurements
-    results = {op: [measure(op, size, args.warmup, args.iters, rank, world, device, args.timing) for size in sizes]
-               for op in ops}
+    repeats = [{op: [measure(op, size, args.warmup, args.iters, rank, world, device, args.timing) for size in sizes]
+                for op in ops} for _ in range(args.repeats)]
+    results = repeats[0]
     handshake(dist.barrier, rank, args.handshake, "done", "release")
     hosts: list = [None] * world
     dist.all_gather_object(hosts, os.uname().nodename)
@@ -270,6 +276,7 @@ def main() -> int:
             if device.type == "cuda" else ["cpu"],
             "ranks": [{"rank": r, "host": hosts[r], "board": boards[r]} for r in range(world)],
             "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+            **({"repeats": repeats} if args.repeats > 1 else {}),
         }, indent=2))
     dist.barrier()
     dist.destroy_process_group()

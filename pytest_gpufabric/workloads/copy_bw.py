@@ -8,7 +8,9 @@ GPU to GPU goes peer to peer where the driver allows it (``can_device_access_pee
 NVLink or PCIe peer path) and through a pinned host buffer where it does not ("via_host"); the result says
 which. Host <-> device runs with the process bound to the GPU's CPU affinity, so the pinned buffer and the copy
 thread sit on the GPU's own socket. Times: CUDA events around each copy after warm-up, the median.
-GB/s = 1e9 bytes/s; a bidirectional figure counts the bytes of both directions.
+GB/s = 1e9 bytes/s; a bidirectional figure counts the bytes of both directions. ``--repeats N`` measures it all N
+times in the one process (profile init --measure's spread, without N start-ups): the first at the top level,
+all N under ``repeats``.
 """
 
 from __future__ import annotations
@@ -140,25 +142,33 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--cpu-affinity", action="append", default=[], metavar="GPU=CPUS",
                         help="bind host<->device copies of GPU to these CPUs, e.g. 0=0-17,36-53")
+    parser.add_argument("--repeats", type=int, default=1, help="measure everything this many times")
     parser.add_argument("--handshake", type=Path, default=None)  # accepted for the runner; nothing to bracket
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats of at least 1")
     affinity = {int(gpu): _cpu_list(cpus) for gpu, _, cpus in (a.partition("=") for a in args.cpu_affinity)}
     count = torch.cuda.device_count()
     if count == 0:
         parser.exit(2, "copy_bw: no CUDA device: copy bandwidth needs GPUs\n")
     boards = cuda_boards(torch)  # before anything is measured
     pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
+    repeats = []
+    for _ in range(args.repeats):
+        figures = {
+            "gpu_to_gpu": [gpu_to_gpu(i, j, args.size, args.iters, args.warmup) for i, j in pairs],
+            "gpu_to_gpu_bidirectional": [gpu_to_gpu_bidirectional(i, j, args.size, args.iters, args.warmup)
+                                         for i, j in pairs if i < j],
+            "host_device": [host_device(g, args.size, args.iters, args.warmup, affinity.get(g)) for g in range(count)],
+        }
+        by_board(figures, boards)
+        repeats.append(figures)
     result = {
         "harness": "copy", "size": args.size, "iters": args.iters, "warmup": args.warmup,
         "devices": [torch.cuda.get_device_name(i) for i in range(count)], "boards": boards,
-        "gpu_to_gpu": [gpu_to_gpu(i, j, args.size, args.iters, args.warmup) for i, j in pairs],
-        "gpu_to_gpu_bidirectional": [gpu_to_gpu_bidirectional(i, j, args.size, args.iters, args.warmup)
-                                     for i, j in pairs if i < j],
-        "host_device": [host_device(g, args.size, args.iters, args.warmup, affinity.get(g)) for g in range(count)],
-        "torch_version": torch.__version__,
+        **repeats[0], "torch_version": torch.__version__, **({"repeats": repeats} if args.repeats > 1 else {}),
     }
-    by_board(result, boards)
     for row in result["gpu_to_gpu"]:
         print(f"GPU{row['src']} -> GPU{row['dst']} ({row['path']}): {row['gbps']:.1f} GB/s", flush=True)
     for row in result["gpu_to_gpu_bidirectional"]:

@@ -48,8 +48,9 @@ def main() -> int:
 
     torch.manual_seed(0)
     layers = []
-    for _ in range(args.layers):
-        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    with device:  # the weights made and initialised where they train, not on one CPU thread and copied over
+        for _ in range(args.layers):
+            layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers[:-1]).to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4)

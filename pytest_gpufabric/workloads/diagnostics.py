@@ -8,7 +8,8 @@ Profile sections (keys optional, defaults as shown; sizes may be written "4 GiB"
   timeout_s: seconds x 3 + 300, bytes: (no cap), chunk_bytes: 1 GiB}``
 
 Both scripts see the GPUs ``env`` shows them (environment.gpu_environment: the promised boards by UUID) and name
-every row by its board (NVML index, UUID, serial).
+every row by its board (NVML index, UUID, serial). The HBM test runs as one worker per GPU, all at once
+(runner.run_workers); the pattern test drives every GPU from one process, a thread each.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..units import parse_bytes
 from .environment import require_torch, workload_environment
-from .runner import run_workload
+from .runner import run_workers, run_workload
 
 HBM_SCRIPT = Path(__file__).with_name("hbm.py")
 MEM_PATTERN_SCRIPT = Path(__file__).with_name("mem_pattern.py")
@@ -58,14 +59,30 @@ def _checked(result: dict, expected_format: str, cmd: list[str]) -> dict:
     return result
 
 
-def measure_hbm(section: dict, env: dict[str, str] | None = None, *, device: str = "cuda") -> dict:
-    """Run hbm.py: the ``gpufabric-hbm/1`` result, a row per visible GPU (copy/read/write/best GB/s, NVML's peak
-    and the fraction of it). ``device="cpu"``: the same code on the CPU (tests). Raises ToolMissing without torch,
-    WorkloadError when the child fails or times out."""
+def measure_hbm(section: dict, env: dict[str, str] | None = None, *, gpus: int, device: str = "cuda") -> dict:
+    """hbm.py on the ``gpus`` GPUs ``env`` shows, one worker each, all at once: the ``gpufabric-hbm/1`` result, a
+    row per GPU in CUDA's order (copy/read/write/best GB/s, NVML's peak and the fraction of it), as one process
+    measuring them one after another writes it, with the runner's timing. ``device="cpu"``: the same code on CPU
+    stand-ins (tests). Raises ToolMissing without torch, WorkloadError when a worker fails or they time out."""
+    return hbm_repeats(section, env, gpus=gpus, device=device)[0]
+
+
+def hbm_repeats(section: dict, env: dict[str, str] | None = None, *, gpus: int, device: str = "cuda",
+                repeats: int = 1) -> list[dict]:
+    """measure_hbm ``repeats`` times over, each worker measuring its GPU that often in its one process (profile
+    init --measure's spread without a start-up per repeat): one result per repeat."""
     require_torch("the HBM bandwidth diagnostic")
-    cmd = hbm_command(section, device)
-    result = run_workload(cmd, timeout_s=float(section.get("timeout_s", 600)), env=env or workload_environment())
-    return _checked(result, HBM_FORMAT, cmd)
+    base = hbm_command(section, device) + (["--workers", str(gpus)] if device == "cpu" else [])
+    base += ["--repeats", str(repeats)] if repeats != 1 else []
+    results, timing = run_workers([[*base, "--gpu", str(gpu)] for gpu in range(gpus)],
+                                  timeout_s=float(section.get("timeout_s", 600)), env=env or workload_environment())
+    for result in results:
+        _checked(result, HBM_FORMAT, base)
+    merged = []
+    for repeat in range(repeats):
+        rows = [row for result in results for row in (result["repeats"][repeat] if repeats > 1 else result["gpus"])]
+        merged.append({**{k: v for k, v in results[0].items() if k != "repeats"}, "gpus": rows, "runner": timing})
+    return merged
 
 
 def measure_mem_pattern(section: dict, env: dict[str, str] | None = None, plant_fault: int | None = None, *,

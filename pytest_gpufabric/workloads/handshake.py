@@ -27,12 +27,14 @@ def wait_for(path: Path, timeout_s: float = TIMEOUT_S) -> None:
         time.sleep(0.005)
 
 
-def handshake(barrier, rank: int, directory: Path | None, mine: str, theirs: str) -> None:
-    """``barrier``: the process group's barrier (torch.distributed.barrier)."""
+def handshake(barrier, rank: int, directory: Path | None, mine: str, theirs: str,
+              timeout_s: float = TIMEOUT_S) -> None:
+    """``barrier``: the process group's barrier (torch.distributed.barrier); ``timeout_s``: how long to wait for
+    the runner (a worker whose turn comes after other GPUs' waits longer than one that goes at once)."""
     barrier()
     if directory is not None and rank == 0:
         (directory / mine).touch()
-        wait_for(directory / theirs)
+        wait_for(directory / theirs, timeout_s)
     barrier()
 
 

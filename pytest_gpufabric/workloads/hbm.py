@@ -18,11 +18,15 @@ highest of the three (on an H100 80GB HBM3 with torch 2.11, 4 GiB: copy 3023, re
 width (bits) / 8 x max memory clock (MHz) x 1e6 x 2 (double data rate) / 1e9 GB/s, e.g. 5120 / 8 x 2619 x 2 = 3352
 GB/s on an H100 80GB HBM3; null when NVML cannot say.
 
-The GPUs are measured one after another, not at once: each GPU's HBM is its own, so running them together would
-not change what any one can do, while it would share the host thread that launches the kernels and the chassis's
-power and cooling between them, which a per-GPU floor should not depend on. The whole run took 4.3 s on one H100
-(start-up included). The runner may bracket the measured part (ready/go before the first GPU, done/release after
-the last).
+Run alone, the script measures the GPUs one after another. The plugin runs one worker per GPU instead (``--gpu
+CUDA_INDEX``, through runner.run_workers), all started together, and lets them measure at the same time: each
+GPU's HBM is its own, and each worker has its own process, host thread and CUDA context, so no GPU's figure waits
+on another's launches (in one process, threads would share the interpreter lock between a start event and its
+kernel); what the GPUs still share is the chassis's power and cooling, which the power hold loads far harder,
+every GPU at once. The whole run took 4.3 s on one H100 (start-up included). The runner brackets the measured part
+(ready/go before the first GPU, done/release after the last); a worker makes its CUDA context before ``ready``.
+``--repeats N`` measures each GPU N times in the one process (profile init --measure's spread): ``gpus`` holds the
+first, ``repeats`` all N.
 
 ``--size`` must be far above the L2 cache (50 MB on an H100, 60 MB on an H200), or the figures are the cache's.
 ``--device cpu --workers N`` runs the same code on the CPU (for tests); the peak is then null.
@@ -125,6 +129,15 @@ def measure_device(device: torch.device, size: int, iters: int, warmup: int) -> 
             "write_gbps": nbytes / write_s / 1e9}
 
 
+def _row(cuda: int, board: dict, name: str, rates: dict) -> dict:
+    """One GPU's figures, named by its board, against NVML's peak (None on the CPU: no board, no peak)."""
+    peak = nvml_peak(board["uuid"])
+    best = max(rates.values())
+    return {"cuda": cuda, "index": board["nvml_index"], "uuid": board["uuid"], "serial": board["serial"],
+            "name": name, **rates, "best_gbps": best, **peak,
+            "fraction_of_peak": best / peak["peak_gbps"] if peak["peak_gbps"] else None}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=4 << 30, help="bytes per buffer (two are allocated)")
@@ -132,36 +145,43 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many CPU devices")
+    parser.add_argument("--gpu", type=int, default=None, help="this CUDA device only (a worker of the runner's)")
+    parser.add_argument("--repeats", type=int, default=1, help="measure each GPU this many times")
     parser.add_argument("--handshake", type=Path, default=None)
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args()
-    if args.size < 16 * _ELEMENT_BYTES or args.iters < 1 or args.warmup < 0:
-        parser.error("--size of at least 64 bytes, --iters of at least 1, --warmup of at least 0")
+    if args.size < 16 * _ELEMENT_BYTES or args.iters < 1 or args.warmup < 0 or args.repeats < 1:
+        parser.error("--size of at least 64 bytes, --iters and --repeats of at least 1, --warmup of at least 0")
     size = args.size - args.size % 16  # whole fp32 words, in 16-byte vectors
 
     if args.device == "cuda" and torch.cuda.device_count() == 0:
         parser.exit(2, "hbm: no CUDA device: HBM bandwidth needs GPUs\n")
     devices, names, boards = workload_devices(torch, args.device, args.workers)  # before anything is measured
+    if args.gpu is not None and not 0 <= args.gpu < len(devices):
+        parser.exit(2, f"hbm: --gpu {args.gpu}: this process sees {len(devices)} device(s)\n")
+    chosen = range(len(devices)) if args.gpu is None else [args.gpu]
+    if args.gpu is not None and devices[args.gpu].type == "cuda":
+        torch.empty(1, device=devices[args.gpu])  # the CUDA context, before the workers measure together
 
-    gpus = []
+    repeats: list[list[dict]] = [[] for _ in range(args.repeats)]
     handshake(lambda: None, 0, args.handshake, "ready", "go")
-    for cuda, device in enumerate(devices):
-        rates = measure_device(device, size, args.iters, args.warmup)
-        if device.type == "cuda":
-            torch.cuda.empty_cache()  # this GPU's buffers went with measure_device: its memory goes back
-        peak = nvml_peak(boards[cuda]["uuid"])  # None on the CPU: no board, no peak
-        best = max(rates.values())
-        gpus.append({"cuda": cuda, "index": boards[cuda]["nvml_index"], "uuid": boards[cuda]["uuid"],
-                     "serial": boards[cuda]["serial"], "name": names[cuda], **rates, "best_gbps": best, **peak,
-                     "fraction_of_peak": best / peak["peak_gbps"] if peak["peak_gbps"] else None})
+    for cuda in chosen:
+        device = devices[cuda]
+        for rows in repeats:
+            rates = measure_device(device, size, args.iters, args.warmup)
+            if device.type == "cuda":
+                torch.cuda.empty_cache()  # this GPU's buffers went with measure_device: its memory goes back
+            rows.append(_row(cuda, boards[cuda], names[cuda], rates))
     handshake(lambda: None, 0, args.handshake, "done", "release")
+    gpus = repeats[0]
 
     for row in gpus:
         peak = f", {row['fraction_of_peak']:.1%} of the {row['peak_gbps']:.0f} GB/s peak" if row["peak_gbps"] else ""
         print(f"GPU{row['index']} ({row['serial'] or row['uuid'] or row['name']}): copy {row['copy_gbps']:.1f}, "
               f"read {row['read_gbps']:.1f}, write {row['write_gbps']:.1f} GB/s{peak}", flush=True)
     result = {"format": FORMAT, "size_bytes": size, "iters": args.iters, "warmup": args.warmup,
-              "device": args.device, "torch_version": torch.__version__, "gpus": gpus}
+              "device": args.device, "torch_version": torch.__version__, "gpus": gpus,
+              **({"repeats": repeats} if args.repeats > 1 else {})}
     args.result.write_text(json.dumps(result, indent=2))
     return 0
 

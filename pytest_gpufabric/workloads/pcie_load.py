@@ -5,12 +5,19 @@ Standalone (imports torch, the standard library and nvidia-ml-py only); one proc
 
     python pcie_load.py --size 1073741824 --seconds 3 --result out.json
 
-Per GPU: the link's generation and width and the PCIe replay counter are read before anything runs on it (idle);
-then ``--size``-byte copies from a pinned host buffer to the GPU run back to back for ``--seconds``, then the
-other way for ``--seconds``, while a thread reads the current generation and width every ``--read-interval``
-seconds; the replay counter and the link are read again after. GB/s (1e9 bytes/s) per direction: the median
-over the copies, each timed by CUDA events. The copies run on the GPU's own CPUs (nvmlDeviceGetCpuAffinity),
-so the pinned buffer sits on its socket; the CPUs used are recorded.
+or one worker process per GPU (``--gpu CUDA_INDEX``), as the plugin runs it (stress.measure_pcie_load, through
+runner.run_workers): every worker starts at once and does its set-up (its CPUs, its CUDA context, its pinned and
+device buffers) before it says ``ready``; then it copies when the runner lets it go, one GPU at a time unless the
+runner put GPUs that share neither a PCIe root complex nor a NUMA node (nor so host memory) in one round, and says
+``done``. The set-up of every GPU so overlaps; the copies of GPUs that share a path never do.
+
+Per GPU: the link's generation and width are read before anything runs on it (idle); the replay counter just
+before its copies; then ``--size``-byte copies from a pinned host buffer to the GPU run back to back for
+``--seconds``, then the other way for ``--seconds``, while a thread reads the current generation and width every
+``--read-interval`` seconds; the replay counter and the link are read again after. GB/s (1e9 bytes/s) per
+direction: the median over the copies, each timed by CUDA events. The copies run on the GPU's own CPUs
+(nvmlDeviceGetCpuAffinity), so the pinned buffer sits on its socket (a worker is bound to them from its start, so
+the threads that pin its buffer are too); the CPUs used are recorded.
 
 Why under load: a GPU slows its link when idle to save power (an H100 may read gen 1 at idle and gen 5 under
 load), and a link that trained down (a marginal riser, slot or retimer) shows only when it is asked for its full
@@ -51,11 +58,11 @@ from pathlib import Path
 import torch
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
-    from handshake import reporting_failure
+    from handshake import TIMEOUT_S, handshake, reporting_failure
     from identity import workload_devices
     from nvml_reads import Nvml
 except ImportError:
-    from .handshake import reporting_failure
+    from .handshake import TIMEOUT_S, handshake, reporting_failure
     from .identity import workload_devices
     from .nvml_reads import Nvml
 
@@ -147,32 +154,38 @@ def _timed_copies(copy, seconds: float, cuda: bool) -> list[float]:
     return times
 
 
-def _copy_both_ways(device: torch.device, link: LinkReader, size: int, seconds: float,
-                    read_interval_s: float) -> tuple[dict[str, list[float]], dict]:
-    """Seconds per copy in each direction, and the link as read while they ran."""
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.cuda.set_device(device)
-    host = torch.empty(size, dtype=torch.uint8, pin_memory=cuda)
-    host.fill_(7)
-    target = torch.empty(size, dtype=torch.uint8, device=device)
-    # the reader starts after the first warm-up copies have woken the link: an idle link read as "under load"
-    # would fail a healthy GPU whose link sleeps at idle
-    for _ in range(_WARMUP_COPIES):
-        target.copy_(host, non_blocking=cuda)
-    if cuda:
-        torch.cuda.synchronize()
-    reader = UnderLoad(link, read_interval_s)
-    reader.start()
-    try:
-        copies = {"h2d": _timed_copies(lambda: target.copy_(host, non_blocking=cuda), seconds, cuda),
-                  "d2h": _timed_copies(lambda: host.copy_(target, non_blocking=cuda), seconds, cuda)}
-    finally:
-        reader.stopped.set()
-        reader.join()
-    if reader.error is not None:
-        raise RuntimeError(f"reading the PCIe link under load failed: {reader.error!r}") from reader.error
-    return copies, reader.summary()
+class HostLoad:
+    """One GPU's copy buffers: a pinned host buffer (on the CPUs this process runs on) and a device buffer."""
+
+    def __init__(self, device: torch.device, size: int) -> None:
+        self.device, self.cuda = device, device.type == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(device)
+        self.host = torch.empty(size, dtype=torch.uint8, pin_memory=self.cuda)
+        self.host.fill_(7)
+        self.target = torch.empty(size, dtype=torch.uint8, device=device)
+
+    def copy_both_ways(self, link: LinkReader, seconds: float,
+                       read_interval_s: float) -> tuple[dict[str, list[float]], dict]:
+        """Seconds per copy in each direction, and the link as read while they ran."""
+        cuda, host, target = self.cuda, self.host, self.target
+        # the reader starts after the first warm-up copies have woken the link: an idle link read as "under load"
+        # would fail a healthy GPU whose link sleeps at idle
+        for _ in range(_WARMUP_COPIES):
+            target.copy_(host, non_blocking=cuda)
+        if cuda:
+            torch.cuda.synchronize()
+        reader = UnderLoad(link, read_interval_s)
+        reader.start()
+        try:
+            copies = {"h2d": _timed_copies(lambda: target.copy_(host, non_blocking=cuda), seconds, cuda),
+                      "d2h": _timed_copies(lambda: host.copy_(target, non_blocking=cuda), seconds, cuda)}
+        finally:
+            reader.stopped.set()
+            reader.join()
+        if reader.error is not None:
+            raise RuntimeError(f"reading the PCIe link under load failed: {reader.error!r}") from reader.error
+        return copies, reader.summary()
 
 
 def _release_pinned() -> None:
@@ -183,22 +196,15 @@ def _release_pinned() -> None:
         empty()
 
 
-def measure_gpu(device: torch.device, link: LinkReader, size: int, seconds: float, read_interval_s: float) -> dict:
-    """One GPU's copies both ways with its link read before, during and after."""
-    idle, maximum, before = link.current("idle"), link.maximum(), link.replays("before")
+def _own_cpus(link: LinkReader) -> list[int] | None:
+    """The GPU's CPUs (NVML) that this process may run on; None where NVML cannot say or none is allowed."""
     allowed = os.sched_getaffinity(0)
     cpus = link.cpus()
-    bound = sorted(cpus & allowed) if cpus and cpus & allowed else None
-    if bound:
-        os.sched_setaffinity(0, bound)  # before the pinned buffer is allocated: its pages land on this socket
-    try:
-        copies, under_load = _copy_both_ways(device, link, size, seconds, read_interval_s)
-    finally:
-        if bound:
-            os.sched_setaffinity(0, allowed)
-        if device.type == "cuda":
-            _release_pinned()
-    after_link, after = link.current("after"), link.replays("after")
+    return sorted(cpus & allowed) if cpus and cpus & allowed else None
+
+
+def _row(size: int, copies: dict[str, list[float]], under_load: dict, bound: list[int] | None, idle: dict,
+         after_link: dict, maximum: dict, before: int | None, after: int | None) -> dict:
     if before is None or after is None:
         rise = None
     else:
@@ -209,6 +215,45 @@ def measure_gpu(device: torch.device, link: LinkReader, size: int, seconds: floa
             "cpu_affinity": _cpu_text(bound),
             "link": {"idle": idle, "under_load": under_load, "after": after_link, "max": maximum},
             "replay_counter": {"before": before, "after": after, "rise": rise}}
+
+
+def measure_gpu(device: torch.device, link: LinkReader, size: int, seconds: float, read_interval_s: float) -> dict:
+    """One GPU's copies both ways with its link read before, during and after (the standalone run: one GPU after
+    another in one process, bound to each GPU's CPUs in turn)."""
+    idle, maximum, before = link.current("idle"), link.maximum(), link.replays("before")
+    allowed = os.sched_getaffinity(0)
+    bound = _own_cpus(link)
+    if bound:
+        os.sched_setaffinity(0, bound)  # before the pinned buffer is allocated: its pages land on this socket
+    try:
+        copies, under_load = HostLoad(device, size).copy_both_ways(link, seconds, read_interval_s)
+    finally:
+        if bound:
+            os.sched_setaffinity(0, allowed)
+        if device.type == "cuda":
+            _release_pinned()
+    return _row(size, copies, under_load, bound, idle, link.current("after"), maximum, before,
+                link.replays("after"))
+
+
+def measure_gpu_when_let_go(device: torch.device, link: LinkReader, size: int, seconds: float,
+                            read_interval_s: float, directory: Path | None, wait_s: float) -> dict:
+    """One GPU's worker (``--gpu``): the link read idle, this process bound to the GPU's CPUs for good, the buffers
+    made; then ``ready``, and the copies once the runner says ``go`` (its round: at most ``wait_s`` later),
+    ``done`` after them."""
+    idle, maximum = link.current("idle"), link.maximum()
+    bound = _own_cpus(link)
+    if bound:
+        os.sched_setaffinity(0, bound)  # every thread started from here on (torch's pinning threads) runs there too
+    load = HostLoad(device, size)
+    if load.cuda:
+        torch.cuda.synchronize()
+    handshake(lambda: None, 0, directory, "ready", "go", timeout_s=wait_s)
+    before = link.replays("before")
+    copies, under_load = load.copy_both_ways(link, seconds, read_interval_s)
+    row = _row(size, copies, under_load, bound, idle, link.current("after"), maximum, before, link.replays("after"))
+    handshake(lambda: None, 0, directory, "done", "release")
+    return row
 
 
 def _cpu_text(cpus: list[int] | None) -> str | None:
@@ -233,7 +278,9 @@ def main() -> int:
     parser.add_argument("--read-interval", type=float, default=0.02, help="seconds between link reads under load")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many host-copy 'GPUs'")
-    parser.add_argument("--handshake", type=Path, default=None)  # accepted for the runner; nothing to bracket
+    parser.add_argument("--gpu", type=int, default=None,
+                        help="this CUDA device only, as one worker of the runner's (ready/go around its copies)")
+    parser.add_argument("--handshake", type=Path, default=None)
     parser.add_argument("--result", type=Path, required=True)
     args = parser.parse_args()
     if args.size <= 0 or args.seconds <= 0 or args.read_interval <= 0:
@@ -251,11 +298,22 @@ def main() -> int:
     else:
         handles = [None] * args.workers
         nvml_state = {"available": False, "why": "--device cpu: no GPU, NVML not read"}
+    if args.gpu is not None and not 0 <= args.gpu < len(devices):
+        parser.exit(2, f"pcie_load: --gpu {args.gpu}: this process sees {len(devices)} device(s)\n")
+    chosen = range(len(devices)) if args.gpu is None else [args.gpu]
     gpus = []
     try:
-        for board, device, name, handle in zip(boards, devices, names, handles, strict=True):
+        for i in chosen:
+            board, device, name, handle = boards[i], devices[i], names[i], handles[i]
             unread: dict = {}
-            row = measure_gpu(device, LinkReader(nvml, handle, unread), args.size, args.seconds, args.read_interval)
+            link = LinkReader(nvml, handle, unread)
+            if args.gpu is None:
+                row = measure_gpu(device, link, args.size, args.seconds, args.read_interval)
+            else:
+                # its round may come after every other GPU's copies: wait for them, and for the runner as ever
+                wait_s = TIMEOUT_S + len(devices) * (2 * args.seconds + 30)
+                row = measure_gpu_when_let_go(device, link, args.size, args.seconds, args.read_interval,
+                                              args.handshake, wait_s)
             gpus.append({"cuda": board["cuda_index"], "index": board["nvml_index"], "uuid": board["uuid"],
                          "serial": board["serial"], "name": name, **row, "unread": unread})
             load = row["link"]["under_load"]

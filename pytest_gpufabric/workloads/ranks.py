@@ -38,6 +38,11 @@ def standard_environment() -> None:
 def init_distributed(backend: str) -> tuple[int, int, torch.device]:
     """Join the job: (rank, world size, this rank's device: its GPU with NCCL, the CPU with gloo)."""
     standard_environment()
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0 and torch.get_num_threads() != int(threads):
+        # a rank started in a spare interpreter imported torch before its launcher set the thread count (torchrun
+        # sets 1 for several ranks): the count the launcher asked for, as a rank started cold would have it
+        torch.set_num_threads(int(threads))
     dist.init_process_group(backend=backend)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if backend == "nccl":

@@ -5,8 +5,14 @@ A workload may mark the part of its run that is to be measured (after start-up a
 and waits for ``release``. The runner calls ``on_begin``/``on_end`` at those points, so a sampler in the
 pytest process can bracket exactly the measured steps.
 
+Several processes can be one workload: a torch.distributed job (``run_ranks``: one rank per GPU, rank 0 speaks for
+all, as torchrun starts them but without torchrun) or a worker per GPU (``run_workers``: each its own handshake
+directory, let go together or round by round). Every process of a group is started before any is waited for, a
+failure or a timeout stops them all, and the runner records when each started, was ready, let go, done and exited.
+
 Live acceptance runs keep spare interpreters (spare.py) with torch imported for the next workload scripts, started
-before the first measurement: ``SPARES.prestart(env, imports)``. Off by default, so a test's run_workload starts cold.
+before the first measurement: ``SPARES.prestart(env, imports)``, one per process the run's measurements will start.
+Off by default, so a test's run_workload starts cold.
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ import atexit
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import WorkloadError
@@ -31,22 +38,43 @@ _GRACE_S = 5.0
 
 def _kill_group(process: subprocess.Popen) -> None:
     """SIGTERM to the whole session (torchrun and every rank), then SIGKILL what is left."""
-    for sig, wait_s in ((signal.SIGTERM, _GRACE_S), (signal.SIGKILL, _GRACE_S)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
+    _kill_groups([process])
+
+
+def _kill_groups(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to each process's whole session, then SIGKILL what is left after the grace time (one grace for all)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for process in processes:
+            try:
+                os.killpg(process.pid, sig)
+                alive.append(process)
+            except ProcessLookupError:
+                continue
+        deadline = time.monotonic() + _GRACE_S
+        for process in alive:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue
+        processes = [process for process in alive if process.poll() is None]
+        if not processes:
             return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+
+
+#: the variables a launcher sets per rank (torchrun's, which torch.distributed reads); a spare started before them
+#: serves a rank all the same: they are set when it is handed its script (spare.py), before torch reads them
+#: (OMP_NUM_THREADS, read by OpenMP when torch is imported, ranks.init_distributed applies again)
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                  "MASTER_PORT", "OMP_NUM_THREADS")
 
 
 def _start_time(env: dict[str, str] | None) -> dict[str, str] | None:
     """What of an environment a spare must have had from its start: all of it but pytest's PYTEST_CURRENT_TEST,
-    which changes with every test (the spare sets it, with the rest, before the script runs)."""
-    return None if env is None else {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
+    which changes with every test, and a rank's own variables (the spare sets them, with the rest, before the
+    script runs)."""
+    return None if env is None else {k: v for k, v in env.items()
+                                     if not k.startswith("PYTEST_") and k not in RANK_VARIABLES}
 
 
 TORCH_ONLY = ("torch",)  # what a spare imports ahead unless a workload asks for more (spare.py)
@@ -165,6 +193,17 @@ class SpareInterpreters:
 
 SPARES = SpareInterpreters()
 
+#: spare interpreters started ahead at most (each holds torch: a few hundred MB of host memory). A 4-GPU acceptance
+#: wants 20: the collectives' and the NVLink step's ranks and the HBM and PCIe tests' workers, a process per GPU
+#: each, and one for the copies and each other measurement; an 8-GPU one 36
+MAX_SPARES = 40
+
+
+def spare_count(wanted: int) -> int:
+    """How many spare interpreters to start ahead for ``wanted`` workload processes: one each, as far as half the
+    cores allow (each imports torch at the same time; a 2-core CI machine gets one) and at most MAX_SPARES."""
+    return max(1, min(wanted, MAX_SPARES, (os.cpu_count() or 2) // 2))
+
 
 def run_workload(
     cmd: list[str],
@@ -188,59 +227,242 @@ def run_workload(
     process group) or a missing result.
     """
     with tempfile.TemporaryDirectory(prefix="gpufabric-workload-") as tmp:
-        handshake = Path(tmp)
-        result_file = handshake / "result.json"
-        full_cmd = [*cmd, "--handshake", str(handshake), "--result", str(result_file)]
-        out_path, err_path = handshake / "stdout.txt", handshake / "stderr.txt"
+        group = _Group([_Member.make(cmd, env, Path(tmp))], timeout_s, spare_imports)
+        timing = group.run(on_begin=on_begin, on_end=on_end)
+        result = group.result(group.members[0])
+        result["runner"] = {key: timing["workers"][0][key] for key in ("started_in", "spare_waited_s")} | {
+            key: timing[key] for key in ("ready_s", "done_s", "exit_s")}
+        return result
+
+
+def run_ranks(
+    cmd: list[str],
+    nprocs: int,
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    on_begin: Callable[[], None] | None = None,
+    on_end: Callable[[], None] | None = None,
+    spare_imports: tuple[str, ...] = TORCH_ONLY,
+) -> dict:
+    """A torch.distributed job of ``nprocs`` ranks on this machine, started as torchrun --standalone starts it but
+    without torchrun: each rank is ``cmd`` (a Python script, rank 0 of which writes the result and speaks the
+    handshake for all) with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, and
+    OMP_NUM_THREADS=1 unless ``env`` sets it (torchrun's default for more than one rank). Every rank is started
+    before any is waited for, each in a spare interpreter where one is waiting (torch imported: torchrun's own
+    start and each rank's import of torch, about 5 s each on an H100, are gone); a rank that fails stops the
+    others, as torchrun does. Returns rank 0's result with ``runner`` (the job's timing, ``workers``: each rank's
+    start). Raises WorkloadError as run_workload does, with each failing rank's own last error lines."""
+    base = dict(os.environ if env is None else env)
+    rank_env = {"WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "GROUP_RANK": "0",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    if nprocs > 1:
+        rank_env["OMP_NUM_THREADS"] = base.get("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="gpufabric-workload-") as tmp:
+        channel = Path(tmp)
+        members = [_Member.make(cmd, {**base, **rank_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}, channel,
+                                f"rank{rank}-") for rank in range(nprocs)]
+        group = _Group(members, timeout_s, spare_imports)
+        timing = group.run(on_begin=on_begin, on_end=on_end)
+        result = group.result(members[0])
+        result["runner"] = _summary(timing)
+        return result
+
+
+def run_workers(
+    cmds: list[list[str]],
+    *,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    rounds: list[list[int]] | None = None,
+    on_begin: Callable[[], None] | None = None,
+    on_end: Callable[[], None] | None = None,
+    spare_imports: tuple[str, ...] = TORCH_ONLY,
+) -> tuple[list[dict], dict]:
+    """One process per command (a GPU's worker), every one started before any is waited for; each does its set-up,
+    writes ``ready`` and waits. When all are ready (``on_begin``), ``rounds`` (lists of positions in ``cmds``;
+    default: one round of all) are let go one after another: the workers of a round measure at once, and the next
+    round goes once each of them wrote ``done``. Returns each worker's result in the order of ``cmds`` and the
+    group's timing (``workers``: each one's start, ready, go, done and exit). A worker that fails stops the others;
+    raises WorkloadError as run_workload does."""
+    rounds = [list(range(len(cmds)))] if rounds is None else [list(r) for r in rounds]
+    if sorted(i for r in rounds for i in r) != list(range(len(cmds))):
+        raise ValueError(f"rounds {rounds} do not name each of the {len(cmds)} workers once")
+    with tempfile.TemporaryDirectory(prefix="gpufabric-workload-") as tmp:
+        members = []
+        for number, cmd in enumerate(cmds):
+            channel = Path(tmp) / f"worker{number}"
+            channel.mkdir()
+            members.append(_Member.make(cmd, env, channel))
+        group = _Group(members, timeout_s, spare_imports, rounds=[[members[i].channel for i in r] for r in rounds])
+        timing = group.run(on_begin=on_begin, on_end=on_end)
+        return [group.result(member) for member in members], _summary(timing)
+
+
+def _free_port() -> int:
+    """A TCP port free on this machine now, for rank 0's store (torchrun --standalone picks its own so)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _summary(timing: dict) -> dict:
+    """A group's timing as run_workload's ``runner`` reads (started_in: "spare", "cold" or "3 of 4 in spares"; the
+    longest spare wait), with each process's own under ``workers``."""
+    workers = timing["workers"]
+    in_spares = sum(w["started_in"] == "spare" for w in workers)
+    waits = [w["spare_waited_s"] for w in workers if w["spare_waited_s"] is not None]
+    started_in = ("spare" if in_spares == len(workers) else "cold" if not in_spares
+                  else f"{in_spares} of {len(workers)} in spares")
+    return {"started_in": started_in, "spare_waited_s": max(waits) if waits else None,
+            **{key: timing[key] for key in ("ready_s", "done_s", "exit_s")}, "workers": workers}
+
+
+@dataclass
+class _Member:
+    """One process of a group: its whole command (--handshake, --result appended), environment, the handshake
+    directory it speaks in (a job's ranks share rank 0's) and its output files."""
+
+    cmd: list[str]
+    env: dict[str, str] | None
+    channel: Path
+    result_file: Path
+    out: Path
+    err: Path
+    process: subprocess.Popen | None = None
+    timing: dict = field(default_factory=dict)
+    exit_s: float | None = None  # when the runner saw it exit, from the group's start
+
+    @classmethod
+    def make(cls, cmd: list[str], env: dict[str, str] | None, channel: Path, prefix: str = "") -> _Member:
+        """``prefix`` names its output files apart from the other processes of its directory (a job's ranks)."""
+        result_file = channel / "result.json"
+        return cls([*cmd, "--handshake", str(channel), "--result", str(result_file)], env, channel, result_file,
+                   channel / f"{prefix}stdout.txt", channel / f"{prefix}stderr.txt")
+
+
+class _Group:
+    """Processes started together, then driven through the handshake (runner's module docstring): ready from every
+    handshake directory, ``on_begin``, go / done round by round, ``on_end``, release. Kills every process group on a
+    timeout, a failure or an interruption."""
+
+    def __init__(self, members: list[_Member], timeout_s: float, spare_imports: tuple[str, ...],
+                 rounds: list[list[Path]] | None = None) -> None:
+        self.members, self.timeout_s, self.spare_imports = members, timeout_s, spare_imports
+        self.channels = list(dict.fromkeys(member.channel for member in members))
+        self.rounds = rounds or [self.channels]
+        self.marks: dict[Path, dict[str, float]] = {channel: {} for channel in self.channels}
+
+    def _start(self, member: _Member, since: float) -> None:
+        with open(member.out, "a") as out, open(member.err, "a") as err:
+            from_spare = SPARES.start(member.cmd, member.env, member.out, member.err, self.spare_imports)
+            member.process = from_spare[0] if from_spare else subprocess.Popen(
+                member.cmd, stdout=out, stderr=err, env=member.env, start_new_session=True)
+        member.timing = {"started_in": "spare" if from_spare else "cold",
+                         "spare_waited_s": round(from_spare[1], 3) if from_spare else None,
+                         "started_s": round(time.monotonic() - since, 3)}
+
+    def _note_exits(self, since: float) -> None:
+        for member in self.members:
+            if member.exit_s is None and member.process.poll() is not None:
+                member.exit_s = round(time.monotonic() - since, 3)
+
+    def _exited(self, channel: Path) -> bool:
+        return all(m.process.poll() is not None for m in self.members if m.channel == channel)
+
+    def _seen(self, channel: Path, mark: str, since: float) -> bool:
+        """Whether ``mark`` (ready, done) is in the directory, noting when it was first seen."""
+        marks = self.marks[channel]
+        if mark not in marks and (channel / mark).exists():
+            marks[mark] = round(time.monotonic() - since, 3)
+        return mark in marks
+
+    def _say(self, channels: list[Path], mark: str, since: float) -> None:
+        """``mark`` (go, release) to every directory of a round at once: one time for all of them."""
+        said = round(time.monotonic() - since, 3)
+        for channel in channels:
+            self.marks[channel][mark] = said
+            (channel / mark).touch()
+
+    def run(self, on_begin: Callable[[], None] | None, on_end: Callable[[], None] | None) -> dict:
+        started = time.monotonic()
+        timing: dict = {"ready_s": None, "done_s": None, "exit_s": None}
         began = ended = False
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            started = time.monotonic()
-            from_spare = SPARES.start(full_cmd, env, out_path, err_path, spare_imports)
-            process = from_spare[0] if from_spare else subprocess.Popen(
-                full_cmd, stdout=out, stderr=err, env=env, start_new_session=True)
-            timing = {"started_in": "spare" if from_spare else "cold",
-                      "spare_waited_s": round(from_spare[1], 3) if from_spare else None,
-                      "ready_s": None, "done_s": None, "exit_s": None}
-            deadline = started + timeout_s
-            try:
-                while process.poll() is None:
-                    if time.monotonic() > deadline:
-                        _kill_group(process)
-                        raise WorkloadError(full_cmd, None, out_path.read_text(), err_path.read_text(),
-                                            f"timed out after {timeout_s:.0f} s; the process group was killed")
-                    if not began and (handshake / "ready").exists():
-                        timing["ready_s"] = round(time.monotonic() - started, 3)
-                        if on_begin:
-                            on_begin()
-                        began = True  # only once the measurement really began: only then is it ended
-                        (handshake / "go").touch()
-                    if began and not ended and (handshake / "done").exists():
+        waiting = list(self.rounds)  # the rounds not yet let go; the first of them runs once began
+        try:
+            for member in self.members:  # every process is started before any is waited for
+                self._start(member, started)
+            while True:
+                self._note_exits(started)
+                failed = next((m for m in self.members if m.process.poll() not in (None, 0)), None)
+                if failed is not None or all(m.process.poll() is not None for m in self.members):
+                    break
+                if time.monotonic() > started + self.timeout_s:
+                    _kill_groups([m.process for m in self.members])
+                    first = self.members[0]
+                    raise WorkloadError(first.cmd, None, _read(first.out), _read(first.err),
+                                        f"timed out after {self.timeout_s:.0f} s; the process group was killed")
+                if not began and all(self._seen(c, "ready", started) or self._exited(c) for c in self.channels) \
+                        and any("ready" in self.marks[c] for c in self.channels):
+                    timing["ready_s"] = round(time.monotonic() - started, 3)
+                    if on_begin:
+                        on_begin()
+                    began = True  # only once the measurement really began: only then is it ended
+                    self._say(waiting[0], "go", started)
+                if began and waiting and all(self._seen(c, "done", started) or self._exited(c) for c in waiting[0]):
+                    finished = waiting.pop(0)
+                    if not waiting:
                         timing["done_s"] = round(time.monotonic() - started, 3)
                         ended = True
                         if on_end:
                             on_end()
-                        (handshake / "release").touch()
-                    time.sleep(_POLL_S)
-            except BaseException:
-                _kill_group(process)
-                if began and not ended and on_end:
-                    ended = True
-                    try:
-                        on_end()
-                    except Exception:
-                        pass  # the error that stopped the run is the one to report
-                raise
-            timing["exit_s"] = round(time.monotonic() - started, 3)
+                    self._say(finished, "release", started)
+                    if waiting:
+                        self._say(waiting[0], "go", started)
+                time.sleep(_POLL_S)
+        except BaseException:
+            _kill_groups([m.process for m in self.members if m.process is not None])
             if began and not ended and on_end:
-                on_end()  # the workload exited mid-measurement: stop the sampler all the same
-        stdout, stderr = out_path.read_text(), err_path.read_text()
-        failures = {path.stem.removeprefix("failure-rank"): path.read_text(errors="replace").strip()
-                    for path in handshake.glob("failure-rank*.txt")}
-        if process.returncode != 0:
-            raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload failed", failures)
-        if not result_file.is_file():
-            raise WorkloadError(full_cmd, process.returncode, stdout, stderr, "the workload wrote no result", failures)
-        result = json.loads(result_file.read_text())
+                ended = True
+                try:
+                    on_end()
+                except Exception:
+                    pass  # the error that stopped the run is the one to report
+            raise
+        if failed is not None:  # a failed rank or worker stops the others
+            _kill_groups([m.process for m in self.members if m.process.poll() is None])
+        self._note_exits(started)
+        timing["exit_s"] = round(time.monotonic() - started, 3)
+        if began and not ended and on_end:
+            on_end()  # the workload exited mid-measurement: stop the sampler all the same
+        for member in self.members:  # seconds from the group's start, as the runner saw them
+            marks = self.marks[member.channel]
+            member.timing.update(ready_s=marks.get("ready"), go_s=marks.get("go"), done_s=marks.get("done"),
+                                 exit_s=member.exit_s)
+        timing["workers"] = [member.timing for member in self.members]
+        if failed is not None:
+            raise WorkloadError(failed.cmd, failed.process.returncode, _read(failed.out), _read(failed.err),
+                                "the workload failed", self._failures(failed))
+        return timing
+
+    def _failures(self, member: _Member) -> dict[str, str]:
+        """Each failing rank's own last error lines (handshake.reporting_failure), from the member's directory."""
+        return {path.stem.removeprefix("failure-rank"): path.read_text(errors="replace").strip()
+                for path in member.channel.glob("failure-rank*.txt")}
+
+    def result(self, member: _Member) -> dict:
+        """The JSON ``member`` wrote, with its ``stdout_tail``; WorkloadError when it wrote none."""
+        stdout = _read(member.out)
+        if not member.result_file.is_file():
+            raise WorkloadError(member.cmd, member.process.returncode, stdout, _read(member.err),
+                                "the workload wrote no result", self._failures(member))
+        result = json.loads(member.result_file.read_text())
         result["stdout_tail"] = stdout[-4000:]
-        result["runner"] = timing
         return result
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -1,5 +1,6 @@
 """The stress diagnostics: sustained power and thermal under a GEMM load (power_hold.py) and the PCIe link under
-copies (pcie_load.py), each in a child process group that its timeout kills whole.
+copies (pcie_load.py: a worker per GPU, started together, copying one at a time where GPUs share a path), each in
+child process groups that its timeout kills whole.
 
 Profile sections (the keys these read; the profile schema owns their validation)::
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ..units import parse_bytes
 from .environment import workload_environment
-from .runner import run_workload
+from .runner import run_workers, run_workload
 
 POWER_HOLD_SCRIPT = Path(__file__).with_name("power_hold.py")
 PCIE_LOAD_SCRIPT = Path(__file__).with_name("pcie_load.py")
@@ -71,13 +72,74 @@ def measure_power_hold(section: dict, env: dict[str, str] | None = None, *, devi
     return _checked(result, POWER_HOLD_FORMAT)
 
 
-def measure_pcie_load(section: dict, env: dict[str, str] | None = None, *, device: str = "cuda") -> dict:
-    """Every GPU ``env`` shows, one after another: pinned copies both ways with the PCIe link read before, during
-    and after; the ``gpufabric-pcie-load/1`` result. The default timeout (300 s) covers 8 GPUs at the default 2 x 3
-    s of copies each with room to spare; a profile that copies for longer sets ``timeout_s``."""
+def measure_pcie_load(section: dict, env: dict[str, str] | None = None, *, gpus: int, device: str = "cuda",
+                      rounds: list[list[int]] | None = None) -> dict:
+    """Every GPU ``env`` shows (``gpus`` of them, CUDA's order): pinned copies both ways with the PCIe link read
+    before, during and after; the ``gpufabric-pcie-load/1`` result, a row per GPU, with ``rounds`` (the GPUs, by
+    NVML index, that copied at the same time). One worker per GPU (pcie_load.py --gpu), all started at once so
+    that their set-up (CUDA context, pinned buffer) overlaps; ``rounds`` (lists of CUDA indexes, from
+    pcie_rounds) say which copy at once, default one GPU at a time, so that no GPU's copies share its root
+    complex or host memory with another's. The default timeout (300 s) covers 8 GPUs at the default 2 x 3 s of
+    copies each with room to spare; a profile that copies for longer sets ``timeout_s``."""
     from .environment import require_torch
 
     require_torch("the PCIe diagnostic")
-    result = run_workload(pcie_load_command(section, device=device), timeout_s=section.get("timeout_s", 300),
-                          env=env or workload_environment())
-    return _checked(result, PCIE_LOAD_FORMAT)
+    rounds = rounds or [[gpu] for gpu in range(gpus)]
+    base = pcie_load_command(section, device=device, workers=gpus if device == "cpu" else None)
+    results, timing = run_workers([[*base, "--gpu", str(gpu)] for gpu in range(gpus)],
+                                  timeout_s=section.get("timeout_s", 300), env=env or workload_environment(),
+                                  rounds=rounds)
+    record = _merged(results, PCIE_LOAD_FORMAT, timing)
+    index = [row["index"] for row in record["gpus"]]  # worker i measured CUDA device i
+    record["rounds"] = [[index[gpu] for gpu in group] for group in rounds]
+    return record
+
+
+def _merged(results: list[dict], expected_format: str, timing: dict) -> dict:
+    """The workers' results (one GPU's row each, in CUDA order) as the one record a single process wrote."""
+    for result in results:
+        _checked(result, expected_format)
+    return {**results[0], "gpus": [row for result in results for row in result["gpus"]], "runner": timing}
+
+
+def pcie_rounds(places: list[tuple[str | None, int | None]]) -> list[list[int]]:
+    """Which GPUs (positions in ``places``: each GPU's sysfs device path and NUMA node, None where unknown) may copy
+    at the same time: only GPUs whose paths start at different PCIe root complexes and whose NUMA nodes are known
+    and differ (their copies then share no PCIe switch, root port or host memory). The rest copy alone, one after
+    another; a machine whose placement cannot be read (a VM's flat PCI tree, no sysfs) copies one GPU at a time,
+    as before."""
+    from ..fabric.sysfs_pci import parse_pci_path
+
+    def root(path: str | None) -> str | None:
+        try:
+            return parse_pci_path(path)[0] if path else None
+        except ValueError:
+            return None
+
+    roots = [root(path) for path, _ in places]
+    nodes = [node if isinstance(node, int) and node >= 0 else None for _, node in places]
+
+    def apart(a: int, b: int) -> bool:
+        return None not in (roots[a], roots[b], nodes[a], nodes[b]) and roots[a] != roots[b] and nodes[a] != nodes[b]
+
+    rounds: list[list[int]] = []
+    for gpu in range(len(places)):
+        fits = next((group for group in rounds if all(apart(gpu, other) for other in group)), None)
+        if fits is None:
+            rounds.append([gpu])
+        else:
+            fits.append(gpu)
+    return rounds
+
+
+def live_pcie_rounds(bus_ids: list[str | None], root: str = "/") -> list[list[int]]:
+    """pcie_rounds for the GPUs of these PCI bus ids (CUDA's order), placed as this machine's sysfs says."""
+    from ..fabric.sysfs_pci import pci_device_path, pci_numa_node
+
+    places = []
+    for bus_id in bus_ids:
+        try:
+            places.append((pci_device_path(bus_id, root), pci_numa_node(bus_id, root)) if bus_id else (None, None))
+        except ValueError:
+            places.append((None, None))
+    return pcie_rounds(places)

@@ -1,5 +1,5 @@
-"""The data-parallel training step as the NVLink suite runs it: torchrun in a child process group,
-with the NVLink sampler bracketing exactly the measured steps."""
+"""The data-parallel training step as the NVLink suite runs it: one rank per GPU, started together as torchrun
+would start them (runner.run_ranks), with the NVLink sampler bracketing exactly the measured steps."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import WorkloadError
 from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
 from .environment import workload_environment
-from .runner import run_workload
+from .runner import run_ranks
 
 DDP_STEP_SCRIPT = Path(__file__).with_name("ddp_step.py")
 
@@ -45,26 +45,33 @@ class TrainingSettings:
         return self.layers * (self.width * self.width + self.width) * 4
 
 
-def ddp_command(nprocs: int, settings: TrainingSettings, backend: str) -> list[str]:
+def ddp_script(settings: TrainingSettings, backend: str) -> list[str]:
+    """One rank's command line."""
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
-        str(DDP_STEP_SCRIPT),
+        sys.executable, str(DDP_STEP_SCRIPT),
         "--steps", str(settings.steps), "--warmup", str(settings.warmup), "--layers", str(settings.layers),
         "--width", str(settings.width), "--batch", str(settings.batch), "--backend", backend,
     ]
 
 
+def ddp_command(nprocs: int, settings: TrainingSettings, backend: str) -> list[str]:
+    """The same job under torchrun on this node, as a user would start it by hand."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}"]
+    return [*launcher, *ddp_script(settings, backend)[1:]]
+
+
 def run_ddp_training(nprocs: int, settings: TrainingSettings, *, backend: str = "nccl", measure=None,
                      env: dict[str, str] | None = None) -> dict:
-    """``env``: the workload's whole environment (default: workload_environment())."""
-    """Run the training steps; ``measure`` (a context manager such as NvlinkTraffic) brackets the steps."""
+    """Run the training steps, one rank per GPU (runner.run_ranks); ``measure`` (a context manager such as
+    NvlinkTraffic) brackets the steps; ``env``: the workload's whole environment (default:
+    workload_environment())."""
     if importlib.util.find_spec("torch") is None:
         raise WorkloadError([sys.executable], None, "", "", "torch is not installed in this Python "
                             "(pip install 'pytest-gpufabric[torch]')")
     on_begin = measure.__enter__ if measure is not None else None
     on_end = (lambda: measure.__exit__(None, None, None)) if measure is not None else None
-    return run_workload(ddp_command(nprocs, settings, backend), timeout_s=settings.timeout_s,
-                        env=env or workload_environment(), on_begin=on_begin, on_end=on_end)
+    return run_ranks(ddp_script(settings, backend), nprocs, timeout_s=settings.timeout_s,
+                     env=env or workload_environment(), on_begin=on_begin, on_end=on_end)
 
 
 @dataclass
