@@ -177,6 +177,10 @@ def train_step(model: nn.Module, batch: torch.Tensor, target: torch.Tensor, trai
     return loss.detach()
 
 
+#: the offloaded step: one to warm the pinned pool, then the fastest of the others is its time
+LMS_STEPS = 4
+
+
 def timed_step(model, shape, batch: int, device, train: bool, lms: LargeModelSupport | None = None,
                repeats: int = 2) -> dict:
     """The step ``repeats`` times; the first warms caches and the pinned pool, the fastest of the others is the
@@ -199,7 +203,7 @@ def timed_step(model, shape, batch: int, device, train: bool, lms: LargeModelSup
         times.append(time.perf_counter() - start)
     seconds = min(times[1:] or times)
     return {"batch": batch, "seconds": seconds, "time_per_image_s": seconds / batch, "loss": float(loss),
-            "peak_bytes": torch.cuda.max_memory_allocated(device)}
+            "peak_bytes": torch.cuda.max_memory_allocated(device), "step_seconds": times}
 
 
 def oversized_without_lms(model, shape, device, train: bool, fit_batch: int) -> dict:
@@ -303,7 +307,9 @@ def main() -> int:
         lms = LargeModelSupport(int(threshold), float(fraction), args.budget)
         run = {"threshold_bytes": int(threshold), "usage_fraction": float(fraction)}
         try:
-            step = timed_step(model, shape, shape[0], device, train, lms)
+            # the fastest of three timed steps: one offloaded step read 5x its usual time once on an idle H100
+            # (tests/data/results/acceptance-time-h100-x2), and a slow link is slow in every step
+            step = timed_step(model, shape, shape[0], device, train, lms, repeats=LMS_STEPS)
             run.update(outcome="completed", **step,
                        ratio_vs_baseline=step["time_per_image_s"] / result["baseline"]["time_per_image_s"])
         except torch.cuda.OutOfMemoryError as exc:
