@@ -251,3 +251,23 @@ def test_the_offloading_failure_says_the_baseline_can_be_what_moved():
     assert outcome.verdict == "failed" and "(4.98x)" in outcome.message
     assert "slow CPU-GPU link" in outcome.message and "batch-1 step alone runs fast" in outcome.message
     assert check_lms({**spec, "max_slowdown": round(3.04 * 2.0, 2)}, run, result["baseline"]).verdict == "passed"
+
+
+def test_a_partial_offload_is_held_to_the_ceiling_of_offloading_everything():
+    """On 2x H100 SXM (tests/data/results/acceptance-time-h100-x2): init --measure read the offload of tensors
+    >= 64 MiB past half the budget at 1.97x and 1.58x, the acceptances right after it at 10.84x and 4.00x, while the
+    offload of every tensor >= 8 MiB stayed at 3.41-4.63x. A partial offload is bounded by offloading everything:
+    its ceiling is at least that one's, so run-2's healthy 4.00x passes (7.48 and 6.82 before this rule: 3.94, 3.16)."""
+    from pytest_gpufabric.profile.measure import Measured, _bound_partial_offload
+
+    runs = DATA / "results" / "acceptance-time-h100-x2"
+    for run, full, partial, seen in (("run-1", 7.48, 3.94, 10.84), ("run-2", 6.82, 3.16, 4.00)):
+        written = yaml.safe_load((runs / run / "measured.yaml").read_text())["memory"]["lms"]
+        assert [s["max_slowdown"] for s in written] == [full, partial]  # as init wrote them then
+        failed = next(p for p in json.loads((runs / run / "acceptance-results.json").read_text())["promises"]
+                      if p["id"] == "large-model-support[64MiB-0.5]")
+        assert failed["outcome"] == "failed" and f"({seen:.2f}x)" in failed["reason"]
+        specs = [dict(s) for s in written]
+        _bound_partial_offload(Measured(), specs)
+        assert [s["max_slowdown"] for s in specs] == [full, full]
+        assert (seen <= full) == (run == "run-2")  # run-1's single slow step (216.9 ms an image) still fails
