@@ -271,3 +271,8 @@ def test_a_partial_offload_is_held_to_the_ceiling_of_offloading_everything():
         _bound_partial_offload(Measured(), specs)
         assert [s["max_slowdown"] for s in specs] == [full, full]
         assert (seen <= full) == (run == "run-2")  # run-1's single slow step (216.9 ms an image) still fails
+    # run-3, with both changes, on the same kind of machine: the profile init wrote, then ACCEPTED
+    run3 = runs / "run-3"
+    assert [s["max_slowdown"] for s in yaml.safe_load((run3 / "measured.yaml").read_text())["memory"]["lms"]] \
+        == [6.83, 6.83]
+    assert json.loads((run3 / "acceptance-results.json").read_text())["summary"]["verdict"] == "ACCEPTED"
