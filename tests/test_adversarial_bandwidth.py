@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from replays import copy_bundle, edit_json, replay
 
 from pytest_gpufabric.cli import main
 from pytest_gpufabric.fabric.rdma import discover_rdma
@@ -35,32 +36,10 @@ MIB = 1024**2
 # --- helpers ------------------------------------------------------------------------------------------------------
 
 
-def _copy(pytester: pytest.Pytester, bundle: Path) -> Path:
-    """A copy of a shipped bundle under the run's folder, to edit."""
-    target = pytester.path / f"{bundle.name}-edited"
-    shutil.copytree(bundle, target)
-    return target
-
-
-def _edit_json(path: Path, edit) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    edit(data)
-    path.write_text(json.dumps(data), encoding="utf-8")  # NaN stays the NaN token, as a broken writer leaves it
-
-
 def _edit_text(path: Path, old: str, new: str, count: int = 1) -> None:
     text = path.read_text(encoding="utf-8")
     assert text.count(old) >= count, old
     path.write_text(text.replace(old, new, count), encoding="utf-8")
-
-
-def _replay(pytester: pytest.Pytester, profile: str | Path, bundle: Path, *args: str) -> tuple[int, dict]:
-    result = pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", str(profile), "--gpu-replay", str(bundle),
-                                *args)
-    document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text(encoding="utf-8"))
-    assert "Traceback" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
-    assert document["summary"]["exit_code"] == result.ret
-    return result.ret, document
 
 
 def _promises(document: dict) -> dict[str, tuple[str, str]]:
@@ -81,7 +60,7 @@ def _profile(pytester: pytest.Pytester, name: str, document: dict) -> Path:
 
 
 def test_control_the_four_gpu_bundle_is_accepted(pytester: pytest.Pytester):
-    code, document = _replay(pytester, "h200-nvswitch-x4", _copy(pytester, X4))
+    code, document = replay(pytester, "h200-nvswitch-x4", copy_bundle(pytester, X4))
     assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")
     promises = _promises(document)
     assert promises["copy-bandwidth[host_to_device]"] == ("passed", "")
@@ -90,10 +69,10 @@ def test_control_the_four_gpu_bundle_is_accepted(pytester: pytest.Pytester):
 
 
 def test_host_copies_of_gpu0_only_do_not_show_four_gpus(pytester: pytest.Pytester):
-    bundle = _copy(pytester, X4)
+    bundle = copy_bundle(pytester, X4)
     # DERIVED: the host<->device rows of GPU1-3 dropped, GPU0's kept as measured
-    _edit_json(bundle / "bandwidth.json", lambda d: d["copy"].update(host_device=d["copy"]["host_device"][:1]))
-    code, document = _replay(pytester, "h200-nvswitch-x4", bundle)
+    edit_json(bundle / "bandwidth.json", lambda d: d["copy"].update(host_device=d["copy"]["host_device"][:1]))
+    code, document = replay(pytester, "h200-nvswitch-x4", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     assert set(_not_passed(document)) == {"copy-bandwidth[host_to_device]", "copy-bandwidth[device_to_host]"}
     for kind in ("host_to_device", "device_to_host"):
@@ -104,10 +83,10 @@ def test_host_copies_of_gpu0_only_do_not_show_four_gpus(pytester: pytest.Pyteste
 
 
 def test_one_copied_pair_of_twelve_does_not_show_the_matrix(pytester: pytest.Pytester):
-    bundle = _copy(pytester, X4)
+    bundle = copy_bundle(pytester, X4)
     # DERIVED: of the 12 ordered GPU-to-GPU copies only GPU0->GPU1 kept
-    _edit_json(bundle / "bandwidth.json", lambda d: d["copy"].update(gpu_to_gpu=d["copy"]["gpu_to_gpu"][:1]))
-    code, document = _replay(pytester, "h200-nvswitch-x4", bundle)
+    edit_json(bundle / "bandwidth.json", lambda d: d["copy"].update(gpu_to_gpu=d["copy"]["gpu_to_gpu"][:1]))
+    code, document = replay(pytester, "h200-nvswitch-x4", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     assert set(_not_passed(document)) == {"copy-bandwidth[gpu_to_gpu]"}
     outcome, reason = _promises(document)["copy-bandwidth[gpu_to_gpu]"]
@@ -118,11 +97,11 @@ def test_one_copied_pair_of_twelve_does_not_show_the_matrix(pytester: pytest.Pyt
 
 
 def test_collectives_on_two_ranks_do_not_show_a_four_gpu_promise(pytester: pytest.Pytester):
-    bundle = _copy(pytester, X4)
+    bundle = copy_bundle(pytester, X4)
     two_ranks = json.loads((ACCEPTANCE / "bandwidth.json").read_text(encoding="utf-8"))["collectives"]
     # DERIVED: the four-GPU recording given the 2x H200's torch.distributed collectives (world size 2)
-    _edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=two_ranks))
-    code, document = _replay(pytester, "h200-nvswitch-x4", bundle)
+    edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=two_ranks))
+    code, document = replay(pytester, "h200-nvswitch-x4", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     unchecked = _not_passed(document)
     assert set(unchecked) == {f"collective-bandwidth[{p}]" for p in
@@ -136,11 +115,11 @@ def test_collectives_on_two_ranks_do_not_show_a_four_gpu_promise(pytester: pytes
 
 
 def test_nccl_tests_on_two_gpus_do_not_show_a_four_gpu_promise(pytester: pytest.Pytester):
-    bundle = _copy(pytester, X4)
+    bundle = copy_bundle(pytester, X4)
     # DERIVED: the torch.distributed collectives taken out, the 2x H200's nccl-tests log put in
-    _edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=None))
+    edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=None))
     shutil.copy(NCCL_TESTS_LOG, bundle / NCCL_TESTS_LOG.name)
-    code, document = _replay(pytester, "h200-nvswitch-x4", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x4", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     outcome, reason = _promises(document)["collective-bandwidth[all_reduce-4GiB]"]
     assert outcome == "not checked"
@@ -157,14 +136,14 @@ def _acceptance_with_nccl_tests(pytester: pytest.Pytester) -> Path:
     """DERIVED: the accepted 2x H200 bundle with its torch.distributed collectives taken out and the same
     machine class's nccl-tests 2.19.6 log (two all_reduce_perf runs, one sendrecv_perf) put in: nccl-tests alone
     judges the collective promises."""
-    bundle = _copy(pytester, ACCEPTANCE)
-    _edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=None))
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=None))
     shutil.copy(NCCL_TESTS_LOG, bundle / NCCL_TESTS_LOG.name)
     return bundle
 
 
 def test_control_nccl_tests_log_of_two_runs_is_accepted(pytester: pytest.Pytester):
-    code, document = _replay(pytester, "h200-nvswitch-x2", _acceptance_with_nccl_tests(pytester))
+    code, document = replay(pytester, "h200-nvswitch-x2", _acceptance_with_nccl_tests(pytester))
     assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")
     check = next(c for c in document["checks"] if c["subject"] == "all_reduce 4GiB")
     # both runs judged (347.17 and 346.14 GB/s); the lower binds
@@ -185,7 +164,7 @@ def test_control_nccl_tests_log_of_two_runs_is_accepted(pytester: pytest.Pyteste
 def test_wrong_elements_in_any_run_fail_the_promise(pytester: pytest.Pytester, old, new, promise, words):
     bundle = _acceptance_with_nccl_tests(pytester)
     _edit_text(bundle / NCCL_TESTS_LOG.name, old, new)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (1, "REJECTED")
     assert set(_not_passed(document)) == {f"collective-bandwidth[{promise}]"}
     outcome, reason = _promises(document)[f"collective-bandwidth[{promise}]"]
@@ -196,7 +175,7 @@ def test_a_nan_wrong_count_in_the_log_is_not_checked_not_rejected(pytester: pyte
     bundle = _acceptance_with_nccl_tests(pytester)
     # DERIVED: run 1's 256 MiB out-of-place #wrong printed as nan
     _edit_text(bundle / NCCL_TESTS_LOG.name, "892.74  300.69  300.69       0", "892.74  300.69  300.69     nan")
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     unchecked = _not_passed(document)
     assert len(unchecked) == 5 and all(outcome == "not checked" for outcome, _ in unchecked.values())
@@ -212,7 +191,7 @@ def test_disagreeing_runs_are_not_checked(pytester: pytest.Pytester):
     _edit_text(bundle / NCCL_TESTS_LOG.name,
                "  1073741824     268435456     float     sum      -1  3238.89  331.52  331.52",
                "  1073741824     268435456     float     sum      -1  6477.78  165.76  165.76")
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     outcome, reason = _promises(document)["collective-bandwidth[all_reduce-1GiB]"]
     assert outcome == "not checked"
@@ -227,7 +206,7 @@ def _all_reduce_row(data: dict, size: int) -> dict:
 
 
 def test_control_the_two_gpu_bundle_is_accepted(pytester: pytest.Pytester):
-    code, document = _replay(pytester, "h200-nvswitch-x2", _copy(pytester, ACCEPTANCE))
+    code, document = replay(pytester, "h200-nvswitch-x2", copy_bundle(pytester, ACCEPTANCE))
     assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")
     assert _promises(document)["collective-bandwidth[all_reduce-1MiB]"] == ("passed", "")
 
@@ -268,9 +247,9 @@ def _above_peak(data):
                                      "478.1 GB/s NVLink 18 x 26.562 GB/s peak)"),
 ], ids=["negative-time", "wrong-null", "wrong-nan", "two-rows-for-one-size", "above-the-link-peak"])
 def test_a_row_that_is_no_measurement_is_not_checked(pytester: pytest.Pytester, edit, promise, reason):
-    bundle = _copy(pytester, ACCEPTANCE)
-    _edit_json(bundle / "bandwidth.json", edit)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    edit_json(bundle / "bandwidth.json", edit)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     outcome, why = _promises(document)[f"collective-bandwidth[{promise}]"]
     assert outcome == "not checked" and why.startswith(reason), why
@@ -279,24 +258,24 @@ def test_a_row_that_is_no_measurement_is_not_checked(pytester: pytest.Pytester, 
 
 
 def test_rows_printed_twice_alike_are_one_measurement(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     # DERIVED: the 1 GiB row written twice, alike (as nccl-tests repeats a line)
-    _edit_json(bundle / "bandwidth.json", lambda d: d["collectives"]["ops"]["all_reduce"].append(
+    edit_json(bundle / "bandwidth.json", lambda d: d["collectives"]["ops"]["all_reduce"].append(
         dict(_all_reduce_row(d, GIB))))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")
 
 
 def test_a_copy_above_the_link_peak_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
 
     def faster_than_nvlink(data):
         row = data["copy"]["gpu_to_gpu"][0]
         # DERIVED: GPU0->GPU1 at 900 GB/s, its time made to agree: above the 478.1 GB/s one direction can carry
         row.update(gbps=900.0, time_us=row["bytes"] / 900e3)
 
-    _edit_json(bundle / "bandwidth.json", faster_than_nvlink)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    edit_json(bundle / "bandwidth.json", faster_than_nvlink)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     outcome, reason = _promises(document)["copy-bandwidth[gpu_to_gpu]"]
     assert outcome == "not checked"
@@ -337,9 +316,9 @@ def _packets(samples):
                                  "bytes is unknown [{source}]; "),
 ], ids=["last-sample-one-byte-lower", "samples-in-reverse-order", "units-packets"])
 def test_counters_that_are_no_traffic_are_not_checked(pytester: pytest.Pytester, edit, gpus, reason):
-    bundle = _copy(pytester, ACCEPTANCE)
-    _edit_json(bundle / "nvlink-traffic.json", _samples_edit(edit))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    edit_json(bundle / "nvlink-traffic.json", _samples_edit(edit))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     # the GPUs whose counters are at fault: both promises of each (links and volume), the other GPU's stand
     assert set(_not_passed(document)) == {f"nvlink-traffic{kind}[{gpu}]" for kind in ("", "-volume") for gpu in gpus}
@@ -350,7 +329,7 @@ def test_counters_that_are_no_traffic_are_not_checked(pytester: pytest.Pytester,
 
 
 def test_a_recorded_reset_is_honoured(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
 
     def reset_before_the_last(samples):
         # DERIVED: counters reset between the last two reads, as recorded: the last read holds only what moved since
@@ -361,8 +340,8 @@ def test_a_recorded_reset_is_honoured(pytester: pytest.Pytester):
                     count[key] -= before["gpus"][gpu]["links"][link][key]
         last["reset"] = True
 
-    _edit_json(bundle / "nvlink-traffic.json", _samples_edit(reset_before_the_last))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    edit_json(bundle / "nvlink-traffic.json", _samples_edit(reset_before_the_last))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")
     volume = next(c for c in document["checks"] if c["name"] == "nvlink-traffic-volume" and c["subject"] == "GPU0")
     assert volume["found"]["tx_ratio"] == pytest.approx(1.0, abs=0.01)
@@ -370,10 +349,10 @@ def test_a_recorded_reset_is_honoured(pytester: pytest.Pytester):
 
 @pytest.mark.parametrize("value", [-1, "26850099200", 1e400])
 def test_a_volume_that_is_no_byte_count_is_not_checked(pytester: pytest.Pytester, value):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     # DERIVED: the all-reduce volume per rank replaced (-1 gave a negative ratio)
-    _edit_json(bundle / "nvlink-traffic.json", lambda d: d["workload"].update(allreduce_bytes_per_rank=value))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    edit_json(bundle / "nvlink-traffic.json", lambda d: d["workload"].update(allreduce_bytes_per_rank=value))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     assert set(_not_passed(document)) == {"nvlink-traffic-volume[GPU0]", "nvlink-traffic-volume[GPU1]"}
     outcome, why = _promises(document)["nvlink-traffic-volume[GPU0]"]
@@ -387,7 +366,7 @@ def test_a_volume_that_is_no_byte_count_is_not_checked(pytester: pytest.Pytester
 
 
 def test_control_the_roce_bundle(pytester: pytest.Pytester):
-    code, document = _replay(pytester, "a100-pcie-roce", _copy(pytester, ROCE))
+    code, document = replay(pytester, "a100-pcie-roce", copy_bundle(pytester, ROCE))
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     assert _promises(document)["ib-write-bw"] == ("passed", "")
 
@@ -407,9 +386,9 @@ def test_control_the_roce_bundle(pytester: pytest.Pytester):
      "[{bundle}]: above the 25 Gb/s the port's line rate can carry: an impossible reading, not judged"),
 ], ids=["bidirectional", "rdma-read", "another-device", "above-line-rate"])
 def test_perftest_output_that_is_not_the_promise_is_not_checked(pytester: pytest.Pytester, old, new, reason):
-    bundle = _copy(pytester, ROCE)
+    bundle = copy_bundle(pytester, ROCE)
     _edit_text(bundle / "ib_write_bw.txt", old, new)
-    code, document = _replay(pytester, "a100-pcie-roce", bundle)
+    code, document = replay(pytester, "a100-pcie-roce", bundle)
     # ib_write_bw was the one promise the control could check: now nothing is
     assert (code, document["summary"]["verdict"]) == (7, "NOT TESTED")
     outcome, why = _promises(document)["ib-write-bw"]
@@ -419,7 +398,7 @@ def test_perftest_output_that_is_not_the_promise_is_not_checked(pytester: pytest
 
 
 def test_a_bidirectional_run_promised_as_such_is_judged_both_ways(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ROCE)
+    bundle = copy_bundle(pytester, ROCE)
     # DERIVED: the run titled bidirectional, its figure both directions added up (23.14 Gb/s each way)
     _edit_text(bundle / "ib_write_bw.txt", "RDMA_Write BW Test", "RDMA_Write Bidirectional BW Test")
     _edit_text(bundle / "ib_write_bw.txt", "23.14              0.044138", "46.28              0.044138")
@@ -427,7 +406,7 @@ def test_a_bidirectional_run_promised_as_such_is_judged_both_ways(pytester: pyte
         "devices": [{"name": "irdma0", "port": 1, "link_layer": "Ethernet", "rate": "25 Gb/s", "mtu": 1024}],
         "ib_write_bw": {"device": "irdma0", "peer": "10.100.100.1", "gid_index": 1, "size": "64 KiB",
                         "duration_s": 10, "extra_args": ["-R", "-b"], "min_fraction_of_rate": 0.9}}})
-    code, document = _replay(pytester, profile, bundle)
+    code, document = replay(pytester, profile, bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     assert _promises(document)["ib-write-bw"] == ("passed", "")
     check = next(c for c in document["checks"] if c["name"] == "ib-write-bw")
@@ -465,7 +444,7 @@ def _rdma_bw_bundle(pytester: pytest.Pytester, keep_ext: bool) -> tuple[Path, Pa
 
 def test_saturated_32_bit_port_counters_show_nothing(pytester: pytest.Pytester):
     bundle, profile = _rdma_bw_bundle(pytester, keep_ext=False)
-    code, document = _replay(pytester, profile, bundle)
+    code, document = replay(pytester, profile, bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
     assert _promises(document)["ib-write-bw"] == ("passed", "")
     assert _promises(document)["rdma-counters"] == ("not checked", (
@@ -476,7 +455,7 @@ def test_saturated_32_bit_port_counters_show_nothing(pytester: pytest.Pytester):
 
 def test_saturated_32_bit_port_counters_read_through_the_64_bit_ones(pytester: pytest.Pytester):
     bundle, profile = _rdma_bw_bundle(pytester, keep_ext=True)
-    code, document = _replay(pytester, profile, bundle)
+    code, document = replay(pytester, profile, bundle)
     assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")  # the port itself was not recorded
     assert _promises(document)["rdma-counters"] == ("passed", "")
     check = next(c for c in document["checks"] if c["name"] == "rdma-counters")
@@ -547,7 +526,7 @@ def test_nvbandwidth_that_does_not_cover_the_matrix_is_not_checked(pytester: pyt
     bundle.mkdir()
     text = NVB_H100.read_text(encoding="utf-8")
     (bundle / NVB_H100.name).write_text(edit(text) if edit else text, encoding="utf-8")
-    code, document = _replay(pytester, _profile(pytester, "h100x8", H100X8), bundle)
+    code, document = replay(pytester, _profile(pytester, "h100x8", H100X8), bundle)
     # the bundle holds nothing else of the machine (its GPU count and models are not checked either way): with the
     # copies not checked, nothing is
     assert (code, document["summary"]["verdict"]) == ((6, "INCOMPLETE") if edit is None else (7, "NOT TESTED"))
@@ -578,7 +557,7 @@ def test_a_recording_without_its_shape_is_one_message(tmp_path, edit, words):
     from pytest_gpufabric.fabric.bundle import load_nvlink_recording
 
     shutil.copy(ACCEPTANCE / "nvlink-traffic.json", tmp_path / "nvlink-traffic.json")
-    _edit_json(tmp_path / "nvlink-traffic.json", edit)
+    edit_json(tmp_path / "nvlink-traffic.json", edit)
     with pytest.raises(BundleError) as info:
         load_nvlink_recording(tmp_path)
     assert str(info.value) == f"{tmp_path / 'nvlink-traffic.json'}: not a gpufabric NVLink recording ({words})"

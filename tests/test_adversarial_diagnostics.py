@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from replays import copy_bundle, edit_json, replay
 
 BUNDLES = Path(__file__).parent / "data" / "bundles"
 MEASURED = BUNDLES / "h100-x1-measured"
@@ -34,19 +35,6 @@ SERIAL, UUID = "1652624815179", "GPU-fc5d0925-0c39-db12-0f4c-afe5e0514888"  # h1
 OTHER_SERIAL, OTHER_UUID = "1793226006610", "GPU-052b0cb4-8a51-07ce-5277-5853b50bb9f0"  # h100-x1-diagnostics'
 
 
-def _copy(pytester: pytest.Pytester, bundle: Path) -> Path:
-    copy = pytester.path / f"{bundle.name}-edited"
-    shutil.copytree(bundle, copy)
-    return copy
-
-
-def _edit(path: Path, change) -> None:
-    """DERIVED: the JSON file as recorded, changed by ``change(data)``, written back (NaN as Python writes it)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    change(data)
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-
-
 def _log_lines(bundle: Path) -> list[dict]:
     return [json.loads(line) for line in (bundle / LOG).read_text(encoding="utf-8").splitlines()]
 
@@ -55,22 +43,12 @@ def _write_log(bundle: Path, records: list[dict]) -> None:
     (bundle / LOG).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
-def _replay(pytester: pytest.Pytester, profile: str | Path, bundle: Path, *args: str) -> tuple[int, dict]:
-    result = pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", str(profile), "--gpu-replay",
-                                str(bundle), *args)
-    assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in result.stdout.str()
-    document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text(encoding="utf-8"))
-    assert document["summary"]["exit_code"] == result.ret
-    return result.ret, document
-
-
 def _promises(document: dict) -> dict[str, dict]:
     return {p["id"]: p for p in document["promises"]}
 
 
 def _measured(pytester: pytest.Pytester, bundle: Path) -> tuple[int, dict]:
-    return _replay(pytester, MEASURED / "measured.yaml", bundle)
+    return replay(pytester, MEASURED / "measured.yaml", bundle)
 
 
 def _only_not_checked(document: dict, promise: str) -> str:
@@ -86,13 +64,13 @@ def _only_not_checked(document: dict, promise: str) -> str:
 
 
 def test_the_recorded_h100_bundle_stays_accepted(pytester: pytest.Pytester):
-    code, document = _measured(pytester, _copy(pytester, MEASURED))
+    code, document = _measured(pytester, copy_bundle(pytester, MEASURED))
     assert code == 0 and document["summary"]["verdict"] == "ACCEPTED"
     assert {p["outcome"] for p in document["promises"]} == {"passed"} and len(document["promises"]) == 25
 
 
 def test_the_recorded_h200_acceptance_stays_accepted(pytester: pytest.Pytester):
-    code, document = _replay(pytester, "h200-nvswitch-x2", _copy(pytester, ACCEPTANCE))
+    code, document = replay(pytester, "h200-nvswitch-x2", copy_bundle(pytester, ACCEPTANCE))
     assert code == 0 and document["summary"]["verdict"] == "ACCEPTED"
     burn_in = {i: p["outcome"] for i, p in _promises(document).items() if i.startswith("burn-in")}
     assert burn_in == dict.fromkeys(["burn-in-gpu[GPU0]", "burn-in-gpu[GPU1]", "burn-in-collectives",
@@ -100,7 +78,7 @@ def test_the_recorded_h200_acceptance_stays_accepted(pytester: pytest.Pytester):
 
 
 def test_the_recorded_memory_run_alone_keeps_its_five_passes(pytester: pytest.Pytester):
-    code, document = _replay(pytester, "h200-nvswitch-x2", _copy(pytester, MEMORY_ALONE), "-k", MEMORY_SELECTION)
+    code, document = replay(pytester, "h200-nvswitch-x2", copy_bundle(pytester, MEMORY_ALONE), "-k", MEMORY_SELECTION)
     memory = {i: p["outcome"] for i, p in _promises(document).items() if p["outcome"] != "not checked"}
     assert memory == dict.fromkeys(["memory-estimate", "oversized-batch", "large-model-support[8MiB-0]",
                                     "large-model-support[64MiB-0.5]", "offload-changes-no-result"], "passed")
@@ -116,7 +94,7 @@ def test_the_recorded_memory_run_alone_keeps_its_five_passes(pytester: pytest.Py
 ])
 def test_another_boards_record_is_not_evidence_of_this_one(pytester: pytest.Pytester, record, promise):
     """DERIVED: a bundle put together from two machines: the other H100's real record in this one's bundle."""
-    bundle = _copy(pytester, MEASURED)
+    bundle = copy_bundle(pytester, MEASURED)
     shutil.copy(OTHER_H100 / record, bundle / record)
     code, document = _measured(pytester, bundle)
     assert code == 6
@@ -126,12 +104,12 @@ def test_another_boards_record_is_not_evidence_of_this_one(pytester: pytest.Pyte
 
 
 def test_a_record_that_names_no_board_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
+    bundle = copy_bundle(pytester, MEASURED)
 
     def anonymous(data):
         data["gpus"][0]["serial"] = data["gpus"][0]["uuid"] = None
 
-    _edit(bundle / "power-hold.json", anonymous)
+    edit_json(bundle / "power-hold.json", anonymous)
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert _only_not_checked(document, "power-hold[GPU0]") == (
@@ -152,8 +130,8 @@ def _pattern_over_4_kib(consistent: bool):
 
 
 def test_a_pattern_over_4_kib_claiming_its_old_coverage_contradicts_itself(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "memory-pattern.json", _pattern_over_4_kib(consistent=False))
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "memory-pattern.json", _pattern_over_4_kib(consistent=False))
     code, document = _measured(pytester, bundle)
     assert code == 6
     reason = _only_not_checked(document, "memory-pattern[GPU0]")
@@ -163,12 +141,12 @@ def test_a_pattern_over_4_kib_claiming_its_old_coverage_contradicts_itself(pytes
 
 
 def test_a_pattern_over_4_kib_fails_the_coverage_the_profile_promises(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "memory-pattern.json", _pattern_over_4_kib(consistent=True))
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "memory-pattern.json", _pattern_over_4_kib(consistent=True))
     profile = yaml.safe_load((MEASURED / "measured.yaml").read_text())
     profile["memory_pattern"]["min_coverage"] = 0.75
     (pytester.path / "min-coverage.yaml").write_text(yaml.safe_dump(profile))
-    code, document = _replay(pytester, pytester.path / "min-coverage.yaml", bundle)
+    code, document = replay(pytester, pytester.path / "min-coverage.yaml", bundle)
     assert code == 1 and document["summary"]["verdict"] == "REJECTED"
     pattern = _promises(document)["memory-pattern[GPU0]"]
     assert pattern["outcome"] == "failed"
@@ -181,14 +159,14 @@ def test_a_pattern_over_4_kib_fails_the_coverage_the_profile_promises(pytester: 
 
 
 def test_free_memory_shrunk_to_the_4_kib_tested_is_not_the_gpus_memory(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
+    bundle = copy_bundle(pytester, MEASURED)
 
     def all_of_4_kib_free(data):
         _pattern_over_4_kib(consistent=True)(data)
         row = data["gpus"][0]
         row["free_bytes"], row["coverage"] = 4096, 1.0
 
-    _edit(bundle / "memory-pattern.json", all_of_4_kib_free)
+    edit_json(bundle / "memory-pattern.json", all_of_4_kib_free)
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert _only_not_checked(document, "memory-pattern[GPU0]").endswith(
@@ -197,8 +175,8 @@ def test_free_memory_shrunk_to_the_4_kib_tested_is_not_the_gpus_memory(pytester:
 
 
 def test_a_nan_mismatch_count_is_not_checked_never_rejected(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "memory-pattern.json", lambda data: data["gpus"][0].update(mismatches=float("nan")))
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "memory-pattern.json", lambda data: data["gpus"][0].update(mismatches=float("nan")))
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert _only_not_checked(document, "memory-pattern[GPU0]") == (
@@ -209,8 +187,8 @@ def test_a_nan_mismatch_count_is_not_checked_never_rejected(pytester: pytest.Pyt
 
 
 def test_a_power_hold_of_one_sample_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "power-hold.json", lambda data: data["gpus"][0].update(samples=data["gpus"][0]["samples"][5:6]))
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "power-hold.json", lambda data: data["gpus"][0].update(samples=data["gpus"][0]["samples"][5:6]))
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert _only_not_checked(document, "power-hold[GPU0]").startswith(
@@ -219,16 +197,16 @@ def test_a_power_hold_of_one_sample_is_not_checked(pytester: pytest.Pytester):
 
 
 def test_power_samples_out_of_time_order_are_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "power-hold.json", lambda data: data["gpus"][0]["samples"].reverse())
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "power-hold.json", lambda data: data["gpus"][0]["samples"].reverse())
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert "the samples are not in time order (t_s 5.75, 5.5," in _only_not_checked(document, "power-hold[GPU0]")
 
 
 def test_a_nan_power_reading_names_file_key_and_value(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "power-hold.json", lambda data: data["gpus"][0]["samples"][3].update(power_w=float("nan")))
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "power-hold.json", lambda data: data["gpus"][0]["samples"][3].update(power_w=float("nan")))
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert _only_not_checked(document, "power-hold[GPU0]") == (
@@ -236,8 +214,8 @@ def test_a_nan_power_reading_names_file_key_and_value(pytester: pytest.Pytester)
 
 
 def test_pcie_copies_short_of_the_promised_seconds_are_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "pcie-load.json", lambda data: data["gpus"][0]["copies"].update(h2d=1))
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "pcie-load.json", lambda data: data["gpus"][0]["copies"].update(h2d=1))
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert "1 host to device copies at 54.2 GB/s: 0.02 s of the 2 s promised" in _only_not_checked(
@@ -246,8 +224,8 @@ def test_pcie_copies_short_of_the_promised_seconds_are_not_checked(pytester: pyt
 
 def test_a_pcie_low_generation_its_histogram_contradicts_is_not_checked(pytester: pytest.Pytester):
     """A gen 4 read hidden under a lowest of gen 5: the check reads the lowest; the histogram says otherwise."""
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "pcie-load.json",
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "pcie-load.json",
           lambda data: data["gpus"][0]["link"]["under_load"].update(gen_reads={"4": 20, "5": 181}))
     code, document = _measured(pytester, bundle)
     assert code == 6
@@ -256,7 +234,7 @@ def test_a_pcie_low_generation_its_histogram_contradicts_is_not_checked(pytester
 
 
 def test_an_infinite_copy_rate_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
+    bundle = copy_bundle(pytester, MEASURED)
     text = (bundle / "pcie-load.json").read_text()
     (bundle / "pcie-load.json").write_text(text.replace('"h2d_gbps": 54.177854803270904', '"h2d_gbps": 1e400'))
     code, document = _measured(pytester, bundle)
@@ -266,8 +244,8 @@ def test_an_infinite_copy_rate_is_not_checked(pytester: pytest.Pytester):
 
 
 def test_hbm_buffers_of_another_size_are_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
-    _edit(bundle / "hbm.json", lambda data: data.update(size_bytes=1 << 20))  # a buffer the L2 cache holds
+    bundle = copy_bundle(pytester, MEASURED)
+    edit_json(bundle / "hbm.json", lambda data: data.update(size_bytes=1 << 20))  # a buffer the L2 cache holds
     code, document = _measured(pytester, bundle)
     assert code == 6
     assert _only_not_checked(document, "hbm-bandwidth[GPU0]").startswith(
@@ -275,7 +253,7 @@ def test_hbm_buffers_of_another_size_are_not_checked(pytester: pytest.Pytester):
 
 
 def test_an_unreadable_record_is_one_sentence(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEASURED)
+    bundle = copy_bundle(pytester, MEASURED)
     text = (bundle / "hbm.json").read_text()
     (bundle / "hbm.json").write_text(text[: len(text) // 2])  # cut in half
     code, document = _measured(pytester, bundle)
@@ -293,9 +271,9 @@ def _burn_in_outcomes(document: dict) -> dict[str, tuple[str, str]]:
 
 def test_an_unfinished_burn_in_is_not_checked(pytester: pytest.Pytester):
     """The log of a run cut after half its chunks: no end line, 300 of the 600 s planned."""
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     _write_log(bundle, _log_lines(bundle)[:5])  # start, gemm, all_reduce, gemm, all_reduce
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6 and document["summary"]["verdict"] == "INCOMPLETE"
     unfinished = ("gpufabric-burnin.jsonl: ran 300 s of the 600 s planned; the log has no end: an unfinished burn-in "
                   "shows nothing of the rest")
@@ -304,11 +282,11 @@ def test_an_unfinished_burn_in_is_not_checked(pytester: pytest.Pytester):
 
 
 def test_a_torn_line_stops_the_reading_and_says_so(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     lines = (bundle / LOG).read_text().splitlines()
     lines[3] = lines[3][: len(lines[3]) // 2]  # line 4, a GEMM chunk, torn
     (bundle / LOG).write_text("\n".join(lines) + "\n")
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6
     torn = ("gpufabric-burnin.jsonl line 4 is not a JSON object (a line torn by a crash, or edited): reading stopped "
             "there, 7 line(s) after it not read")
@@ -318,11 +296,11 @@ def test_a_torn_line_stops_the_reading_and_says_so(pytester: pytest.Pytester):
 
 
 def test_a_chunk_without_health_readings_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     records = _log_lines(bundle)
     del records[3]["health"]["1"]  # line 4: GPU1's health reads of the second chunk
     _write_log(bundle, records)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6
     outcomes = _burn_in_outcomes(document)
     assert outcomes.pop("burn-in-gpu[GPU1]") == ("not checked", (
@@ -332,11 +310,11 @@ def test_a_chunk_without_health_readings_is_not_checked(pytester: pytest.Pyteste
 
 
 def test_a_nan_temperature_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     records = _log_lines(bundle)
     records[1]["health"]["0"]["peak_temperature_c"] = float("nan")
     _write_log(bundle, records)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6
     outcome, reason = _burn_in_outcomes(document)["burn-in-gpu[GPU0]"]
     assert outcome == "not checked" and reason.startswith(
@@ -345,14 +323,14 @@ def test_a_nan_temperature_is_not_checked(pytester: pytest.Pytester):
 
 
 def test_gemms_never_cross_checked_are_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     records = _log_lines(bundle)
     for record in records:
         for gpu in record.get("result", {}).get("gpus", []):
             if gpu["gpu"] == 1:
                 gpu["checks"] = 0
     _write_log(bundle, records)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6
     assert _burn_in_outcomes(document)["burn-in-gpu[GPU1]"] == ("not checked", (
         "gpufabric-burnin.jsonl: GPU1's GEMM results were never cross-checked (0 checks in 4 chunk(s)): a wrong "
@@ -360,11 +338,11 @@ def test_gemms_never_cross_checked_are_not_checked(pytester: pytest.Pytester):
 
 
 def test_a_start_line_without_serials_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, BURN_IN_ALONE)
+    bundle = copy_bundle(pytester, BURN_IN_ALONE)
     records = _log_lines(bundle)
     del records[0]["serials"]
     _write_log(bundle, records)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle, "-k", "burn_in")
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle, "-k", "burn_in")
     assert code == 6
     outcomes = _burn_in_outcomes(document)
     for index in (0, 1):
@@ -377,7 +355,7 @@ def test_a_start_line_without_serials_is_not_checked(pytester: pytest.Pytester):
 
 
 def test_a_4_gib_batch_4_record_does_not_show_a_16_gib_batch_16_promise(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEMORY_ALONE)
+    bundle = copy_bundle(pytester, MEMORY_ALONE)
 
     def smaller(data):
         data["budget_bytes"] = 4 << 30
@@ -385,8 +363,8 @@ def test_a_4_gib_batch_4_record_does_not_show_a_16_gib_batch_16_promise(pytester
         for run in data["lms"]:
             run["batch"] = 4
 
-    _edit(bundle / "memory.json", smaller)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
+    edit_json(bundle / "memory.json", smaller)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
     assert code == 7 and document["summary"]["verdict"] == "NOT TESTED"  # the record was all this bundle had
     expected = ("memory.json: budget_bytes = 4294967296 (4.00 GiB), the profile promises a 16.00 GiB budget; "
                 "memory.json: input = [4, 3, 1200, 1200] (a batch of 4), the profile promises [16, 3, 1200, 1200] "
@@ -399,31 +377,31 @@ def test_a_4_gib_batch_4_record_does_not_show_a_16_gib_batch_16_promise(pytester
 
 def test_a_memory_record_of_another_gpu_model_is_not_checked(pytester: pytest.Pytester):
     """DERIVED: the H100's memory.json (its board taken out) in the H200 acceptance bundle."""
-    bundle = _copy(pytester, ACCEPTANCE)
+    bundle = copy_bundle(pytester, ACCEPTANCE)
     shutil.copy(MEASURED / "memory.json", bundle / "memory.json")
-    _edit(bundle / "memory.json", lambda data: data.pop("board"))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    edit_json(bundle / "memory.json", lambda data: data.pop("board"))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6
     reason = _promises(document)["memory-estimate"]["reason"]
     assert _promises(document)["memory-estimate"]["outcome"] == "not checked"
     assert "memory.json was recorded on a NVIDIA H100 80GB HBM3; this machine's GPUs are NVIDIA H200" in reason
     # with its board: the board is named, and this machine has no such board
     shutil.copy(MEASURED / "memory.json", bundle / "memory.json")
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
     assert code == 6 and (f"memory.json was recorded on serial {SERIAL} ({UUID}): this machine has no such board"
                           in _promises(document)["memory-estimate"]["reason"])
 
 
 def test_the_slowdown_comes_from_the_times_not_the_stored_ratio(pytester: pytest.Pytester):
     """250 ms per image with offload against 23.7 ms at batch 1, the stored ratio left at 3.33x: 10.57x, failed."""
-    bundle = _copy(pytester, MEMORY_ALONE)
+    bundle = copy_bundle(pytester, MEMORY_ALONE)
 
     def slow(data):
         run = data["lms"][0]
         run["time_per_image_s"], run["seconds"] = 0.250, 0.250 * run["batch"]
 
-    _edit(bundle / "memory.json", slow)
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
+    edit_json(bundle / "memory.json", slow)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
     assert code == 1 and document["summary"]["verdict"] == "REJECTED"
     lms = _promises(document)["large-model-support[8MiB-0]"]
     assert lms["outcome"] == "failed"
@@ -433,9 +411,9 @@ def test_the_slowdown_comes_from_the_times_not_the_stored_ratio(pytester: pytest
 
 
 def test_a_time_per_image_its_own_seconds_contradict_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEMORY_ALONE)
-    _edit(bundle / "memory.json", lambda data: data["lms"][0].update(time_per_image_s=0.250))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
+    bundle = copy_bundle(pytester, MEMORY_ALONE)
+    edit_json(bundle / "memory.json", lambda data: data["lms"][0].update(time_per_image_s=0.250))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
     assert code == 6
     lms = _promises(document)["large-model-support[8MiB-0]"]
     assert lms["outcome"] == "not checked" and lms["reason"] == (
@@ -444,9 +422,9 @@ def test_a_time_per_image_its_own_seconds_contradict_is_not_checked(pytester: py
 
 
 def test_a_negative_peak_in_the_memory_record_is_not_checked(pytester: pytest.Pytester):
-    bundle = _copy(pytester, MEMORY_ALONE)
-    _edit(bundle / "memory.json", lambda data: data["baseline"].update(peak_bytes=-1505920000))
-    code, document = _replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
+    bundle = copy_bundle(pytester, MEMORY_ALONE)
+    edit_json(bundle / "memory.json", lambda data: data["baseline"].update(peak_bytes=-1505920000))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle, "-k", MEMORY_SELECTION)
     assert code == 7 and document["summary"]["verdict"] == "NOT TESTED"
     assert _promises(document)["memory-estimate"]["reason"] == (
         "memory.json: baseline.peak_bytes = -1505920000: a size below 0 (bytes)")
