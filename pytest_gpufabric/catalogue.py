@@ -136,10 +136,6 @@ def _nvlink_gpus(profile) -> list[str]:
     return [f"GPU{i}" for i in sorted(joined)]
 
 
-def _busbw_floors(profile) -> list[dict]:
-    return [t for op, t in profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
-
-
 def _lms(profile) -> list[str]:
     specs = profile.data.get("memory", {}).get("lms", [])
     return [f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs]
@@ -219,7 +215,7 @@ KINDS: dict[str, PromiseKind] = {kind.name: kind for kind in (
                 _once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True))),
     PromiseKind("burn-in-gpu", "burn-in of this GPU", _BURN_IN, _gpus, asked=BURN_IN),
     PromiseKind("burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in", _BURN_IN,
-                _once(lambda p: _busbw_floors(p) and p.gpu_count >= 2), asked=BURN_IN),
+                _once(lambda p: p.all_reduce_busbw_floors() and p.gpu_count >= 2), asked=BURN_IN),
     PromiseKind("burn-in-memory", "memory behaviour", _BURN_IN,
                 _once(lambda p: "memory" in p.data), asked=BURN_IN),
 )}

@@ -92,6 +92,10 @@ class Profile:
         return [(op, threshold) for op, thresholds in self.bandwidth.get("collectives", {}).items()
                 for threshold in thresholds]
 
+    def all_reduce_busbw_floors(self) -> list[dict]:
+        """The all_reduce thresholds that set a bus-bandwidth floor (the burn-in holds its all_reduce to them)."""
+        return [t for op, t in self.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
+
     def copy_thresholds(self) -> dict[str, dict]:
         return {kind: spec for kind, spec in self.bandwidth.get("copy", {}).items() if kind != "size"}
 

@@ -20,10 +20,6 @@ def _judged_whole(burn_in, name: str, subject: str, gpufabric_check) -> None:
         gpufabric_check(unknown(name, subject, "the burn-in's log", "; ".join(unjudged)))
 
 
-def _busbw_floors(profile) -> list[dict]:
-    return [t for op, t in profile.collective_thresholds() if op == "all_reduce" and "min_busbw" in t]
-
-
 @promise("burn-in-gpu")
 def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     """Judged from the burn-in's log, so a bundle holding only the log is judged too; the log's serial must be
@@ -46,7 +42,7 @@ def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
 @promise("burn-in-collectives")
 def test_burn_in_collectives(gpu_profile, burn_in, gpufabric_check):
     _judged_whole(burn_in, "burn-in-collectives", "all_reduce", gpufabric_check)
-    largest = max(_busbw_floors(gpu_profile), key=lambda t: parse_bytes(t["size"]))
+    largest = max(gpu_profile.all_reduce_busbw_floors(), key=lambda t: parse_bytes(t["size"]))
     gpufabric_check(check_burn_in_collectives(burn_in.records, parse_gbps(largest["min_busbw"])))
 
 
