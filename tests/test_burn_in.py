@@ -96,12 +96,23 @@ def test_burn_in_logs_every_chunk_and_catches_a_planted_fault(cpu_profile, tmp_p
     assert check_burn_in_gpu(0, None, totals[0], {}, {}, burn_in.elapsed_s).verdict == "passed"
 
 
+class _PowerLoss(Exception):
+    """The machine goes down: raised from the burn-in's progress callback, after a chunk reached the log."""
+
+
+def _power_loss_after_first_chunk(burn_in, record) -> None:
+    if record is not None and record["type"] == "gemm":
+        raise _PowerLoss
+
+
 def test_a_rerun_resumes_an_unfinished_burn_in(cpu_profile, tmp_path, warm_start_up):
     log = tmp_path / "gpufabric-burnin.jsonl"
-    run_burn_in(cpu_profile, DURATION, log, sha256=cpu_profile.sha256)
+    with pytest.raises(_PowerLoss):
+        run_burn_in(cpu_profile, DURATION, log, sha256=cpu_profile.sha256, progress=_power_loss_after_first_chunk)
     lines = log.read_text().splitlines()
-    # a power loss after the first chunk: the log as it stood then (the later lines never reached the disk)
-    log.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
+    assert [json.loads(line)["type"] for line in lines] == ["start", "gemm"]
+    # the next line was half written when the power went: torn, it is read as never written
+    log.write_text("\n".join(lines) + "\n" + lines[1][: len(lines[1]) // 2])
     first = json.loads(lines[1])
     resumed = run_burn_in(cpu_profile, DURATION, log, sha256=cpu_profile.sha256)
     assert resumed.resumed_from_s == pytest.approx(first["wall_s"]) and resumed.finished
