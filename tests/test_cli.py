@@ -164,6 +164,16 @@ def test_console_script_is_installed():
     assert done.returncode == 0 and done.stdout.startswith("pytest-gpufabric ")
 
 
+def test_help_imports_no_heavy_library():
+    """`gpufabric --help` builds every command family's parser and imports what a command needs only when it runs:
+    no NVML, YAML, schema, templates, signatures or torch."""
+    heavy = ("pynvml", "yaml", "jsonschema", "fastjsonschema", "jinja2", "cryptography", "torch")
+    code = ("import sys\nfrom pytest_gpufabric.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n"
+            f"    pass\nprint([m for m in {heavy!r} if m in sys.modules], file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("usage: gpufabric ") and done.stderr.strip() == "[]", done.stderr
+
+
 def test_profile_init_into_a_missing_directory_is_bad_input(tmp_path, capsys):
     code = main(["profile", "init", "--replay", "titan-rtx-nvlink", "-o", str(tmp_path / "absent" / "x.yaml")])
     assert code == EXIT_BAD_INPUT

@@ -6,7 +6,7 @@
 - quick.py: `--quick`, a few seconds of the acceptance's workloads on every GPU at once;
 - finding.py: a finding, and the verdict (HEALTHY 0, DRAIN 1, UNKNOWN 6) from them;
 - output.py: the first line (the drain reason), the JSON document, the node_exporter textfile;
-- command.py: the subcommand cli.py registers.
+- command.py: the subcommand cli/health.py registers.
 
 The passive tier imports no torch: it runs in a second or two between jobs.
 """

@@ -29,7 +29,7 @@ HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler c
 
 
 def add_health_parser(sub, func) -> None:
-    """`gpufabric health`'s options, on cli.py's subcommand parser."""
+    """`gpufabric health`'s options, on the gpufabric subcommand parser (cli/health.py)."""
     health = sub.add_parser(
         "health", help=HELP,
         description="The passive tier (default: NVML and the kernel log, no workload, nothing set) or --quick (also a "

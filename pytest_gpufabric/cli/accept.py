@@ -8,9 +8,33 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import GpuFabricError, HardwareUnavailable
+from ..errors import GpuFabricError, HardwareUnavailable
 
 DEFAULT_PROFILE = "h200-nvswitch-x2"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    accept = sub.add_parser(
+        "accept", help="run the acceptance suites against a profile, writing the HTML report and JSON results",
+        description="Extra arguments go to pytest: any of its options (-k topology, --junitxml=reports/junit.xml) "
+                    "and any of this plugin's --gpu-* options (--gpu-waive ID=REASON, --gpu-evidence FILE, "
+                    "--gpu-plant-memory-fault GPU, ...; `pytest --help` lists them).",
+    )
+    accept.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or path (default {DEFAULT_PROFILE})")
+    accept.add_argument("--replay", metavar="BUNDLE", help="judge a bundle; default: this machine, or the "
+                        "profile's shipped bundle when this machine has no NVIDIA driver")
+    accept.add_argument("--html", metavar="FILE", help="the HTML report (default: acceptance.html in the report "
+                        "folder, --report-dir or reports/)")
+    accept.add_argument("--sign-key", metavar="KEY.pem", help="sign the results and the report with this Ed25519 "
+                        "private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`)")
+    accept.add_argument("--customer", metavar="NAME", help="the customer named on the report's cover")
+    accept.add_argument("--operator", metavar="NAME", help="who ran the acceptance, named on the cover (default: the "
+                        "user it runs as)")
+    accept.add_argument("--burn-in", metavar="DURATION", help="also run the burn-in for DURATION (90s, 10m, 2h)")
+    accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json and the HTML report go "
+                        "(default: reports/); {host}, {task} and {fleet} are filled in as --gpu-report-dir's are")
+    # the arguments argparse does not know go on to pytest (main passes them)
+    accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
 
 
 def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
@@ -22,20 +46,20 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     """
     import pytest
 
-    from .profile.loader import load_profile
+    from ..profile.loader import load_profile
 
     load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
     replay, instead = args.replay, None
     if replay is not None:
-        from .fabric.bundle import bundle_directory
+        from ..fabric.bundle import bundle_directory
 
         try:
             bundle_directory(replay)  # a bundle that is not there is said here, by this command's flag
         except GpuFabricError as exc:
             raise GpuFabricError(f"--replay: {exc}") from None
     else:
-        from .fabric.bundle import available_bundles
-        from .fabric.nvml import nvml_available
+        from ..fabric.bundle import available_bundles
+        from ..fabric.nvml import nvml_available
 
         usable, why = nvml_available()
         if not usable:
@@ -66,8 +90,8 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
 def _replayed_burn_in(asked: str, replay: str) -> str:
     """A replay runs no burn-in: --burn-in asks for one, and the run judges the bundle's own log. Said before the
     run, so that a 90 s burn-in asked for is not read from a report that judged a recorded 10-minute one."""
-    from .fabric.bundle import bundle_directory
-    from .workloads.burn_in import LOG_FILE, read_log
+    from ..fabric.bundle import bundle_directory
+    from ..workloads.burn_in import LOG_FILE, read_log
 
     directory = bundle_directory(replay)
     records = read_log(directory / LOG_FILE)
@@ -88,8 +112,8 @@ def _report_file(args: argparse.Namespace, pytest_args: list[str]) -> Path:
     would make it only after the run has started, and fail with an internal error."""
     import os
 
-    from .fleet.launch import expand_report_dir
-    from .report.results import check_writable_dir
+    from ..fleet.launch import expand_report_dir
+    from ..report.results import check_writable_dir
 
     if args.html:
         flag, html = "--html", Path(args.html)

@@ -1,0 +1,74 @@
+"""`gpufabric`: look at a machine or a bundle, record bundles, write and check profiles, parse tool output.
+
+Exit codes (docs/exit-codes.md): `accept` and `fleet` end in a verdict and speak pytest's codes (0 ACCEPTED,
+1 REJECTED, 4 a usage error, 6 INCOMPLETE, 7 NOT TESTED, ...); the other commands: 0 done; 2 bad input (unknown
+profile, corrupt bundle, unparsable file, bad arguments); 3 the machine cannot be asked (no NVIDIA driver / NVML,
+no GPU).
+
+One module per command family, each with ``register(subparsers)`` beside its commands; what several share is in
+common.py. A command imports what it needs when it runs, so that ``gpufabric --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import GpuFabricError, HardwareUnavailable
+from . import accept, bench, fleet, health, machine, parse, profile, reference, verify
+from .common import EXIT_BAD_INPUT, EXIT_NO_HARDWARE, EXIT_NOT_TESTED, EXIT_OK, EXIT_REJECTED, EXIT_USAGE
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_NO_HARDWARE", "EXIT_NOT_TESTED", "EXIT_OK", "EXIT_REJECTED", "EXIT_USAGE",
+           "build_parser", "main"]
+
+#: the command families in the order `gpufabric --help` lists their commands
+FAMILIES = (accept, verify, bench, machine, health, profile, fleet, parse, reference)
+#: the commands that end in a verdict: their bad input is pytest's usage error, and a machine that cannot be asked
+#: is NOT TESTED, as `pytest --gpu-profile` says them
+VERDICT_COMMANDS = ("accept", "fleet")
+#: Ctrl-C: pytest's "interrupted" for the commands that run pytest, the shell's 128 + SIGINT for the others
+EXIT_INTERRUPTED, EXIT_SIGINT = 2, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufabric", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pytest-gpufabric {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for family in FAMILIES:
+        family.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args, extra = build_parser().parse_known_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2 and argv[:1] and argv[0] in VERDICT_COMMANDS:
+            return EXIT_USAGE  # argparse's usage error, in pytest's code
+        raise
+    misused = getattr(args, "misused", None)  # a family's own check of options argparse cannot express
+    if misused is not None and (message := misused(args)):
+        build_parser().error(message)
+    if extra and not getattr(args, "takes_pytest_args", False):
+        build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    verdict = args.command in VERDICT_COMMANDS
+    try:
+        if getattr(args, "takes_pytest_args", False):
+            return args.func(args, extra)
+        return args.func(args)
+    except HardwareUnavailable as exc:
+        print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
+        return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
+    except GpuFabricError as exc:
+        print(f"gpufabric: {exc}", file=sys.stderr)
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
+    except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
+        print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        # Ctrl-C outside pytest's own handling (while the report is written): one line, what is on disk kept
+        print("gpufabric: interrupted; what was written before stays (the results file is whole, or the last "
+              "one): rerun to finish", file=sys.stderr)
+        return EXIT_INTERRUPTED if verdict else EXIT_SIGINT

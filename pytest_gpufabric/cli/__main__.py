@@ -1,0 +1,7 @@
+"""`python -m pytest_gpufabric.cli` is the `gpufabric` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

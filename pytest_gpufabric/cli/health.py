@@ -1,0 +1,18 @@
+"""`gpufabric health`: the check a scheduler runs between jobs; its options and its run live in
+nodehealth/command.py (exit 0 healthy, 1 drain, 6 could not tell)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..nodehealth.command import add_health_parser
+
+    add_health_parser(sub, cmd_health)
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    from ..nodehealth.command import run_health
+
+    return run_health(args)

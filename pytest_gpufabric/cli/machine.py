@@ -1,0 +1,131 @@
+"""`gpufabric show` and `gpufabric snapshot`: look at a machine (or a bundle), and record one into a bundle."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import __version__
+from ..errors import HardwareUnavailable
+from ..report.results import json_text
+from .common import EXIT_OK, read_fabric
+
+#: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
+SNAPSHOT_COMMANDS = {
+    "nvidia-smi-topo-m.txt": ["nvidia-smi", "topo", "-m"],
+    "nvidia-smi-nvlink-s.txt": ["nvidia-smi", "nvlink", "-s"],
+    "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    show = sub.add_parser("show", help="print the machine's GPUs and topology (live, or a bundle)")
+    show.add_argument("--replay", metavar="BUNDLE", help="a bundle directory, .tar.gz or shipped bundle name")
+    show.add_argument("--json", action="store_true", help="the full model as JSON")
+    show.set_defaults(func=cmd_show)
+
+    snapshot = sub.add_parser("snapshot", help="record this machine (NVML + nvidia-smi) into a bundle directory")
+    snapshot.add_argument("dir", help="the bundle directory to write (made if missing); judge it later with "
+                          "--replay DIR or pytest --gpu-replay DIR")
+    snapshot.set_defaults(func=cmd_snapshot)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    fabric = read_fabric(args.replay)
+    if args.json:
+        print(json_text(fabric.to_dict()))
+        return EXIT_OK
+    print(f"source: {fabric.source}")
+    print(f"driver: {fabric.driver_version or 'not recorded'}   "
+          f"CUDA driver: {fabric.cuda_driver_version or 'not recorded'}")
+    for gpu in fabric.gpus:
+        links = fabric.nvlink_count(gpu)
+        print(
+            f"{gpu.label}: {gpu.name or '?'}  serial {gpu.serial or '?'}  bus {gpu.pci_bus_id or '?'}  "
+            f"PCIe gen {gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}  "
+            f"NVLinks {links if links is not None else '?'}"
+        )
+    devices = list(fabric.matrix)
+    if devices:
+        width = max(len(d) for d in devices) + 2
+        print("".ljust(width) + "".join(d.ljust(width) for d in devices) + "CPU Affinity")
+        for row in devices:
+            cells = "".join(fabric.matrix[row].get(col, "").ljust(width) for col in devices)
+            print(row.ljust(width) + cells + fabric.cpu_affinity.get(row, ""))
+    return EXIT_OK
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    """Record this machine into a bundle: NVML (the richest), what nvidia-smi prints, the RDMA devices (a copy
+    of /sys/class/infiniband and `ibv_devinfo -v`) and the platform settings (platform.json and a copy of the
+    sysfs/procfs files they were read from; `lspci -vvv` where lspci is installed). A machine with neither GPUs
+    nor RDMA devices gets no bundle."""
+    from ..fabric import bundle
+    from ..fabric.nvml import collect_record
+    from ..fabric.platform import PLATFORM_FILE, read_persistence_nvml, read_platform, snapshot_platform
+    from ..fabric.rdma import SYSFS_IB, snapshot_rdma
+
+    target = Path(args.dir)
+    try:
+        record = collect_record()
+        nvml_error = None
+    except HardwareUnavailable as exc:
+        record, nvml_error = None, exc
+    if record is None and not Path(SYSFS_IB).is_dir():
+        # nothing to record: say why, and write nothing (snapshot has no --replay: a bundle is what it makes)
+        raise HardwareUnavailable(f"{nvml_error.why}; nothing to record here: run `gpufabric snapshot` on the GPU "
+                                  "machine, then judge its bundle anywhere with --replay") from None
+    target.mkdir(parents=True, exist_ok=True)
+    if record is not None:
+        (target / bundle.NVML_FILE).write_text(json_text(record) + "\n",
+                                               encoding="utf-8")
+    commands = {}
+    if nvml_error is not None:
+        commands[bundle.NVML_FILE] = {"error": str(nvml_error)}
+    else:
+        from ..nodehealth.record import snapshot_health
+
+        commands.update(snapshot_health(target))  # health.json: what `gpufabric health --replay` judges
+    if Path(SYSFS_IB).is_dir():
+        copied = snapshot_rdma("/", target / bundle.SYSFS_DIR)
+        commands[bundle.SYSFS_DIR] = {"copied_files": len(copied)}
+    gpu_bus_ids = {g["index"]: g["pci_bus_id"] for g in (record or {}).get("gpus", [])
+                   if isinstance(g.get("pci_bus_id"), str)}
+    host = read_platform("/", gpu_bus_ids or None)
+    host.persistence_mode = read_persistence_nvml() if record is not None else {}
+    commands[PLATFORM_FILE] = {"copied_files": len(snapshot_platform(host, target))}
+    from ..report.provenance import snapshot_dmi
+
+    commands["platform/sys/class/dmi/id"] = {"copied_files": len(snapshot_dmi(target))}  # the cover's serials
+    snapshot_commands = dict(SNAPSHOT_COMMANDS) if record is not None else {}
+    if Path(SYSFS_IB).is_dir():
+        snapshot_commands[bundle.IBV_DEVINFO_FILE] = ["ibv_devinfo", "-v"]
+    snapshot_commands["lspci-vvv.txt"] = ["lspci", "-vvv"]
+    for name, cmd in snapshot_commands.items():
+        if shutil.which(cmd[0]) is None:
+            commands[name] = {"cmd": cmd, "error": f"{cmd[0]} not on PATH"}
+            continue
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            commands[name] = {"cmd": cmd, "error": str(exc)}
+            continue
+        commands[name] = {"cmd": cmd, "returncode": done.returncode, "stderr": done.stderr[-2000:]}
+        if done.returncode == 0:
+            (target / name).write_text(done.stdout, encoding="utf-8")
+    manifest = {
+        "format": "gpufabric-bundle/1",
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "gpufabric_version": __version__,
+        "files": sorted(p.name for p in target.iterdir() if p.name != bundle.MANIFEST_FILE),
+        "commands": commands,
+    }
+    (target / bundle.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")
+    return EXIT_OK
