@@ -211,7 +211,7 @@ def _burn_in_replay(directory: Path, run):
     # the log as far as it could be read, with what stops it being judged (checks/burn_in.py says it); the results
     # carry it only where its plan is known (a duration above 0)
     burn_in = BurnIn(planned if known else 0.0, log.records, problems=log.problems)
-    run.burn_in = burn_in if known else None
+    run.record_burn_in(burn_in if known else None)
     return burn_in
 
 
@@ -270,7 +270,8 @@ register(Measurement(
 def _pattern_live(run):
     from .workloads.diagnostics import measure_mem_pattern
 
-    return measure_mem_pattern(run.profile.data["memory_pattern"], _gpu_env(run), plant_fault=run.plant_memory_fault)
+    return measure_mem_pattern(run.profile.data["memory_pattern"], _gpu_env(run),
+                               plant_fault=run.options.plant_memory_fault)
 
 
 register(Measurement(

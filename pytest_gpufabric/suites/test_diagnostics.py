@@ -8,9 +8,18 @@ bundle file, and replayed from it (measurements.py).
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks.boards import board_row
 from pytest_gpufabric.checks.hbm import check_hbm_bandwidth, check_mem_pattern, hbm_coverage
+from pytest_gpufabric.parametrize import per_gpu
 from pytest_gpufabric.promise import not_checked, promise
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "gpu_index" in metafunc.fixturenames:
+        per_gpu(metafunc, "gpu_index")
+
 
 #: the fraction of NVML's peak (bus width x max memory clock x 2) a healthy GPU of the model reaches, where the
 #: profile states none: measured 0.978 (a write kernel) on nvidia-h100-x1; DCGM's memory bandwidth plugin holds
