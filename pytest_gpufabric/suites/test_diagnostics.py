@@ -38,10 +38,10 @@ def _row(recording, index: int, fabric, what: str) -> dict:
     return row
 
 
-def _covered(why: str | None, run) -> None:
+def _covered(why: str | None, fabric_session) -> None:
     """Not checked where the record does not cover what the profile promises (seconds, samples, sizes)."""
     if why:
-        not_checked(f"{why} [{_source(run)}]")
+        not_checked(f"{why} [{_source(fabric_session)}]")
 
 
 def _model_fraction(name: object) -> float | None:
@@ -84,5 +84,5 @@ def test_pcie_under_load(gpu_profile, gpu_index, fabric, pcie_load, gpufabric_ru
     gpufabric_check(check_pcie_under_load(row, gpu_profile.data["pcie_load"], _source(gpufabric_run)))
 
 
-def _source(run) -> str:
-    return f"bundle {run.replay}" if run.replay else "this machine"
+def _source(fabric_session) -> str:
+    return f"bundle {fabric_session.replay}" if fabric_session.replay else "this machine"

@@ -23,8 +23,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         over(metafunc, "rdma_promise", promised, [f"{d['name']}:{d.get('port', 1)}" for d in promised])
 
 
-def _source(run) -> str:
-    return f"bundle {run.replay}" if run.replay else "this machine's /sys/class/infiniband"
+def _source(fabric_session) -> str:
+    return f"bundle {fabric_session.replay}" if fabric_session.replay else "this machine's /sys/class/infiniband"
 
 
 @promise("rdma-port")
