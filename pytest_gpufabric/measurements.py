@@ -3,7 +3,7 @@
 An entry says what a measurement is made of: the fixture the suites ask for it by, the profile key that promises
 it (no promise, no measurement: the fixture skips as "not promised"), how it is made live (a workload, in child
 processes), the bundle file it records into and how a replay reads it back, and which check and suite judge it.
-FabricSession.measurement() walks the registry instead of an if-chain, and plugin.py makes one fixture per entry:
+FabricSession.measurement() walks the registry instead of an if-chain, and fixtures.py makes one fixture per entry:
 a new diagnostic is a workload file, a check, a suite test and one ``register(Measurement(...))`` here.
 
 Live results are written to the report folder under the entry's ``record_file`` as they are made: with the
@@ -60,14 +60,14 @@ def _section(key: str, what: str) -> Callable[[Any], str | None]:
 # --- the entries --------------------------------------------------------------------------------------------------
 
 
-def _nvlink_live(run):
+def _nvlink_live(fabric_session):
     from .workloads.training import measure_training_traffic
 
-    return measure_training_traffic(run.boards(), run.profile.data.get("nvlink_traffic", {}),
-                                    on_sample=run.metrics.observe_nvlink if run.metrics else None)
+    return measure_training_traffic(fabric_session.boards(), fabric_session.profile.data.get("nvlink_traffic", {}),
+                                    on_sample=fabric_session.metrics.observe_nvlink if fabric_session.metrics else None)
 
 
-def _nvlink_replay(directory: Path, run):
+def _nvlink_replay(directory: Path, fabric_session):
     from .fabric.bundle import load_nvlink_recording
     from .workloads.training import recorded_training_traffic
 
@@ -85,13 +85,13 @@ register(Measurement(
     check="checks/nvlink_traffic.py", suite="suites/test_nvlink_traffic.py", processes=lambda gpus: gpus))
 
 
-def _bandwidth_live(run):
+def _bandwidth_live(fabric_session):
     from .workloads.bandwidth import measure_bandwidth
 
-    return measure_bandwidth(run.profile, run.fabric, run.boards())
+    return measure_bandwidth(fabric_session.profile, fabric_session.fabric, fabric_session.boards())
 
 
-def _bandwidth_replay(directory: Path, run):
+def _bandwidth_replay(directory: Path, fabric_session):
     from .fabric.bundle import load_bandwidth_recording
 
     return load_bandwidth_recording(directory)
@@ -109,16 +109,16 @@ register(Measurement(
     processes=lambda gpus: gpus + 1 if gpus > 1 else 1))  # the collectives' ranks, then the copies
 
 
-def _memory_live(run):
+def _memory_live(fabric_session):
     from .workloads.environment import gpu_environment
     from .workloads.memory import measure_memory
 
-    return measure_memory(run.profile.data["memory"], gpu_environment(run.boards()))
+    return measure_memory(fabric_session.profile.data["memory"], gpu_environment(fabric_session.boards()))
 
 
 def _record_replay(name: str) -> Callable[[Path, Any], Any]:
     """The bundle's file of this kind, typed (formats/records.py): a Recording whose problems the checks say."""
-    def replay(directory: Path, run):
+    def replay(directory: Path, fabric_session):
         from .formats.records import load_record
 
         return load_record(directory, name)
@@ -128,10 +128,10 @@ def _record_replay(name: str) -> Callable[[Path, Any], Any]:
 
 def _record_live(name: str, measure: Callable[[Any], dict]) -> Callable[[Any], Any]:
     """A live result as the suites take a recording (formats/records.Recording), written as the dict it is."""
-    def live(run):
+    def live(fabric_session):
         from .formats.records import live_record
 
-        return live_record(name, measure(run))
+        return live_record(name, measure(fabric_session))
 
     return live
 
@@ -148,21 +148,21 @@ register(Measurement(
     spare_imports=("torch", "torchvision")))
 
 
-def _rdma_live(run):
+def _rdma_live(fabric_session):
     from .workloads.rdma import live_rdma_devices
 
     devices = live_rdma_devices()
-    if run.metrics is not None and devices:
-        run.metrics.observe_rdma(devices)
+    if fabric_session.metrics is not None and devices:
+        fabric_session.metrics.observe_rdma(devices)
     return devices
 
 
-def _rdma_replay(directory: Path, run):
+def _rdma_replay(directory: Path, fabric_session):
     from .fabric.bundle import load_rdma_devices
 
     devices = load_rdma_devices(directory)
-    if run.metrics is not None and devices:
-        run.metrics.observe_rdma(devices)
+    if fabric_session.metrics is not None and devices:
+        fabric_session.metrics.observe_rdma(devices)
     return devices
 
 
@@ -175,13 +175,13 @@ register(Measurement(
     check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False))
 
 
-def _rdma_bw_live(run):
+def _rdma_bw_live(fabric_session):
     from .workloads.rdma import measure_ib_write_bw
 
-    return measure_ib_write_bw(run.profile.data.get("rdma", {}))
+    return measure_ib_write_bw(fabric_session.profile.data.get("rdma", {}))
 
 
-def _rdma_bw_replay(directory: Path, run):
+def _rdma_bw_replay(directory: Path, fabric_session):
     from .fabric.bundle import load_rdma_bandwidth
 
     return load_rdma_bandwidth(directory)
@@ -198,7 +198,7 @@ register(Measurement(
     record_file="rdma-bw.json", check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False))
 
 
-def _burn_in_replay(directory: Path, run):
+def _burn_in_replay(directory: Path, fabric_session):
     from .formats.records import read_burn_in_log
     from .workloads.burn_in import LOG_FILE, BurnIn
 
@@ -211,7 +211,7 @@ def _burn_in_replay(directory: Path, run):
     # the log as far as it could be read, with what stops it being judged (checks/burn_in.py says it); the results
     # carry it only where its plan is known (a duration above 0)
     burn_in = BurnIn(planned if known else 0.0, log.records, problems=log.problems)
-    run.burn_in = burn_in if known else None
+    fabric_session.record_burn_in(burn_in if known else None)
     return burn_in
 
 
@@ -219,15 +219,15 @@ register(Measurement(
     name="burn_in", fixture="burn_in",
     doc="The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay).",
     promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
-    live=lambda run: run.run_burn_in(), replay=_burn_in_replay,
+    live=lambda fabric_session: fabric_session.run_burn_in(), replay=_burn_in_replay,
     nothing_recorded="the bundle holds no burn-in log (gpufabric-burnin.jsonl)", asked="has_burn_in",
     check="checks/burn_in.py", suite="suites/test_burn_in.py"))
 
 
-def _platform(run):
+def _platform(fabric_session):
     from .fabric.platform import platform_for_session
 
-    return platform_for_session(run)
+    return platform_for_session(fabric_session)
 
 
 register(Measurement(
@@ -236,7 +236,7 @@ register(Measurement(
         "read from this machine once per run (and written to platform.json), or from the bundle (platform.json, "
         "lspci-vvv.txt, lsmod.txt, ...).",
     promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
-    live=_platform, replay=lambda directory, run: _platform(run),
+    live=_platform, replay=lambda directory, fabric_session: _platform(fabric_session),
     nothing_recorded="the bundle records no platform settings (platform.json from gpufabric snapshot, "
                      "lspci-vvv.txt, lsmod.txt, proc-cmdline.txt or dmesg.txt)",
     check="checks/platform.py", suite="suites/test_platform.py", needs_machine=False))
@@ -245,16 +245,17 @@ register(Measurement(
 # --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py) ----------------------------
 
 
-def _gpu_env(run):
+def _gpu_env(fabric_session):
     from .workloads.environment import gpu_environment
 
-    return gpu_environment(run.boards())
+    return gpu_environment(fabric_session.boards())
 
 
-def _hbm_live(run):
+def _hbm_live(fabric_session):
     from .workloads.diagnostics import measure_hbm
 
-    return measure_hbm(run.profile.data["memory_bandwidth"], _gpu_env(run), gpus=len(run.boards()))
+    return measure_hbm(fabric_session.profile.data["memory_bandwidth"], _gpu_env(fabric_session),
+                       gpus=len(fabric_session.boards()))
 
 
 register(Measurement(
@@ -267,10 +268,11 @@ register(Measurement(
     check="checks/hbm.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))
 
 
-def _pattern_live(run):
+def _pattern_live(fabric_session):
     from .workloads.diagnostics import measure_mem_pattern
 
-    return measure_mem_pattern(run.profile.data["memory_pattern"], _gpu_env(run), plant_fault=run.plant_memory_fault)
+    return measure_mem_pattern(fabric_session.profile.data["memory_pattern"], _gpu_env(fabric_session),
+                               plant_fault=fabric_session.options.plant_memory_fault)
 
 
 register(Measurement(
@@ -283,10 +285,10 @@ register(Measurement(
     record_file="memory-pattern.json", check="checks/hbm.py", suite="suites/test_diagnostics.py"))
 
 
-def _power_live(run):
+def _power_live(fabric_session):
     from .workloads.stress import measure_power_hold
 
-    return measure_power_hold(run.profile.data["power"], _gpu_env(run))
+    return measure_power_hold(fabric_session.profile.data["power"], _gpu_env(fabric_session))
 
 
 register(Measurement(
@@ -299,12 +301,12 @@ register(Measurement(
     check="checks/power.py", suite="suites/test_diagnostics.py"))
 
 
-def _pcie_live(run):
+def _pcie_live(fabric_session):
     from .workloads.stress import live_pcie_rounds, measure_pcie_load
 
-    boards = run.boards()
-    buses = {gpu.index: gpu.pci_bus_id for gpu in run.fabric.gpus if isinstance(gpu.pci_bus_id, str)}
-    return measure_pcie_load(run.profile.data["pcie_load"], _gpu_env(run), gpus=len(boards),
+    boards = fabric_session.boards()
+    buses = {gpu.index: gpu.pci_bus_id for gpu in fabric_session.fabric.gpus if isinstance(gpu.pci_bus_id, str)}
+    return measure_pcie_load(fabric_session.profile.data["pcie_load"], _gpu_env(fabric_session), gpus=len(boards),
                              rounds=live_pcie_rounds([buses.get(board["index"]) for board in boards]))
 
 

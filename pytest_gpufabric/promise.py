@@ -18,6 +18,8 @@ from typing import NoReturn
 
 import pytest
 
+from .errors import GpuFabricError
+from .markers import decide, marker_arguments
 from .verdict import NOT_CHECKED_PREFIX, WAIVED_PREFIX
 
 MARKER = "gpufabric_promise"
@@ -71,7 +73,7 @@ def is_suite_test(item: pytest.Item, suites_dir) -> bool:
 PROPERTY = "gpufabric_promise"  # the user property a test's reports carry its promise id in (report/recorder.py)
 
 
-def judge_promise(item: pytest.Item, run) -> None:
+def judge_promise(item: pytest.Item, fabric_session) -> None:
     """Before any fixture runs: which promise the test judges (carried in its reports, for the verdict), and
     whether this run's promise list holds it (else a plain skip: not promised, or a part the operator did not ask
     for) or it was waived (a skip saying so). A shipped suite's test, or one marked with a kind of the list (a
@@ -82,10 +84,57 @@ def judge_promise(item: pytest.Item, run) -> None:
     promise_id, what = promise_of(item, SUITES_DIR)
     item.user_properties.append((PROPERTY, promise_id))
     mark = item.get_closest_marker(MARKER)
-    of_a_kind = mark is not None and isinstance(mark.args[0], str) and run.promises.makes_kind(mark.args[0])
-    if (is_suite_test(item, SUITES_DIR) or of_a_kind) and run.promises.get(promise_id) is None:
-        not_promised = f"profile {run.profile.name} promises no {what or promise_id}"
-        pytest.skip(run.promises.not_asked(promise_id) or not_promised)
-    waiver = waiver_for(promise_id, run.waivers)
+    promises = fabric_session.promises
+    of_a_kind = mark is not None and isinstance(mark.args[0], str) and promises.makes_kind(mark.args[0])
+    if (is_suite_test(item, SUITES_DIR) or of_a_kind) and promises.get(promise_id) is None:
+        not_promised = f"profile {fabric_session.profile.name} promises no {what or promise_id}"
+        pytest.skip(promises.not_asked(promise_id) or not_promised)
+    waiver = waiver_for(promise_id, fabric_session.waivers)
     if waiver is not None:
         waived(f"{waiver.reason} ({waiver.source})")
+
+
+_IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
+_BROKEN_KEY = pytest.StashKey[list[str]]()  # the promises its set-up found broken
+
+
+def fail_in_call(item: pytest.Item, reason: str) -> None:
+    """A promise the machine breaks is the test's failure, not a set-up error: fail when the test runs (at once
+    when it runs already: a fixture the test asked for in its body, request.getfixturevalue)."""
+    if item.stash.get(_IN_CALL_KEY, False):
+        pytest.fail(reason, pytrace=False)
+    item.stash.setdefault(_BROKEN_KEY, []).append(reason)
+
+
+def enter_call(item: pytest.Item) -> None:
+    """As the test's body starts: fail with the broken promises its set-up found; later ones fail at once."""
+    reasons = item.stash.get(_BROKEN_KEY, None)
+    if reasons:
+        pytest.fail("\n".join(reasons), pytrace=False)
+    item.stash[_IN_CALL_KEY] = True
+
+
+def require_markers(marks: list[pytest.Mark], item: pytest.Item, fabric_session) -> None:
+    """Before a test runs, what its gpu, nvlink and rdma markers ask of the machine (markers.py decides): run,
+    skip, leave the promise not checked, or fail in its call."""
+    error = fabric_session.discovery_error
+    why_no_fabric = str(error) if error else ""
+    for mark in marks:
+        try:
+            arguments = marker_arguments(mark.name, mark.args, mark.kwargs)
+        except TypeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        rdma_devices = None
+        if mark.name == "rdma":
+            try:
+                rdma_devices = fabric_session.measurement("rdma")
+            except GpuFabricError:
+                rdma_devices = None
+        decision = decide(mark.name, arguments, fabric_session.profile, fabric_session.fabric, why_no_fabric,
+                          rdma_devices)
+        if decision.action == "skip":
+            pytest.skip(decision.reason)
+        if decision.action == "not checked":
+            not_checked(decision.reason)
+        if decision.action == "fail":
+            fail_in_call(item, decision.reason)

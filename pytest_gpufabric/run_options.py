@@ -1,74 +1,203 @@
-"""The run's options that shape a FabricSession: waivers, another tool's evidence, the burn-in and the planted
-faults, the health watchdog and the metrics server. Each bad value is a pytest usage error naming its flag."""
+"""The run's options, read once: every --gpu-* flag (or its ini value) parsed and checked into a frozen RunOptions,
+each bad value a pytest usage error naming its flag; and the FabricSession built once from them, kept in the
+config's stash where hooks, fixtures and suites find it."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from . import __version__
 from .errors import GpuFabricError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from .profile.model import Profile
+    from .session import FabricSession
+    from .verdict import Waiver
+    from .workloads.burn_in import BurnIn
+
+SESSION_KEY = pytest.StashKey["FabricSession"]()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the operator asked of this run. The defaults are a plain run's: no profile, nothing asked."""
+
+    profile: Profile | None = None  # --gpu-profile NAME|PATH, loaded and validated
+    replay: str | None = None  # --gpu-replay: a bundle's folder, archive or shipped name
+    report_dir: Path = Path("reports")  # --gpu-report-dir, its placeholders filled and checked writable
+    fleet_id: str | None = None  # --gpu-fleet-id, else SLURM_JOB_ID
+    customer: str | None = None  # --gpu-customer: named on the report's cover
+    operator: str | None = None  # --gpu-operator (None: the user the run runs as)
+    sign_key: Ed25519PrivateKey | None = None  # --gpu-sign-key, loaded
+    burn_in_s: float | None = None  # --gpu-burn-in DURATION, in seconds
+    plant_fault: int | None = None  # --gpu-burn-in-plant-fault: a GPU of the profile
+    plant_memory_fault: int | None = None  # --gpu-plant-memory-fault: a CUDA index
+    metrics_port: int | None = None  # --gpu-metrics-port (a profile's run only)
+    waivers: tuple[Waiver, ...] = ()  # --gpu-waive ID=REASON (the ini's lines when none is given)
+    evidence_files: tuple[Path, ...] = ()  # --gpu-evidence FILE: dcgmi diag or nvbandwidth output
 
 
 def option(config: pytest.Config, name: str) -> str | None:
     return config.getoption(name) or config.getini(name) or None
 
 
-def read_waivers(config: pytest.Config, profile) -> list:
-    """The profile's ``waive:`` list and the run's --gpu-waive ID=REASON (the ini's lines when none is given)."""
+def read_options(config: pytest.Config) -> RunOptions | None:
+    """The run's options, each checked now (before anything runs); None when neither --gpu-profile nor
+    --gpu-replay is given: the plugin then does nothing at start-up."""
+    profile_spec, replay = option(config, "gpu_profile"), option(config, "gpu_replay")
+    if not profile_spec and not replay:
+        return None
+    profile = _load_profile(profile_spec, config.rootpath) if profile_spec else None
+    given_fleet_id = option(config, "gpu_fleet_id")
+    report_dir = _report_dir(config, given_fleet_id)
+    waivers = _waivers(config)
+    burn_in_s, plant_fault, plant_memory_fault = _burn_in(config, profile)
+    return RunOptions(
+        profile=profile, replay=replay, report_dir=report_dir, fleet_id=_fleet_id(given_fleet_id),
+        customer=option(config, "gpu_customer"), operator=option(config, "gpu_operator"),
+        sign_key=_sign_key(option(config, "gpu_sign_key")), burn_in_s=burn_in_s, plant_fault=plant_fault,
+        plant_memory_fault=plant_memory_fault,
+        # the metrics server serves a profile's run (its watchdog's counters); a replay alone starts none
+        metrics_port=_port(option(config, "gpu_metrics_port")) if profile is not None else None,
+        waivers=waivers, evidence_files=tuple(Path(p) for p in config.getoption("gpu_evidence") or []))
+
+
+def _load_profile(spec: str, rootpath: Path) -> Profile:
+    from .profile.loader import load_profile
+
+    try:
+        return load_profile(spec, rootpath)
+    except GpuFabricError as exc:
+        raise pytest.UsageError(f"--gpu-profile: {exc}") from None
+
+
+def _report_dir(config: pytest.Config, given_fleet_id: str | None) -> Path:
+    """Where pytest was started, as --html=reports/... is: not the rootdir, which pytest may take from the folder
+    of the --gpu-profile PATH it was given. Checked writable now, not after the first test has run."""
+    from .fleet.launch import expand_report_dir
+    from .report.results import check_writable_dir
+
+    try:
+        report_dir = Path(expand_report_dir(option(config, "gpu_report_dir") or "", dict(os.environ),
+                                            given_fleet_id) or config.invocation_params.dir / "reports")
+        check_writable_dir(report_dir)
+    except (GpuFabricError, ValueError) as exc:
+        raise pytest.UsageError(f"--gpu-report-dir: {exc}") from None
+    return report_dir
+
+
+def _fleet_id(given: str | None) -> str | None:
+    from .fleet.launch import fleet_id
+
+    return fleet_id(given, dict(os.environ))
+
+
+def _waivers(config: pytest.Config) -> tuple[Waiver, ...]:
     from .verdict import parse_waiver
 
     given = config.getoption("gpu_waive") or config.getini("gpu_waive") or []
     try:
-        waivers = [parse_waiver(text) for text in given]
+        return tuple(parse_waiver(text) for text in given)
     except ValueError as exc:
         raise pytest.UsageError(f"--gpu-waive {exc}") from None
-    return (profile.waivers if profile is not None else []) + waivers
 
 
-def load_evidence(config: pytest.Config, fabric_session) -> None:
-    """--gpu-evidence files and the bundle's, read now (a file that is neither tool's output is a usage error);
-    the given ones are copied into the report folder, so that it replays as a bundle with them."""
-    import shutil
-
-    from .evidence import BUNDLE_PATTERNS, bundle_evidence_files, read_evidence
-
-    given = [Path(p) for p in config.getoption("gpu_evidence") or []]
-    files = (bundle_evidence_files(fabric_session.bundle_dir) if fabric_session.bundle_dir else []) + given
-    try:
-        fabric_session.evidence = read_evidence(files)
-    except GpuFabricError as exc:
-        raise pytest.UsageError(f"--gpu-evidence {exc}") from None
-    for path, item in zip(files[len(files) - len(given):], fabric_session.evidence[len(files) - len(given):],
-                          strict=True):
-        named = path.name if any(path.match(p) for p in BUNDLE_PATTERNS) else f"{item.kind.split('-')[0]}-{path.name}"
-        shutil.copyfile(path, fabric_session.report_dir / named)
-
-
-def burn_in_options(config: pytest.Config, fabric_session) -> None:
+def _burn_in(config: pytest.Config, profile: Profile | None) -> tuple[float | None, int | None, int | None]:
+    """(the burn-in's seconds, its planted fault's GPU, the memory pattern's planted fault's GPU)."""
     duration = option(config, "gpu_burn_in")
     memory_fault = option(config, "gpu_plant_memory_fault")
-    if memory_fault is not None:
-        fabric_session.plant_memory_fault = plant_target(memory_fault, "--gpu-plant-memory-fault",
-                                                          fabric_session.profile)
+    plant_memory_fault = (_plant_target(memory_fault, "--gpu-plant-memory-fault", profile)
+                          if memory_fault is not None else None)
     fault = option(config, "gpu_burn_in_plant_fault")
     if fault is not None and not duration:
         raise pytest.UsageError("--gpu-burn-in-plant-fault: plants a fault in a burn-in; give --gpu-burn-in DURATION")
     if not duration:
-        return
+        return None, None, plant_memory_fault
     from .workloads.burn_in import parse_duration
 
     try:
-        parse_duration(duration)
+        seconds = parse_duration(duration)
     except ValueError as exc:
         raise pytest.UsageError(f"--gpu-burn-in: {exc}") from None
-    if fault is not None:
-        fabric_session.plant_fault = plant_target(fault, "--gpu-burn-in-plant-fault", fabric_session.profile)
-    fabric_session.burn_in_duration = duration
+    plant_fault = _plant_target(fault, "--gpu-burn-in-plant-fault", profile) if fault is not None else None
+    return seconds, plant_fault, plant_memory_fault
 
-    def progress(burn_in, record) -> None:
+
+def _plant_target(text: str, flag: str, profile: Profile | None) -> int:
+    gpu_count = profile.gpu_count if profile else None
+    if not text.isdigit() or (gpu_count is not None and int(text) >= gpu_count):
+        promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
+        raise pytest.UsageError(f"{flag} {text}: not a GPU of the profile (give {promised})")
+    return int(text)
+
+
+def _sign_key(path: str | None) -> Ed25519PrivateKey | None:
+    """The Ed25519 private key of --gpu-sign-key, read now: a bad one is a usage error before anything runs."""
+    if not path:
+        return None
+    from .report.signing import SigningError, load_private_key
+
+    try:
+        return load_private_key(path)
+    except SigningError as exc:
+        raise pytest.UsageError(f"--gpu-sign-key: {exc}") from None
+
+
+def _port(text: str | None) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--gpu-metrics-port {text}: {exc}") from None
+
+
+# --- the session built from them -------------------------------------------------------------------------------
+
+
+def open_session(config: pytest.Config, options: RunOptions) -> FabricSession:
+    """The run's FabricSession, with what a site's plugin adds to the promises (hookspecs.py). A replayed bundle
+    and the evidence files are the user's input: read now, so that a bad one is a usage error before anything
+    runs; the evidence files given are copied into the report folder, so that it replays as a bundle with them."""
+    from .session import FabricSession
+
+    profile = options.profile
+    site_kinds = tuple(kind for kinds in config.hook.pytest_gpufabric_promise_kinds(profile=profile)
+                       for kind in kinds or ()) if profile is not None else ()
+    fabric_session = FabricSession(options, site_kinds=site_kinds,
+                                   burn_in_listeners=[_terminal_progress(config)] if options.burn_in_s else [])
+    if options.replay:
+        fabric_session.discover()
+        if fabric_session.discovery_error is not None:
+            raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
+    try:
+        fabric_session.read_evidence()
+    except GpuFabricError as exc:
+        raise pytest.UsageError(f"--gpu-evidence {exc}") from None
+    return fabric_session
+
+
+def fabric_session_of(config: pytest.Config) -> FabricSession:
+    """The run's FabricSession; a plain run (no options) gets one lazily when a test first needs the machine."""
+    if SESSION_KEY not in config.stash:
+        from .session import FabricSession
+
+        config.stash[SESSION_KEY] = FabricSession(RunOptions())
+    return config.stash[SESSION_KEY]
+
+
+def _terminal_progress(config: pytest.Config) -> Callable[[BurnIn, dict | None], None]:
+    """The burn-in's progress line on the terminal, at its start and after each chunk."""
+
+    def progress(burn_in: BurnIn, record: dict | None) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
@@ -80,34 +209,18 @@ def burn_in_options(config: pytest.Config, fabric_session) -> None:
             reporter.ensure_newline()
             reporter.write_line(progress_line(burn_in, record))
 
-    fabric_session.progress = progress
+    return progress
 
 
-def plant_target(text: str, flag: str, profile) -> int:
-    gpu_count = profile.gpu_count if profile else None
-    if not text.isdigit() or (gpu_count is not None and int(text) >= gpu_count):
-        promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
-        raise pytest.UsageError(f"{flag} {text}: not a GPU of the profile (give {promised})")
-    return int(text)
-
-
-def watch_health(config: pytest.Config, fabric_session) -> None:
-    """Live runs only: the watchdog around every test, and the metrics server when asked for."""
-    port = option(config, "gpu_metrics_port")
-    metrics = None
-    if port:
-        from .report.metrics import MetricsExporter
-
-        try:
-            metrics = MetricsExporter()
-            metrics.start(int(port))
-        except (ImportError, OSError, ValueError) as exc:
-            raise pytest.UsageError(f"--gpu-metrics-port {port}: {exc}") from None
-        metrics.set_info(fabric_session.profile.name, fabric_session.profile.sha256, __version__)
-        fabric_session.metrics = metrics
+def watch_health(config: pytest.Config, fabric_session: FabricSession) -> None:
+    """A profile's run: the metrics server when asked for; live runs also get the watchdog around every test."""
+    try:
+        fabric_session.serve_metrics()
+    except (ImportError, OSError, ValueError) as exc:
+        raise pytest.UsageError(f"--gpu-metrics-port {fabric_session.options.metrics_port}: {exc}") from None
     section = fabric_session.profile.data.get("health", {})
     if fabric_session.replay or not section.get("enabled", True):
         return
     from .watchdog import HealthWatch
 
-    config.pluginmanager.register(HealthWatch(fabric_session, section, metrics), "gpufabric-health")
+    config.pluginmanager.register(HealthWatch(fabric_session, section, fabric_session.metrics), "gpufabric-health")

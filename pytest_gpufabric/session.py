@@ -1,55 +1,82 @@
 """FabricSession: the profile, the machine and the results of one pytest run.
 
-The plugin builds one per run (only when --gpu-profile or --gpu-replay is given, or when a test first asks
-for the machine); fixtures and suites ask it, it never asks them.
+The plugin builds one per run from its options (run_options.py: only when --gpu-profile or --gpu-replay is given,
+or when a test first asks for the machine); fixtures and suites ask it, it never asks them.
 """
 
 from __future__ import annotations
 
 import getpass
 import platform
+import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import GpuFabricError
 from .fabric.model import Fabric
 from .profile.model import Profile
 
+if TYPE_CHECKING:
+    from .catalogue import PromiseKind, PromiseList
+    from .evidence import ToolEvidence
+    from .report.metrics import MetricsExporter
+    from .run_options import RunOptions
+    from .verdict import Waiver
+    from .workloads.burn_in import BurnIn
+
+#: (the burn-in as far as it got, the chunk's record or None at the start) -> None
+BurnInListener = Callable[["BurnIn", "dict | None"], None]
+
 
 @dataclass
 class FabricSession:
-    profile: Profile | None
-    replay: str | None
-    report_dir: Path
-    fleet_id: str | None = None  # the fleet run this node's results belong to (--gpu-fleet-id, SLURM_JOB_ID)
-    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    """Built once from the run's options; what it finds and measures afterwards is written by its own methods."""
+
+    options: RunOptions  # what the operator asked (run_options.py); RunOptions() for a plain run
+    site_kinds: tuple[PromiseKind, ...] = ()  # what a site's plugin adds to the promises (hookspecs.py)
+    #: called in order at the start of the burn-in and after each chunk: the terminal's progress line, the
+    #: results' checkpoint (follow_burn_in)
+    burn_in_listeners: list[BurnInListener] = field(default_factory=list)
+    started_at: str = field(init=False,
+                            default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     #: names this run in its results and its report, under their signatures (gpufabric verify pairs them by it)
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    results: list[dict] = field(default_factory=list)
-    _fabric: Fabric | None = None
-    _discovery_error: GpuFabricError | None = None
-    _discovered: bool = False
-    bundle_dir: Path | None = None
-    extras: dict[str, list] = field(default_factory=dict)  # node id -> pytest-html extras
-    _measured: dict = field(default_factory=dict)  # suite measurements by name, or the error that stopped them
-    verdict: str | None = None  # set when the run is over
-    metrics: object = None  # report.metrics.MetricsExporter, with --gpu-metrics-port
-    burn_in_duration: str | None = None  # --gpu-burn-in
-    plant_fault: int | None = None  # --gpu-burn-in-plant-fault
-    plant_memory_fault: int | None = None  # --gpu-plant-memory-fault: a CUDA index
-    progress: object = None  # (burn_in, chunk record or None at the start) -> None: the terminal's progress bar
-    #: () -> None: rewrite the results JSON now (set by the recorder); called after every burn-in chunk
-    checkpoint: object = None
-    burn_in: object = None  # workloads.burn_in.BurnIn: the burn-in as far as it got (live), or the bundle's
+    run_id: str = field(init=False, default_factory=lambda: uuid.uuid4().hex)
+    results: list[dict] = field(init=False, default_factory=list)  # the checks recorded (record_check)
+    extras: dict[str, list[dict]] = field(init=False, default_factory=dict)  # node id -> pytest-html extras
     #: the health watchdog's records: per test the counters that rose, the timeline, XID events
-    health: dict = field(default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
-    waivers: list = field(default_factory=list)  # verdict.Waiver: the profile's waive: list and --gpu-waive
-    evidence: list = field(default_factory=list)  # evidence.ToolEvidence: dcgmi diag / nvbandwidth outputs given
-    _promises: object = None  # catalogue.PromiseList, made once the run's options are read
-    site_kinds: tuple = ()  # catalogue.PromiseKind: what a site's plugin adds (hookspecs.py)
+    health: dict[str, Any] = field(init=False, default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
+    evidence: list[ToolEvidence] = field(init=False, default_factory=list)  # dcgmi diag / nvbandwidth outputs
+    metrics: MetricsExporter | None = field(init=False, default=None)  # with --gpu-metrics-port (serve_metrics)
+    burn_in: BurnIn | None = field(init=False, default=None)  # as far as it got (live), or the bundle's
+    bundle_dir: Path | None = field(init=False, default=None)
+    _fabric: Fabric | None = field(init=False, default=None)
+    _discovery_error: GpuFabricError | None = field(init=False, default=None)
+    _discovered: bool = field(init=False, default=False)
+    #: suite measurements by name (measurements.py), or the GpuFabricError that stopped them
+    _measured: dict[str, Any] = field(init=False, default_factory=dict)
+    _promises: PromiseList | None = field(init=False, default=None)
+
+    @property
+    def profile(self) -> Profile | None:
+        return self.options.profile
+
+    @property
+    def replay(self) -> str | None:
+        return self.options.replay
+
+    @property
+    def report_dir(self) -> Path:
+        return self.options.report_dir
+
+    @property
+    def waivers(self) -> list[Waiver]:
+        """The profile's ``waive:`` list and the run's --gpu-waive."""
+        return [*(self.profile.waivers if self.profile is not None else []), *self.options.waivers]
 
     @property
     def mode(self) -> str:
@@ -58,7 +85,7 @@ class FabricSession:
     @property
     def has_burn_in(self) -> bool:
         """Whether this run judges a burn-in: one asked for (--gpu-burn-in), or one the replayed bundle holds."""
-        if self.burn_in_duration:
+        if self.options.burn_in_s is not None:
             return True
         from .workloads.burn_in import LOG_FILE
 
@@ -70,7 +97,7 @@ class FabricSession:
                 "the bundle holds no burn-in (gpufabric-burnin.jsonl), and none was asked for (--gpu-burn-in)")
 
     @property
-    def promises(self):
+    def promises(self) -> PromiseList:
         """The promises this run must judge (catalogue.PromiseList): from the profile, the parts the operator asked
         for (the burn-in) and the evidence of other tools given with the run. Made on first use, after the options
         are read (on the pytest-xdist controller too, where no test runs)."""
@@ -85,6 +112,43 @@ class FabricSession:
                 evidence_promises=[(row["promise"], "dcgmi diag results") for row in rows],
                 site_kinds=self.site_kinds)
         return self._promises
+
+    def read_evidence(self) -> None:
+        """The bundle's evidence files and --gpu-evidence's, read now (raises EvidenceError for a file that is
+        neither tool's output); the given ones are copied into the report folder, so that it replays as a bundle
+        with them."""
+        from .evidence import BUNDLE_PATTERNS, bundle_evidence_files, read_evidence
+
+        given = list(self.options.evidence_files)
+        files = (bundle_evidence_files(self.bundle_dir) if self.bundle_dir else []) + given
+        self.evidence = read_evidence(files)
+        for path, item in zip(given, self.evidence[len(files) - len(given):], strict=True):
+            bundled = any(path.match(p) for p in BUNDLE_PATTERNS)
+            named = path.name if bundled else f"{item.kind.split('-')[0]}-{path.name}"
+            shutil.copyfile(path, self.report_dir / named)
+
+    def serve_metrics(self) -> None:
+        """Start the Prometheus endpoint of --gpu-metrics-port (raises ImportError, OSError or ValueError)."""
+        if self.options.metrics_port is None:
+            return
+        from .report.metrics import MetricsExporter
+
+        metrics = MetricsExporter()
+        metrics.start(self.options.metrics_port)
+        metrics.set_info(self.profile.name, self.profile.sha256, __version__)
+        self.metrics = metrics
+
+    def follow_burn_in(self, listener: BurnInListener) -> None:
+        """Call ``listener`` at the start of the burn-in and after each chunk, after those already following."""
+        self.burn_in_listeners.append(listener)
+
+    def record_check(self, nodeid: str, check: dict) -> None:
+        """A check a test recorded (its CheckResult as a dict), for the results' ``checks``."""
+        self.results.append({"test": nodeid, **check})
+
+    def record_burn_in(self, burn_in: BurnIn | None) -> None:
+        """The burn-in the results carry: a replayed log whose plan is known (None: none to carry)."""
+        self.burn_in = burn_in
 
     def discover(self) -> None:
         """Read the machine once (NVML, or the bundle). A failure is kept and reported by every test that
@@ -180,36 +244,33 @@ class FabricSession:
     def run_burn_in(self):
         """The burn-in, live (measurements.py's burn_in entry): its log and progress are its own."""
         from .fabric.health import HealthReader
-        from .workloads.burn_in import LOG_FILE, parse_duration, run_burn_in
+        from .workloads.burn_in import LOG_FILE, run_burn_in
         from .workloads.environment import gpu_environment, require_torch
 
         require_torch("the burn-in")
         on_cpus = self.profile.data.get("burn_in", {}).get("device", "cuda") == "cpu"  # the tests' CPU workers
         boards = None if on_cpus else self.boards()
-        duration_s = parse_duration(self.burn_in_duration)
         try:
             health = HealthReader()
         except GpuFabricError:
             health = None  # the burn-in runs; its verdicts say the counters were not read
         try:
-            self.burn_in = run_burn_in(self.profile, duration_s, self.report_dir / LOG_FILE,
-                                       plant_fault=self.plant_fault, health=health, progress=self._burn_in_progress,
-                                       sha256=self.profile.sha256,
+            self.burn_in = run_burn_in(self.profile, self.options.burn_in_s, self.report_dir / LOG_FILE,
+                                       plant_fault=self.options.plant_fault, health=health,
+                                       progress=self._burn_in_progress, sha256=self.profile.sha256,
                                        env=None if on_cpus else gpu_environment(boards), boards=boards)
             return self.burn_in
         finally:
             if health is not None:
                 health.close()
 
-    def _burn_in_progress(self, burn_in, record: dict | None) -> None:
-        """At the start of the burn-in and after each chunk: the terminal's progress line, and the results JSON
-        rewritten with the chunks so far (an hours-long burn-in runs inside one test, and the JSON is otherwise
-        rewritten per test)."""
+    def _burn_in_progress(self, burn_in: BurnIn, record: dict | None) -> None:
+        """At the start of the burn-in and after each chunk: the listeners (the terminal's progress line, and the
+        results JSON rewritten with the chunks so far: an hours-long burn-in runs inside one test, and the JSON is
+        otherwise rewritten per test)."""
         self.burn_in = burn_in
-        if self.progress:
-            self.progress(burn_in, record)
-        if self.checkpoint:
-            self.checkpoint()
+        for listener in self.burn_in_listeners:
+            listener(burn_in, record)
 
     def add_extra(self, nodeid: str, extra: dict) -> None:
         self.extras.setdefault(nodeid, []).append(extra)
@@ -264,7 +325,7 @@ class FabricSession:
             "started_at": self.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,
             "run": {"id": self.run_id, "mode": self.mode, "replay": self.replay, "host": platform.node(),
-                    "user": _user(), "fleet_id": self.fleet_id},
+                    "user": _user(), "fleet_id": self.options.fleet_id},
             "profile": None if self.profile is None else {
                 "name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,
                 "data": self.profile.data,

@@ -234,18 +234,16 @@ import pytest
 from pytest_gpufabric.plugin import SESSION_KEY
 
 
-@pytest.hookimpl(trylast=True)  # after the plugin's recorder installed its checkpoint
+@pytest.hookimpl(trylast=True)  # after the plugin's recorder began checkpointing the burn-in
 def pytest_configure(config):
     session = config.stash[SESSION_KEY]
-    write = session.checkpoint
     copies = []
 
-    def checkpoint():
-        write()
+    def copy(burn_in, record):  # the results the recorder's checkpoint has just written
         copies.append(json.loads((session.report_dir / "gpufabric-results.json").read_text()))
         (session.report_dir / "checkpoints.json").write_text(json.dumps(copies))
 
-    session.checkpoint = checkpoint
+    session.follow_burn_in(copy)
 """
 
 
@@ -290,10 +288,10 @@ def test_a_failed_workload_is_logged_in_the_results_and_fails_every_gpu(cpu_prof
     """The GEMM workload of a chunk failing for real (asked to corrupt a GPU it does not have): the log, the
     burn-in's records and the results JSON keep it, and it is in every GPU's verdict."""
     from pytest_gpufabric.errors import GpuFabricError
+    from pytest_gpufabric.run_options import RunOptions
     from pytest_gpufabric.session import FabricSession
 
-    session = FabricSession(profile=cpu_profile, replay=None, report_dir=tmp_path)
-    session.burn_in_duration, session.plant_fault = "2", 5
+    session = FabricSession(RunOptions(profile=cpu_profile, report_dir=tmp_path, burn_in_s=2.0, plant_fault=5))
     with pytest.raises(GpuFabricError, match="--plant-fault 5: there are 2 GPU"):
         session.measurement("burn_in")
     document = session.results_document({}, 0, finished=False)

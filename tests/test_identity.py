@@ -108,10 +108,11 @@ def test_the_session_fails_every_workload_test_on_a_hidden_gpu(pytester, monkeyp
     """The rule: a promised GPU CUDA cannot reach fails the tests that need it, with the reason, and a replay of
     the same machine's topology passes (NVML sees both GPUs; only the workloads are blind to one)."""
     from pytest_gpufabric.profile.loader import load_profile
+    from pytest_gpufabric.run_options import RunOptions
     from pytest_gpufabric.session import FabricSession
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    session = FabricSession(profile=load_profile("h200-nvswitch-x2"), replay=None, report_dir=pytester.path)
+    session = FabricSession(RunOptions(profile=load_profile("h200-nvswitch-x2"), report_dir=pytester.path))
     session._fabric, session._discovered = load_bundle(X2), True  # the recorded machine, as if read live
     with pytest.raises(HiddenGpu, match=r"GPU0 \(serial \d+\) promised by profile h200-nvswitch-x2 but hidden"):
         session.measurement("bandwidth")

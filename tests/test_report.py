@@ -162,6 +162,8 @@ def test_results_that_can_no_longer_be_written_keep_the_last_file_and_fail_the_r
     written after the first test stays, and the run ends with one red line and exit status 6 (INCOMPLETE: a
     verdict not on disk is no verdict to sign), not a traceback."""
     pytester.makepyfile(unwritable="""
+import dataclasses
+
 import pytest
 
 from pytest_gpufabric.plugin import SESSION_KEY
@@ -177,7 +179,8 @@ def pytest_configure(config):
 def pytest_runtest_logfinish(nodeid):
     session = sessions[0]
     if session.report_dir.name != "gone":  # below a file: every write from now on fails
-        session.report_dir = session.report_dir / "gpufabric-results.json" / "gone"
+        session.options = dataclasses.replace(session.options,
+                                              report_dir=session.report_dir / "gpufabric-results.json" / "gone")
 """)
     result = pytester.runpytest_subprocess("-p", "unwritable", "--gpu-profile", "h200-nvswitch-x2",
                                            "--gpu-replay", "h200-nvswitch-x2-acceptance")

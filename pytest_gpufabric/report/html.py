@@ -37,14 +37,6 @@ _VERDICT_CSS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "i
                 "NOT TESTED": "not-tested"}
 
 
-def customer_name(config) -> str | None:
-    """--gpu-customer, else the gpu_customer ini value, else None."""
-    try:
-        return config.getoption("gpu_customer") or config.getini("gpu_customer") or None
-    except (ValueError, KeyError):  # the option is not registered (an older plugin.py)
-        return None
-
-
 def add_environment(config, fabric_session) -> None:
     """Machine and profile facts for pytest-html's Environment table (via pytest-metadata).
 
@@ -63,7 +55,7 @@ def add_environment(config, fabric_session) -> None:
 
     base = config.invocation_params.dir
     facts: dict[str, str] = {}
-    customer = customer_name(config)
+    customer = fabric_session.options.customer
     if customer:
         facts["Customer"] = customer
     profile = fabric_session.profile
@@ -752,7 +744,7 @@ class HtmlSections:
         if fabric is None and not document.get("machine_error") and self.fabric_session.discovery_error:
             document["machine_error"] = str(self.fabric_session.discovery_error)
         prefix.append(report_html(document, fabric=fabric, expected_matrix=profile.matrix if profile else {},
-                                  customer=customer_name(session.config), nccl=list(nccl),
+                                  customer=self.fabric_session.options.customer, nccl=list(nccl),
                                   base=session.config.invocation_params.dir))
         self.written = True  # pytest-html writes it unescaped (`{{ p|safe }}`)
 

@@ -21,12 +21,8 @@ _PLACEHOLDERS = {"", "n/a", "na", "none", "not specified", "to be filled by o.e.
                  "system serial number", "chassis serial number", "0123456789", "0"}
 
 
-def operator(config) -> str | None:
-    """--gpu-operator (ini gpu_operator), else the user the run ran as."""
-    try:
-        given = config.getoption("gpu_operator") or config.getini("gpu_operator")
-    except (ValueError, KeyError):
-        given = None
+def operator(given: str | None) -> str | None:
+    """The operator given (--gpu-operator, or its ini value), else the user the run ran as."""
     if given:
         return str(given)
     try:

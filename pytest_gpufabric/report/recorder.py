@@ -41,11 +41,11 @@ class RunRecorder:
         self.nothing_judged = False
         self.exit_status = 0
         self.promises: list[dict] = []
-        self.sign_key = None if self.is_worker else _sign_key(config)
+        self.sign_key = None if self.is_worker else fabric_session.options.sign_key
         self._evidence: dict | None = None  # the bundle's digest: read once
         self._written_at = float("-inf")  # when the results were last checkpointed (monotonic seconds)
-        if not self.is_worker:
-            fabric_session.checkpoint = self.checkpoint
+        if not self.is_worker:  # after every burn-in chunk too: an hours-long burn-in runs inside one test
+            fabric_session.follow_burn_in(lambda burn_in, record: self.checkpoint())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or report.outcome != "passed":
@@ -64,7 +64,7 @@ class RunRecorder:
         if report.when == "teardown":
             for name, value in report.user_properties:
                 if name == CHECK_PROPERTY:
-                    self.fabric_session.results.append({"test": report.nodeid, **value})
+                    self.fabric_session.record_check(report.nodeid, value)
             if not self.is_worker and time.monotonic() - self._written_at >= CHECKPOINT_EVERY_S:
                 self.checkpoint()
 
@@ -106,7 +106,7 @@ class RunRecorder:
         from .provenance import display_path, evidence_record, operator, system_record
         from .signing import INTEGRITY_KEY, integrity_block
 
-        document["run"]["operator"] = operator(self.config)
+        document["run"]["operator"] = operator(self.fabric_session.options.operator)
         if document.get("profile"):
             document["profile"]["path"] = display_path(document["profile"]["path"], self.config.invocation_params.dir)
         if self._evidence is None:
@@ -152,7 +152,7 @@ class RunRecorder:
         self.stopped = _why_stopped(session, int(exitstatus))
         document = self._document(int(exitstatus))
         summary = document["summary"]
-        self.verdict = self.fabric_session.verdict = summary["verdict"]
+        self.verdict = summary["verdict"]
         self.reason = summary["verdict_reason"]
         self.scope = summary.get("scope") or ""
         self.promises = document["promises"]
@@ -232,23 +232,6 @@ def _why_stopped(session: pytest.Session, exitstatus: int) -> str | None:
     if session.shouldstop:
         return f"the run stopped early ({session.shouldstop})"
     return None
-
-
-def _sign_key(config: pytest.Config):
-    """The Ed25519 private key of --gpu-sign-key (ini gpu_sign_key), read now: a bad one is a usage error before
-    anything runs. None without one."""
-    try:
-        path = config.getoption("gpu_sign_key") or config.getini("gpu_sign_key")
-    except (ValueError, KeyError):
-        return None
-    if not path:
-        return None
-    from .signing import SigningError, load_private_key
-
-    try:
-        return load_private_key(path)
-    except SigningError as exc:
-        raise pytest.UsageError(f"--gpu-sign-key: {exc}") from None
 
 
 def _junit_properties(config: pytest.Config, summary: dict) -> None:

@@ -19,8 +19,21 @@ from pytest_gpufabric.checks.bandwidth import (
     pcie_peak,
     size_label,
 )
+from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A collective test per operation and size the profile gives a threshold for; a copy test per copy kind."""
+    profile = promised_profile(metafunc.config)
+    if "collective_threshold" in metafunc.fixturenames:
+        thresholds = profile.collective_thresholds() if profile else []
+        over(metafunc, "collective_threshold", thresholds,
+             [f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in thresholds])
+    if "copy_kind" in metafunc.fixturenames:
+        kinds = list(profile.copy_thresholds()) if profile else []
+        over(metafunc, "copy_kind", kinds, kinds)
 
 
 def _names_not_here(names: list, fabric) -> str | None:

@@ -7,10 +7,18 @@ as it ends, so a crash loses nothing already measured and a rerun resumes); thes
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks.burn_in import burn_in_evidence, check_burn_in_collectives, check_burn_in_gpu
 from pytest_gpufabric.checks.result import failed, passed, unknown
+from pytest_gpufabric.parametrize import per_gpu
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes, parse_gbps
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "gpu_index" in metafunc.fixturenames:
+        per_gpu(metafunc, "gpu_index")
 
 
 def _judged_whole(burn_in, name: str, subject: str, gpufabric_check) -> None:

@@ -8,9 +8,18 @@ bundle file, and replayed from it (measurements.py).
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks.boards import board_row
 from pytest_gpufabric.checks.hbm import check_hbm_bandwidth, check_mem_pattern, hbm_coverage
+from pytest_gpufabric.parametrize import per_gpu
 from pytest_gpufabric.promise import not_checked, promise
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "gpu_index" in metafunc.fixturenames:
+        per_gpu(metafunc, "gpu_index")
+
 
 #: the fraction of NVML's peak (bus width x max memory clock x 2) a healthy GPU of the model reaches, where the
 #: profile states none: measured 0.978 (a write kernel) on nvidia-h100-x1; DCGM's memory bandwidth plugin holds
@@ -29,10 +38,10 @@ def _row(recording, index: int, fabric, what: str) -> dict:
     return row
 
 
-def _covered(why: str | None, run) -> None:
+def _covered(why: str | None, fabric_session) -> None:
     """Not checked where the record does not cover what the profile promises (seconds, samples, sizes)."""
     if why:
-        not_checked(f"{why} [{_source(run)}]")
+        not_checked(f"{why} [{_source(fabric_session)}]")
 
 
 def _model_fraction(name: object) -> float | None:
@@ -75,5 +84,5 @@ def test_pcie_under_load(gpu_profile, gpu_index, fabric, pcie_load, gpufabric_ru
     gpufabric_check(check_pcie_under_load(row, gpu_profile.data["pcie_load"], _source(gpufabric_run)))
 
 
-def _source(run) -> str:
-    return f"bundle {run.replay}" if run.replay else "this machine"
+def _source(fabric_session) -> str:
+    return f"bundle {fabric_session.replay}" if fabric_session.replay else "this machine"

@@ -4,10 +4,26 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
 from pytest_gpufabric.checks.evidence import check_dcgm_result
-from pytest_gpufabric.evidence import of_another_machine
+from pytest_gpufabric.evidence import dcgm_results, nvbandwidth_copies, of_another_machine
+from pytest_gpufabric.parametrize import built_session, over
 from pytest_gpufabric.promise import not_checked, promise
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test per `dcgmi diag` result and per nvbandwidth copy of the evidence read at start-up."""
+    fabric_session = built_session(metafunc.config)
+    profile = fabric_session.profile if fabric_session is not None else None
+    evidence = fabric_session.evidence if profile else []
+    if "dcgm_result" in metafunc.fixturenames:
+        results = dcgm_results(evidence, profile.gpu_count if profile else 0)
+        over(metafunc, "dcgm_result", results, [f"{r['source']}:{r['promise']}" for r in results])
+    if "nvbandwidth_copy" in metafunc.fixturenames:
+        copies = nvbandwidth_copies(evidence)
+        over(metafunc, "nvbandwidth_copy", copies, [f"{r['source']}:{r['testcase']}" for r in copies])
 
 
 @promise(lambda params: (params["dcgm_result"] or {}).get("promise", "dcgm-diag"), "dcgmi diag results")

@@ -8,6 +8,8 @@ memory.json is judged the same way.
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks.memory import (
     check_estimate,
     check_lms,
@@ -16,8 +18,18 @@ from pytest_gpufabric.checks.memory import (
     memory_evidence,
 )
 from pytest_gpufabric.checks.result import unknown
+from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes, parse_bytes
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A large-model-support test per `memory.lms` entry of the profile."""
+    if "lms_spec" in metafunc.fixturenames:
+        profile = promised_profile(metafunc.config)
+        specs = profile.data.get("memory", {}).get("lms", []) if profile else []
+        over(metafunc, "lms_spec", specs,
+             [f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs])
 
 
 def _section(gpu_profile) -> dict:

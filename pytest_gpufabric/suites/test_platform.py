@@ -11,8 +11,22 @@ does not name is skipped, one this machine hides is skipped with "not readable h
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks import platform as checks
+from pytest_gpufabric.parametrize import over, per_gpu, promised_profile
 from pytest_gpufabric.promise import promise
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "gpu_index" in metafunc.fixturenames:
+        per_gpu(metafunc, "gpu_index")
+    if "platform_device" in metafunc.fixturenames:
+        # the GPUs and the RDMA devices the profile promises, for the per-device settings
+        profile = promised_profile(metafunc.config)
+        devices = ([f"GPU{i}" for i in range(profile.gpu_count)] + [d["name"] for d in profile.rdma_devices]
+                   if profile else [])
+        over(metafunc, "platform_device", devices, devices)
 
 
 def _setting(key: str):

@@ -8,12 +8,23 @@ judge a bundle's sysfs copy, `ibv_devinfo -v` and ib_write_bw output.
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpufabric.checks.rdma import check_counters_rise, check_gpu_locality, check_ib_write_bw, check_rdma_port
+from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import not_checked, promise
 
 
-def _source(run) -> str:
-    return f"bundle {run.replay}" if run.replay else "this machine's /sys/class/infiniband"
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test per RDMA port the profile promises (`rdma.devices`)."""
+    if "rdma_promise" in metafunc.fixturenames:
+        profile = promised_profile(metafunc.config)
+        promised = profile.rdma_devices if profile else []
+        over(metafunc, "rdma_promise", promised, [f"{d['name']}:{d.get('port', 1)}" for d in promised])
+
+
+def _source(fabric_session) -> str:
+    return f"bundle {fabric_session.replay}" if fabric_session.replay else "this machine's /sys/class/infiniband"
 
 
 @promise("rdma-port")
