@@ -17,7 +17,8 @@ import pytest
 
 from pytest_gpufabric.checks import platform as checks
 from pytest_gpufabric.checks.result import FAILED, PASSED, unknown
-from pytest_gpufabric.fabric import platform as pf
+from pytest_gpufabric.fabric import platform_record as pr
+from pytest_gpufabric.fabric import platform_text as pt
 from pytest_gpufabric.formats.lspci import parse_config_space, parse_lspci, parse_lspci_hex
 
 PUBLIC = Path(__file__).parent / "data" / "captures" / "public" / "platform"
@@ -49,9 +50,9 @@ def _cut_after(text: str, line_part: str, *, occurrence: int = 0) -> str:
     return text[:at + len(line_part)]
 
 
-def _platform(text: str, source: str, **kw) -> pf.Platform:
-    platform = pf.Platform(source=source)
-    pf.apply_lspci(platform, text, source, **kw)
+def _platform(text: str, source: str, **kw) -> pr.Platform:
+    platform = pr.Platform(source=source)
+    pt.apply_lspci(platform, text, source, **kw)
     return platform
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import GpuFabricError, HardwareUnavailable
-from ..fabric.typed import Unreadable
+from ..formats.typed import Unreadable
 from ..remedy import RERUN, SOFTWARE
 from . import output
 from .baseline import ACCEPTED_ENV, PROFILE_ENV, resolve_baseline
