@@ -19,7 +19,8 @@ from pytest_gpufabric.checks import platform as checks
 from pytest_gpufabric.checks.result import FAILED, PASSED, unknown
 from pytest_gpufabric.fabric import platform_record as pr
 from pytest_gpufabric.fabric import platform_text as pt
-from pytest_gpufabric.formats.lspci import parse_config_space, parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.lspci import parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.pci_config import parse_config_space
 
 PUBLIC = Path(__file__).parent / "data" / "captures" / "public" / "platform"
 PLX_GREP = PUBLIC / "lspci-grep-acsctl-plx-acs-on-nccl-304-excerpt.txt"

@@ -27,7 +27,8 @@ from pytest_gpufabric.fabric import platform_record as pr
 from pytest_gpufabric.fabric import platform_state
 from pytest_gpufabric.fabric import platform_text as pt
 from pytest_gpufabric.fabric.bundle import load_bundle
-from pytest_gpufabric.formats.lspci import lspci_parents, parse_config_space, parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.lspci import lspci_parents, parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.pci_config import parse_config_space
 
 DATA = Path(__file__).parent / "data"
 PUBLIC = DATA / "captures" / "public" / "platform"

@@ -16,7 +16,7 @@ from ..fabric.model import Fabric
 from ..fabric.platform_record import Endpoint, Platform, Reading
 from ..fabric.platform_state import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
 from ..formats.gpu import Gpu
-from ..formats.lspci import ACS_BITS, REDIRECT_BITS
+from ..formats.pci_config import ACS_BITS, REDIRECT_BITS
 from ..units import format_bytes, is_na, parse_bytes
 from .result import CheckResult, failed, passed, unknown
 

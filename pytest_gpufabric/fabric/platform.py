@@ -9,7 +9,7 @@ What is read where (Linux ABI documents in ``Documentation/ABI/``; ``Documentati
 
 - PCI functions of the GPUs and RDMA NICs and every bridge above them: ``/sys/bus/pci/devices/<bdf>`` is a link
   into ``/sys/devices/pci<domain>:<bus>/<bridge>/.../<bdf>``, whose ``config`` holds the configuration space
-  (``formats.lspci.parse_config_space``: PCIe MaxPayload/MaxReadReq, the ACS control register). Unprivileged
+  (``formats.pci_config.parse_config_space``: PCIe MaxPayload/MaxReadReq, the ACS control register). Unprivileged
   reads return the first 64 bytes only; a VM without ECAM gives 256 (no ACS);
 - the IOMMU: ``/proc/cmdline`` (``iommu=pt``, ``iommu=off``, ``intel_iommu=on|off``, ``amd_iommu=off``,
   ``iommu.passthrough=0|1``), ``/sys/class/iommu/*`` (one entry per IOMMU unit the kernel drives: dmar0,
@@ -45,7 +45,8 @@ from pathlib import Path
 
 from ..errors import BundleError
 from ..formats.lsmod import parse_module_list
-from ..formats.lspci import normalize_bdf, parse_config_space
+from ..formats.lspci import normalize_bdf
+from ..formats.pci_config import parse_config_space
 from ..units import format_cpu_list
 from .platform_record import (
     _GPU_CLASSES,

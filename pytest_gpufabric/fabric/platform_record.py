@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..formats.lspci import PciFacts
+from ..formats.pci_config import PciFacts
 
 FORMAT = "gpufabric-platform/1"
 PLATFORM_FILE = "platform.json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..formats.lspci import ACS_BITS, REDIRECT_BITS
+from ..formats.pci_config import ACS_BITS, REDIRECT_BITS
 from ..units import GIB
 from .platform_record import PEER_MEMORY_MODULES, Platform
 from .platform_text import module_list_kind, module_state
