@@ -312,7 +312,8 @@ def load_bandwidth_recording(directory: Path):
 def load_rdma_devices(directory: Path) -> list | None:
     """The bundle's RDMA devices: its sysfs copy (ibv_devinfo filling the MTU), else ibv_devinfo alone;
     None when it recorded neither."""
-    from .rdma import devices_from_ibv_devinfo, discover_rdma, merge_ibv_devinfo, parse_ibv_devinfo
+    from .ibv_devinfo import devices_from_ibv_devinfo, merge_ibv_devinfo, parse_ibv_devinfo
+    from .rdma import discover_rdma
 
     try:
         infos = parse_ibv_devinfo(read_bundle_file(directory, IBV_DEVINFO_FILE) or "")
