@@ -336,9 +336,9 @@ def _detail(checks: list[dict], promise: dict | None) -> tuple[str, str]:
 
 def _references_for(document: dict):
     """(reference_of(check) -> cell, why none) for the Reference column: each bandwidth check held against the
-    published peak of the machine's GPU model (reference_judge.judge_check); one model per machine, else none."""
+    published peak of the machine's GPU model (reference_normal.judge_check); one model per machine, else none."""
     from ..reference import ReferenceDataError, find_reference, load_references
-    from ..reference_judge import BASIS_WORDS, judge_check, recorded_samples
+    from ..reference_normal import BASIS_WORDS, judge_check, recorded_samples
 
     gpus = [g for g in (document.get("machine") or {}).get("gpus") or [] if isinstance(g, dict)]
     names = sorted({str(g.get("name")) for g in gpus if g.get("name")})
