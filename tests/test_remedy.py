@@ -18,18 +18,9 @@ from test_report import _gpufabric_section, _html_run, _open_promises, _promise_
 from pytest_gpufabric.fabric import platform_record as pr
 from pytest_gpufabric.fabric.bundle import bundle_directory
 from pytest_gpufabric.fabric.nvml import nvml_available
-from pytest_gpufabric.remedy import (
-    CLASSES,
-    RERUN,
-    RESEAT,
-    RESET,
-    RMA,
-    SOFTWARE,
-    Context,
-    annotate,
-    remedy_of_check,
-    remedy_of_promise,
-)
+from pytest_gpufabric.remedy import annotate, remedy_of_check, remedy_of_promise
+from pytest_gpufabric.remedy_classes import CLASSES, RERUN, RESEAT, RESET, RMA, SOFTWARE
+from pytest_gpufabric.remedy_rules import Context
 from pytest_gpufabric.report.results import schema_errors
 
 DATA = Path(__file__).parent / "data"
