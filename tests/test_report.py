@@ -24,9 +24,9 @@ from pytest_gpufabric.fabric.bundle import load_bundle
 from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
 from pytest_gpufabric.report.html import inventory_data, report_html
+from pytest_gpufabric.report.integrity import verify_document
 from pytest_gpufabric.report.phrases import format_value, margin, phrase, short
 from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
-from pytest_gpufabric.report.signing import verify_document
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DATA = REPO / "tests" / "data" / "results"

@@ -20,12 +20,8 @@ from pathlib import Path
 import pytest
 from fleet_nodes import derived, replayed, write_node
 
-from pytest_gpufabric.report.signing import (
-    INTEGRITY_KEY,
-    load_private_key,
-    sign_document,
-    verify_document,
-)
+from pytest_gpufabric.report.integrity import INTEGRITY_KEY, sign_document, verify_document
+from pytest_gpufabric.report.signing import load_private_key
 
 RESULTS = "gpufabric-results.json"
 REPORT = "acceptance.html"

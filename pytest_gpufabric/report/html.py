@@ -658,8 +658,8 @@ def report_html(document: dict, *, fabric=None, expected_matrix: dict | None = N
     """The report's sections (a fragment pytest-html's page holds) for a results document; ``fabric``: the
     machine read (its inventory and topology), None where it could not be read."""
     from .figures import report_figures
+    from .html_signing import embed_results_json
     from .render import render, trusted
-    from .signing import embed_results_json
 
     nccl = nccl if nccl is not None else list((document.get("software") or {}).get("nccl") or [])
     error = document.get("machine_error")
@@ -761,7 +761,7 @@ class HtmlSections:
         path = _report_path(config)
         if not self.written or path is None or not path.is_file():
             return
-        from .signing import sign_html
+        from .html_signing import sign_html
 
         recorder = config.pluginmanager.get_plugin("gpufabric-recorder")
         try:
