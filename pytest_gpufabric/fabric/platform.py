@@ -27,8 +27,8 @@ What is read where (Linux ABI documents in ``Documentation/ABI/``; ``Documentati
 - NIC firmware: ``/sys/class/infiniband/<dev>/fw_ver``; whether this is a VM: the ``hypervisor`` flag of
   ``/proc/cpuinfo``, ``/sys/class/dmi/id/{sys_vendor,product_name}``.
 
-``gpufabric snapshot`` writes the readings as ``platform.json`` (format ``gpufabric-platform/1``: this
-module's ``Platform`` as JSON) and copies the small files it read under ``platform/`` (links as
+``gpufabric snapshot`` writes the readings as ``platform.json`` (format ``gpufabric-platform/1``:
+platform_record.py's ``Platform`` as JSON) and copies the small files it read under ``platform/`` (links as
 ``<path>.symlink`` text, as the RDMA copy does), so ``read_platform(<bundle>/platform)`` reads the same again.
 A customer without the plugin can send ``lspci-vvv.txt`` (``sudo lspci -vvv``, ``-vvvxxxx`` even better),
 ``lsmod.txt`` (``lsmod`` or ``cat /proc/modules``), ``proc-cmdline.txt`` and ``dmesg.txt``.

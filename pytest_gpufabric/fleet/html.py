@@ -9,9 +9,10 @@ A fleet can be 10,000 nodes: nothing on the page is drawn per node (one plot per
 stop at ``_DETAIL_ROWS`` rows and name the rest (flagged.py), and past ``_FULL_TABLE`` nodes the accepted,
 unremarkable ones are a list of names rather than table rows.
 
-As in the node report, this module prepares plain data and the templates (report/templates/fleet*.j2, on the
-report's base: the same style, print rules and cover) lay it out with autoescaping on: node names are folder names,
-messages, profile names and inventory values all come from machines and files, and none of it can become markup.
+As in the node report, this module (with flagged.py and html_cells.py) prepares plain data and the templates
+(report/templates/fleet*.j2, on the report's base: the same style, print rules and cover) lay it out with
+autoescaping on: node names are folder names, messages, profile names and inventory values all come from machines
+and files, and none of it can become markup.
 """
 
 from __future__ import annotations
