@@ -67,12 +67,11 @@ def _resolve(dotted: str) -> str | None:
     return name
 
 
-def _imports(module: str, path: Path) -> set[str]:
-    """The package's modules ``module`` imports, anywhere in its source."""
-    is_package = path.name == "__init__.py"
+def _imports(module: str, source: str, is_package: bool = False) -> set[str]:
+    """The package's modules ``module`` imports, anywhere in its ``source``."""
     here = [PACKAGE, *module.split(".")] if module else [PACKAGE]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -90,7 +89,8 @@ def _imports(module: str, path: Path) -> set[str]:
     return out
 
 
-GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+GRAPH = {module: _imports(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
+         for module, path in MODULES.items()}
 
 
 def _layer(module: str) -> int | None:
@@ -135,10 +135,18 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_imports_inside_functions():
-    """The reader is no stub: a function-level import (measurements.py's workloads) is an edge."""
-    assert "workloads.training" in GRAPH["measurements"]
-    assert "fabric.model" in GRAPH["session"]
+def test_the_reader_resolves_every_form_of_import():
+    """Relative and absolute, at module top and inside functions, a module or a name of one."""
+    source = ("import json\n"
+              "from ..units import GIB\n"
+              "from . import nvml\n"
+              "import pytest_gpufabric.errors\n"
+              "def f():\n"
+              "    from ..checks.result import passed\n"
+              "    from pytest_gpufabric.formats import topo\n")
+    assert _imports("fabric.model", source) == {"units", "fabric.nvml", "errors", "checks.result", "formats.topo"}
+    assert _imports("fabric", "from .model import Fabric\nfrom .. import units\n", is_package=True) == {
+        "fabric.model", "units"}
 
 
 def test_every_module_has_a_floor():
@@ -149,11 +157,12 @@ def test_every_module_has_a_floor():
 def test_package_inits_import_nothing_of_the_package():
     """Importing a module runs its package's __init__ first: one that imported siblings would hide edges."""
     busy = {m: sorted(GRAPH[m]) for m, p in MODULES.items() if p.name == "__init__.py" and GRAPH[m]}
-    assert not busy
+    assert not busy, f"package __init__ modules that import the package: {busy}"
 
 
 def test_no_import_circle():
-    assert _cycles(GRAPH) == []
+    circles = _cycles(GRAPH)
+    assert not circles, f"import circles: {circles}"
 
 
 def test_cycle_finder_finds_a_circle():
@@ -167,7 +176,7 @@ def test_imports_run_down_the_layers():
             if _layer(target) > _layer(module):
                 upward.setdefault((module, LAYERS[_layer(target)][0]), []).append(target)
     unexpected = {key: sorted(targets) for key, targets in upward.items() if key not in ALLOWED_UPWARD}
-    assert not unexpected, "imports running up the layers"
+    assert not unexpected, f"imports running up the layers: {unexpected}"
     assert len(ALLOWED_UPWARD) <= 1
     assert set(upward) == ALLOWED_UPWARD, "an allowed upward import that no longer runs up: drop it"
 
@@ -180,8 +189,8 @@ def test_the_bundle_finder_knows_every_recording():
     assert sorted(RECORDING_FILES) == sorted(m.record_file for m in REGISTRY.values() if m.record_file)
 
 
-def test_the_plugins_start_up_imports_no_heavy_module():
-    """Without --gpu-profile the plugin's entry imports no NVML, YAML, schema or torch."""
+def test_importing_the_plugin_imports_no_heavy_module():
+    """The plugin's entry, as pytest loads it in any project, imports no NVML, YAML, schema or torch."""
     code = ("import sys, pytest_gpufabric.plugin; "
             "print(sorted(m for m in ('pynvml', 'yaml', 'jsonschema', 'torch') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
