@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .run_options import SESSION_KEY
-
 if TYPE_CHECKING:
     from .profile.model import Profile
     from .session import FabricSession
+
+#: where the run's FabricSession lives in pytest's config stash (here, below the suites that read it)
+SESSION_KEY = pytest.StashKey["FabricSession"]()
 
 
 def built_session(config: pytest.Config) -> FabricSession | None:

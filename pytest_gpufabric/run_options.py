@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .errors import GpuFabricError
+from .parametrize import SESSION_KEY
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
     from .session import FabricSession
     from .verdict import Waiver
     from .workloads.burn_in import BurnIn
-
-SESSION_KEY = pytest.StashKey["FabricSession"]()
-
 
 @dataclass(frozen=True)
 class RunOptions:

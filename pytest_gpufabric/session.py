@@ -290,7 +290,7 @@ class FabricSession:
         that ran. While the run goes on (``finished`` False) the document has no end time and the verdict
         INCOMPLETE: what a crash or a power loss leaves on disk says so, with everything measured until then."""
         from .report.results import nccl_versions
-        from .verdict import EXIT_CODES, build_promises, judge
+        from .verdict import EXIT_CODES, HEALTH_WATCHDOG, build_promises, judge
         from .verdict import counts as promise_counts
 
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
@@ -376,9 +376,6 @@ class FabricSession:
         examined. A bad bundle never gets here: it is a usage error before the run."""
         return None if self._discovery_error is None else str(self._discovery_error)
 
-
-#: the run's own promise that no forbidden counter rose outside every test's window (watchdog.py)
-HEALTH_WATCHDOG = "gpufabric-health-watchdog"
 
 #: pytest's exit statuses of a run that did not get to its end
 _CUT_SHORT = {2: "the run was interrupted", 3: "pytest hit an internal error", 4: "the run stopped on a usage error"}

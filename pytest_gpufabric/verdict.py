@@ -169,6 +169,9 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
 #: why a promise of the profile has no outcome when nothing more is known
 NO_TEST_JUDGED_IT = "no test judged it (its test did not run)"
 
+#: the run's own promise that no forbidden counter rose outside every test's window (watchdog.py)
+HEALTH_WATCHDOG = "gpufabric-health-watchdog"
+
 
 def counts(promises: Iterable[Promise]) -> dict[str, int]:
     tally = {outcome: 0 for outcome in OUTCOMES}

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.paths import SUITES_DIR
+from pytest_gpufabric.report.integrity import INTEGRITY_KEY, integrity_block
 from pytest_gpufabric.report.results import json_text
-from pytest_gpufabric.report.signing import INTEGRITY_KEY, integrity_block
 
 PROFILE = "h200-nvswitch-x2"
 ACCEPTED_BUNDLE = "h200-nvswitch-x2-acceptance"  # every suite and a 10-minute burn-in on 2x H200 SXM: ACCEPTED

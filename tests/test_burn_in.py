@@ -205,7 +205,7 @@ def test_the_report_health_section_of_the_live_burn_in():
     """The report's Health section from the watchdog of the live run: real NVML counters per test and GPU, and
     the timeline read every 2 s through the 12 minutes (the run predates the window opening at set-up, so the
     burn-in's own counters are in its checks, not in the first test's row)."""
-    from pytest_gpufabric.report.html import health_html
+    from pytest_gpufabric.report.sections import health_html
 
     health = json.loads(LIVE_RESULTS.read_text())["health"]
     assert health["xid_watch"] == "on" and health["xid_events"] == []

@@ -24,7 +24,8 @@ from pytest_gpufabric.checks.nvlink_traffic import check_allreduce_volume, check
 from pytest_gpufabric.checks.result import FAILED, NOT_CHECKED, PASSED
 from pytest_gpufabric.errors import BundleError
 from pytest_gpufabric.fabric.bundle import load_nvlink_recording
-from pytest_gpufabric.fabric.counters import (
+from pytest_gpufabric.fabric.nvlink_sampler import NvlinkTraffic
+from pytest_gpufabric.formats.counters import (
     LEGACY,
     RAW,
     THROUGHPUT,
@@ -35,7 +36,6 @@ from pytest_gpufabric.fabric.counters import (
     summed_deltas,
     timeline,
 )
-from pytest_gpufabric.fabric.nvlink_sampler import NvlinkTraffic
 from pytest_gpufabric.formats.nvlink import parse_nvlink_counters
 from pytest_gpufabric.formats.recordings import NVLINK_TRAFFIC_FORMAT
 from pytest_gpufabric.units import KIB

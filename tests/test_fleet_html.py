@@ -147,7 +147,7 @@ def test_fleet_page_summary_first_then_flagged_nodes_distributions_and_nodes(tmp
     # the DERIVED node is slower on every figure the fleet compares: each is flagged
     assert {r["check"] for r in records} == {"bandwidth-all_reduce", "bandwidth-sendrecv", "copy-gpu_to_gpu",
                                              "copy-host_to_device", "copy-device_to_host", "burn-in-gpu"}
-    from pytest_gpufabric.fleet.html import _OUTLIERS_SHOWN, _worst_first
+    from pytest_gpufabric.fleet.html_cells import _OUTLIERS_SHOWN, _worst_first
 
     shown = _worst_first(records)[:_OUTLIERS_SHOWN]  # the worst first; the others in the last row's title
     for record in shown:

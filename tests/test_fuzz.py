@@ -34,10 +34,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_gpufabric.errors import ProfileError
-from pytest_gpufabric.fabric.counters import CounterSample
 from pytest_gpufabric.fabric.from_text import fabric_from_text
+from pytest_gpufabric.fabric.ibv_devinfo import devices_from_ibv_devinfo, parse_ibv_devinfo
 from pytest_gpufabric.fabric.model import Fabric
-from pytest_gpufabric.fabric.rdma import devices_from_ibv_devinfo, parse_ibv_devinfo
+from pytest_gpufabric.formats.counters import CounterSample
 from pytest_gpufabric.formats.nccl_tests import parse_nccl_tests, parse_nccl_tests_json
 from pytest_gpufabric.formats.nvidia_smi_q import XmlInventory, parse_nvidia_smi_q_xml
 from pytest_gpufabric.formats.nvlink import (

@@ -17,8 +17,10 @@ import pytest
 
 from pytest_gpufabric.checks import platform as checks
 from pytest_gpufabric.checks.result import FAILED, PASSED, unknown
-from pytest_gpufabric.fabric import platform as pf
-from pytest_gpufabric.formats.lspci import parse_config_space, parse_lspci, parse_lspci_hex
+from pytest_gpufabric.fabric import platform_record as pr
+from pytest_gpufabric.fabric import platform_text as pt
+from pytest_gpufabric.formats.lspci import parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.pci_config import parse_config_space
 
 PUBLIC = Path(__file__).parent / "data" / "captures" / "public" / "platform"
 PLX_GREP = PUBLIC / "lspci-grep-acsctl-plx-acs-on-nccl-304-excerpt.txt"
@@ -49,9 +51,9 @@ def _cut_after(text: str, line_part: str, *, occurrence: int = 0) -> str:
     return text[:at + len(line_part)]
 
 
-def _platform(text: str, source: str, **kw) -> pf.Platform:
-    platform = pf.Platform(source=source)
-    pf.apply_lspci(platform, text, source, **kw)
+def _platform(text: str, source: str, **kw) -> pr.Platform:
+    platform = pr.Platform(source=source)
+    pt.apply_lspci(platform, text, source, **kw)
     return platform
 
 

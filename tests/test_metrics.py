@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 import pytest_gpufabric
-from pytest_gpufabric.fabric.counters import CounterSample
 from pytest_gpufabric.fabric.nvlink_sampler import NvlinkTraffic
 from pytest_gpufabric.fabric.rdma import discover_rdma
+from pytest_gpufabric.formats.counters import CounterSample
 from pytest_gpufabric.formats.nvlink import parse_nvlink_counters
 from pytest_gpufabric.profile.loader import load_profile
 from pytest_gpufabric.report.metrics import INSTALL_HINT, MetricsExporter

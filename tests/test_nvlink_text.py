@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.cli import EXIT_BAD_INPUT, main
-from pytest_gpufabric.fabric.counters import LEGACY, RAW, THROUGHPUT, link_deltas, summed_deltas
+from pytest_gpufabric.formats.counters import LEGACY, RAW, THROUGHPUT, link_deltas, summed_deltas
 from pytest_gpufabric.formats.nvlink import (
     EMPTY_OUTPUT,
     parse_nvlink_any,

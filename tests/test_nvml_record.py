@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.errors import HardwareUnavailable
-from pytest_gpufabric.fabric import nvml, sysfs_pci
-from pytest_gpufabric.fabric.model import Gpu, NvLink
+from pytest_gpufabric.fabric import nvml, nvml_format, nvml_record, sysfs_pci
+from pytest_gpufabric.formats.gpu import Gpu, NvLink
 from pytest_gpufabric.units import NA, parse_bytes, parse_gbps
 
 DATA = Path(__file__).parent / "data"
@@ -116,7 +116,7 @@ def h200_record_from_captures() -> dict:
             ],
         })
     return {
-        "format": nvml.FORMAT,
+        "format": nvml_format.FORMAT,
         "driver_version": rows[0]["driver_version"],
         "cuda_driver_version": 13000,  # nvidia-smi: "CUDA Version : 13.0"
         "gpu_count": len(gpus),
@@ -127,7 +127,7 @@ def h200_record_from_captures() -> dict:
 
 
 def _h200_gpus() -> list[Gpu]:
-    return nvml.fabric_from_record(h200_record_from_captures()).gpus
+    return nvml_record.fabric_from_record(h200_record_from_captures()).gpus
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def test_query_sorts_pynvml_errors(name, recorded):
 
     if recorded:
         assert nvml.query(call) == {"error": name}
-        assert nvml.is_error(json.loads(json.dumps(nvml.query(call))))
+        assert nvml_format.is_error(json.loads(json.dumps(nvml.query(call))))
     else:
         with pytest.raises(pynvml.NVMLError) as info:
             nvml.query(call)
@@ -195,13 +195,13 @@ def test_query_sorts_pynvml_errors(name, recorded):
 
 def test_our_nvml_constants_match_the_installed_pynvml():
     pynvml = pytest.importorskip("pynvml")
-    assert (nvml.TOPOLOGY_INTERNAL, nvml.TOPOLOGY_SINGLE, nvml.TOPOLOGY_MULTIPLE, nvml.TOPOLOGY_HOSTBRIDGE,
-            nvml.TOPOLOGY_NODE, nvml.TOPOLOGY_SYSTEM) == (
+    assert (nvml_format.TOPOLOGY_INTERNAL, nvml_format.TOPOLOGY_SINGLE, nvml_format.TOPOLOGY_MULTIPLE,
+            nvml_format.TOPOLOGY_HOSTBRIDGE, nvml_format.TOPOLOGY_NODE, nvml_format.TOPOLOGY_SYSTEM) == (
         pynvml.NVML_TOPOLOGY_INTERNAL, pynvml.NVML_TOPOLOGY_SINGLE, pynvml.NVML_TOPOLOGY_MULTIPLE,
         pynvml.NVML_TOPOLOGY_HOSTBRIDGE, pynvml.NVML_TOPOLOGY_NODE, pynvml.NVML_TOPOLOGY_SYSTEM)
-    assert nvml.REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_GPU] == "GPU"
-    assert nvml.REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_IBMNPU] == "IBMNPU"
-    assert nvml.REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH] == "SWITCH"
+    assert nvml_format.REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_GPU] == "GPU"
+    assert nvml_format.REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_IBMNPU] == "IBMNPU"
+    assert nvml_format.REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH] == "SWITCH"
     assert nvml._enum(pynvml, "NVML_P2P_CAPS_INDEX_READ", 0) == 0
     assert nvml._enum(pynvml, "NVML_P2P_CAPS_INDEX_NVLINK", 2) == 2
     assert isinstance(pynvml.NVML_FI_DEV_NVLINK_GET_SPEED, int)
@@ -218,7 +218,7 @@ def test_our_nvml_constants_match_the_installed_pynvml():
     [(0, "PIX"), (10, "PIX"), (20, "PXB"), (30, "PHB"), (40, "NODE"), (50, "SYS"), (25, "PHB"), (60, "SYS")],
 )
 def test_pcie_label_from_the_common_ancestor(level, label):
-    assert nvml.pcie_label(level) == label
+    assert nvml_format.pcie_label(level) == label
 
 
 def test_nvswitch_pair_is_nv18_as_the_h200_prints_it():
@@ -227,19 +227,19 @@ def test_nvswitch_pair_is_nv18_as_the_h200_prints_it():
     assert {link.remote_pci_bus_id for link in gpu0.nvlinks} == {"FFFFFFFF:FF:FF.0"}
     assert {link.remote_type for link in gpu0.nvlinks} == {"SWITCH"}
     # bus ids never name the peer behind a switch: matching them alone finds nothing
-    assert nvml.direct_nvlink_count(gpu0, gpu1) == 0
-    assert nvml.switch_nvlink_count(gpu0) == nvml.switch_nvlink_count(gpu1) == 18
-    assert nvml.nvlink_pair_count(gpu0, gpu1) == 18
-    assert nvml.pair_label(gpu0, gpu1) == "NV18"
-    assert nvml.pair_label(gpu1, gpu0, nvml.TOPOLOGY_HOSTBRIDGE) == "NV18"  # NVLink wins over PCIe
-    assert nvml.pair_label(gpu0, gpu0) == "X"
+    assert nvml_format.direct_nvlink_count(gpu0, gpu1) == 0
+    assert nvml_format.switch_nvlink_count(gpu0) == nvml_format.switch_nvlink_count(gpu1) == 18
+    assert nvml_format.nvlink_pair_count(gpu0, gpu1) == 18
+    assert nvml_format.pair_label(gpu0, gpu1) == "NV18"
+    assert nvml_format.pair_label(gpu1, gpu0, nvml_format.TOPOLOGY_HOSTBRIDGE) == "NV18"  # NVLink wins over PCIe
+    assert nvml_format.pair_label(gpu0, gpu0) == "X"
 
 
 def test_switch_pair_takes_the_smaller_link_count():
     gpu0, gpu1 = _h200_gpus()
     gpu1.nvlinks[17].active = False
-    assert nvml.pair_label(gpu0, gpu1) == "NV17"
-    assert nvml.pair_label(gpu1, gpu0) == "NV17"
+    assert nvml_format.pair_label(gpu0, gpu1) == "NV17"
+    assert nvml_format.pair_label(gpu1, gpu0) == "NV17"
 
 
 def test_switch_link_known_by_its_bus_id_when_the_type_is_not():
@@ -247,7 +247,7 @@ def test_switch_link_known_by_its_bus_id_when_the_type_is_not():
     for gpu in (gpu0, gpu1):
         for link in gpu.nvlinks:
             link.remote_type = NA  # an old pynvml without nvmlDeviceGetNvLinkRemoteDeviceType
-    assert nvml.pair_label(gpu0, gpu1) == "NV18"
+    assert nvml_format.pair_label(gpu0, gpu1) == "NV18"
 
 
 def test_direct_links_count_those_that_reach_the_peer():
@@ -259,19 +259,19 @@ def test_direct_links_count_those_that_reach_the_peer():
         NvLink(link=n, active=True, remote_pci_bus_id="00000000:00:06.0", remote_type="GPU") for n in range(2)
     ])
     c = Gpu(index=2, pci_bus_id="00000000:00:08.0", nvlinks=[])
-    assert nvml.pair_label(a, b) == nvml.pair_label(b, a) == "NV2"
-    assert nvml.pair_label(a, c, nvml.TOPOLOGY_HOSTBRIDGE) == "PHB"
-    assert nvml.pair_label(a, c) is None  # no NVLink and no common ancestor recorded: unknown
-    assert nvml.pair_label(a, c, NA) == "N/A"
+    assert nvml_format.pair_label(a, b) == nvml_format.pair_label(b, a) == "NV2"
+    assert nvml_format.pair_label(a, c, nvml_format.TOPOLOGY_HOSTBRIDGE) == "PHB"
+    assert nvml_format.pair_label(a, c) is None  # no NVLink and no common ancestor recorded: unknown
+    assert nvml_format.pair_label(a, c, NA) == "N/A"
 
 
 def test_bus_ids_and_versions_normalize():
-    assert nvml.normalize_bus_id("0000:00:06.0") == "00000000:00:06.0"
-    assert nvml.normalize_bus_id("ffffffff:ff:ff.0") == nvml.NVSWITCH_BUS_ID
-    assert nvml.normalize_bus_id("3b:00.0") == "00000000:3B:00.0"
+    assert nvml_format.normalize_bus_id("0000:00:06.0") == "00000000:00:06.0"
+    assert nvml_format.normalize_bus_id("ffffffff:ff:ff.0") == nvml_format.NVSWITCH_BUS_ID
+    assert nvml_format.normalize_bus_id("3b:00.0") == "00000000:3B:00.0"
     assert sysfs_pci.sysfs_bdf("00000000:3B:00.0") == "0000:3b:00.0"
-    assert nvml.cuda_version_text(13000) == "13.0"  # the H200's driver: CUDA Version 13.0
-    assert nvml.cuda_version_text(12040) == "12.4"
+    assert nvml_format.cuda_version_text(13000) == "13.0"  # the H200's driver: CUDA Version 13.0
+    assert nvml_format.cuda_version_text(12040) == "12.4"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -280,7 +280,7 @@ def test_bus_ids_and_versions_normalize():
 
 def test_fabric_from_the_h200_record_matches_its_topo_m():
     record = json.loads(json.dumps(h200_record_from_captures()))  # as read back from nvml.json
-    fabric = nvml.fabric_from_record(record, source="test")
+    fabric = nvml_record.fabric_from_record(record, source="test")
     topo, _ = parse_topo_matrix((H200 / "nvidia-smi-topo-m.txt").read_text())
     assert fabric.matrix == topo
     assert fabric.cpu_affinity == {"GPU0": "0-31", "GPU1": "0-31"}
@@ -302,7 +302,7 @@ def test_fabric_from_the_h200_record_matches_its_topo_m():
 
 def test_fabric_from_record_turns_errors_into_na_and_absence_into_none():
     record = {
-        "format": nvml.FORMAT,
+        "format": nvml_format.FORMAT,
         "driver_version": {"error": "NO_PERMISSION"},
         "gpus": [{
             "index": 0,
@@ -312,7 +312,7 @@ def test_fabric_from_record_turns_errors_into_na_and_absence_into_none():
             "nvlinks": [{"link": 0, "state": 0}],
         }],
     }
-    fabric = nvml.fabric_from_record(record)
+    fabric = nvml_record.fabric_from_record(record)
     gpu = fabric.gpu(0)
     assert gpu.serial is NA
     assert gpu.uuid is None
@@ -326,9 +326,9 @@ def test_fabric_from_record_turns_errors_into_na_and_absence_into_none():
 
 def test_fabric_from_record_refuses_other_formats():
     with pytest.raises(ValueError, match="gpufabric-nvml/1"):
-        nvml.fabric_from_record({"format": "something-else"})
+        nvml_record.fabric_from_record({"format": "something-else"})
     with pytest.raises(ValueError):
-        nvml.fabric_from_record([])
+        nvml_record.fabric_from_record([])
 
 
 RECORDED = sorted(DATA.rglob("nvml.json"))
@@ -338,7 +338,7 @@ RECORDED = sorted(DATA.rglob("nvml.json"))
 def test_recorded_nvml_json_builds_the_fabric_its_machine_printed(path):
     """Every real nvml.json under tests/data; where its folder holds topo -m, the GPU matrix must match."""
     record = json.loads(path.read_text())
-    fabric = nvml.fabric_from_record(record)
+    fabric = nvml_record.fabric_from_record(record)
     assert len(fabric.gpus) == record["gpu_count"]
     topo_file = path.parent / "nvidia-smi-topo-m.txt"
     if topo_file.is_file():
@@ -474,11 +474,11 @@ def test_rdma_devices_and_their_paths(tmp_path):
 def test_nics_in_the_matrix(tmp_path):
     _machine(tmp_path)
     record = {
-        "format": nvml.FORMAT,
+        "format": nvml_format.FORMAT,
         "gpus": [{"index": 0, "pci_bus_id": "00000000:03:00.0", "nvlinks": []}],
         "nics": sysfs_pci.nic_records({0: "00000000:03:00.0"}, str(tmp_path)),
     }
-    fabric = nvml.fabric_from_record(json.loads(json.dumps(record)))
+    fabric = nvml_record.fabric_from_record(json.loads(json.dumps(record)))
     assert [(n.label, n.device, n.pci_bus_id) for n in fabric.nics] == [
         ("NIC0", "mlx5_0", "00000000:04:00.0"),
         ("NIC1", "mlx5_1", "00000000:04:00.1"),

@@ -9,6 +9,7 @@ machine's own sysfs/procfs read live. Anything put together here is marked DERIV
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -22,8 +23,12 @@ import yaml
 from pytest_gpufabric.checks import platform as checks
 from pytest_gpufabric.checks.result import FAILED, NOT_CHECKED, PASSED
 from pytest_gpufabric.fabric import platform as pf
+from pytest_gpufabric.fabric import platform_record as pr
+from pytest_gpufabric.fabric import platform_state
+from pytest_gpufabric.fabric import platform_text as pt
 from pytest_gpufabric.fabric.bundle import load_bundle
-from pytest_gpufabric.formats.lspci import lspci_parents, parse_config_space, parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.lspci import lspci_parents, parse_lspci, parse_lspci_hex
+from pytest_gpufabric.formats.pci_config import parse_config_space
 
 DATA = Path(__file__).parent / "data"
 PUBLIC = DATA / "captures" / "public" / "platform"
@@ -45,9 +50,9 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _lspci_platform(path: Path, **kw) -> pf.Platform:
-    platform = pf.Platform(source=path.name)
-    pf.apply_lspci(platform, _read(path), path.name, **kw)
+def _lspci_platform(path: Path, **kw) -> pr.Platform:
+    platform = pr.Platform(source=path.name)
+    pt.apply_lspci(platform, _read(path), path.name, **kw)
     return platform
 
 
@@ -140,24 +145,24 @@ def test_text_that_is_not_lspci_output_is_refused_naming_the_line():
 
 
 def test_a_grep_of_lsmod_that_printed_nothing_proves_both_modules_absent():
-    modules = pf.modules_reading(_read(NO_PEERMEM), "lsmod.txt")
+    modules = pt.modules_reading(_read(NO_PEERMEM), "lsmod.txt")
     assert modules.value == {"loaded": [], "complete": False, "searched": ["nvidia_peermem", "nv_peer_mem"],
                              "commands": ["lsmod | grep nvidia_peermem", "lsmod | grep nv_peer_mem"]}
-    assert pf.module_state(modules, "nvidia_peermem") is False and pf.module_state(modules, "nv_peer_mem") is False
-    assert pf.module_state(modules, "mlx5_ib") is None  # not searched for: unknown, not absent
+    assert pt.module_state(modules, "nvidia_peermem") is False and pt.module_state(modules, "nv_peer_mem") is False
+    assert pt.module_state(modules, "mlx5_ib") is None  # not searched for: unknown, not absent
 
 
 def test_the_kernel_log_of_an_intel_iommu_on_host_says_translated():
-    facts, cmdline = pf.kernel_log_reading(_read(IOMMU_LOG), "dmesg.txt")
+    facts, cmdline = pt.kernel_log_reading(_read(IOMMU_LOG), "dmesg.txt")
     assert facts.value["default_domain"] == "Translated" and facts.value["iommu"] == "enabled"
     assert cmdline.value == "BOOT_IMAGE=/boot/vmlinuz-6.8.12-2-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on"
-    platform = pf.Platform(source="dmesg.txt", kernel_log=facts, kernel_cmdline=cmdline)
-    mode, evidence = checks.machine_iommu_mode(platform)
+    platform = pr.Platform(source="dmesg.txt", kernel_log=facts, kernel_cmdline=cmdline)
+    mode, evidence = platform_state.machine_iommu_mode(platform)
     assert mode == "translated" and "iommu: Default domain type: Translated" in evidence
 
 
 def test_persistence_mode_of_the_h200s_from_nvidia_smi_q_x():
-    readings = pf.persistence_from_query_xml(_read(H200_BUNDLE / "nvidia-smi-q.xml"), "nvidia-smi-q.xml")
+    readings = pt.persistence_from_query_xml(_read(H200_BUNDLE / "nvidia-smi-q.xml"), "nvidia-smi-q.xml")
     assert {k: r.value for k, r in readings.items()} == {"GPU0": True, "GPU1": True}  # <persistence_mode>Enabled
 
 
@@ -211,19 +216,19 @@ def test_all_off_also_fails_on_source_validation_alone():
 
 
 def test_iommu_translated_fails_with_the_log_line_and_the_command_line():
-    facts, cmdline = pf.kernel_log_reading(_read(IOMMU_LOG), "dmesg.txt")
-    result = checks.check_iommu("passthrough", pf.Platform(source="dmesg.txt", kernel_log=facts,
+    facts, cmdline = pt.kernel_log_reading(_read(IOMMU_LOG), "dmesg.txt")
+    result = checks.check_iommu("passthrough", pr.Platform(source="dmesg.txt", kernel_log=facts,
                                                            kernel_cmdline=cmdline))
     assert result.verdict == FAILED
     assert result.message.startswith(
         "IOMMU translated for the machine (dmesg.txt: '[    0.440538] iommu: Default domain type: Translated'; "
         "kernel command line (dmesg.txt, 'Kernel command line:'): intel_iommu=on); expected passthrough")
     assert "boot with iommu=pt" in result.message
-    assert checks.check_iommu("translated", pf.Platform(kernel_log=facts, kernel_cmdline=cmdline)).verdict == PASSED
+    assert checks.check_iommu("translated", pr.Platform(kernel_log=facts, kernel_cmdline=cmdline)).verdict == PASSED
 
 
 def test_no_peer_memory_module_fails_naming_the_greps_and_the_cost():
-    platform = pf.Platform(source="lsmod.txt", modules=pf.modules_reading(_read(NO_PEERMEM), "lsmod.txt"))
+    platform = pr.Platform(source="lsmod.txt", modules=pt.modules_reading(_read(NO_PEERMEM), "lsmod.txt"))
     result = checks.check_peer_memory(True, platform)
     assert result.verdict == FAILED
     assert result.message.startswith(
@@ -291,15 +296,15 @@ def test_a_snapshot_reads_back_the_same(tmp_path):
     ids = {0: functions[-1]} if functions else None
     live = pf.read_platform("/", ids)
     pf.snapshot_platform(live, tmp_path)
-    again = pf.read_platform(str(tmp_path / pf.PLATFORM_DIR), ids)
+    again = pf.read_platform(str(tmp_path / pr.PLATFORM_DIR), ids)
     skip = {"source", "files", "links", "format"}
     expected = {k: v for k, v in live.to_record().items() if k not in skip}
     copied = {k: v for k, v in again.to_record().items() if k not in skip}
     assert copied.pop("hypervisor") == {"value": None, "source": "", "unreadable": None}
     assert copied == {k: v for k, v in expected.items() if k != "hypervisor"}
-    assert not (tmp_path / pf.PLATFORM_DIR / "proc" / "cpuinfo").exists()
-    record = json.loads((tmp_path / pf.PLATFORM_FILE).read_text())
-    assert {k: v for k, v in pf.platform_from_record(record).to_record().items() if k not in skip} == expected
+    assert not (tmp_path / pr.PLATFORM_DIR / "proc" / "cpuinfo").exists()
+    record = json.loads((tmp_path / pr.PLATFORM_FILE).read_text())
+    assert {k: v for k, v in pr.platform_from_record(record).to_record().items() if k not in skip} == expected
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("runuser")
@@ -329,8 +334,8 @@ def _derived_bundle(root: Path, *, base: Path = H200_BUNDLE, text: dict[str, Pat
 
 
 def test_a_bundle_reads_the_text_a_customer_sends(tmp_path):
-    bundle = _derived_bundle(tmp_path, text={pf.LSPCI_FILE: ACS_ON, pf.KERNEL_LOG_FILE: IOMMU_LOG,
-                                             pf.MODULES_FILE: NO_PEERMEM})
+    bundle = _derived_bundle(tmp_path, text={pr.LSPCI_FILE: ACS_ON, pr.KERNEL_LOG_FILE: IOMMU_LOG,
+                                             pr.MODULES_FILE: NO_PEERMEM})
     platform = pf.load_platform(bundle, load_bundle(bundle))
     assert [e.label for e in platform.endpoints] == ["NIC 0000:03:00.0 (Mellanox Technologies MT27520 Family "
                                                      "[ConnectX-3 Pro])"]
@@ -342,11 +347,11 @@ def test_a_bundle_reads_the_text_a_customer_sends(tmp_path):
         "UpstreamFwd+ (SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-) [lspci -vvv "
         "text and hex dump (4096 bytes)]: peer-to-peer and GPUDirect RDMA traffic goes through the CPU",
         f"IOMMU translated for NIC 0000:03:00.0 (Mellanox Technologies MT27520 Family [ConnectX-3 Pro]) "
-        f"({bundle / pf.KERNEL_LOG_FILE}: '[    0.440538] iommu: Default domain type: Translated'; kernel command "
-        f"line ({bundle / pf.KERNEL_LOG_FILE}, 'Kernel command line:'): intel_iommu=on): DMA goes through IOMMU "
+        f"({bundle / pr.KERNEL_LOG_FILE}: '[    0.440538] iommu: Default domain type: Translated'; kernel command "
+        f"line ({bundle / pr.KERNEL_LOG_FILE}, 'Kernel command line:'): intel_iommu=on): DMA goes through IOMMU "
         "page tables",
         f"GPUDirect RDMA peer-memory module not loaded (neither nvidia_peermem nor nv_peer_mem in "
-        f"{bundle / pf.MODULES_FILE} (its `grep nvidia_peermem` and `grep nv_peer_mem` printed nothing)): "
+        f"{bundle / pr.MODULES_FILE} (its `grep nvidia_peermem` and `grep nv_peer_mem` printed nothing)): "
         "inter-node traffic is staged through host memory",
     ]
 
@@ -384,8 +389,8 @@ def _results(pytester: pytest.Pytester) -> dict:
 
 
 def test_the_suite_fails_each_wrong_setting_with_its_message(pytester: pytest.Pytester, tmp_path):
-    bundle = _derived_bundle(tmp_path, text={pf.LSPCI_FILE: ACS_ON, pf.KERNEL_LOG_FILE: IOMMU_LOG,
-                                             pf.MODULES_FILE: NO_PEERMEM})
+    bundle = _derived_bundle(tmp_path, text={pr.LSPCI_FILE: ACS_ON, pr.KERNEL_LOG_FILE: IOMMU_LOG,
+                                             pr.MODULES_FILE: NO_PEERMEM})
     profile = _profile(pytester, "h200-platform", platform={
         "acs": "disabled", "iommu": "passthrough", "peer_memory": True, "persistence_mode": True,
         "driver": {"min": "580.159.04"}, "vbios": {"exact": "96.00.A5.00.1A"}, "cpu_governor": "performance",
@@ -425,7 +430,7 @@ def test_a_profile_without_a_platform_section_leaves_the_run_as_it_was(pytester:
 
 def test_a_failing_bandwidth_check_names_the_platform_findings(pytester: pytest.Pytester, bundles, tmp_path):
     bundle = _derived_bundle(tmp_path, base=bundles / "h200-nvswitch-x2-bandwidth",
-                             text={pf.LSPCI_FILE: ACS_ON, pf.KERNEL_LOG_FILE: IOMMU_LOG})
+                             text={pr.LSPCI_FILE: ACS_ON, pr.KERNEL_LOG_FILE: IOMMU_LOG})
     # DERIVED: a floor the recorded 297.4 GB/s at 256 MiB does not reach
     profile = _profile(pytester, "h200-too-fast", bandwidth={"collectives": {"all_reduce": [
         {"size": "256 MiB", "min_busbw": "400 GB/s"}]}})
@@ -441,7 +446,7 @@ def test_a_failing_bandwidth_check_names_the_platform_findings(pytester: pytest.
 
 def test_a_passing_bandwidth_check_reads_no_platform(pytester: pytest.Pytester, bundles, tmp_path):
     """DERIVED: an lspci-vvv.txt that is not lspci output would fail the run if the platform were read."""
-    bundle = _derived_bundle(tmp_path, base=bundles / "h200-nvswitch-x2-bandwidth", text={pf.LSPCI_FILE: IOMMU_LOG})
+    bundle = _derived_bundle(tmp_path, base=bundles / "h200-nvswitch-x2-bandwidth", text={pr.LSPCI_FILE: IOMMU_LOG})
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", str(bundle), "-k",
                                 "test_collective_bandwidth and all_reduce and 256MiB")
     assert result.ret == 6 and result.parseoutcomes()["passed"] == 1  # -k: one promise of many, INCOMPLETE
@@ -507,13 +512,15 @@ def test_snapshot_records_the_platform_beside_the_nvml_record(tmp_path, monkeypa
     """`gpufabric snapshot` on this machine with NVML answering as the H200 machine did (DERIVED: its recorded
     nvml.json stands in for NVML, which this machine lacks; the platform is this machine's, read live)."""
     from pytest_gpufabric import cli
-    from pytest_gpufabric.fabric import nvml
 
+    # the module cli imports: a pytester run before this one may have dropped it from sys.modules, leaving the
+    # package's attribute on a copy cli no longer sees
+    nvml = importlib.import_module("pytest_gpufabric.fabric.nvml")
     record = json.loads((H200_BUNDLE / "nvml.json").read_text())
     monkeypatch.setattr(nvml, "collect_record", lambda **_: record)
     assert cli.main(["snapshot", str(tmp_path / "bundle")]) == 0
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert "platform.json" in manifest["files"] and manifest["commands"]["platform.json"]["copied_files"] > 0
-    saved = pf.platform_from_record(json.loads((tmp_path / "bundle" / "platform.json").read_text()))
+    saved = pr.platform_from_record(json.loads((tmp_path / "bundle" / "platform.json").read_text()))
     assert [(e.label, e.bdf) for e in saved.endpoints] == [("GPU0", "0000:00:06.0"), ("GPU1", "0000:00:07.0")]
     assert pf.load_platform(tmp_path / "bundle", load_bundle(tmp_path / "bundle")).kernel_cmdline.known

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpufabric.fabric import rdma
+from pytest_gpufabric.fabric import ibv_devinfo, rdma
 
 DATA = Path(__file__).parent / "data"
 SYSFS = DATA / "sysfs"
@@ -313,7 +313,7 @@ def test_no_infiniband_class(tmp_path):
 
 
 def test_parse_ibv_devinfo_a100_capture():
-    (dev,) = rdma.parse_ibv_devinfo((A100 / "ibv_devinfo-v.txt").read_text())
+    (dev,) = ibv_devinfo.parse_ibv_devinfo((A100 / "ibv_devinfo-v.txt").read_text())
     assert dev["hca_id"] == "irdma0"
     assert (dev["fw_ver"], dev["node_guid"], dev["vendor_id"], dev["vendor_part_id"], dev["phys_port_cnt"]) == (
         "1.53", "b696:91ff:feec:a458", "0x8086", 5531, 1)
@@ -334,13 +334,13 @@ def test_parse_ibv_devinfo_a100_capture():
 
 def test_parse_ibv_devinfo_without_devices():
     text = (DATA / "captures/ci-no-rdma/ibv_devinfo-no-device.txt").read_text()
-    assert rdma.parse_ibv_devinfo(text) == []
+    assert ibv_devinfo.parse_ibv_devinfo(text) == []
 
 
 def test_merge_ibv_devinfo_gives_the_mtu_sysfs_lacks():
     devices = rdma.discover_rdma(str(SYSFS / "a100-pcie-roce-2node-derived"))
     assert devices[0].ports[0].active_mtu is None
-    rdma.merge_ibv_devinfo(devices, rdma.parse_ibv_devinfo((A100 / "ibv_devinfo-v.txt").read_text()))
+    ibv_devinfo.merge_ibv_devinfo(devices, ibv_devinfo.parse_ibv_devinfo((A100 / "ibv_devinfo-v.txt").read_text()))
     port = devices[0].ports[0]
     assert (port.active_mtu, port.active_mtu_source) == (1024, "ibv_devinfo")
     # the two sources agree on everything they both say

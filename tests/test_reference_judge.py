@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from pytest_gpufabric import reference_judge as judge
+from pytest_gpufabric import reference_normal as normal
 from pytest_gpufabric.cli import EXIT_BAD_INPUT, main
 from pytest_gpufabric.paths import shipped_profiles_dir
 from pytest_gpufabric.reference import load_references
@@ -150,10 +150,10 @@ def test_the_same_figure_on_one_host_would_say_nvlink_was_not_used():
     H100's PCIe peak of 64 GB/s, so not NVLink, whatever the recorded fractions say."""
     refs = load_references()
     h100 = refs["h100-sxm"]
-    floor = judge.recorded_floor(judge.recorded_samples(refs), h100, "busbw", "sendrecv", "nvlink", 16 * GIB)
+    floor = normal.recorded_floor(normal.recorded_samples(refs), h100, "busbw", "sendrecv", "nvlink", 16 * GIB)
     assert (floor["lowest"], floor["size_bytes"]) == (0.809, 4 * GIB)  # H200 sendrecv at 4 GiB, 4 ranks
-    verdict, words = judge.judge(23.88 / 450, 23.88, floor, "nvlink", h100, busbw=True)
-    assert verdict == judge.NOT_ON_NVLINK
+    verdict, words = normal.judge(23.88 / 450, 23.88, floor, "nvlink", h100, busbw=True)
+    assert verdict == normal.NOT_ON_NVLINK
     assert words.startswith("no faster than PCIe could carry (64 GB/s per direction): NVLink is most likely not in use")
     assert "NCCL_P2P_DISABLE" in words and "NCCL_P2P_LEVEL" in words and "ACS" in words
 
@@ -282,32 +282,32 @@ def test_thresholds_are_the_projects_own():
     from pytest_gpufabric.profile.measure import measure_machine
 
     # normal = 0.9 of the lowest recorded fraction: the margin profile init --measure writes floors at
-    assert inspect.signature(measure_machine).parameters["margin"].default == judge.NORMAL_OF_RECORDED
+    assert inspect.signature(measure_machine).parameters["margin"].default == normal.NORMAL_OF_RECORDED
     roce = yaml.safe_load((shipped_profiles_dir() / "a100-pcie-roce.yaml").read_text(encoding="utf-8"))
-    assert roce["rdma"]["ib_write_bw"]["min_fraction_of_rate"] == judge.PERFTEST_NORMAL_OF_LINE_RATE
+    assert roce["rdma"]["ib_write_bw"]["min_fraction_of_rate"] == normal.PERFTEST_NORMAL_OF_LINE_RATE
 
 
 def test_recorded_floors_follow_the_size():
     refs = load_references()
-    samples = judge.recorded_samples(refs)
+    samples = normal.recorded_samples(refs)
     h200 = refs["h200-sxm"]
     # all_reduce at 1 GiB: nccl-tests 0.730-0.737, torch 2 ranks 0.721-0.729, 4 ranks 0.785-0.788
-    at_1g = judge.recorded_floor(samples, h200, "busbw", "all_reduce", "nvlink", GIB)
+    at_1g = normal.recorded_floor(samples, h200, "busbw", "all_reduce", "nvlink", GIB)
     assert (at_1g["lowest"], at_1g["highest"], at_1g["size_bytes"]) == (0.721, 0.788, GIB)
     # 3 GiB is held to the largest recorded size below it, 1 GiB; 512 KiB is below every recorded size (1 MiB)
-    assert judge.recorded_floor(samples, h200, "busbw", "all_reduce", "nvlink", 3 * GIB)["size_bytes"] == GIB
-    assert "smaller than every size" in judge.recorded_floor(samples, h200, "busbw", "all_reduce", "nvlink",
+    assert normal.recorded_floor(samples, h200, "busbw", "all_reduce", "nvlink", 3 * GIB)["size_bytes"] == GIB
+    assert "smaller than every size" in normal.recorded_floor(samples, h200, "busbw", "all_reduce", "nvlink",
                                                              512 * 1024)["why"]
     # memory bandwidth is held only to the model's own runs (H100: 0.953-0.979 of 3350 GB/s); another model's
     # memory is not judged by them (an A100 at 83 % of its HBM2e peak is healthy); a basis nobody recorded is not
     # judged either
     h100, l40s, a100 = refs["h100-sxm"], refs["l40s"], refs["a100-sxm-80gb"]
-    memory = judge.recorded_floor(samples, h100, "memory", None, "memory", None)
+    memory = normal.recorded_floor(samples, h100, "memory", None, "memory", None)
     assert (memory["lowest"], memory["highest"], memory["models"]) == (0.953, 0.979, ["NVIDIA H100 SXM5 80GB"])
     for other in (l40s, a100):
-        why = judge.recorded_floor(samples, other, "memory", None, "memory", None)["why"]
+        why = normal.recorded_floor(samples, other, "memory", None, "memory", None)["why"]
         assert f"no recorded run of {other.name}'s memory bandwidth" in why
-    assert "no recorded run" in judge.recorded_floor(samples, l40s, "copy", "gpu_to_gpu", "pcie", None)["why"]
+    assert "no recorded run" in normal.recorded_floor(samples, l40s, "copy", "gpu_to_gpu", "pcie", None)["why"]
 
 
 def test_the_readme_example_is_what_the_command_prints(data, capsys):

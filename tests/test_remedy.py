@@ -15,21 +15,12 @@ import yaml
 from fleet_nodes import replayed, write_node
 from test_report import _gpufabric_section, _html_run, _open_promises, _promise_rows, _text_of
 
-from pytest_gpufabric.fabric import platform as pf
+from pytest_gpufabric.fabric import platform_record as pr
 from pytest_gpufabric.fabric.bundle import bundle_directory
 from pytest_gpufabric.fabric.nvml import nvml_available
-from pytest_gpufabric.remedy import (
-    CLASSES,
-    RERUN,
-    RESEAT,
-    RESET,
-    RMA,
-    SOFTWARE,
-    Context,
-    annotate,
-    remedy_of_check,
-    remedy_of_promise,
-)
+from pytest_gpufabric.remedy import annotate, remedy_of_check, remedy_of_promise
+from pytest_gpufabric.remedy_classes import CLASSES, RERUN, RESEAT, RESET, RMA, SOFTWARE
+from pytest_gpufabric.remedy_rules import Context
 from pytest_gpufabric.report.results import schema_errors
 
 DATA = Path(__file__).parent / "data"
@@ -188,8 +179,8 @@ def _bandwidth_run(pytester: pytest.Pytester, tmp_path: Path, floor: str, platfo
     bundle = tmp_path / "bundle"
     shutil.copytree(bundle_directory("h200-nvswitch-x2-bandwidth"), bundle)
     if platform:
-        shutil.copy(ACS_ON, bundle / pf.LSPCI_FILE)
-        shutil.copy(IOMMU_LOG, bundle / pf.KERNEL_LOG_FILE)
+        shutil.copy(ACS_ON, bundle / pr.LSPCI_FILE)
+        shutil.copy(IOMMU_LOG, bundle / pr.KERNEL_LOG_FILE)
     profile = _profile(pytester, "h200-floor", bandwidth={"collectives": {"all_reduce": [
         {"size": "256 MiB", "min_busbw": floor}]}})
     result = pytester.runpytest("--gpu-profile", str(profile), "--gpu-replay", str(bundle), "-k",

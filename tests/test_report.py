@@ -23,10 +23,11 @@ from markupsafe import escape as _markup_escape
 from pytest_gpufabric.fabric.bundle import load_bundle
 from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
-from pytest_gpufabric.report.html import inventory_data, report_html
+from pytest_gpufabric.report.html import report_html
+from pytest_gpufabric.report.integrity import verify_document
 from pytest_gpufabric.report.phrases import format_value, margin, phrase, short
 from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
-from pytest_gpufabric.report.signing import verify_document
+from pytest_gpufabric.report.sections import inventory_data
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DATA = REPO / "tests" / "data" / "results"
@@ -368,7 +369,7 @@ def test_an_affinity_the_evidence_does_not_give_is_not_recorded():
 def test_only_a_replay_says_so_on_its_banner():
     """The banner of the recorded acceptance results: a replay names the bundle and when it was measured; the live
     run of the same machine says nothing there (its cover says it was this machine)."""
-    from pytest_gpufabric.report.html import cover_data
+    from pytest_gpufabric.report.cover import cover_data
 
     live = json.loads((RESULTS_DATA / "h200-nvswitch-x2-live-on-h200-x2.json").read_text())
     assert cover_data(live, None, [])["verdict_note"] == ""
@@ -460,7 +461,7 @@ def test_the_reference_column_holds_each_bandwidth_against_the_published_peak():
     NVLink basis; a machine of two models gets no column, said why."""
     from fleet_nodes import replayed
 
-    from pytest_gpufabric.report.html import promise_rows
+    from pytest_gpufabric.report.promise_rows import promise_rows
 
     document = replayed("accepted")  # the h200-nvswitch-x2-acceptance bundle replayed under its shipped profile
     rows = {row["id"]: row for row in promise_rows(document)["rows"]}
@@ -489,7 +490,7 @@ def test_local_folders_are_left_out_only_where_their_name_ends():
     '[.-venv/lib/.../bandwidth.json]' (the folder pytest started in was cut out of the middle of another folder's
     name). A folder is left out only where its last component ends, the longest first."""
     from pytest_gpufabric.paths import SUITES_DIR
-    from pytest_gpufabric.report.html import _relative_paths
+    from pytest_gpufabric.report.cells import _relative_paths
 
     package = str(SUITES_DIR.parent.parent)  # the folder holding pytest_gpufabric/
     started = Path(package[:-1])  # a folder whose name is the start of the package folder's name

@@ -20,12 +20,8 @@ from pathlib import Path
 import pytest
 from fleet_nodes import derived, replayed, write_node
 
-from pytest_gpufabric.report.signing import (
-    INTEGRITY_KEY,
-    load_private_key,
-    sign_document,
-    verify_document,
-)
+from pytest_gpufabric.report.integrity import INTEGRITY_KEY, sign_document, verify_document
+from pytest_gpufabric.report.signing import load_private_key
 
 RESULTS = "gpufabric-results.json"
 REPORT = "acceptance.html"
@@ -355,7 +351,7 @@ def test_a_node_file_changed_between_its_signature_check_and_its_reading_is_not_
     """--require-signed checks the bytes it read and the fleet judges the bytes it read: the fleet's reading must
     find the very bytes whose signature held (a node rewriting its file in between is refused, not judged)."""
     from pytest_gpufabric.fleet.report import build_fleet_document
-    from pytest_gpufabric.report.signing import check_node_signatures
+    from pytest_gpufabric.fleet.signatures import check_node_signatures
 
     key, pub = _key_pair(tmp_path, "vendor")
     root = tmp_path / "nodes"

@@ -192,7 +192,7 @@ def test_on_the_h200s_the_first_burn_in_test_carries_the_burn_in(judged, pyteste
 def test_the_health_table_sums_each_counter_over_its_links():
     """The report's cell for the burn-in's row: one phrase per counter (36 links of two counters do not fit a
     cell); each link's own figure is in the cell's title."""
-    from pytest_gpufabric.report.html import health_html
+    from pytest_gpufabric.report.sections import health_html
 
     live = json.loads((DATA / "results" / "burn-in-2min-window-from-set-up-on-h200-x2.json").read_text())
     html = health_html(live["health"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..fabric.counters import LinkDelta, sample_problems
+from ..formats.counters import LinkDelta, sample_problems
 from ..units import format_bytes
 from .result import CheckResult, failed, passed, unknown
 
@@ -30,7 +30,7 @@ def _nccl_settings(env: dict[str, str] | None) -> str:
 def traffic_evidence_problems(samples: list, gpu: int, workload: dict | None, promised_gpus: int,
                               source: str) -> list[str]:
     """Why the recorded counters cannot show this GPU's promise (empty: they can): the series itself
-    (fabric/counters.py sample_problems: order, monotonic, units, counts), the GPU missing from it, and a training
+    (formats/counters.py sample_problems: order, monotonic, units, counts), the GPU missing from it, and a training
     run on another number of ranks than the profile promises GPUs."""
     problems = sample_problems(samples, gpu)
     missing = [n for n, s in enumerate(samples) if gpu not in s.gpus]

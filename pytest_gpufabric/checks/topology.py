@@ -6,7 +6,8 @@ Fabric means the evidence did not record the fact (not checked), never that the 
 
 from __future__ import annotations
 
-from ..fabric.model import GPU_LIST, MATRIX_CUT, Fabric, Gpu, nvlink_count_of_label
+from ..fabric.model import GPU_LIST, MATRIX_CUT, Fabric, nvlink_count_of_label
+from ..formats.gpu import Gpu
 from ..formats.topo import normalize_label
 from ..profile.model import Profile
 from ..units import format_bytes, is_na, parse_cpu_list

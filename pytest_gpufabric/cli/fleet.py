@@ -131,7 +131,7 @@ def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | No
     """--require-signed: every node's results signed by --key and untouched, else (True, None, None) with each
     refused node named on stderr (report/signing.py); the third value maps each node folder to the sha256 of the
     bytes verified, which the fleet's reading must find again."""
-    from ..report.signing import check_node_signatures
+    from ..fleet.signatures import check_node_signatures
 
     if not args.key:
         print("gpufabric fleet report: --require-signed needs --key PUB.pem (the nodes' Ed25519 public key)",

@@ -46,11 +46,11 @@ from pathlib import Path
 
 from ..errors import BundleError
 from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
-from ..formats.records import BURN_IN_FILE
+from ..formats.records import BURN_IN_FILE, KINDS
+from ..formats.typed import load_json
 from ..paths import shipped_bundles_dir
 from .model import GPU_LIST, Fabric
-from .platform import PLATFORM_DIR, PLATFORM_FILE, TEXT_FILES
-from .typed import load_json
+from .platform_record import PLATFORM_DIR, PLATFORM_FILE, TEXT_FILES
 
 TOPO_FILE = "nvidia-smi-topo-m.txt"
 NVLINK_STATUS_FILE = "nvidia-smi-nvlink-s.txt"
@@ -64,6 +64,9 @@ IBV_DEVINFO_FILE = "ibv_devinfo-v.txt"
 IB_WRITE_BW_FILES = ("ib_write_bw.txt", "ib_write_bw-client.txt")
 RDMA_BW_FILE = "rdma-bw.json"
 BANDWIDTH_FILE = "bandwidth.json"
+#: every measurement's recording (measurements.py's record_file: tests/test_import_floors.py holds them equal),
+#: named here so that finding a bundle needs nothing above fabric/
+RECORDING_FILES = (NVLINK_TRAFFIC_FILE, BANDWIDTH_FILE, RDMA_BW_FILE, *KINDS)
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"
 #: what an NVLink recording's workload (workloads/ddp_step.py's result) must say for the suite to describe it
 _WORKLOAD_KEYS = ("steps", "world_size", "gradient_bytes", "allreduce_bytes_per_rank", "model")
@@ -81,11 +84,9 @@ def _holds_bundle(directory: Path) -> bool:
     """Whether the folder holds anything a replay judges: the machine's facts, the RDMA devices, a measurement's
     recording (every registered measurement's file), the platform's files, or another tool's output."""
     from ..evidence import bundle_evidence_files
-    from ..measurements import REGISTRY
 
-    recordings = [m.record_file for m in REGISTRY.values() if m.record_file]
     names = (*KNOWN_FILES, IBV_DEVINFO_FILE, *IB_WRITE_BW_FILES, BURN_IN_FILE, PLATFORM_FILE, *TEXT_FILES,
-             *recordings)
+             *RECORDING_FILES)
     return (any((directory / name).is_file() for name in names)
             or (directory / SYSFS_DIR / "sys" / "class" / "infiniband").is_dir() or (directory / PLATFORM_DIR).is_dir()
             or any(directory.glob(_NCCL_TESTS_PATTERN)) or bool(bundle_evidence_files(directory)))
@@ -156,7 +157,7 @@ def read_bundle_file(directory: Path, name: str) -> str | None:
 def load_bundle(spec: str | Path) -> Fabric:
     """Rebuild the machine's Fabric from a bundle. Raises BundleError naming the file at fault."""
     from .from_text import fabric_from_text
-    from .nvml import fabric_from_record
+    from .nvml_record import fabric_from_record
 
     directory = bundle_directory(spec)
     topo = read_bundle_file(directory, TOPO_FILE)
@@ -241,8 +242,8 @@ def _sample_number(path: Path) -> int:
 
 def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
     """The bundle's NVLink counter samples, or None when it holds none. Raises BundleError on a bad file."""
+    from ..formats.counters import CounterSample
     from ..formats.nvlink import parse_nvlink_counters
-    from .counters import CounterSample
 
     path = directory / NVLINK_TRAFFIC_FILE
     data = load_json_recording(directory, NVLINK_TRAFFIC_FILE, what="NVLink", fmt=NVLINK_TRAFFIC_FORMAT)
@@ -311,7 +312,8 @@ def load_bandwidth_recording(directory: Path):
 def load_rdma_devices(directory: Path) -> list | None:
     """The bundle's RDMA devices: its sysfs copy (ibv_devinfo filling the MTU), else ibv_devinfo alone;
     None when it recorded neither."""
-    from .rdma import devices_from_ibv_devinfo, discover_rdma, merge_ibv_devinfo, parse_ibv_devinfo
+    from .ibv_devinfo import devices_from_ibv_devinfo, merge_ibv_devinfo, parse_ibv_devinfo
+    from .rdma import discover_rdma
 
     try:
         infos = parse_ibv_devinfo(read_bundle_file(directory, IBV_DEVINFO_FILE) or "")
@@ -341,15 +343,6 @@ def load_rdma_bandwidth(directory: Path) -> dict | None:
             except ValueError as exc:
                 raise BundleError(f"{directory / name}: {exc}") from None
     return None
-
-
-def load_platform_facts(directory: Path, fabric: Fabric | None = None):
-    """The bundle's platform settings (fabric.platform.Platform): platform.json, else its platform/ copy read
-    again, with lspci-vvv.txt, lsmod.txt, proc-cmdline.txt, dmesg.txt and nvidia-smi-q.xml filling the rest;
-    None when it records none. Raises BundleError naming a bad file."""
-    from .platform import load_platform
-
-    return load_platform(directory, fabric)
 
 
 def load_json_recording(directory: Path, name: str, *, what: str = "", fmt: str | None = None) -> dict | None:

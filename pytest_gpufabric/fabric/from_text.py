@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..formats.gpu import Gpu
 from ..formats.nvidia_smi_q import parse_nvidia_smi_q_xml
 from ..formats.nvlink import parse_nvlink_status
 from ..formats.topo import GPU_LABEL, NIC_LABEL, parse_topo_m
 from ..units import NA
-from .model import GPU_LIST, MATRIX_CUT, Fabric, Gpu, Nic
+from .model import GPU_LIST, MATRIX_CUT, Fabric, Nic
 
 __all__ = ["fabric_from_text"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from ..units import NAType
+from ..formats.gpu import Gpu, Int, Str
 
 #: Fabric.damaged keys of the whole matrix (its rows stop short of its header) and of the GPU list read from it
 MATRIX_CUT = "matrix"
@@ -24,58 +24,11 @@ GPU_LIST = "GPU list"
 
 _NV_LABEL = re.compile(r"^NV(\d+)$")
 
-Str = str | NAType | None
-Int = int | NAType | None
-
 
 def nvlink_count_of_label(label: str) -> int:
     """'NV18' -> 18; any other label -> 0."""
     m = _NV_LABEL.match(label or "")
     return int(m.group(1)) if m else 0
-
-
-@dataclass
-class NvLink:
-    """One NVLink of one GPU, as NVML or `nvidia-smi nvlink -s/-R` describe it."""
-
-    link: int
-    active: bool | NAType | None = None
-    speed_gbps: float | NAType | None = None  # GB/s per direction, as `nvidia-smi nvlink -s` prints
-    remote_pci_bus_id: Str = None  # FFFFFFFF:FF:FF.0 when the remote is an NVSwitch
-    remote_type: Str = None  # "GPU" | "SWITCH" | "IBMNPU"
-    version: Int = None
-
-
-@dataclass
-class Gpu:
-    index: int
-    name: Str = None
-    uuid: Str = None
-    serial: Str = None
-    pci_bus_id: Str = None  # 00000000:00:06.0, upper case, 8-digit domain as NVML prints it
-    memory_bytes: Int = None
-    pcie_gen_max: Int = None
-    pcie_gen_current: Int = None
-    pcie_width_max: Int = None
-    pcie_width_current: Int = None
-    vbios_version: Str = None
-    compute_capability: Str = None  # "9.0"
-    ecc_mode: Str = None  # "Enabled" | "Disabled"
-    cpu_affinity: Str = None  # "0-31", the cpuset NVML reports for the GPU
-    numa_node: Int = None
-    nvlinks: list[NvLink] | None = None  # None: not recorded; []: recorded, the GPU has none
-    #: facts the evidence holds but that could not be read, by field name ("memory_bytes", "nvlinks", ...): why,
-    #: naming file, key and value; the field itself is None
-    unreadable: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return f"GPU{self.index}"
-
-    def active_nvlinks(self) -> list[NvLink] | None:
-        if self.nvlinks is None:
-            return None
-        return [link for link in self.nvlinks if link.active is True]
 
 
 @dataclass

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import HardwareUnavailable
-from .counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount, LinkDelta, summed_deltas, timeline
+from ..formats.counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount, LinkDelta, summed_deltas, timeline
 
 # NVML field ids (nvml.h): cumulative KiB per link, Hopper and newer
 FI_THROUGHPUT_DATA_TX, FI_THROUGHPUT_DATA_RX = 138, 139

@@ -10,10 +10,11 @@ the format's (``gpus`` not a list, a GPU without an index) raises ValueError nam
 
 from __future__ import annotations
 
+from ..formats.gpu import Gpu, NvLink
+from ..formats.typed import Reader, Unreadable
 from ..units import NA, NAType
-from .model import GPU_LIST, Fabric, Gpu, Nic, NvLink
-from .nvml import FORMAT, REMOTE_TYPES, cuda_version_text, is_error, normalize_bus_id, pair_label
-from .typed import Reader, Unreadable
+from .model import GPU_LIST, Fabric, Nic
+from .nvml_format import FORMAT, REMOTE_TYPES, cuda_version_text, is_error, normalize_bus_id, pair_label
 
 __all__ = ["fabric_from_record"]
 

@@ -8,7 +8,7 @@ import re
 
 from ..formats.lsmod import command_shows, parse_module_list
 from ..formats.lspci import LspciDevice, lspci_parents, normalize_bdf, parse_lspci
-from .platform import _GPU_CLASSES, _NIC_DRIVERS, _NIC_WORDS, _NVIDIA, Endpoint, PciNode, Platform, Reading
+from .platform_record import _GPU_CLASSES, _NIC_DRIVERS, _NIC_WORDS, _NVIDIA, Endpoint, PciNode, Platform, Reading
 
 
 def modules_reading(text: str, source: str) -> Reading:

@@ -1,4 +1,4 @@
-"""RDMA devices and ports from Linux sysfs (``/sys/class/infiniband``) and from ``ibv_devinfo -v`` text.
+"""RDMA devices and ports from Linux sysfs (``/sys/class/infiniband``); ``ibv_devinfo -v`` text in ibv_devinfo.py.
 
 Why sysfs: it needs no verbs library and no device access, reads the same on a live machine and on a copy
 taken into a bundle (``snapshot_rdma``), and holds what an acceptance check asks first: is the port ACTIVE
@@ -30,7 +30,8 @@ The files used (Linux ``Documentation/ABI/stable/sysfs-class-infiniband``, ``dri
 There is no MTU file under an IB port. For a RoCE (Ethernet) port the active IB MTU follows the netdev MTU;
 ``active_mtu`` is then computed with ib_core's ``iboe_get_mtu`` rule (netdev MTU less 96 bytes of RoCE
 headers, rounded down to 256/512/1024/2048/4096). Drivers may round differently (irdma uses the netdev MTU
-without the 96 bytes), so ``ibv_devinfo`` wins where it was recorded: ``merge_ibv_devinfo``.
+without the 96 bytes), so ``ibv_devinfo`` wins where it was recorded: ``merge_ibv_devinfo``
+(fabric/ibv_devinfo.py).
 """
 
 from __future__ import annotations
@@ -400,108 +401,6 @@ def rdma_write_ops(port: RdmaPort) -> tuple[int | None, int | None] | None:
     return out, inc
 
 
-# ------------------------------------------------------------------------------------------ ibv_devinfo
-
-_DEVINFO_LINE = re.compile(r"^(\s*)([A-Za-z_][\w ]*?):\s*(.*?)\s*$")
-# ASCII digits only: "²" is a digit to re's \d and no number to int()
-_DEVINFO_GID = re.compile(r"^\s*GID\[\s*(\d+)\]:\s*([0-9A-Fa-f:.]+)(?:,\s*(.*?))?\s*$", re.ASCII)
-_VALUE_CODE = re.compile(r"^(.*?)\s*\((\d+)\)$", re.ASCII)
-#: keys this parser builds itself; a line naming one is not ibv_devinfo's and must not replace them
-_OWN_KEYS = {"ports", "gids"}
-_INT_KEYS = {"phys_port_cnt", "port_lid", "sm_lid", "sm_sl", "gid_tbl_len", "pkey_tbl_len"}
-
-
-def _int_or_text(text: str) -> int | str:
-    try:
-        return int(text, 0)
-    except ValueError:
-        return text
-
-
-def parse_ibv_devinfo(text: str) -> list[dict]:
-    """``ibv_devinfo`` / ``ibv_devinfo -v`` output -> one dict per ``hca_id``.
-
-    Device keys as printed (``hca_id``, ``transport``, ``fw_ver``, ``node_guid``, ``vendor_id`` "0x8086",
-    ...), ``vendor_part_id`` and ``phys_port_cnt`` as int, and ``ports``: one dict per ``port:`` with
-    ``port`` (int), ``state`` ("PORT_ACTIVE") + ``state_code`` (4), ``max_mtu``/``active_mtu`` as bytes
-    (1024 from "1024 (3)"), ``link_layer``, ``active_width`` ("4X") + code, ``active_speed`` ("25.0 Gbps",
-    the per-lane speed) + code, ``phys_state`` ("LINK_UP") + code, ``gids``: [{"index", "gid", "type"}].
-    Text without any ``hca_id`` (e.g. "Failed to get IB devices list") gives ``[]``; a ``port:`` line that
-    names no port number raises ValueError naming the line.
-    """
-    devices: list[dict] = []
-    dev: dict | None = None
-    port: dict | None = None
-    for line in text.splitlines():
-        gid = _DEVINFO_GID.match(line)
-        if gid and port is not None:
-            port["gids"].append({"index": int(gid.group(1)), "gid": gid.group(2), "type": gid.group(3)})
-            continue
-        m = _DEVINFO_LINE.match(line)
-        if not m:
-            continue
-        key, value = m.group(2), m.group(3)
-        if key == "hca_id":
-            dev = {"hca_id": value, "ports": []}
-            devices.append(dev)
-            port = None
-            continue
-        if dev is None:
-            continue
-        if key == "port":
-            if not re.fullmatch(r"[0-9]+", value):
-                raise ValueError(f"ibv_devinfo: 'port: {value}' is not a port number (line {line.strip()[:80]!r})")
-            port = {"port": int(value), "gids": []}
-            dev["ports"].append(port)
-            continue
-        if key in _OWN_KEYS:
-            continue
-        target = port if port is not None else dev
-        coded = _VALUE_CODE.match(value)
-        if key in ("max_mtu", "active_mtu"):
-            digits = coded.group(1) if coded else ""
-            target[key] = int(digits) if re.fullmatch(r"[0-9]+", digits) else _int_or_text(value)
-        elif key in ("state", "phys_state", "active_width", "active_speed") and coded:
-            target[key] = coded.group(1)
-            target[f"{key}_code"] = int(coded.group(2))
-        elif key in _INT_KEYS or key == "vendor_part_id":
-            target[key] = _int_or_text(value)
-        elif value:
-            target[key] = value
-    return devices
-
-
-def merge_ibv_devinfo(devices: list[RdmaDevice], infos: list[dict]) -> None:
-    """Fill what sysfs cannot say from ``parse_ibv_devinfo`` output, in place: ``active_mtu`` (ibv_devinfo's
-    answer replaces the netdev estimate) and any field sysfs left ``None`` (fw_ver, node_guid, state,
-    phys_state code, link_layer, lid, width, GIDs). Ports and devices sysfs did not list are not added."""
-    by_name = {info.get("hca_id"): info for info in infos}
-    for dev in devices:
-        info = by_name.get(dev.name)
-        if info is None:
-            continue
-        dev.fw_ver = dev.fw_ver or info.get("fw_ver")
-        dev.node_guid = dev.node_guid or info.get("node_guid")
-        ports = {p["port"]: p for p in info.get("ports", [])}
-        for port in dev.ports:
-            p = ports.get(port.port)
-            if p is None:
-                continue
-            if isinstance(p.get("active_mtu"), int):
-                port.active_mtu = p["active_mtu"]
-                port.active_mtu_source = "ibv_devinfo"
-            if port.state_code is None and "state_code" in p:
-                port.state_code = p["state_code"]
-            if port.phys_state_code is None and "phys_state_code" in p:
-                port.phys_state_code = p["phys_state_code"]
-            port.link_layer = port.link_layer or p.get("link_layer")
-            if port.lid is None and isinstance(p.get("port_lid"), int):
-                port.lid = p["port_lid"]
-            port.width = port.width or p.get("active_width")
-            if port.gids is None and p.get("gids"):
-                port.gids = [g["gid"] for g in p["gids"]]
-
-
 # --------------------------------------------------------------------------------------------- snapshot
 
 
@@ -614,35 +513,3 @@ def line_rate(port: RdmaPort) -> tuple[float | None, str]:
     if port.rate_gbit is not None:
         return port.rate_gbit, f"port rate {port.rate_text}"
     return None, "the port rate was not recorded"
-
-
-# ------------------------------------------------------------------------------------------ ibv_devinfo
-
-
-_PORT_STATES = {"PORT_DOWN": "DOWN", "PORT_INIT": "INIT", "PORT_ARMED": "ARMED", "PORT_ACTIVE": "ACTIVE",
-                "PORT_ACTIVE_DEFER": "ACTIVE_DEFER"}
-_PHYS_STATES = {"SLEEP": "Sleep", "POLLING": "Polling", "DISABLED": "Disabled", "PORT_CONFIGURATION TRAINNING":
-                "PortConfigurationTraining", "LINK_UP": "LinkUp", "LINK_ERROR_RECOVERY": "LinkErrorRecovery",
-                "PHY TEST": "Phy Test"}
-_LANE_GBIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gbps")
-
-
-def devices_from_ibv_devinfo(infos: list[dict]) -> list[RdmaDevice]:
-    """RdmaDevices from ``parse_ibv_devinfo`` alone (a bundle without a sysfs copy), named as sysfs names
-    states, with the rate computed as the kernel's sysfs ``rate`` file would print it (width x lane speed)."""
-    devices = []
-    for info in infos:
-        dev = RdmaDevice(name=info["hca_id"], fw_ver=info.get("fw_ver"), node_guid=info.get("node_guid"))
-        for p in info.get("ports", []):
-            port = RdmaPort(device=dev.name, port=p["port"])
-            port.state = _PORT_STATES.get(p.get("state", ""), p.get("state"))
-            port.phys_state = _PHYS_STATES.get(p.get("phys_state", ""), p.get("phys_state"))
-            lane = _LANE_GBIT.match(p.get("active_speed", ""))
-            width = p.get("active_width")
-            if lane and width and re.fullmatch(r"[0-9]+X", width):
-                port.rate_gbit = float(lane.group(1)) * int(width[:-1])
-                port.rate_text = f"{port.rate_gbit:g} Gb/sec ({width}, ibv_devinfo: {p['active_speed']})"
-            dev.ports.append(port)
-        merge_ibv_devinfo([dev], [info])
-        devices.append(dev)
-    return devices

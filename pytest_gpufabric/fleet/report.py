@@ -260,13 +260,14 @@ def write_fleet_report(document: dict, out: Path, sign_key=None) -> dict[str, Pa
     of one run together: each goes to a temporary file of its own (two reports at once never share one), and the
     three are renamed into place while this run holds the folder's lock, so a reader never finds the JSON of one
     run beside the HTML or JUnit of another. All three carry the run's ``run_id``. The JSON and the page carry their
-    integrity blocks (report/signing.py), signed with ``sign_key`` (an Ed25519 private key) where given."""
+    integrity blocks (report/integrity.py), signed with ``sign_key`` (an Ed25519 private key) where given."""
     with _no_cycle_collection():
         return _write_fleet_report(document, out, sign_key)
 
 
 def _write_fleet_report(document: dict, out: Path, sign_key) -> dict[str, Path]:
-    from ..report.signing import INTEGRITY_KEY, integrity_block, signed_page
+    from ..report.html_signing import signed_page
+    from ..report.integrity import INTEGRITY_KEY, integrity_block
     from .html import fleet_html
 
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """``nvidia-smi -q -x``: the driver's inventory (serials, UUIDs, bus ids, PCIe, memory, VBIOS, ECC) as XML.
 
 Reads no files and runs no tools; raises ``ValueError`` naming what it expected on a text that is not this XML.
-Each value is typed as the NVML record's are (fabric.typed): one that cannot be read is named, not judged.
+Each value is typed as the NVML record's are (formats.typed): one that cannot be read is named, not judged.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from ..fabric.model import Gpu
-from ..fabric.typed import Reader, Unreadable
 from ..units import NA, parse_bytes
+from .gpu import Gpu
+from .typed import Reader, Unreadable
 
 __all__ = ["XmlInventory", "parse_nvidia_smi_q_xml"]
 
@@ -20,11 +20,11 @@ _NA_TEXTS = {"N/A", "[N/A]", "Not Supported", "[Not Supported]"}
 
 @dataclass
 class XmlInventory:
-    """What ``nvidia-smi -q -x`` says about the machine: versions and one model.Gpu per ``<gpu>``.
+    """What ``nvidia-smi -q -x`` says about the machine: versions and one Gpu (formats/gpu.py) per ``<gpu>``.
 
     A value nvidia-smi printed that is not what the element holds (``<driver_version>Unknown Error``, a width
     that is no number) is None, with the sentence naming file, element and value in ``damaged`` (versions) or
-    the GPU's ``unreadable`` (fabric.typed)."""
+    the GPU's ``unreadable`` (formats.typed)."""
 
     driver_version: str | None = None
     cuda_version: str | None = None  # the CUDA version the driver supports, "13.0"
@@ -75,7 +75,7 @@ class _XmlReader(Reader):
 
 
 def parse_nvidia_smi_q_xml(text: str, where: str = "nvidia-smi-q.xml") -> XmlInventory:
-    """Parse ``nvidia-smi -q -x`` into versions and model.Gpu records, GPUs in document order; ``where`` names
+    """Parse ``nvidia-smi -q -x`` into versions and Gpu records, GPUs in document order; ``where`` names
     the text in the sentences about values that cannot be read.
 
     nvidia-smi lists GPUs by PCI bus id, which is the NVML index order, so ``index`` is the position (this

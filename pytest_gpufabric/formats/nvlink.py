@@ -2,8 +2,8 @@
 
 Why text: on Pascal to Ampere machines the only counters many users ever saw are the ones a delivery check or
 a training script printed with ``nvidia-smi nvlink -g 0``, and on Hopper ``nvidia-smi nvlink -gt d`` is what a
-support ticket carries. Parsing them into :class:`..fabric.counters.CounterSample` lets a recorded run be judged with
-the same deltas (:func:`..fabric.counters.link_deltas`) as a live one.
+support ticket carries. Parsing them into :class:`.counters.CounterSample` lets a recorded run be judged with
+the same deltas (:func:`.counters.link_deltas`) as a live one.
 
 Units: every count leaves this module in bytes. nvidia-smi prints KiB (``-gt``: "KiB"; ``-g``: "KBytes", which
 is also 1024 bytes), and a value taken over unconverted would be off by 1024 in every report built on it.
@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..fabric.counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount
-from ..fabric.model import NvLink
 from ..units import KIB, NA, is_na, parse_gbps
+from .counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount
+from .gpu import NvLink
 from .paste import ANSI, paste_noise
 
 __all__ = [

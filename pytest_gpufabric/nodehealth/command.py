@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import GpuFabricError, HardwareUnavailable
-from ..fabric.typed import Unreadable
-from ..remedy import RERUN, SOFTWARE
+from ..formats.typed import Unreadable
+from ..remedy_classes import RERUN, SOFTWARE
 from . import output
 from .baseline import ACCEPTED_ENV, PROFILE_ENV, resolve_baseline
 from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of

@@ -2,7 +2,7 @@
 
 A finding names the board (NVML index and serial; None for the node as a whole), says what it found in a few
 words (``what``: the drain reason's middle), carries the figures it rests on (``evidence``), how bad it is
-(``severity``) and what to do (``remedy``: one of remedy.py's classes).
+(``severity``) and what to do (``remedy``: one of remedy_classes.py's classes).
 
 Severity: ``drain`` (take the node out of service), ``warn`` (shown, the node stays in service), ``unknown``
 (a reading the check needs could not be had: the node is never called healthy on it).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import remedy
+from .. import remedy_classes
 
 DRAIN, WARN, UNKNOWN = "drain", "warn", "unknown"
 HEALTHY, DRAIN_VERDICT, UNKNOWN_VERDICT = "HEALTHY", "DRAIN", "UNKNOWN"
@@ -27,7 +27,7 @@ class Finding:
     what: str  # "rows pending remapping": short, for the 128-character drain reason
     gpu: int | None = None  # NVML index; None: the node
     serial: str | None = None
-    remedy: str | None = None  # one of remedy.CLASSES
+    remedy: str | None = None  # one of remedy_classes.CLASSES
     evidence: dict = field(default_factory=dict)  # the figures and where they were read
     detail: str = ""  # the longer sentence: usual causes, what to run
 
@@ -41,7 +41,7 @@ class Finding:
     def to_dict(self) -> dict:
         return {"check": self.check, "severity": self.severity, "gpu": self.gpu, "serial": self.serial,
                 "what": self.what, "remedy": self.remedy,
-                "remedy_short": remedy.SHORT.get(self.remedy) if self.remedy else None,
+                "remedy_short": remedy_classes.SHORT.get(self.remedy) if self.remedy else None,
                 "evidence": self.evidence, "detail": self.detail}
 
 
@@ -57,7 +57,7 @@ def verdict_of(findings: list[Finding]) -> str:
 
 
 #: the order a drain reason picks its finding in: the dearest remedy first (the one that decides the ticket)
-_REMEDY_RANK = {name: rank for rank, name in enumerate(reversed(remedy.CLASSES))}
+_REMEDY_RANK = {name: rank for rank, name in enumerate(reversed(remedy_classes.CLASSES))}
 
 
 def headline(findings: list[Finding], severity: str) -> Finding | None:

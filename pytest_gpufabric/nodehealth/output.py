@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import __version__, remedy
+from .. import __version__, remedy_classes
 from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
 
 PREFIX = "gpufabric: "
@@ -53,7 +53,8 @@ def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, p
     if first is None:  # a verdict without its finding: a bug; the line still says the verdict
         return f"{PREFIX}{verdict}"
     others = sum(1 for f in findings if f.severity == severity) - 1
-    tail = (f" (+{others} more)" if others else "") + (f": {remedy.SHORT[first.remedy]}" if first.remedy else "")
+    tail = (f" (+{others} more)" if others else "") + (
+        f": {remedy_classes.SHORT[first.remedy]}" if first.remedy else "")
     return _fit(f"{PREFIX}{verdict} {_clean(first.board)} ", _clean(first.what), tail)
 
 

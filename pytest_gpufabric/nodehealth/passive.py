@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..checks.platform import _version_ok
 from ..fabric.health import DEFAULT_FORBIDDEN_THROTTLE
-from ..fabric.nvml import normalize_bus_id
-from ..remedy import RERUN, RESEAT, RESET, RMA, SOFTWARE
+from ..fabric.nvml_format import normalize_bus_id
+from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .baseline import Baseline
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .record import GpuHealthRecord, NodeHealthRecord

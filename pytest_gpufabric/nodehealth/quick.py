@@ -21,7 +21,7 @@ import math
 import time
 
 from ..errors import ToolMissing, WorkloadError
-from ..remedy import RERUN, RESET, RMA, SOFTWARE
+from ..remedy_classes import RERUN, RESET, RMA, SOFTWARE
 from ..units import format_bytes
 from .baseline import Baseline
 from .finding import DRAIN, UNKNOWN, WARN, Finding

@@ -53,7 +53,7 @@ from pathlib import Path
 
 from ..errors import HardwareUnavailable
 from ..fabric import nvml, sysfs_pci
-from ..fabric.typed import Reader, Unreadable, load_json, show
+from ..formats.typed import Reader, Unreadable, load_json, show
 
 FORMAT = "gpufabric-health/1"
 HEALTH_FILE = "health.json"

@@ -101,9 +101,10 @@ def _platform_of(fabric: Fabric):
 
             return collect_platform(fabric)
         if fabric.source.startswith("bundle "):
-            from ..fabric.bundle import bundle_directory, load_platform_facts
+            from ..fabric.bundle import bundle_directory
+            from ..fabric.platform import load_platform
 
-            return load_platform_facts(bundle_directory(fabric.source[len("bundle "):]), fabric)
+            return load_platform(bundle_directory(fabric.source[len("bundle "):]), fabric)
     except GpuFabricError:
         return None
     return None
@@ -112,7 +113,7 @@ def _platform_of(fabric: Fabric):
 def platform_section(fabric: Fabric, platform=None) -> tuple[dict, list[str]]:
     """The ``platform:`` promises this machine keeps (only what it recorded and passes), and one note per setting
     that could not be read (the profile's comment block lists them)."""
-    from ..checks.platform import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
+    from ..fabric.platform_state import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
 
     platform = platform if platform is not None else _platform_of(fabric)
     section: dict = {}

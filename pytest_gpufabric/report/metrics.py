@@ -30,7 +30,7 @@ mirror NVLink or RDMA port counters with one the exporter would have to turn sam
 the absolute value the hardware shows (and other tools print) and handling resets itself. The counters do go
 down: a driver reload, ``nvidia-smi nvlink -r``, ``perfquery -x`` or a port reset clears them. ``Gauge.set()``
 exposes the value the hardware gave, unchanged, and PromQL's ``rate()``/``increase()`` still work on the series
-and treat a drop as a counter reset, the same rule ``fabric.counters.link_deltas`` applies. The metric names
+and treat a drop as a counter reset, the same rule ``formats.counters.link_deltas`` applies. The metric names
 therefore carry no ``_total`` suffix (that suffix is reserved for the Counter type).
 """
 
@@ -40,8 +40,8 @@ import numbers
 import threading
 from collections.abc import Iterable, Mapping
 
-from ..fabric.counters import CounterSample
 from ..fabric.rdma import RdmaDevice, port_data_bytes
+from ..formats.counters import CounterSample
 
 INSTALL_HINT = "pip install prometheus-client for --gpu-metrics-port"
 

@@ -58,7 +58,7 @@ def evidence_record(fabric_session, document: dict) -> dict:
     """What the verdict rests on: ``kind`` live or replay; for a replay the bundle's name and sha256, and when and
     on which host it was recorded (its manifest.json); ``measured_at`` the date the machine was measured (a live
     run: when it started) and ``judged_at`` when this run judged it."""
-    from .signing import bundle_digest
+    from .integrity import bundle_digest
 
     replay = getattr(fabric_session, "replay", None)
     bundle_dir = getattr(fabric_session, "bundle_dir", None)

@@ -103,8 +103,8 @@ class RunRecorder:
         """Who ran it, what the verdict rests on (live, or a bundle by name, with the date it was measured), the
         system's identity and the plots' numbers; a finished run's document gets its integrity block (signed with
         --gpu-sign-key)."""
+        from .integrity import INTEGRITY_KEY, integrity_block
         from .provenance import display_path, evidence_record, operator, system_record
-        from .signing import INTEGRITY_KEY, integrity_block
 
         document["run"]["operator"] = operator(self.fabric_session.options.operator)
         if document.get("profile"):

@@ -26,7 +26,7 @@ def render(name: str, **data) -> str:
 
 def trusted(text: str):
     """Text the caller vouches is safe inside the page as it is: only the embedded results JSON, whose '<', '>' and
-    '&' signing.embed_results_json writes as JSON escapes."""
+    '&' html_signing.embed_results_json writes as JSON escapes."""
     from markupsafe import Markup
 
     return Markup(text)

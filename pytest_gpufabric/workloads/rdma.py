@@ -7,7 +7,8 @@ import shutil
 import subprocess
 from dataclasses import asdict
 
-from ..fabric.rdma import RdmaPort, discover_rdma, merge_ibv_devinfo, parse_ibv_devinfo
+from ..fabric.ibv_devinfo import merge_ibv_devinfo, parse_ibv_devinfo
+from ..fabric.rdma import RdmaPort, discover_rdma
 from .ib_write_bw import IbWriteBwSettings, run_ib_write_bw
 
 
