@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_bytes, non_finite, parse_bytes, parse_gbps
+from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps
+from .limits import HIGHER, Limit, figure, limits_of, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: without a minimum coverage in the profile, a pattern test that covered less than this of the free memory is not
@@ -100,6 +101,20 @@ def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fracti
     if unjudged:
         return unknown(name, who, expected, f"{summary} [{source}]; {unjudged}")
     return passed(name, who, expected, found, f"{summary} [{source}]", unit="GB/s")
+
+
+@limits_of("hbm-bandwidth")
+def _hbm_limits(record: dict) -> list[Limit]:
+    """The best of copy, read and write against ``min`` and the fraction of NVML's peak, drawn as an HBM bar."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("best_gbps")):
+        return []
+    bounds = [(parse_gbps(expected["min"]), f"min {expected['min']}")] if expected.get("min") else []
+    fraction, peak = expected.get("min_fraction_of_peak"), found.get("peak_gbps")
+    if is_number(fraction) and is_number(peak):
+        bounds.append((fraction * peak, f"{fraction:.0%} of peak"))
+    return figure("best_gbps", found["best_gbps"], bounds, "GB/s", HIGHER, chart="HBM",
+                  bar=f"HBM {short_subject(record)}")
 
 
 def hbm_coverage(record: dict, gpu_row: dict, section: dict) -> str | None:
@@ -222,6 +237,17 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str, *,
         return unknown(name, who, expected, f"{summary}, no mismatch [{source}]; {short}: too little tested to "
                                             "accept the GPU on (the profile states no minimum coverage)")
     return passed(name, who, expected, found, f"{summary}, no mismatch [{source}]")
+
+
+@limits_of("memory-pattern")
+def _pattern_limits(record: dict) -> list[Limit]:
+    """The share of free memory tested against ``min_coverage``, in percent (any mismatch fails outright)."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("coverage")):
+        return []
+    floor = expected.get("min_coverage")
+    bounds = [(floor * 100, f"min {floor:.0%}")] if is_number(floor) else []
+    return figure("coverage", found["coverage"] * 100, bounds, "% of memory", HIGHER)
 
 
 def _pattern_gap(gpu_row: dict, promised: dict | None, gpu_memory_bytes: int | None) -> str | None:

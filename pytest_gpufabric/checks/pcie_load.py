@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_bytes, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
+from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
 from ..workloads.stress import PCIE_DEFAULTS
+from .limits import HIGHER, Limit, figure, limits_of, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: the copies and the link reads cover the promised seconds when they reach this share of them (a copy in flight
@@ -83,6 +84,21 @@ def _link(gen, width) -> str:
 
 def _reads(histogram: dict) -> str:
     return ", ".join(f"{value} in {count}" for value, count in histogram.items())
+
+
+@limits_of("pcie-under-load")
+def _pcie_limits(record: dict) -> list[Limit]:
+    """Each direction's copy rate against ``min``, drawn as a bar each (the link's generation, width and replays are
+    counts, judged exactly)."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    floor = expected.get("min_gbps")
+    bounds = [(floor, f"min {floor:g} GB/s")] if is_number(floor) else []
+    who = short_subject(record)
+    return [limit for key, way in (("h2d_gbps", "to"), ("d2h_gbps", "from")) if is_number(found.get(key))
+            for limit in figure(key, found[key], bounds, "GB/s", HIGHER, chart="PCIe under load",
+                                bar=f"PCIe {way} {who}")]
 
 
 def check_pcie_under_load(gpu_row: dict, spec: dict, source: str) -> CheckResult:

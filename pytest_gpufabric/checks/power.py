@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 
-from ..units import non_finite
+from ..units import is_number, non_finite
 from ..workloads.power_figures import power_figures
 from ..workloads.stress import POWER_DEFAULTS
+from .limits import HIGHER, LOWER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 #: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
@@ -87,6 +88,24 @@ def _forbidden(spec: dict) -> list[str]:
 
 def _fmt(value, unit: str, digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f} {unit}"
+
+
+@limits_of("power-hold")
+def _power_limits(record: dict) -> list[Limit]:
+    """The median SM clock at the power limit (over all samples where the GPU never reached it) against
+    ``min_sm_clock_mhz``; the hottest reading, which the fleet compares."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    limits = []
+    label = "sm_clock_mhz_median_at_limit" if "sm_clock_mhz_median_at_limit" in found else "sm_clock_mhz_median"
+    floor = expected.get("min_sm_clock_mhz")
+    if is_number(found.get(label)):
+        bounds = [(floor, f"min {floor:g} MHz")] if is_number(floor) else []
+        limits += figure(label, found[label], bounds, "MHz", HIGHER)
+    if is_number(found.get("temperature_c_max")):
+        limits.append(Limit("temperature_c_max", found["temperature_c_max"], None, "C", LOWER, fleet=True))
+    return limits
 
 
 def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
