@@ -10,6 +10,7 @@ Python repr. Nothing here is cut: where the table shows a short form, ``short`` 
 from __future__ import annotations
 
 from ..checks.limits import record_limits
+from ..diagnostics import by_name
 from ..units import format_bytes, is_na, is_number, parse_bytes, parse_gbps, parse_seconds
 
 GE, LE = "≥", "≤"
@@ -487,6 +488,23 @@ _PHRASES = {
 }
 
 
+def _figure_words(label: str) -> str:
+    """'h2d_gbps' -> 'h2d': a limit's label without the unit its name ends in, in words."""
+    suffix = next((s for s, _ in _SUFFIXES if label.endswith(s) and label != s), "")
+    return _words(label[: len(label) - len(suffix)])
+
+
+def _from_limits(check: dict) -> tuple[str, str]:
+    """A record in words from its limits (checks/limits.py): each bound as '≥ 50 GB/s h2d', each figure as
+    'h2d: 54.2 GB/s'."""
+    limits = record_limits(check)
+    want = [f"{GE if limit.higher_is_better else LE} {_quantity(limit.bound, limit.unit)} "
+            f"{_figure_words(limit.label)}" for limit in limits if limit.bound is not None]
+    got = [f"{_figure_words(limit.label)}: {_quantity(limit.value, limit.unit)}" for limit in limits]
+    return ("; ".join(dict.fromkeys(want)) or format_value(check.get("expected")),
+            "; ".join(dict.fromkeys(got)))
+
+
 def phrase(check: dict) -> tuple[str, str]:
     """(Expected, Found) of a check record in words and units."""
     name = str(check.get("name") or "")
@@ -502,6 +520,8 @@ def phrase(check: dict) -> tuple[str, str]:
                     f" x{found.get('width_current')})" if isinstance(found, dict) else format_value(found))
         if name == "affinity" and isinstance(check.get("expected"), dict):
             return _affinity(check)
+        if by_name(name) is not None and record_limits(check):
+            return _from_limits(check)  # a per-GPU diagnostic without a phrase of its own
         return _settings(check)
     except (TypeError, ValueError, KeyError, AttributeError):  # a record of a shape this does not know
         return format_value(check.get("expected"), check.get("unit")), format_value(check.get("found"),
