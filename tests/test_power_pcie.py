@@ -73,7 +73,7 @@ def power_run() -> dict:
 
 @pytest.fixture(scope="module")
 def pcie_run() -> dict:
-    """pcie_load.py on CPU through stress.measure_pcie_load (and so through the runner)."""
+    """pcie_load.py on CPU through power_pcie.measure_pcie_load (and so through the runner)."""
     return measure_pcie_load(PCIE_SECTION, device="cpu", gpus=1)
 
 

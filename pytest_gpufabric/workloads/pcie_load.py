@@ -5,7 +5,7 @@ Standalone (imports torch, the standard library and nvidia-ml-py only); one proc
 
     python pcie_load.py --size 1073741824 --seconds 3 --result out.json
 
-or one worker process per GPU (``--gpu CUDA_INDEX``), as the plugin runs it (stress.measure_pcie_load, through
+or one worker process per GPU (``--gpu CUDA_INDEX``), as the plugin runs it (power_pcie.measure_pcie_load, through
 runner.run_workers): every worker starts at once and does its set-up (its CPUs, its CUDA context, its pinned and
 device buffers) before it says ``ready``; then it copies when the runner lets it go, one GPU at a time unless the
 runner put GPUs that share neither a PCIe root complex nor a NUMA node (nor so host memory) in one round, and says
