@@ -8,12 +8,16 @@ check judges it, and what ``gpufabric profile init --measure`` runs and promises
 evidence of ``dcgmi diag``, ``--measure`` and the tests that hold them together; the report and the fleet follow
 from the check's limits (checks/limits.py). docs/adding-a-diagnostic.md says how to add one.
 
+Besides ``name``, a descriptor keeps the spellings that recordings, result files and users' tests already carry
+(file names, format tags, fixtures, the results' ``series`` key), so that every layer looks them up here.
+
 Plain data: this module imports nothing of the plugin but the typed shapes (formats/typed.py); launchers and
 ``--measure`` functions are named as ``module:function`` and imported when used.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import json
@@ -66,7 +70,7 @@ class Diagnostic:
     def defaults(self) -> dict:
         """The section's defaults, as profile.schema.json states them."""
         keys = _schema_sections()[self.key]["properties"]
-        return {key: spec["default"] for key, spec in keys.items() if "default" in spec}
+        return {key: copy.deepcopy(spec["default"]) for key, spec in keys.items() if "default" in spec}
 
     def settings(self, section: Mapping) -> dict:
         """A profile section with the schema's defaults where it leaves a key out."""
