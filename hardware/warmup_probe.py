@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from pytest_gpufabric.workloads.environment import workload_environment
+from pytest_gpufabric.workloads.power_pcie import power_hold_command
 from pytest_gpufabric.workloads.runner import run_workload
-from pytest_gpufabric.workloads.stress import power_hold_command
 
 
 def main() -> int:

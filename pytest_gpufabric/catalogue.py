@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
+from .diagnostics import DIAGNOSTICS
 from .units import parse_bytes
 
 __all__ = ["BURN_IN", "KINDS", "PromiseKind", "PromiseList", "Promised", "promise_list"]
@@ -167,6 +168,11 @@ def _ib_write_bw(profile) -> dict | None:
     return profile.rdma.get("ib_write_bw")
 
 
+def _has_section(key: str) -> Callable[..., bool]:
+    """Promised by a profile section (a per-GPU diagnostic's, diagnostics.py)."""
+    return lambda profile: key in profile.data
+
+
 _TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
 _DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_nvlink_traffic.py"
 _PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
@@ -189,13 +195,7 @@ KINDS: dict[str, PromiseKind] = {kind.name: kind for kind in (
                 _once(lambda p: "memory" in p.data)),
     PromiseKind("large-model-support", "large-model support", _MEMORY, _lms),
     PromiseKind("offload-changes-no-result", "offload in training", _MEMORY, _once(_offload_promised)),
-    PromiseKind("hbm-bandwidth", "memory bandwidth", _DIAGNOSTICS,
-                _each_gpu(lambda p: "memory_bandwidth" in p.data)),
-    PromiseKind("memory-pattern", "memory pattern test", _DIAGNOSTICS,
-                _each_gpu(lambda p: "memory_pattern" in p.data)),
-    PromiseKind("power-hold", "sustained power and thermal behaviour", _DIAGNOSTICS,
-                _each_gpu(lambda p: "power" in p.data)),
-    PromiseKind("pcie-under-load", "PCIe link under load", _DIAGNOSTICS, _each_gpu(lambda p: "pcie_load" in p.data)),
+    *(PromiseKind(d.name, d.what, _DIAGNOSTICS, _each_gpu(_has_section(d.key))) for d in DIAGNOSTICS),
     PromiseKind("platform-acs", "PCIe ACS state", _PLATFORM, _platform("acs")),
     PromiseKind("platform-iommu", "IOMMU mode", _PLATFORM, _platform("iommu")),
     PromiseKind("platform-peer-memory", "peer-memory module", _PLATFORM, _platform("peer_memory")),

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .diagnostics import DIAGNOSTICS
 from .errors import GpuFabricError
 
 __all__ = ["BUNDLE_PATTERNS", "DCGM_PROMISES", "ToolEvidence", "dcgm_results", "nvbandwidth_copies", "read_evidence"]
@@ -26,9 +27,9 @@ __all__ = ["BUNDLE_PATTERNS", "DCGM_PROMISES", "ToolEvidence", "dcgm_results", "
 BUNDLE_PATTERNS = ("dcgm*.json", "dcgm*.txt", "dcgmi*.json", "dcgmi*.txt", "nvbandwidth*.json", "nvbandwidth*.txt")
 _MAX_BYTES = 32 << 20
 
-#: DCGM's test (as the parser names it) -> the promise of ours it speaks to
-DCGM_PROMISES = {"memory": "memory-pattern", "memory_bandwidth": "hbm-bandwidth", "pcie": "pcie-under-load",
-                 "targeted_power": "power-hold", "targeted_stress": "power-hold", "pulse_test": "power-hold"}
+#: DCGM's test (as the parser names it) -> the promise of ours it speaks to (each diagnostic's descriptor names
+#: its DCGM tests)
+DCGM_PROMISES = {test: d.name for d in DIAGNOSTICS for test in d.dcgm}
 #: nvbandwidth's test case -> the profile's bandwidth.copy kind it measures
 NVBANDWIDTH_COPIES = {"host_to_device_memcpy_ce": "host_to_device", "host_to_device_memcpy_sm": "host_to_device",
                       "device_to_host_memcpy_ce": "device_to_host", "device_to_host_memcpy_sm": "device_to_host",

@@ -4,7 +4,7 @@ An entry says what a measurement is made of: the fixture the suites ask for it b
 it (no promise, no measurement: the fixture skips as "not promised"), how it is made live (a workload, in child
 processes), the bundle file it records into and how a replay reads it back, and which check and suite judge it.
 FabricSession.measurement() walks the registry instead of an if-chain, and fixtures.py makes one fixture per entry:
-a new diagnostic is a workload file, a check, a suite test and one ``register(Measurement(...))`` here.
+a per-GPU diagnostic's entry comes from its descriptor (diagnostics.py), so a new one adds nothing here.
 
 Live results are written to the report folder under the entry's ``record_file`` as they are made: with the
 snapshot, that folder is a bundle a replay judges the same way.
@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .diagnostics import DIAGNOSTICS, Diagnostic
 
 __all__ = ["REGISTRY", "Measurement", "register"]
 
@@ -242,7 +244,7 @@ register(Measurement(
     check="checks/platform.py", suite="suites/test_platform.py", needs_machine=False))
 
 
-# --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py) ----------------------------
+# --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py): one entry per descriptor --
 
 
 def _gpu_env(fabric_session):
@@ -251,70 +253,23 @@ def _gpu_env(fabric_session):
     return gpu_environment(fabric_session.boards())
 
 
-def _hbm_live(fabric_session):
-    from .workloads.diagnostics import measure_hbm
+def _diagnostic_live(diagnostic: Diagnostic) -> Callable[[Any], dict]:
+    """The diagnostic measured on the run's promised boards, as its profile section asks (its launcher)."""
+    def live(fabric_session) -> dict:
+        launch = diagnostic.launcher_function()
+        return launch(fabric_session.profile.data[diagnostic.key], _gpu_env(fabric_session), fabric_session.boards(),
+                      fabric_session.fabric, plant_fault=fabric_session.options.plant_memory_fault)[0]
 
-    return measure_hbm(fabric_session.profile.data["memory_bandwidth"], _gpu_env(fabric_session),
-                       gpus=len(fabric_session.boards()))
-
-
-register(Measurement(
-    name="hbm", fixture="hbm_bandwidth",
-    doc="Device-memory (HBM) bandwidth per GPU: copy, read and write, the best of N runs, against the peak NVML's "
-        "bus width and maximum memory clock give (live), or the bundle's hbm.json.",
-    promised=_section("memory_bandwidth", "memory bandwidth"),
-    live=_record_live("hbm.json", _hbm_live), replay=_record_replay("hbm.json"),
-    nothing_recorded="the bundle holds no HBM bandwidth measurement (hbm.json)", record_file="hbm.json",
-    check="checks/hbm.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))
+    return live
 
 
-def _pattern_live(fabric_session):
-    from .workloads.diagnostics import measure_mem_pattern
-
-    return measure_mem_pattern(fabric_session.profile.data["memory_pattern"], _gpu_env(fabric_session),
-                               plant_fault=fabric_session.options.plant_memory_fault)
-
-
-register(Measurement(
-    name="memory_pattern", fixture="memory_pattern",
-    doc="The memory pattern test on every GPU at once (walking ones and zeros, address in address, random) over a "
-        "stated fraction of free memory (live), or the bundle's memory-pattern.json.",
-    promised=_section("memory_pattern", "memory pattern test"),
-    live=_record_live("memory-pattern.json", _pattern_live), replay=_record_replay("memory-pattern.json"),
-    nothing_recorded="the bundle holds no memory pattern test (memory-pattern.json)",
-    record_file="memory-pattern.json", check="checks/hbm.py", suite="suites/test_diagnostics.py"))
-
-
-def _power_live(fabric_session):
-    from .workloads.stress import measure_power_hold
-
-    return measure_power_hold(fabric_session.profile.data["power"], _gpu_env(fabric_session))
-
-
-register(Measurement(
-    name="power_hold", fixture="power_hold",
-    doc="Every GPU held at its power limit under a bf16 GEMM load for a stated time, NVML's power, SM clock, "
-        "temperature and clock event reasons sampled throughout (live), or the bundle's power-hold.json.",
-    promised=_section("power", "sustained power and thermal behaviour"),
-    live=_record_live("power-hold.json", _power_live), replay=_record_replay("power-hold.json"),
-    nothing_recorded="the bundle holds no power hold (power-hold.json)", record_file="power-hold.json",
-    check="checks/power.py", suite="suites/test_diagnostics.py"))
-
-
-def _pcie_live(fabric_session):
-    from .workloads.stress import live_pcie_rounds, measure_pcie_load
-
-    boards = fabric_session.boards()
-    buses = {gpu.index: gpu.pci_bus_id for gpu in fabric_session.fabric.gpus if isinstance(gpu.pci_bus_id, str)}
-    return measure_pcie_load(fabric_session.profile.data["pcie_load"], _gpu_env(fabric_session), gpus=len(boards),
-                             rounds=live_pcie_rounds([buses.get(board["index"]) for board in boards]))
-
-
-register(Measurement(
-    name="pcie_load", fixture="pcie_load",
-    doc="Each GPU's PCIe link under host<->device copies: its generation and width read during the load (a link "
-        "that trains down shows only then) and its replay counter's rise (live), or the bundle's pcie-load.json.",
-    promised=_section("pcie_load", "PCIe link under load"),
-    live=_record_live("pcie-load.json", _pcie_live), replay=_record_replay("pcie-load.json"),
-    nothing_recorded="the bundle holds no PCIe-under-load measurement (pcie-load.json)", record_file="pcie-load.json",
-    check="checks/pcie_load.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))
+for _diagnostic in DIAGNOSTICS:
+    register(Measurement(
+        name=_diagnostic.measurement, fixture=_diagnostic.fixture, doc=_diagnostic.doc,
+        promised=_section(_diagnostic.key, _diagnostic.what),
+        live=_record_live(_diagnostic.record_file, _diagnostic_live(_diagnostic)),
+        replay=_record_replay(_diagnostic.record_file),
+        nothing_recorded=f"the bundle holds no {_diagnostic.one} ({_diagnostic.record_file})",
+        record_file=_diagnostic.record_file, check=f"checks/{_diagnostic.check}.py",
+        suite="suites/test_diagnostics.py",
+        processes=(lambda gpus: gpus) if _diagnostic.per_gpu else (lambda gpus: 1)))

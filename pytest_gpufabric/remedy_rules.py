@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .checks.limits import record_limits
 from .remedy_classes import (
     CLASSES,
     COUNTER_REMEDY,
@@ -473,20 +474,17 @@ def _wrong_elements(found: object) -> int:
 
 def _shortfall(check: dict) -> tuple[float | None, str]:
     """(the worst figure as a share of its limit, 'busbw 297.4 GB/s below its 400 GB/s floor'), from the limits the
-    record states (report/phrases.limits); (None, 'short of its promise') where it states none this can read."""
-    from .report.phrases import limits, number
+    record states (checks/limits.py); (None, 'short of its promise') where it states none this can read."""
+    from .report.phrases import number
 
-    try:
-        stated = limits(check)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        stated = []
     worst = None
-    for limit, value, unit, higher_is_better in stated:
-        if not (_number(limit) and _number(value)) or limit <= 0 or value <= 0:
+    for limit in record_limits(check):
+        bound, value = limit.bound, limit.value
+        if not (_number(bound) and _number(value)) or bound <= 0 or value <= 0:
             continue
-        share = value / limit if higher_is_better else limit / value
+        share = value / bound if limit.higher_is_better else bound / value
         if share < 1 and (worst is None or share < worst[0]):
-            words = "below its" if higher_is_better else "above its"
-            worst = (share, f"{number(value, unit)} {words} {number(limit, unit)} "
-                            f"{'floor' if higher_is_better else 'limit'}")
+            words = "below its" if limit.higher_is_better else "above its"
+            worst = (share, f"{number(value, limit.unit)} {words} {number(bound, limit.unit)} "
+                            f"{'floor' if limit.higher_is_better else 'limit'}")
     return worst if worst is not None else (None, "short of its promise")

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("", "units", "errors", "paths", "verdict", "selection", "hookspecs")),
     # what other tools print and what the plugin records, with the machine's per-board records they fill;
-    # evidence.py reads other tools' files of a bundle, reference.py the published GPU figures
-    ("formats", ("formats", "evidence", "reference")),
+    # evidence.py reads other tools' files of a bundle, reference.py the published GPU figures; diagnostics.py
+    # declares each per-GPU diagnostic (formats/records.py reads its records by it)
+    ("formats", ("formats", "evidence", "reference", "diagnostics")),
     ("fabric", ("fabric",)),
     ("workloads", ("workloads",)),
     ("measurements", ("measurements",)),

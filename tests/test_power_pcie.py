@@ -29,8 +29,7 @@ from pytest_gpufabric.checks.result import FAILED, NOT_CHECKED, PASSED
 from pytest_gpufabric.errors import WorkloadError
 from pytest_gpufabric.workloads import pcie_load, power_hold
 from pytest_gpufabric.workloads.environment import workload_environment
-from pytest_gpufabric.workloads.runner import run_workload
-from pytest_gpufabric.workloads.stress import (
+from pytest_gpufabric.workloads.power_pcie import (
     PCIE_LOAD_FORMAT,
     POWER_HOLD_FORMAT,
     measure_pcie_load,
@@ -38,6 +37,7 @@ from pytest_gpufabric.workloads.stress import (
     pcie_load_command,
     power_hold_command,
 )
+from pytest_gpufabric.workloads.runner import run_workload
 
 torch = pytest.importorskip("torch")
 
@@ -73,7 +73,7 @@ def power_run() -> dict:
 
 @pytest.fixture(scope="module")
 def pcie_run() -> dict:
-    """pcie_load.py on CPU through stress.measure_pcie_load (and so through the runner)."""
+    """pcie_load.py on CPU through power_pcie.measure_pcie_load (and so through the runner)."""
     return measure_pcie_load(PCIE_SECTION, device="cpu", gpus=1)
 
 

@@ -521,16 +521,22 @@ def test_short_text_ends_at_a_word_and_the_row_keeps_the_whole():
 
 
 @pytest.mark.parametrize("check, text", [
-    ({"expected": {"min_busbw": "300 GB/s"}, "found": {"busbw_gbps": 270.0}, "unit": "GB/s"}, "−30.0 GB/s (−10.0%)"),
-    ({"expected": {"min_busbw": "100 GB/s", "min_fraction_of_peak": 0.5}, "found": {"busbw_gbps": 150.0,
-      "peak_gbps": 280.0}, "unit": "GB/s"}, "+10.0 GB/s (+7.1%)"),  # the tighter of the two floors
-    ({"expected": {"min": "50 GB/s"}, "found": {"GPU0": 55.0, "GPU1": 45.0}, "unit": "GB/s"}, "−5.0 GB/s (−10.0%)"),
-    ({"expected": {"min_bytes": 1000}, "found": {"tx_bytes": 3048, "rx_bytes": 2024}, "unit": "bytes"},
-     "+1.00 KiB (+102.4%)"),
-    ({"expected": 10 * 2**30, "found": 12 * 2**30, "unit": "bytes"}, "+2.00 GiB (+20.0%)"),
-    ({"expected": {"floors_gbit": [22.5]}, "found": {"bw_avg_gbit": 23.14}}, "+0.64 Gb/s (+2.8%)"),
-    ({"expected": {"max_slowdown": 4.0}, "found": {"ratio_vs_baseline": 3.0}}, "+1.00 x (+25.0%)"),
-    ({"expected": 0.1, "found": {"rows": [{"error": 0.02}, {"error": -0.04}, {"error": None}]}}, "+6.0 points"),
+    ({"name": "bandwidth-all_reduce", "expected": {"min_busbw": "300 GB/s"}, "found": {"busbw_gbps": 270.0},
+      "unit": "GB/s"}, "−30.0 GB/s (−10.0%)"),
+    ({"name": "bandwidth-all_reduce", "expected": {"min_busbw": "100 GB/s", "min_fraction_of_peak": 0.5},
+      "found": {"busbw_gbps": 150.0, "peak_gbps": 280.0}, "unit": "GB/s"},
+     "+10.0 GB/s (+7.1%)"),  # the tighter of the two floors
+    ({"name": "copy-host_to_device", "expected": {"min": "50 GB/s"}, "found": {"GPU0": 55.0, "GPU1": 45.0},
+      "unit": "GB/s"}, "−5.0 GB/s (−10.0%)"),
+    ({"name": "nvlink-traffic-volume", "expected": {"min_bytes": 1000}, "found": {"tx_bytes": 3048, "rx_bytes": 2024},
+      "unit": "bytes"}, "+1.00 KiB (+102.4%)"),
+    ({"name": "gpu-memory", "expected": 10 * 2**30, "found": 12 * 2**30, "unit": "bytes"}, "+2.00 GiB (+20.0%)"),
+    ({"name": "ib-write-bw", "expected": {"floors_gbit": [22.5]}, "found": {"bw_avg_gbit": 23.14}},
+     "+0.64 Gb/s (+2.8%)"),
+    ({"name": "memory-lms", "expected": {"max_slowdown": 4.0}, "found": {"ratio_vs_baseline": 3.0}},
+     "+1.00 x (+25.0%)"),
+    ({"name": "memory-estimate", "expected": 0.1,
+      "found": {"rows": [{"error": 0.02}, {"error": -0.04}, {"error": None}]}}, "+6.0 points"),
 ])
 def test_margin_of_numeric_thresholds(check, text):
     assert margin(check)[0] == text
@@ -539,8 +545,8 @@ def test_margin_of_numeric_thresholds(check, text):
 @pytest.mark.parametrize("check", [
     {"expected": 2, "found": 2, "unit": None},
     {"expected": {"links_per_gpu": 2}, "found": {"active_links": 0}},
-    {"expected": {"min_busbw": "fast"}, "found": {"busbw_gbps": 1.0}},
-    {"expected": {"min": "50 GB/s"}, "found": None, "unit": "GB/s"},
+    {"name": "bandwidth-all_reduce", "expected": {"min_busbw": "fast"}, "found": {"busbw_gbps": 1.0}},
+    {"name": "copy-host_to_device", "expected": {"min": "50 GB/s"}, "found": None, "unit": "GB/s"},
     {"expected": None, "found": None},
     {},
 ])

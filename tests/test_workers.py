@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 
 from pytest_gpufabric.workloads.bandwidth import run_collectives  # noqa: E402
 from pytest_gpufabric.workloads.diagnostics import HBM_FORMAT, hbm_repeats, measure_hbm  # noqa: E402
-from pytest_gpufabric.workloads.stress import (  # noqa: E402
+from pytest_gpufabric.workloads.power_pcie import (  # noqa: E402
     PCIE_LOAD_FORMAT,
     live_pcie_rounds,
     measure_pcie_load,

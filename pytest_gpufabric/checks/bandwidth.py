@@ -27,6 +27,7 @@ from ..units import (
     parse_seconds,
     pcie_peak_gbps,
 )
+from .limits import HIGHER, LOWER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 _COLLECTIVE_CAUSES = (
@@ -320,6 +321,31 @@ def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], p
                   + _COLLECTIVE_CAUSES, unit="GB/s", details=problems)
 
 
+@limits_of("bandwidth-", "nccl-tests-")
+def _collective_limits(record: dict) -> list[Limit]:
+    """busbw against ``min_busbw`` and the fraction of the link peak, the time against ``max_time``; the fleet
+    compares both figures of our own collectives (not of nccl-tests output a customer brings)."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    fleet = str(record.get("name")).startswith("bandwidth-")
+    busbw, peak, time_us = found.get("busbw_gbps"), found.get("peak_gbps"), found.get("time_us")
+    limits = []
+    if is_number(busbw):
+        bounds = []
+        if "min_busbw" in expected:
+            bounds.append((parse_gbps(expected["min_busbw"]), f"min {expected['min_busbw']}"))
+        fraction = expected.get("min_fraction_of_peak")
+        if is_number(peak) and is_number(fraction):
+            bounds.append((fraction * peak, f"{fraction:.0%} of peak"))
+        limits += figure("busbw_gbps", busbw, bounds, "GB/s", HIGHER, fleet=fleet)
+    if is_number(time_us):
+        bounds = [(parse_seconds(expected["max_time"]) * 1e6, f"max {expected['max_time']}")] \
+            if "max_time" in expected else []
+        limits += figure("time_us", time_us, bounds, "µs", LOWER, fleet=fleet)
+    return limits
+
+
 def check_collective(op: str, threshold: dict, row: dict | None, world_size: int, peak: float | None,
                      peak_what: str, source: str) -> CheckResult:
     """One op at one size from one measured row (or None): busbw (or time) against the threshold; wrong results
@@ -433,3 +459,16 @@ def check_copy(kind: str, threshold: dict, rows: list[dict], peak_of, source: st
                       details=lines)
     return failed(name, kind, expected, found, f"{kind} [{source}]: " + "; ".join(problems) + ". " + _COPY_CAUSES,
                   unit="GB/s", details=lines)
+
+
+@limits_of("copy-")
+def _copy_limits(record: dict) -> list[Limit]:
+    """Each GPU's or pair's rate against ``min``, drawn as the report's copy bars; the fleet compares each."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    kind = str(record.get("name")).removeprefix("copy-").replace("_", " ")
+    floor = [(parse_gbps(expected["min"]), f"min {expected['min']}")] if "min" in expected else []
+    return [limit for label, gbps in found.items() if is_number(gbps)
+            for limit in figure(str(label), gbps, floor, "GB/s", HIGHER, chart="Copies", bar=f"{kind} {label}",
+                                fleet=True)]

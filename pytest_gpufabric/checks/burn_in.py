@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 
 from ..formats.records import BURN_IN_FILE as LOG
+from ..units import is_number
 from .health import counter_problems, forbidden_counters, peak_problems
+from .limits import HIGHER, LOWER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 #: at most this many of a log's problems are named in one verdict (the rest are counted)
@@ -125,6 +127,33 @@ def check_burn_in_gpu(index: int, serial: str | None, totals: dict | None, secti
         return failed("burn-in-gpu", who, expected, found, f"{summary}: " + "; ".join(problems) + ". REJECTED",
                       details=problems)
     return passed("burn-in-gpu", who, expected, found, summary)
+
+
+@limits_of("burn-in-gpu")
+def _gpu_limits(record: dict) -> list[Limit]:
+    """The GEMM rate against ``min_tflops`` and the hottest reading: the fleet compares both."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    limits = []
+    if is_number(found.get("tflops")):
+        floor = expected.get("min_tflops")
+        bounds = [(floor, f"min {floor:g} TFLOP/s")] if is_number(floor) else []
+        limits += figure("tflops", found["tflops"], bounds, "TFLOP/s", HIGHER, fleet=True)
+    if is_number(found.get("max_temperature_c")):
+        limits.append(Limit("max_temperature_c", found["max_temperature_c"], None, "C", LOWER, fleet=True))
+    return limits
+
+
+@limits_of("burn-in-collectives")
+def _collectives_limits(record: dict) -> list[Limit]:
+    """The slowest all_reduce between the chunks against the floor (``expected``), drawn as a bar."""
+    floor, found = record.get("expected"), record.get("found")
+    if not isinstance(found, dict) or not is_number(found.get("busbw_min")):
+        return []
+    bounds = [(floor, f"min {floor:g} GB/s")] if is_number(floor) else []
+    return figure("busbw_min", found["busbw_min"], bounds, "GB/s", HIGHER, chart="Burn-in collectives",
+                  bar=f"burn-in {record.get('subject')} (worst run)", fleet=True)
 
 
 def check_burn_in_collectives(records: list[dict], floor_gbps: float | None) -> CheckResult:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_bytes, non_finite, parse_bytes, parse_gbps
+from ..diagnostics import HBM, MEMORY_PATTERN
+from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps
+from .limits import HIGHER, Limit, figure, limits_of, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: without a minimum coverage in the profile, a pattern test that covered less than this of the free memory is not
 #: enough to accept a GPU on: not checked. 75 % is DCGM's memory plugin default (minimum_allocation_percentage)
 DEFAULT_MIN_COVERAGE = 0.75
-#: the patterns mem_pattern.py runs where the profile names none (workloads/diagnostics.py's DEFAULT_PATTERNS)
-PATTERNS = ("walking_ones", "walking_zeros", "address", "random")
 
 _HBM_CAUSES = (
     "Usual causes: the memory clock held below its maximum (application clocks, a power cap or heat: nvidia-smi -q "
@@ -102,13 +102,40 @@ def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fracti
     return passed(name, who, expected, found, f"{summary} [{source}]", unit="GB/s")
 
 
+@limits_of("hbm-bandwidth")
+def _hbm_limits(record: dict) -> list[Limit]:
+    """The best of copy, read and write against ``min`` and the fraction of NVML's peak, drawn as an HBM bar."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("best_gbps")):
+        return []
+    bounds = [(parse_gbps(expected["min"]), f"min {expected['min']}")] if expected.get("min") else []
+    fraction, peak = expected.get("min_fraction_of_peak"), found.get("peak_gbps")
+    if is_number(fraction) and is_number(peak):
+        bounds.append((fraction * peak, f"{fraction:.0%} of peak"))
+    return figure("best_gbps", found["best_gbps"], bounds, "GB/s", HIGHER, chart="HBM",
+                  bar=f"HBM {short_subject(record)}")
+
+
+def measured_hbm(measured, results: list[dict], margin: float, where: str) -> None:
+    """`profile init --measure`: the floor at ``margin`` times the slowest GPU's best rate of all runs, with the
+    runs' figures and NVML's peak beside it."""
+    lows = [min(g["best_gbps"] for g in result["gpus"]) for result in results]
+    peaks = {g.get("peak_gbps") for result in results for g in result["gpus"]}
+    key = HBM.key
+    measured.sections[key] = {"min": f"{margin * min(lows):.0f} GB/s", **HBM.measure_section}
+    peak = f"; NVML's peak {peaks.pop():.0f} GB/s" if len(peaks) == 1 and None not in peaks else ""
+    measured.note(key, f"{key}, best of copy/read/write, slowest GPU of each run, {where}: "
+                       f"{measured.figures(lows, 'GB/s', 0)}{peak}; floor {margin:g} x the lowest")
+
+
 def hbm_coverage(record: dict, gpu_row: dict, section: dict) -> str | None:
     """Why an HBM bandwidth record does not show what the profile's ``memory_bandwidth`` section promises, or None:
     buffers of another size or another number of runs (a smaller buffer measures the cache), or a row that
     contradicts itself (its best not the highest of its three rates, its peak not NVML's bus width x clock x 2)."""
-    size = parse_bytes(section.get("size", "4 GiB"))
+    s = HBM.settings(section)
+    size = parse_bytes(s["size"])
     size -= size % 16  # hbm.py measures whole 16-byte vectors
-    iters = int(section.get("iters", 20))
+    iters = int(s["iters"])
     gaps = []
     if record.get("size_bytes") != size:
         gaps.append(f"size_bytes = {record.get('size_bytes')!r}: buffers of {format_bytes(record.get('size_bytes'))}, "
@@ -224,17 +251,47 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str, *,
     return passed(name, who, expected, found, f"{summary}, no mismatch [{source}]")
 
 
+@limits_of("memory-pattern")
+def _pattern_limits(record: dict) -> list[Limit]:
+    """The share of free memory tested against ``min_coverage``, in percent (any mismatch fails outright)."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("coverage")):
+        return []
+    floor = expected.get("min_coverage")
+    bounds = [(floor * 100, f"min {floor:.0%}")] if is_number(floor) else []
+    return figure("coverage", found["coverage"] * 100, bounds, "% of memory", HIGHER)
+
+
+def measured_pattern(measured, results: list[dict], margin: float, where: str) -> None:
+    """`profile init --measure`: the pattern test promised as it ran, only where the golden machine passed it (a
+    pattern test it fails is a faulty golden machine); it has no floor to measure."""
+    rows = results[0].get("gpus", [])
+    bad = [f"GPU{g.get('index')}: " + (g.get("error") or f"{g.get('mismatches')} mismatch(es)")
+           for g in rows if g.get("error") or g.get("mismatches")]
+    key = MEMORY_PATTERN.key
+    if bad or not rows:
+        measured.not_measured.append(f"{key}: the test did not pass here ({'; '.join(bad) or 'no GPU row'}): not a "
+                                     "golden machine for it")
+        return
+    coverage = ", ".join(f"GPU{g['index']} {g['tested_bytes'] / 2**30:.1f} GiB ({g['coverage']:.1%} of total)"
+                         for g in rows)
+    measured.sections[key] = dict(MEMORY_PATTERN.measure_section)
+    measured.note(key, f"{key}, {where}: no mismatch over {coverage} in {max(g['seconds'] for g in rows):.0f} s; any "
+                       "mismatch fails (no floor)")
+
+
 def _pattern_gap(gpu_row: dict, promised: dict | None, gpu_memory_bytes: int | None) -> str | None:
     """What of the promised test a clean row does not cover: its seconds, its patterns, enough free memory."""
     gaps = []
     if promised is not None:
-        want = promised.get("patterns", PATTERNS)
+        promised = MEMORY_PATTERN.settings(promised)
+        want = promised["patterns"]
         want = [want] if isinstance(want, str) else list(want)
         ran = {p.get("pattern") for p in gpu_row.get("passes") or []}
         if set(want) - ran:
             gaps.append(f"it ran {', '.join(sorted(p for p in ran if p)) or 'no pattern'}, the profile promises "
                         f"{', '.join(want)}")
-        seconds = float(promised.get("seconds", 5))
+        seconds = float(promised["seconds"])
         if not _number(gpu_row.get("seconds")) or gpu_row["seconds"] < 0.9 * seconds:
             gaps.append(f"it ran {gpu_row.get('seconds')!r} s of the {seconds:g} s promised")
     free = gpu_row.get("free_bytes")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_bytes, parse_bytes
+from ..units import format_bytes, is_number, parse_bytes
+from .limits import LOWER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 #: a time per image agrees with its step's seconds / batch within this share (they are one division apart)
@@ -146,6 +147,18 @@ def check_estimate(section: dict, result: dict) -> CheckResult:
     return passed("memory-estimate", subject, tolerance, found, summary + "; every fit/OOM predicted")
 
 
+@limits_of("memory-estimate")
+def _estimate_limits(record: dict) -> list[Limit]:
+    """The estimate's worst relative error over the batches that fitted against the tolerance, in percent."""
+    tolerance, found = record.get("expected"), record.get("found")
+    if not is_number(tolerance) or not isinstance(found, dict) or not isinstance(found.get("rows"), list):
+        return []
+    errors = [abs(r["error"]) for r in found["rows"] if isinstance(r, dict) and is_number(r.get("error"))]
+    if not errors:
+        return []
+    return [Limit("error", max(errors) * 100, tolerance * 100, "%", LOWER, stated=f"max {tolerance:.0%}")]
+
+
 def check_oom_clean(section: dict, result: dict) -> CheckResult:
     over = result["oversized"]
     expect = section.get("expect", "oom")
@@ -202,6 +215,24 @@ def check_lms(spec: dict, run: dict | None, baseline: dict) -> CheckResult:
                       "(one short step, which moves from run to run: docs/margins.md): compare the time per image "
                       "with offload against earlier runs.")
     return passed("memory-lms", subject, spec, run, summary)
+
+
+@limits_of("memory-lms")
+def _lms_limits(record: dict) -> list[Limit]:
+    """The time per image with offload, and its ratio to batch 1's against ``max_slowdown``: the fleet compares
+    both."""
+    spec, found = record.get("expected"), record.get("found")
+    if not isinstance(spec, dict) or not isinstance(found, dict):
+        return []
+    limits = []
+    if is_number(found.get("time_per_image_s")):
+        limits.append(Limit("time_per_image_s", found["time_per_image_s"], None, "s", LOWER, fleet=True))
+    if is_number(found.get("ratio_vs_baseline")):
+        ceiling = spec.get("max_slowdown")
+        bounds = [(ceiling, f"max {ceiling:g}x")] if is_number(ceiling) else []
+        limits += figure("ratio_vs_baseline", found["ratio_vs_baseline"], bounds, "x", LOWER, of="batch 1",
+                         fleet=True)
+    return limits
 
 
 def check_lms_equality(result: dict) -> CheckResult:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from ..formats.counters import LinkDelta, sample_problems
-from ..units import format_bytes
+from ..units import format_bytes, is_number
+from .limits import HIGHER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 _CAUSES = (
@@ -92,6 +93,20 @@ def check_links_carry_traffic(gpu: int, links: dict[int, LinkDelta], promised_li
         f"{subject}: expected TX and RX growth on {want} {what}; {seen}. " + _CAUSES + _nccl_settings(env),
         details=_per_link(links),
     )
+
+
+@limits_of("nvlink-traffic-volume")
+def _volume_limits(record: dict) -> list[Limit]:
+    """TX and RX bytes against ``min_bytes``; their ratios to the all-reduce volume, which the fleet compares."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    floor = expected.get("min_bytes")
+    bounds = [(floor, f"min {format_bytes(floor)}")] if is_number(floor) else []
+    limits = [limit for key in ("tx_bytes", "rx_bytes") if is_number(found.get(key))
+              for limit in figure(key, found[key], bounds, "bytes", HIGHER)]
+    return limits + [Limit(key, found[key], None, "x", HIGHER, of="expected", fleet=True)
+                     for key in ("tx_ratio", "rx_ratio") if is_number(found.get(key))]
 
 
 def check_allreduce_volume(gpu: int, links: dict[int, LinkDelta], expected_bytes: float | None,

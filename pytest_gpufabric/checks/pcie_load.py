@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..units import format_bytes, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
-from ..workloads.stress import PCIE_DEFAULTS
+from ..diagnostics import PCIE_LOAD
+from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
+from .limits import HIGHER, Limit, figure, limits_of, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: the copies and the link reads cover the promised seconds when they reach this share of them (a copy in flight
@@ -40,7 +41,7 @@ def pcie_coverage(record: dict, gpu_row: dict, spec: dict) -> str | None:
     of another size, or for fewer seconds per direction (copies x size / rate, from the record's own figures), link
     reads under load fewer than half of one per ``read_interval_s`` over both directions, or a lowest generation or
     width that its own histogram of reads contradicts."""
-    s = {**PCIE_DEFAULTS, **spec}
+    s = PCIE_LOAD.settings(spec)
     promised, size = float(s["seconds"]), parse_bytes(s["size"])
     gaps = []
     if record.get("size") != size:
@@ -83,6 +84,36 @@ def _link(gen, width) -> str:
 
 def _reads(histogram: dict) -> str:
     return ", ".join(f"{value} in {count}" for value, count in histogram.items())
+
+
+@limits_of("pcie-under-load")
+def _pcie_limits(record: dict) -> list[Limit]:
+    """Each direction's copy rate against ``min``, drawn as a bar each (the link's generation, width and replays are
+    counts, judged exactly)."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    floor = expected.get("min_gbps")
+    bounds = [(floor, f"min {floor:g} GB/s")] if is_number(floor) else []
+    who = short_subject(record)
+    return [limit for key, way in (("h2d_gbps", "to"), ("d2h_gbps", "from")) if is_number(found.get(key))
+            for limit in figure(key, found[key], bounds, "GB/s", HIGHER, chart="PCIe under load",
+                                bar=f"PCIe {way} {who}")]
+
+
+def measured_pcie(measured, results: list[dict], margin: float, where: str) -> None:
+    """`profile init --measure`: the lowest generation and width each GPU's link held under load, no replay added
+    (a count: no margin)."""
+    links = [g["link"]["under_load"] for g in results[0]["gpus"]]
+    gens = [link.get("gen_min") for link in links]
+    widths = [link.get("width_min") for link in links]
+    key = PCIE_LOAD.key
+    section = {**PCIE_LOAD.measure_section, "max_replay_rise": 0}
+    if all(isinstance(v, int) for v in gens + widths):
+        section.update(gen=min(gens), width=min(widths))
+    measured.sections[key] = section
+    measured.note(key, f"{key}: the link under host<->device copies, {where}: "
+                       + ", ".join(f"gen {g} x{w}" for g, w in zip(gens, widths, strict=True)))
 
 
 def check_pcie_under_load(gpu_row: dict, spec: dict, source: str) -> CheckResult:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 
-from ..units import non_finite
+from ..diagnostics import POWER_HOLD
+from ..units import is_number, non_finite
 from ..workloads.power_figures import power_figures
-from ..workloads.stress import POWER_DEFAULTS
+from .limits import HIGHER, LOWER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 #: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
@@ -50,7 +51,7 @@ def power_coverage(record: dict, gpu_row: dict, spec: dict) -> str | None:
     """Why a power-hold record does not cover the hold the profile's ``power`` section promises, or None: a window
     shorter than its ``seconds``, samples that span less of it or fewer than one per ``interval_s`` (80 %), or
     samples out of time order (an edited record)."""
-    s = {**POWER_DEFAULTS, **spec}
+    s = POWER_HOLD.settings(spec)
     promised, interval = float(s["seconds"]), float(s["interval_s"])
     samples = [x for x in gpu_row.get("samples") or [] if isinstance(x, dict)]
     times = [x.get("t_s") for x in samples]
@@ -87,6 +88,39 @@ def _forbidden(spec: dict) -> list[str]:
 
 def _fmt(value, unit: str, digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f} {unit}"
+
+
+@limits_of("power-hold")
+def _power_limits(record: dict) -> list[Limit]:
+    """The median SM clock at the power limit (over all samples where the GPU never reached it) against
+    ``min_sm_clock_mhz``; the hottest reading, which the fleet compares."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict):
+        return []
+    limits = []
+    label = "sm_clock_mhz_median_at_limit" if "sm_clock_mhz_median_at_limit" in found else "sm_clock_mhz_median"
+    floor = expected.get("min_sm_clock_mhz")
+    if is_number(found.get(label)):
+        bounds = [(floor, f"min {floor:g} MHz")] if is_number(floor) else []
+        limits += figure(label, found[label], bounds, "MHz", HIGHER)
+    if is_number(found.get("temperature_c_max")):
+        limits.append(Limit("temperature_c_max", found["temperature_c_max"], None, "C", LOWER, fleet=True))
+    return limits
+
+
+def measured_power(measured, results: list[dict], margin: float, where: str) -> None:
+    """`profile init --measure`: the clock floor at ``margin`` times the lowest median SM clock a GPU held at its
+    power limit (none where a GPU never reached it)."""
+    clocks = [g["summary"]["sm_clock_mhz_median_at_limit"] for g in results[0]["gpus"]]
+    key = POWER_HOLD.key
+    section = dict(POWER_HOLD.measure_section)
+    if clocks and all(isinstance(c, (int, float)) for c in clocks):
+        section["min_sm_clock_mhz"] = int(margin * min(clocks))
+        measured.note(key, f"{key}: median SM clock at the power limit per GPU, {where}: "
+                           f"{', '.join(f'{c:.0f}' for c in clocks)} MHz; floor {margin:g} x the lowest")
+    else:
+        measured.note(key, f"{key}: the GPUs did not reach their power limit in the hold ({where}): no clock floor")
+    measured.sections[key] = section
 
 
 def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:

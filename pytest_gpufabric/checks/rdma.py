@@ -7,7 +7,8 @@ import math
 
 from ..fabric.model import Fabric
 from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes, saturated_data_counters
-from ..units import format_bytes, parse_bytes, parse_gbit
+from ..units import format_bytes, is_number, parse_bytes, parse_gbit
+from .limits import HIGHER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 _PORT_CAUSES = ("Usual causes: a cable or transceiver not seated or of the wrong speed, the switch port "
@@ -198,6 +199,30 @@ def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, s
         return failed("ib-write-bw", subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems)
                       + ". " + _BW_CAUSES, details=problems)
     return passed("ib-write-bw", subject, expected, found, f"{summary} [{source}]")
+
+
+@limits_of("ib-write-bw")
+def _ib_write_bw_limits(record: dict) -> list[Limit]:
+    """The average bandwidth against the highest of its floors (the promised rate, the fraction of the line rate),
+    drawn as a bar; the fleet compares it."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("bw_avg_gbit")):
+        return []
+    floors = [f for f in expected.get("floors_gbit") or [] if is_number(f)]
+    bounds = [(max(floors), f"min {max(floors):g} Gb/s")] if floors else []
+    return figure("bw_avg_gbit", found["bw_avg_gbit"], bounds, "Gb/s", HIGHER, chart="ib_write_bw",
+                  bar=f"ib_write_bw {record.get('subject')}", fleet=True)
+
+
+@limits_of("rdma-counters")
+def _counters_limits(record: dict) -> list[Limit]:
+    """The transmit counter's rise against the bytes ib_write_bw sent."""
+    expected, found = record.get("expected"), record.get("found")
+    if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("tx_bytes")):
+        return []
+    sent = expected.get("tx_bytes_at_least")
+    bounds = [(sent, f"min {format_bytes(sent)}")] if is_number(sent) else []
+    return figure("tx_bytes", found["tx_bytes"], bounds, "bytes", HIGHER)
 
 
 def check_counters_rise(port_before: RdmaPort | None, port_after: RdmaPort | None, bytes_sent: int,

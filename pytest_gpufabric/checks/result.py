@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .limits import Limit, record_limits
+
 PASSED = "passed"
 FAILED = "failed"
 #: The promise could not be judged from this evidence (a bundle that did not record it, a setting the machine hides,
@@ -27,6 +29,12 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return self.verdict == PASSED
+
+    @property
+    def limits(self) -> list[Limit]:
+        """Each figure this result judged against its bound, as data (checks/limits.py: read from the record, as
+        the report and the fleet read it from the results file)."""
+        return record_limits(self.to_dict())
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,7 +10,8 @@ from ..fabric.model import GPU_LIST, MATRIX_CUT, Fabric, nvlink_count_of_label
 from ..formats.gpu import Gpu
 from ..formats.topo import normalize_label
 from ..profile.model import Profile
-from ..units import format_bytes, is_na, parse_cpu_list
+from ..units import format_bytes, is_na, is_number, parse_cpu_list
+from .limits import HIGHER, Limit, limits_of
 from .result import CheckResult, failed, passed, unknown
 
 _NOT_RECORDED = "not recorded by {source}: a bundle needs {files} for this check"
@@ -55,6 +56,15 @@ def check_gpu_model(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
         "gpu-model", gpu.label, expected, gpu.name,
         f"{gpu.label}: expected a {expected}, found {gpu.name} (serial {gpu.serial or 'unknown'})",
     )
+
+
+@limits_of("gpu-memory")
+def _memory_limits(record: dict) -> list[Limit]:
+    """The board's memory against the size the profile promises, in bytes."""
+    expected, found = record.get("expected"), record.get("found")
+    if not (is_number(expected) and is_number(found) and record.get("unit") == "bytes"):
+        return []
+    return [Limit("memory_bytes", found, expected, "bytes", HIGHER, stated=f"min {format_bytes(expected)}")]
 
 
 def check_gpu_memory(profile: Profile, gpu: Gpu, source: str) -> CheckResult:

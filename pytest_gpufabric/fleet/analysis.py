@@ -47,7 +47,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .nodes import Node, metric_spec
+from .nodes import Node
 
 __all__ = ["DRIFT_FIELDS", "FleetSettings", "analyse", "natural_key"]
 
@@ -96,14 +96,6 @@ class FleetSettings:
                 "group_min_deviation": self.group_min_deviation, "group_min_degrees_c": self.group_min_degrees_c,
                 "min_nodes": self.min_nodes, "fail_on_outlier": self.fail_on_outlier,
                 "fail_on_drift": list(self.fail_on_drift)}
-
-
-def _spec(check: str, metric: str) -> tuple[str, int]:
-    """(unit, direction) of a metric, from nodes.METRICS."""
-    for name, unit, direction in metric_spec(check):
-        if name == metric or name is None:
-            return unit, direction
-    return "", +1
 
 
 def machine_class(node: Node) -> str:
@@ -357,7 +349,8 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
             distribution = of_class.get(key)
             if distribution is None:
                 check, subject, metric = key
-                distribution = of_class[key] = _Distribution(kind, check, subject, metric, *_spec(check, metric))
+                unit, direction = n.units.get((check, metric), ("", +1))
+                distribution = of_class[key] = _Distribution(kind, check, subject, metric, unit, direction)
             distribution.values[n.name] = value
             if n.slowdown_c and key[1] in n.slowdown_c and is_temperature(distribution.unit):
                 distribution.slowdown_c[n.name] = n.slowdown_c[key[1]]

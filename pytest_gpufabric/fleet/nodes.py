@@ -8,7 +8,6 @@ in memory.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import re
@@ -17,29 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..catalogue import CHECK_HERE
+from ..checks.limits import record_limits
 from ..rejudge import derive_verdict
 from ..remedy import remedies_by_class
 from .loader import EMBEDDED_PROFILE, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
 
-__all__ = ["METRICS", "RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
+__all__ = ["RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
 RESULTS_FILE = "gpufabric-results.json"
 _HTML_NAMES = ("acceptance.html", "report.html")
-
-#: check name (or its prefix, ending in "-") -> the numbers of its ``found`` compared across the fleet: (field,
-#: unit, +1 where more is better, -1 where less is). A field of None: ``found`` is {label: number} (copies by GPU
-#: pair), each label one metric.
-METRICS: dict[str, list[tuple[str | None, str, int]]] = {
-    "bandwidth-": [("busbw_gbps", "GB/s", +1), ("time_us", "us", -1)],
-    "copy-": [(None, "GB/s", +1)],
-    "nvlink-traffic-volume": [("tx_ratio", "x expected", +1), ("rx_ratio", "x expected", +1)],
-    "burn-in-gpu": [("tflops", "TFLOP/s", +1), ("max_temperature_c", "C", -1)],
-    "power-hold": [("temperature_c_max", "C", -1)],
-    "burn-in-collectives": [("busbw_min", "GB/s", +1)],
-    "memory-lms": [("time_per_image_s", "s", -1), ("ratio_vs_baseline", "x batch 1", -1)],
-    "ib-write-bw": [("bw_avg_gbit", "Gb/s", +1)],
-}
-
 
 @dataclass
 class Node:
@@ -62,6 +47,8 @@ class Node:
     inventory: dict[str, str] = field(default_factory=dict)  # drift field -> value as text
     serials: list[str] = field(default_factory=list)
     metrics: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (check, subject, metric) -> value
+    #: (check, metric) -> (unit, +1 where more is better, -1 where less is): as the check's limits say
+    units: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     #: GPU subject ("GPU0") -> the temperature NVML says that board slows down at (the power-hold check records
     #: it); a GPU missing here: not known, never assumed
     slowdown_c: dict[str, float] = field(default_factory=dict)
@@ -167,14 +154,6 @@ def _scope(promised) -> str | None:
     return promised.get("scope") or "whole acceptance"
 
 
-@functools.lru_cache(maxsize=1024)
-def metric_spec(check_name: str) -> list[tuple[str | None, str, int]]:
-    for key, spec in METRICS.items():
-        if check_name == key or (key.endswith("-") and check_name.startswith(key)):
-            return spec
-    return []
-
-
 def _number(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
@@ -185,19 +164,23 @@ def _number(value) -> float | None:
 _SERIAL_SUFFIX = re.compile(r" \(serial [^)]*\)")
 
 
-def _metrics(checks: list[dict]) -> dict[tuple[str, str, str], float]:
+#: a unit as the fleet writes it (its pages and files use ASCII units)
+_ASCII = {"µs": "us"}
+
+
+def _metrics(checks: list[dict]) -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str], tuple[str, int]]]:
+    """(check, subject, metric) -> value for each figure a check's limits mark as compared across the fleet
+    (checks/limits.py), and (check, metric) -> (unit, direction) for each."""
     out: dict[tuple[str, str, str], float] = {}
+    units: dict[tuple[str, str], tuple[str, int]] = {}
     for check in checks:
-        found = check.get("found")
         name, subject = str(check.get("name", "")), _SERIAL_SUFFIX.sub("", str(check.get("subject", "")))
-        for metric, _, _ in metric_spec(name):
-            if metric is None and isinstance(found, dict):
-                for label, value in found.items():
-                    if (number := _number(value)) is not None:
-                        out[_shared((name, subject, str(label)))] = number
-            elif isinstance(found, dict) and (number := _number(found.get(metric))) is not None:
-                out[_shared((name, subject, metric))] = number
-    return out
+        for limit in record_limits(check):
+            if limit.fleet and (number := _number(limit.value)) is not None:
+                out[_shared((name, subject, limit.label))] = number
+                unit = _ASCII.get(limit.unit, limit.unit) + (f" {limit.of}" if limit.of else "")
+                units[_shared((name, limit.label))] = _shared((unit, limit.better))
+    return out, units
 
 
 def _slowdowns(checks: list[dict]) -> dict[str, float]:
@@ -257,7 +240,7 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
                    for c in checks if c["verdict"] == "failed"]
     node.remedies = remedies_by_class(document.get("promises") or [])
     node.inventory, node.serials = _inventory(document)
-    node.metrics = _metrics(checks)
+    node.metrics, node.units = _metrics(checks)
     node.burn_in = _burn_in(checks)
     node.slowdown_c = _slowdowns(checks)
     node.waivers = [f"{w['promise']}: {w['reason']} ({w['source']})" for w in document.get("waivers") or []

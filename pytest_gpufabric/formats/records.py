@@ -1,5 +1,6 @@
-"""The recordings of the per-GPU diagnostics (hbm.json, memory-pattern.json, power-hold.json, pcie-load.json), the
-memory suite (memory.json) and the burn-in (gpufabric-burnin.jsonl), read in one place each, typed.
+"""The recordings of the per-GPU diagnostics (hbm.json, memory-pattern.json, power-hold.json, pcie-load.json: each
+declared by its descriptor, diagnostics.py), the memory suite (memory.json) and the burn-in
+(gpufabric-burnin.jsonl), read in one place each, typed.
 
 Each file kind declares its shape (formats/typed.py): its format tag, every number's kind (finite, in its
 physical range, in the unit its key names) and one row per GPU. Reading never raises on content: a file that
@@ -17,106 +18,43 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .typed import Field, Opt, check_shape
+from ..diagnostics import DIAGNOSTICS
+from .typed import NOTE, TEXT, Field, Opt, check_shape, reading, value
 
-HBM_FILE = "hbm.json"
-PATTERN_FILE = "memory-pattern.json"
-POWER_FILE = "power-hold.json"
-PCIE_FILE = "pcie-load.json"
 MEMORY_FILE = "memory.json"
 BURN_IN_FILE = "gpufabric-burnin.jsonl"
 
-_TEXT = Field("text")
-_NOTE = Field("text", required=False, nullable=True)  # optional words: a name, an error, a reason
-_ANY = Field("any", required=False, nullable=True)
-
-
-def _n(kind: str, required: bool = True, nullable: bool = False) -> Field:
-    return Field(kind, required, nullable)
-
-
-def _read(kind: str) -> Field:
-    """A reading NVML may not give (null, its reason under the row's ``unread``)."""
-    return Field(kind, required=False, nullable=True)
-
-
-#: who a row measured: the board's NVML index, UUID and serial (workloads/identity.py)
-_BOARD = {"index": _n("index"), "cuda": _n("index", False, True), "uuid": _NOTE, "serial": _NOTE, "name": _NOTE}
-
-_HBM = {
-    "format": _TEXT, "size_bytes": _n("bytes"), "iters": _n("count"), "warmup": _n("count", False),
-    "gpus": [{**_BOARD, "copy_gbps": _n("gbps"), "read_gbps": _n("gbps"), "write_gbps": _n("gbps"),
-              "best_gbps": _n("gbps"), "peak_gbps": _read("gbps"), "bus_width_bits": _read("count"),
-              "max_mem_clock_mhz": _read("mhz"), "fraction_of_peak": _read("ratio")}],
-}
-_PATTERN = {
-    "format": _TEXT, "fraction": _n("fraction", False), "seconds": _n("seconds", False),
-    "patterns": Opt([_TEXT]), "chunk_bytes": _n("bytes", False, True),
-    "gpus": [{**_BOARD, "free_bytes": _n("bytes"), "total_bytes": _n("bytes"), "tested_bytes": _n("bytes"),
-              "coverage": _read("fraction"), "chunks": _read("count"), "allocation_stopped": _NOTE,
-              "passes": [{"pattern": _TEXT, "bytes": _n("bytes"), "seconds": _n("seconds"),
-                          "mismatches": _n("count")}],
-              "mismatches": _n("count"), "seconds": _n("seconds"), "planted": Field("flag", False), "error": _NOTE,
-              "first_mismatches": Opt([{"offset_bytes": _n("bytes"), "pattern": _TEXT, "expected": _ANY,
-                                        "found": _ANY, "xor_bits": Opt([_n("count")])}])}],
-}
-_POWER = {
-    "format": _TEXT, "seconds": _n("seconds"), "interval_s": _n("seconds"), "warmup_s": _n("seconds", False),
-    "gpus": [{**_BOARD, "power_limit_w": _read("watts"), "max_sm_clock_mhz": _read("mhz"),
-              "thresholds_c": Opt({"*": _read("celsius")}), "tflops": _read("tflops"),
-              "iterations": _n("count", False), "unread": Opt({"*": _ANY}),
-              "samples": [{"t_s": _n("seconds"), "power_w": _read("watts"), "sm_clock_mhz": _read("mhz"),
-                           "temperature_c": _read("celsius"), "margin_c": _read("celsius"),
-                           "reasons": Opt([_TEXT])}]}],
-}
-_LINK = Opt({"gen": _read("generation"), "width": _read("lanes")})
-_PCIE = {
-    "format": _TEXT, "size": _n("bytes"), "seconds": _n("seconds"), "read_interval_s": _n("seconds", False),
-    "gpus": [{**_BOARD, "h2d_gbps": _read("gbps"), "d2h_gbps": _read("gbps"),
-              "copies": {"h2d": _n("count"), "d2h": _n("count")},
-              "link": Opt({"idle": _LINK, "after": _LINK,
-                           "max": Opt({"gen": _read("generation"), "width": _read("lanes"),
-                                       "gpu_gen": _read("generation")}),
-                           "under_load": Opt({"gen_min": _read("generation"), "width_min": _read("lanes"),
-                                              "gen_max": _read("generation"), "width_max": _read("lanes"),
-                                              "reads": _n("count"), "gen_reads": Opt({"*": _n("count")}),
-                                              "width_reads": Opt({"*": _n("count")})})}),
-              "replay_counter": Opt({"before": _read("count"), "after": _read("count"), "rise": _read("count")}),
-              "unread": Opt({"*": _ANY})}],
-}
-_LMS_RUN = {"threshold_bytes": _n("bytes"), "usage_fraction": _n("fraction"), "outcome": _TEXT,
-            "batch": _n("count", False), "seconds": _n("seconds", False), "time_per_image_s": _n("seconds", False),
-            "peak_bytes": _n("bytes", False), "ratio_vs_baseline": _n("ratio", False), "error": _NOTE,
-            "offloaded_tensors": _n("count"), "offloaded_bytes": _n("bytes"), "kept_tensors": _n("count", False)}
-_OVERSIZED = {"batch": _n("count"), "outcome": _TEXT, "recovered": Field("flag"), "error": _NOTE,
-              "allocated_after_bytes": _n("bytes"), "baseline_allocated_bytes": _n("bytes"),
-              "healthy_after": Opt({"batch": _read("count"), "ok": Field("flag", False), "loss": _read("number"),
-                                    "error": _NOTE})}
+_LMS_RUN = {"threshold_bytes": value("bytes"), "usage_fraction": value("fraction"), "outcome": TEXT,
+            "batch": value("count", False), "seconds": value("seconds", False),
+            "time_per_image_s": value("seconds", False), "peak_bytes": value("bytes", False),
+            "ratio_vs_baseline": value("ratio", False), "error": NOTE, "offloaded_tensors": value("count"),
+            "offloaded_bytes": value("bytes"), "kept_tensors": value("count", False)}
+_OVERSIZED = {"batch": value("count"), "outcome": TEXT, "recovered": Field("flag"), "error": NOTE,
+              "allocated_after_bytes": value("bytes"), "baseline_allocated_bytes": value("bytes"),
+              "healthy_after": Opt({"batch": reading("count"), "ok": Field("flag", False), "loss": reading("number"),
+                                    "error": NOTE})}
 _MEMORY = {
-    "format": _TEXT, "device": _NOTE, "total_bytes": _n("bytes"), "budget_bytes": _n("bytes"), "model": _TEXT,
-    "mode": _TEXT, "input": [_n("count")], "fit_batch": _n("count"),
-    "board": Opt({"uuid": _NOTE, "serial": _NOTE, "name": _NOTE, "nvml_index": _read("index"),
-                  "cuda_index": _read("index")}),
-    "estimate": {"activation_bytes_per_image": _n("bytes"), "saved_bytes_per_image": _n("bytes", False),
-                 "union_bytes_per_image": _n("bytes"), "param_bytes": _n("bytes"),
-                 "largest_activation_bytes_per_image": _n("bytes"),
-                 "per_layer": Opt([{"layer": _TEXT, "type": _TEXT, "output_shape": Opt([_n("count")]),
-                                    "output_bytes": _n("bytes", False), "new_bytes": _n("bytes")}])},
-    "baseline": {"batch": _n("count"), "seconds": _n("seconds"), "time_per_image_s": _n("seconds"),
-                 "loss": _n("number", False), "peak_bytes": _n("bytes")},
-    "probes": Opt([{"batch": _n("count"), "outcome": _TEXT, "peak_bytes": _n("bytes", False, True)}]),
+    "format": TEXT, "device": NOTE, "total_bytes": value("bytes"), "budget_bytes": value("bytes"), "model": TEXT,
+    "mode": TEXT, "input": [value("count")], "fit_batch": value("count"),
+    "board": Opt({"uuid": NOTE, "serial": NOTE, "name": NOTE, "nvml_index": reading("index"),
+                  "cuda_index": reading("index")}),
+    "estimate": {"activation_bytes_per_image": value("bytes"), "saved_bytes_per_image": value("bytes", False),
+                 "union_bytes_per_image": value("bytes"), "param_bytes": value("bytes"),
+                 "largest_activation_bytes_per_image": value("bytes"),
+                 "per_layer": Opt([{"layer": TEXT, "type": TEXT, "output_shape": Opt([value("count")]),
+                                    "output_bytes": value("bytes", False), "new_bytes": value("bytes")}])},
+    "baseline": {"batch": value("count"), "seconds": value("seconds"), "time_per_image_s": value("seconds"),
+                 "loss": value("number", False), "peak_bytes": value("bytes")},
+    "probes": Opt([{"batch": value("count"), "outcome": TEXT, "peak_bytes": value("bytes", False, True)}]),
     "oversized": _OVERSIZED, "lms": Opt([_LMS_RUN]),
-    "equality": Opt({"batch": _n("count"), "loss_without": _n("number"), "loss_with": _n("number"),
-                     "loss_equal": Field("flag"), "max_grad_abs_diff": _n("ratio"), "max_grad_abs": _n("ratio"),
-                     "offloaded_tensors": _n("count")}),
+    "equality": Opt({"batch": value("count"), "loss_without": value("number"), "loss_with": value("number"),
+                     "loss_equal": Field("flag"), "max_grad_abs_diff": value("ratio"), "max_grad_abs": value("ratio"),
+                     "offloaded_tensors": value("count")}),
 }
 
-#: file -> (its format tag, its shape, what it is in words)
+#: file -> (its format tag, its shape, what it is in words): each diagnostic's as its descriptor declares it
 KINDS = {
-    HBM_FILE: ("gpufabric-hbm/1", _HBM, "HBM bandwidth"),
-    PATTERN_FILE: ("gpufabric-mem-pattern/1", _PATTERN, "memory pattern test"),
-    POWER_FILE: ("gpufabric-power-hold/1", _POWER, "power hold"),
-    PCIE_FILE: ("gpufabric-pcie-load/1", _PCIE, "PCIe under load"),
+    **{d.record_file: (d.format, d.shape, d.recording) for d in DIAGNOSTICS},
     MEMORY_FILE: ("gpufabric-memory/1", _MEMORY, "memory"),
 }
 
@@ -207,27 +145,28 @@ def live_record(name: str, data: dict) -> Recording:
 
 # --- the burn-in's log: one JSON object a line ---------------------------------------------------------------
 
-_BURN_IN_HEALTH = {"serial": _NOTE, "rose": Opt({"*": _n("count")}), "temperature_c": _read("celsius"),
-                   "peak_temperature_c": _read("celsius"), "power_w": _read("watts"), "peak_power_w": _read("watts"),
-                   "throttle": Opt([_TEXT]), "throttle_seen": Opt([_TEXT])}
+_BURN_IN_HEALTH = {"serial": NOTE, "rose": Opt({"*": value("count")}), "temperature_c": reading("celsius"),
+                   "peak_temperature_c": reading("celsius"), "power_w": reading("watts"),
+                   "peak_power_w": reading("watts"),
+                   "throttle": Opt([TEXT]), "throttle_seen": Opt([TEXT])}
 #: line type -> its shape
 LINE_SHAPES = {
-    "start": {"duration_s": _n("seconds"), "serials": Opt({"*": _NOTE}), "plant_fault": _read("index"),
-              "started_at": _n("seconds", False)},
-    "gemm": {"seconds": _n("seconds"), "wall_s": _n("seconds", False), "time": _n("seconds", False),
-             "result": {"seconds": _n("seconds", False),
-                        "gpus": [{"gpu": _n("index"), "serial": _NOTE, "name": _NOTE, "iterations": _n("count"),
-                                  "checks": _n("count"), "errors_self": _n("count"), "errors_cross": _n("count"),
-                                  "tflops": _n("tflops")}]},
+    "start": {"duration_s": value("seconds"), "serials": Opt({"*": NOTE}), "plant_fault": reading("index"),
+              "started_at": value("seconds", False)},
+    "gemm": {"seconds": value("seconds"), "wall_s": value("seconds", False), "time": value("seconds", False),
+             "result": {"seconds": value("seconds", False),
+                        "gpus": [{"gpu": value("index"), "serial": NOTE, "name": NOTE, "iterations": value("count"),
+                                  "checks": value("count"), "errors_self": value("count"),
+                                  "errors_cross": value("count"), "tflops": value("tflops")}]},
              "health": Opt({"*": _BURN_IN_HEALTH})},
-    "all_reduce": {"row": Opt({"size": _n("bytes"), "busbw": _n("gbps"), "algbw": _n("gbps"), "wrong": _n("count"),
-                               "time_us": _n("ratio", False)}),
-                   "error": _NOTE, "wall_s": _n("seconds", False)},
-    "memory": {"oversized": Opt(_OVERSIZED), "lms": Opt([_LMS_RUN]), "error": _NOTE, "wall_s": _n("seconds", False),
-               "budget_bytes": _n("bytes", False, True), "input": Opt([_n("count")]), "device": _NOTE,
-               "board": Opt({"uuid": _NOTE, "serial": _NOTE, "name": _NOTE})},
-    "error": {"error": _TEXT},
-    "end": {"elapsed_s": _n("seconds")},
+    "all_reduce": {"row": Opt({"size": value("bytes"), "busbw": value("gbps"), "algbw": value("gbps"),
+                               "wrong": value("count"), "time_us": value("ratio", False)}),
+                   "error": NOTE, "wall_s": value("seconds", False)},
+    "memory": {"oversized": Opt(_OVERSIZED), "lms": Opt([_LMS_RUN]), "error": NOTE, "wall_s": value("seconds", False),
+               "budget_bytes": value("bytes", False, True), "input": Opt([value("count")]), "device": NOTE,
+               "board": Opt({"uuid": NOTE, "serial": NOTE, "name": NOTE})},
+    "error": {"error": TEXT},
+    "end": {"elapsed_s": value("seconds")},
 }
 
 

@@ -141,6 +141,24 @@ class Opt:
     shape: Any
 
 
+TEXT = Field("text")
+NOTE = Field("text", required=False, nullable=True)  # optional words: a name, an error, a reason
+ANY = Field("any", required=False, nullable=True)
+
+
+def value(kind: str, required: bool = True, nullable: bool = False) -> Field:
+    return Field(kind, required, nullable)
+
+
+def reading(kind: str) -> Field:
+    """A reading NVML may not give (null, its reason under the row's ``unread``)."""
+    return Field(kind, required=False, nullable=True)
+
+
+#: who a row measured: the board's NVML index, UUID and serial (workloads/identity.py)
+BOARD = {"index": value("index"), "cuda": value("index", False, True), "uuid": NOTE, "serial": NOTE, "name": NOTE}
+
+
 @dataclass(frozen=True)
 class Problem:
     path: str  # "gpus[0].samples[3].power_w"

@@ -12,12 +12,14 @@ What cannot be measured alone (ib_write_bw needs a peer) is said in the comments
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..diagnostics import DIAGNOSTICS, Diagnostic
 from ..units import GIB, MIB, format_bytes, parse_bytes
 
 #: the memory suite's workload: GoogLeNet at 3x1200x1200, as the shipped profiles run it, at a quarter of their size
@@ -31,13 +33,9 @@ MEMORY_TEMPLATE = {"budget": "4 GiB", "model": "auto", "mode": "train", "input":
                    "lms": [{"threshold": "8 MiB", "usage_fraction": 0.0},
                            {"threshold": "64 MiB", "usage_fraction": 0.5}]}
 COLLECTIVE_SIZES = (MIB, 256 * MIB, GIB)
-#: the power hold and the PCIe load as the measured profile promises them: long enough to reach the power limit
-#: and hold it (an H100 is there within a second of the 3 s warm-up) and to read the link under load, short enough
-#: for a single-GPU acceptance within 45 s; the burn-in is where a GPU is held for long
-POWER_SECTION = {"seconds": 6}
-PCIE_SECTION = {"seconds": 2}
-#: the pattern test as the measured profile promises it: no floor to measure, so the golden machine must pass it
-PATTERN_SECTION = {"seconds": 5}
+#: the order the measurements run in and their sections are written (a per-GPU diagnostic by its descriptor's
+#: ``measure_as``; one not named here runs after these)
+_ORDER = ("copy", "collectives", "hbm", "power", "pcie", "gemm", "memory", "pattern")
 #: a latency-bound time (all_reduce at 1 MiB) moves more from run to run than a bandwidth does: its ceiling is the
 #: highest measured times this, whatever the margin
 LATENCY_ALLOWANCE = 1.5
@@ -60,6 +58,11 @@ class Measured:
     def note(self, section: str, text: str) -> None:
         self.notes.setdefault(section, []).append(text)
 
+    @staticmethod
+    def figures(values: list[float], unit: str, digits: int = 1) -> str:
+        """'3301.2, 3298.7 GB/s (spread 0.1%)': the values a floor came from, for its note."""
+        return _figures(values, unit, digits)
+
 
 def _spread(values: list[float]) -> str:
     median = statistics.median(values)
@@ -81,9 +84,10 @@ class _Runs:
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
-        # the collectives' ranks and the HBM and PCIe tests' workers (a process per GPU each) and one process for
-        # each of the other measurements, as far as the cores allow
-        wanted = 3 * len(self.boards) + 5
+        # the collectives' ranks, each diagnostic's processes (a worker per GPU, or one) and one process for each of
+        # the copies, the GEMM and the memory workload, as far as the cores allow
+        gpus = len(self.boards)
+        wanted = gpus + sum(gpus if d.per_gpu else 1 for d in DIAGNOSTICS) + 3
         SPARES.prestart(self.env, [TORCH_ONLY] * spare_count(wanted))
 
     def copy(self, times: int) -> list[dict]:
@@ -100,23 +104,10 @@ class _Runs:
         return _repeats(run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20,
                                         env=self.env, repeats=times), times, key="ops")
 
-    def hbm(self, times: int) -> list[dict]:
-        from ..workloads.diagnostics import hbm_repeats
-
-        return hbm_repeats({"size": "4 GiB", "iters": 10}, self.env, gpus=len(self.boards), repeats=times)
-
-    def power(self, times: int) -> list[dict]:
-        from ..workloads.stress import measure_power_hold
-
-        return [measure_power_hold(dict(POWER_SECTION), self.env) for _ in range(times)]
-
-    def pcie(self, times: int) -> list[dict]:
-        from ..workloads.stress import live_pcie_rounds, measure_pcie_load
-
-        buses = {g.index: g.pci_bus_id for g in self.fabric.gpus if isinstance(g.pci_bus_id, str)}
-        rounds = live_pcie_rounds([buses.get(b["index"]) for b in self.boards])
-        return [measure_pcie_load(dict(PCIE_SECTION), self.env, gpus=len(self.boards), rounds=rounds)
-                for _ in range(times)]
+    def diagnostic(self, diagnostic: Diagnostic, times: int) -> list[dict]:
+        """A per-GPU diagnostic as its descriptor runs it for ``--measure`` (its ``measure_section``)."""
+        launch = diagnostic.launcher_function()
+        return launch(dict(diagnostic.measure_section), self.env, self.boards, self.fabric, repeats=times)
 
     def gemm(self, times: int) -> list[dict]:
         from ..workloads.burn_in import gemm_command
@@ -133,11 +124,6 @@ class _Runs:
         from ..workloads.memory import measure_memory
 
         return [measure_memory(_memory_section(self.fabric), self.env) for _ in range(times)]
-
-    def pattern(self, times: int) -> list[dict]:
-        from ..workloads.diagnostics import measure_mem_pattern
-
-        return [measure_mem_pattern(dict(PATTERN_SECTION), self.env) for _ in range(times)]
 
 
 def _repeats(result: dict, times: int, key: str | None = None) -> list[dict]:
@@ -177,11 +163,9 @@ def _recorded(directory: Path) -> dict[str, Callable[[int], list[dict]]]:
     def json_file(name: str, what: str):
         return lambda: load_json_recording(directory, name, what=what)
 
-    readers = {"copy": bandwidth("copy"), "collectives": bandwidth("collectives"),
-               "hbm": json_file("hbm.json", "HBM bandwidth"), "power": json_file("power-hold.json", "power hold"),
-               "pcie": json_file("pcie-load.json", "PCIe under load"), "gemm": gemm,
+    readers = {"copy": bandwidth("copy"), "collectives": bandwidth("collectives"), "gemm": gemm,
                "memory": json_file("memory.json", "memory"),
-               "pattern": json_file("memory-pattern.json", "memory pattern")}
+               **{d.measure_as: json_file(d.record_file, d.recording) for d in DIAGNOSTICS}}
 
     def once(read: Callable[[], dict | None]) -> Callable[[int], list[dict]]:
         return lambda times: [result] if (result := read()) is not None else []
@@ -198,8 +182,8 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
         runs, repeats, where = _recorded(bundle), 1, f"recorded in {bundle.name}"
     else:
         live = _Runs(fabric, name)
-        runs = {key: getattr(live, key)
-                for key in ("copy", "collectives", "hbm", "power", "pcie", "gemm", "memory", "pattern")}
+        runs = {"copy": live.copy, "collectives": live.collectives, "gemm": live.gemm, "memory": live.memory,
+                **{d.measure_as: functools.partial(live.diagnostic, d) for d in DIAGNOSTICS}}
         where = f"measured on {fabric.hostname or 'this machine'} on {stamp}"
     gpus = len(fabric.gpus)
 
@@ -215,18 +199,24 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
                 say(f"{key}: not recorded in the bundle {bundle.name}: no floor for it")
         return results
 
-    try:
-        _copies(measured, each("copy", repeats), gpus, margin, where)
+    def diagnostic(d: Diagnostic) -> None:
+        results = each(d.measure_as, repeats if d.spread else 1)
+        if results:
+            d.measure_function()(measured, results, margin, where)
+
+    def collectives() -> None:
         if gpus >= 2:
             _collectives(measured, each("collectives", repeats), margin, where)
         else:
             measured.not_measured.append("collective bandwidth: one GPU (nothing to reduce between)")
-        _hbm(measured, each("hbm", repeats), margin, where)
-        _power(measured, each("power", 1), margin, where)
-        _pcie(measured, each("pcie", 1), where)
-        _gemm(measured, each("gemm", 1), margin, where)
-        _memory(measured, each("memory", 1), fabric, margin, where)
-        _pattern(measured, each("pattern", 1), where)
+
+    steps = {"copy": lambda: _copies(measured, each("copy", repeats), gpus, margin, where),
+             "collectives": collectives, "gemm": lambda: _gemm(measured, each("gemm", 1), margin, where),
+             "memory": lambda: _memory(measured, each("memory", 1), fabric, margin, where),
+             **{d.measure_as: functools.partial(diagnostic, d) for d in DIAGNOSTICS}}
+    try:
+        for step in [*_ORDER, *(key for key in steps if key not in _ORDER)]:
+            steps[step]()
     finally:
         if bundle is None:
             from ..workloads.runner import SPARES
@@ -275,46 +265,6 @@ def _collectives(measured: Measured, results: list[dict], margin: float, where: 
         measured.sections.setdefault("bandwidth", {})["collectives"] = {"all_reduce": floors}
 
 
-def _hbm(measured: Measured, results: list[dict], margin: float, where: str) -> None:
-    if not results:
-        return
-    lows = [min(g["best_gbps"] for g in result["gpus"]) for result in results]
-    peaks = {g.get("peak_gbps") for result in results for g in result["gpus"]}
-    section = {"min": f"{margin * min(lows):.0f} GB/s", "size": "4 GiB", "iters": 10}
-    measured.sections["memory_bandwidth"] = section
-    peak = f"; NVML's peak {peaks.pop():.0f} GB/s" if len(peaks) == 1 and None not in peaks else ""
-    measured.note("memory_bandwidth", f"memory_bandwidth, best of copy/read/write, slowest GPU of each run, {where}: "
-                                      f"{_figures(lows, 'GB/s', 0)}{peak}; floor {margin:g} x the lowest")
-
-
-def _power(measured: Measured, results: list[dict], margin: float, where: str) -> None:
-    if not results:
-        return
-    clocks = [g["summary"]["sm_clock_mhz_median_at_limit"] for g in results[0]["gpus"]]
-    section: dict = dict(POWER_SECTION)
-    if clocks and all(isinstance(c, (int, float)) for c in clocks):
-        section["min_sm_clock_mhz"] = int(margin * min(clocks))
-        measured.note("power", f"power: median SM clock at the power limit per GPU, {where}: "
-                               f"{', '.join(f'{c:.0f}' for c in clocks)} MHz; floor {margin:g} x the lowest")
-    else:
-        measured.note("power", f"power: the GPUs did not reach their power limit in the hold ({where}): no clock floor")
-    measured.sections["power"] = section
-
-
-def _pcie(measured: Measured, results: list[dict], where: str) -> None:
-    if not results:
-        return
-    links = [g["link"]["under_load"] for g in results[0]["gpus"]]
-    gens = [link.get("gen_min") for link in links]
-    widths = [link.get("width_min") for link in links]
-    section: dict = {**PCIE_SECTION, "max_replay_rise": 0}
-    if all(isinstance(v, int) for v in gens + widths):
-        section.update(gen=min(gens), width=min(widths))
-    measured.sections["pcie_load"] = section
-    measured.note("pcie_load", f"pcie_load: the link under host<->device copies, {where}: "
-                               + ", ".join(f"gen {g} x{w}" for g, w in zip(gens, widths, strict=True)))
-
-
 def _gemm(measured: Measured, results: list[dict], margin: float, where: str) -> None:
     if not results:
         return
@@ -361,21 +311,3 @@ def _memory(measured: Measured, results: list[dict], fabric, margin: float, wher
     if not section["lms"]:
         del section["lms"]
     measured.sections["memory"] = section
-
-
-def _pattern(measured: Measured, results: list[dict], where: str) -> None:
-    """Promised only where the golden machine passed it: a pattern test it fails is a faulty golden machine."""
-    if not results:
-        return
-    rows = results[0].get("gpus", [])
-    bad = [f"GPU{g.get('index')}: " + (g.get("error") or f"{g.get('mismatches')} mismatch(es)")
-           for g in rows if g.get("error") or g.get("mismatches")]
-    if bad or not rows:
-        measured.not_measured.append(f"memory_pattern: the test did not pass here ({'; '.join(bad) or 'no GPU row'}):"
-                                     " not a golden machine for it")
-        return
-    coverage = ", ".join(f"GPU{g['index']} {g['tested_bytes'] / 2**30:.1f} GiB ({g['coverage']:.1%} of total)"
-                         for g in rows)
-    measured.sections["memory_pattern"] = dict(PATTERN_SECTION)
-    measured.note("memory_pattern", f"memory_pattern, {where}: no mismatch over {coverage} in "
-                                    f"{max(g['seconds'] for g in rows):.0f} s; any mismatch fails (no floor)")

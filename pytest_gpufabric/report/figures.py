@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 
+from ..checks.limits import record_limits
 from ..units import GIB, format_bytes, is_number, parse_gbps, parse_seconds
 from .charts import bar_chart, line_chart
 from .phrases import rate, size_text
@@ -22,7 +23,9 @@ def _gpu_of(subject: object) -> str | None:
 
 def collective_floor(check: dict) -> tuple[float, str] | None:
     """(busbw floor in GB/s, how it was set) at the check's size: its min_busbw, its fraction of the link peak, or
-    its time ceiling as the busbw it means at that size (busbw is inversely proportional to the time at one size)."""
+    its time ceiling as the busbw it means at that size (busbw is inversely proportional to the time at one size).
+    Read from what the profile promises at that size, so that a size measured badly or not at all keeps its mark
+    (the limits of a record whose numbers could not be read are none)."""
     expected, found = check.get("expected") or {}, check.get("found") or {}
     if not isinstance(expected, dict) or not isinstance(found, dict):
         return None
@@ -75,48 +78,22 @@ def _collectives(document: dict) -> list[dict]:
 
 
 def _bars(document: dict) -> list[dict]:
-    """Every bandwidth check judged by one figure against a floor, as bars: one chart per kind (copies, HBM, PCIe
-    under load, the burn-in's collectives, ib_write_bw), so that 55 GB/s and 3,300 GB/s are not drawn to one scale."""
+    """Every limit a check draws as a bar against its floor (checks/limits.py: its ``chart``), one chart per kind
+    (copies, HBM, PCIe under load, the burn-in's collectives, ib_write_bw), so that 55 GB/s and 3,300 GB/s are not
+    drawn to one scale; a bar held to several floors is drawn against the highest."""
     by_kind: dict[tuple[str, str], list[dict]] = {}
     for check in document.get("checks") or []:
-        name, expected, found = str(check.get("name", "")), check.get("expected"), check.get("found")
         passed = check.get("verdict") != "failed"
-        try:
-            if (name.startswith("copy-") and isinstance(found, dict) and isinstance(expected, dict)
-                    and "min" in expected):
-                floor = parse_gbps(expected["min"])
-                for label, value in found.items():
-                    by_kind.setdefault(("Copies", "GB/s"), []).append({"label": f"{name[5:].replace('_', ' ')} {label}",
-                                                           "value": value, "floor": floor, "passed": passed})
-            elif name == "hbm-bandwidth" and isinstance(found, dict) and isinstance(expected, dict):
-                floors = [parse_gbps(expected["min"])] if expected.get("min") else []
-                if is_number(expected.get("min_fraction_of_peak")) and is_number(found.get("peak_gbps")):
-                    floors.append(expected["min_fraction_of_peak"] * found["peak_gbps"])
-                if floors and is_number(found.get("best_gbps")):
-                    by_kind.setdefault(("HBM", "GB/s"), []).append({"label": f"HBM {_short_subject(check)}",
-                                                           "value": found["best_gbps"], "floor": max(floors),
-                                                           "passed": passed})
-            elif name == "pcie-under-load" and isinstance(expected, dict) and is_number(expected.get("min_gbps")):
-                for key, way in (("h2d_gbps", "to"), ("d2h_gbps", "from")):
-                    if is_number((found or {}).get(key)):
-                        by_kind.setdefault(("PCIe under load", "GB/s"), []).append({
-                            "label": f"PCIe {way} {_short_subject(check)}",
-                                                               "value": found[key], "floor": expected["min_gbps"],
-                                                               "passed": passed})
-            elif name == "burn-in-collectives" and is_number(expected) and is_number((found or {}).get("busbw_min")):
-                by_kind.setdefault(("Burn-in collectives", "GB/s"), []).append({
-                    "label": f"burn-in {check.get('subject')} (worst run)",
-                                                       "value": found["busbw_min"], "floor": expected,
-                                                       "passed": passed})
-            elif name == "ib-write-bw" and isinstance(expected, dict) and isinstance(found, dict):
-                floors = [f for f in expected.get("floors_gbit") or [] if is_number(f)]
-                if floors and is_number(found.get("bw_avg_gbit")):
-                    by_kind.setdefault(("ib_write_bw", "Gb/s"), []).append({
-                        "label": f"ib_write_bw {check.get('subject')}",
-                                                           "value": found["bw_avg_gbit"], "floor": max(floors),
-                                                           "passed": passed})
-        except (ValueError, TypeError, KeyError):
-            continue
+        drawn: dict[tuple[str, str, str], dict] = {}
+        for limit in record_limits(check):
+            if not limit.chart or limit.bound is None:
+                continue
+            bar = drawn.get((limit.chart, limit.unit, limit.bar))
+            if bar is None:
+                drawn[(limit.chart, limit.unit, limit.bar)] = bar = {"label": limit.bar, "value": limit.value,
+                                                                     "floor": limit.bound, "passed": passed}
+                by_kind.setdefault((limit.chart, limit.unit), []).append(bar)
+            bar["floor"] = max(bar["floor"], limit.bound)
     charts = []
     for (kind, unit), bars in by_kind.items():
         chart = bar_chart(f"{kind}: bandwidth against its floor ({unit})", unit, bars,
@@ -125,10 +102,6 @@ def _bars(document: dict) -> list[dict]:
         if chart is not None:
             charts.append(chart)
     return charts
-
-
-def _short_subject(check: dict) -> str:
-    return str(check.get("subject") or "").split(" (serial", 1)[0]
 
 
 def _nvlink(document: dict) -> list[dict]:

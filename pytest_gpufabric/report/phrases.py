@@ -9,6 +9,8 @@ Python repr. Nothing here is cut: where the table shows a short form, ``short`` 
 
 from __future__ import annotations
 
+from ..checks.limits import record_limits
+from ..diagnostics import by_name
 from ..units import format_bytes, is_na, is_number, parse_bytes, parse_gbps, parse_seconds
 
 GE, LE = "≥", "≤"
@@ -116,63 +118,6 @@ def short(text: str, limit: int = 90) -> str:
 # --- margins --------------------------------------------------------------------------------------------
 
 
-def limits(check: dict) -> list[tuple[float, float, str, bool]]:
-    """(limit, worst measured value, unit, higher is better) for each numeric threshold the record states
-    in a form this knows; an empty list for everything else (the margin is left blank)."""
-    expected, found, unit, name = check.get("expected"), check.get("found"), check.get("unit"), check.get("name", "")
-    limits = []
-    if isinstance(expected, dict) and isinstance(found, dict):
-        busbw, peak = found.get("busbw_gbps"), found.get("peak_gbps")
-        if is_number(busbw):
-            if "min_busbw" in expected:
-                limits.append((parse_gbps(expected["min_busbw"]), busbw, "GB/s", True))
-            if is_number(peak) and is_number(expected.get("min_fraction_of_peak")):
-                limits.append((expected["min_fraction_of_peak"] * peak, busbw, "GB/s", True))
-        if is_number(found.get("time_us")) and "max_time" in expected:
-            limits.append((parse_seconds(expected["max_time"]) * 1e6, found["time_us"], "µs", False))
-        values = list(found.values())
-        if ("min" in expected and unit == "GB/s" and values and all(is_number(v) for v in values)
-                and name not in ("hbm-bandwidth", "pcie-under-load")):
-            limits.append((parse_gbps(expected["min"]), min(values), "GB/s", True))
-        if name == "hbm-bandwidth" and is_number(found.get("best_gbps")):
-            if expected.get("min"):
-                limits.append((parse_gbps(expected["min"]), found["best_gbps"], "GB/s", True))
-            if is_number(expected.get("min_fraction_of_peak")) and is_number(found.get("peak_gbps")):
-                limits.append((expected["min_fraction_of_peak"] * found["peak_gbps"], found["best_gbps"], "GB/s", True))
-        if name == "pcie-under-load" and is_number(expected.get("min_gbps")):
-            worst = [found[k] for k in ("h2d_gbps", "d2h_gbps") if is_number(found.get(k))]
-            if worst:
-                limits.append((expected["min_gbps"], min(worst), "GB/s", True))
-        if name == "power-hold" and is_number(expected.get("min_sm_clock_mhz")):
-            clock = found.get("sm_clock_mhz_median_at_limit", found.get("sm_clock_mhz_median"))
-            if is_number(clock):
-                limits.append((expected["min_sm_clock_mhz"], clock, "MHz", True))
-        if name == "memory-pattern" and is_number(expected.get("min_coverage")) and is_number(found.get("coverage")):
-            limits.append((expected["min_coverage"] * 100, found["coverage"] * 100, "% of memory", True))
-        if name == "burn-in-gpu" and is_number(expected.get("min_tflops")) and is_number(found.get("tflops")):
-            limits.append((expected["min_tflops"], found["tflops"], "TFLOP/s", True))
-        moved = [found[k] for k in ("tx_bytes", "rx_bytes") if is_number(found.get(k))]
-        if is_number(expected.get("min_bytes")) and moved:
-            limits.append((expected["min_bytes"], min(moved), "bytes", True))
-        if is_number(expected.get("tx_bytes_at_least")) and is_number(found.get("tx_bytes")):
-            limits.append((expected["tx_bytes_at_least"], found["tx_bytes"], "bytes", True))
-        floors = [f for f in expected.get("floors_gbit") or [] if is_number(f)]
-        if floors and is_number(found.get("bw_avg_gbit")):
-            limits.append((max(floors), found["bw_avg_gbit"], "Gb/s", True))
-        if is_number(expected.get("max_slowdown")) and is_number(found.get("ratio_vs_baseline")):
-            limits.append((expected["max_slowdown"], found["ratio_vs_baseline"], "x", False))
-    elif is_number(expected) and isinstance(found, dict) and isinstance(found.get("rows"), list):
-        errors = [abs(r["error"]) for r in found["rows"] if isinstance(r, dict) and is_number(r.get("error"))]
-        if errors:  # an estimate within a relative tolerance (memory-estimate)
-            limits.append((expected * 100, max(errors) * 100, "%", False))
-    elif is_number(expected) and isinstance(found, dict) and name == "burn-in-collectives":
-        if is_number(found.get("busbw_min")):
-            limits.append((expected, found["busbw_min"], "GB/s", True))
-    elif is_number(expected) and is_number(found) and unit == "bytes":
-        limits.append((expected, found, "bytes", True))  # at least (gpu-memory)
-    return limits
-
-
 def _quantity(value: float, unit: str) -> str:
     if unit in ("%", "% of memory"):
         return f"{value:.1f} {unit}"
@@ -190,22 +135,20 @@ def _signed(value: float, unit: str) -> str:
 
 
 def margin(check: dict) -> tuple[str, str, bool] | None:
-    """(margin text, how it was computed, within the limit) for the tightest numeric threshold of a check
-    record, or None where the record states none this can compute."""
-    try:
-        found_limits = limits(check)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
+    """(margin text, how it was computed, within the limit) for the tightest limit a check record states
+    (checks/limits.py), or None where it states none."""
     best = None
-    for limit, value, unit, higher_is_better in found_limits:
-        room = value - limit if higher_is_better else limit - value
-        relative = room / abs(limit) if limit else None
+    for limit in record_limits(check):
+        if limit.bound is None:
+            continue
+        room = (limit.value - limit.bound) * limit.better
+        relative = room / abs(limit.bound) if limit.bound else None
         key = relative if relative is not None else room
         if best is None or key < best[0]:
-            bound = "min" if higher_is_better else "max"
-            what = f"worst {_quantity(value, unit)} vs {bound} {_quantity(limit, unit)}"
-            text = _signed(room, unit)
-            if relative is not None and unit not in ("%", "% of memory"):
+            bound = "min" if limit.higher_is_better else "max"
+            what = f"worst {_quantity(limit.value, limit.unit)} vs {bound} {_quantity(limit.bound, limit.unit)}"
+            text = _signed(room, limit.unit)
+            if relative is not None and limit.unit not in ("%", "% of memory"):
                 text += f" ({'+' if relative >= 0 else '−'}{abs(relative):.1%})"
             best = (key, text, what, room >= 0)
     return None if best is None else best[1:]
@@ -545,6 +488,23 @@ _PHRASES = {
 }
 
 
+def _figure_words(label: str) -> str:
+    """'h2d_gbps' -> 'h2d': a limit's label without the unit its name ends in, in words."""
+    suffix = next((s for s, _ in _SUFFIXES if label.endswith(s) and label != s), "")
+    return _words(label[: len(label) - len(suffix)])
+
+
+def _from_limits(check: dict) -> tuple[str, str]:
+    """A record in words from its limits (checks/limits.py): each bound as '≥ 50 GB/s h2d', each figure as
+    'h2d: 54.2 GB/s'."""
+    limits = record_limits(check)
+    want = [f"{GE if limit.higher_is_better else LE} {_quantity(limit.bound, limit.unit)} "
+            f"{_figure_words(limit.label)}" for limit in limits if limit.bound is not None]
+    got = [f"{_figure_words(limit.label)}: {_quantity(limit.value, limit.unit)}" for limit in limits]
+    return ("; ".join(dict.fromkeys(want)) or format_value(check.get("expected")),
+            "; ".join(dict.fromkeys(got)))
+
+
 def phrase(check: dict) -> tuple[str, str]:
     """(Expected, Found) of a check record in words and units."""
     name = str(check.get("name") or "")
@@ -560,6 +520,8 @@ def phrase(check: dict) -> tuple[str, str]:
                     f" x{found.get('width_current')})" if isinstance(found, dict) else format_value(found))
         if name == "affinity" and isinstance(check.get("expected"), dict):
             return _affinity(check)
+        if by_name(name) is not None and record_limits(check):
+            return _from_limits(check)  # a per-GPU diagnostic without a phrase of its own
         return _settings(check)
     except (TypeError, ValueError, KeyError, AttributeError):  # a record of a shape this does not know
         return format_value(check.get("expected"), check.get("unit")), format_value(check.get("found"),

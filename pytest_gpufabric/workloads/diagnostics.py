@@ -1,11 +1,11 @@
-"""The per-GPU diagnostics of the depth ``dcgmi diag`` gives: HBM bandwidth (hbm.py) and the memory pattern test
-(mem_pattern.py), each a child process group with the profile section's settings.
+"""The launchers of HBM bandwidth (hbm.py) and the memory pattern test (mem_pattern.py), each a child process
+group with the profile section's settings.
 
-Profile sections (keys optional, defaults as shown; sizes may be written "4 GiB"):
-
-- HBM bandwidth: ``{size: 4 GiB, iters: 20, warmup: 3, timeout_s: 600}``
-- memory pattern: ``{fraction: 0.9, seconds: 60, patterns: [walking_ones, walking_zeros, address, random], seed: 1,
-  timeout_s: seconds x 3 + 300, bytes: (no cap), chunk_bytes: 1 GiB}``
+They read the profile's ``memory_bandwidth`` and ``memory_pattern`` sections, with the defaults
+profile.schema.json states for what a section leaves out (diagnostics.py: HBM.settings, MEMORY_PATTERN.settings;
+sizes may be written "4 GiB"), and pass every setting to the standalone script, which cannot read the schema
+itself. The pattern test's timeout, unless the section sets one, is three times its seconds plus five minutes;
+without ``bytes`` it tests ``fraction`` of the free memory, in chunks of ``chunk_bytes`` (the script's 1 GiB).
 
 Both scripts see the GPUs ``env`` shows them (environment.gpu_environment: the promised boards by UUID) and name
 every row by its board (NVML index, UUID, serial). The HBM test runs as one worker per GPU, all at once
@@ -17,33 +17,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..diagnostics import HBM, MEMORY_PATTERN
 from ..units import parse_bytes
 from .environment import require_torch, workload_environment
 from .runner import run_workers, run_workload
 
-HBM_SCRIPT = Path(__file__).with_name("hbm.py")
-MEM_PATTERN_SCRIPT = Path(__file__).with_name("mem_pattern.py")
-HBM_FORMAT = "gpufabric-hbm/1"
-MEM_PATTERN_FORMAT = "gpufabric-mem-pattern/1"
-DEFAULT_PATTERNS = ("walking_ones", "walking_zeros", "address", "random")
+HBM_SCRIPT = Path(__file__).with_name(HBM.script)
+MEM_PATTERN_SCRIPT = Path(__file__).with_name(MEMORY_PATTERN.script)
+HBM_FORMAT = HBM.format
+MEM_PATTERN_FORMAT = MEMORY_PATTERN.format
 
 
 def hbm_command(section: dict, device: str = "cuda") -> list[str]:
     """hbm.py's command line (without the runner's --handshake/--result) for a profile section."""
-    return [sys.executable, str(HBM_SCRIPT), "--size", str(parse_bytes(section.get("size", "4 GiB"))),
-            "--iters", str(int(section.get("iters", 20))), "--warmup", str(int(section.get("warmup", 3))),
-            "--device", device]
+    s = HBM.settings(section)
+    return [sys.executable, str(HBM_SCRIPT), "--size", str(parse_bytes(s["size"])), "--iters", str(int(s["iters"])),
+            "--warmup", str(int(s["warmup"])), "--device", device]
 
 
 def mem_pattern_command(section: dict, plant_fault: int | None = None, device: str = "cuda") -> list[str]:
     """mem_pattern.py's command line for a profile section; ``plant_fault``: a CUDA index whose memory gets one
     flipped bit after the first write (tests and demonstrations only: it proves the failing path)."""
-    patterns = section.get("patterns", DEFAULT_PATTERNS)
-    if isinstance(patterns, str):
-        patterns = [patterns]
-    command = [sys.executable, str(MEM_PATTERN_SCRIPT), "--fraction", repr(float(section.get("fraction", 0.9))),
-               "--seconds", repr(float(section.get("seconds", 5))), "--patterns", ",".join(patterns),
-               "--seed", str(int(section.get("seed", 1))), "--device", device]
+    s = MEMORY_PATTERN.settings(section)
+    patterns = [s["patterns"]] if isinstance(s["patterns"], str) else s["patterns"]
+    command = [sys.executable, str(MEM_PATTERN_SCRIPT), "--fraction", repr(float(s["fraction"])),
+               "--seconds", repr(float(s["seconds"])), "--patterns", ",".join(patterns),
+               "--seed", str(int(s["seed"])), "--device", device]
     for key in ("bytes", "chunk_bytes"):
         if section.get(key) is not None:
             command += [f"--{key.replace('_', '-')}", str(parse_bytes(section[key]))]
@@ -75,7 +74,8 @@ def hbm_repeats(section: dict, env: dict[str, str] | None = None, *, gpus: int, 
     base = hbm_command(section, device) + (["--workers", str(gpus)] if device == "cpu" else [])
     base += ["--repeats", str(repeats)] if repeats != 1 else []
     results, timing = run_workers([[*base, "--gpu", str(gpu)] for gpu in range(gpus)],
-                                  timeout_s=float(section.get("timeout_s", 600)), env=env or workload_environment())
+                                  timeout_s=float(HBM.settings(section)["timeout_s"]),
+                                  env=env or workload_environment())
     for result in results:
         _checked(result, HBM_FORMAT, base)
     merged = []
@@ -89,11 +89,26 @@ def measure_mem_pattern(section: dict, env: dict[str, str] | None = None, plant_
                         device: str = "cuda") -> dict:
     """Run mem_pattern.py on every visible GPU at once: the ``gpufabric-mem-pattern/1`` result, a row per GPU
     (free and tested bytes, coverage, passes, mismatches and the first of them). The timeout defaults to three
-    times the time box plus five minutes (allocating and the first whole pattern cycle come on top of the box).
+    times the time box (the section's seconds, or the schema's) plus five minutes (allocating and the first whole
+    pattern cycle come on top of the box).
     ``device="cpu"`` needs ``section["bytes"]``. Raises ToolMissing without torch, WorkloadError when the child
     fails or times out."""
     require_torch("the memory pattern diagnostic")
     cmd = mem_pattern_command(section, plant_fault, device)
-    timeout_s = float(section.get("timeout_s", 3 * float(section.get("seconds", 60)) + 300))
+    timeout_s = float(section.get("timeout_s", 3 * float(MEMORY_PATTERN.settings(section)["seconds"]) + 300))
     result = run_workload(cmd, timeout_s=timeout_s, env=env or workload_environment())
     return _checked(result, MEM_PATTERN_FORMAT, cmd)
+
+
+def launch_hbm(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
+               plant_fault: int | None = None) -> list[dict]:
+    """HBM bandwidth as the descriptor launches it (diagnostics.HBM): one worker per promised board, each measuring
+    its GPU ``repeats`` times in its one process."""
+    return hbm_repeats(section, env, gpus=len(boards), repeats=repeats)
+
+
+def launch_mem_pattern(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
+                       plant_fault: int | None = None) -> list[dict]:
+    """The memory pattern test as the descriptor launches it (diagnostics.MEMORY_PATTERN), ``repeats`` times;
+    ``plant_fault``: a CUDA index whose memory gets one flipped bit (mem_pattern_command)."""
+    return [measure_mem_pattern(section, env, plant_fault=plant_fault) for _ in range(repeats)]

@@ -140,9 +140,11 @@ def _row(cuda: int, board: dict, name: str, rates: dict) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=4 << 30, help="bytes per buffer (two are allocated)")
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    # the settings a profile section holds are required: the launcher passes them, with profile.schema.json's
+    # defaults for what the section leaves out (this script cannot read the schema)
+    parser.add_argument("--size", type=int, required=True, help="bytes per buffer (two are allocated)")
+    parser.add_argument("--iters", type=int, required=True)
+    parser.add_argument("--warmup", type=int, required=True)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many CPU devices")
     parser.add_argument("--gpu", type=int, default=None, help="this CUDA device only (a worker of the runner's)")

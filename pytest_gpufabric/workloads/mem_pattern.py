@@ -3,7 +3,7 @@
 Standalone (imports torch, the standard library and its sibling modules only); one process, one thread per GPU,
 each on its own CUDA device and stream:
 
-    python mem_pattern.py --fraction 0.9 --seconds 60 --patterns walking_ones,walking_zeros,address,random \
+    python mem_pattern.py --fraction 0.9 --seconds 5 --patterns walking_ones,walking_zeros,address,random \
         --seed 1 --result out.json
 
 What a pass does, per GPU: write one pattern over the whole tested region (chunk by chunk), then read every chunk
@@ -303,11 +303,13 @@ def _worker(test: DeviceTest, allocated: threading.Barrier, go: threading.Barrie
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fraction", type=float, default=0.9, help="of the free memory, scratch included")
+    # the settings a profile section holds are required: the launcher passes them, with profile.schema.json's
+    # defaults for what the section leaves out (this script cannot read the schema)
+    parser.add_argument("--fraction", type=float, required=True, help="of the free memory, scratch included")
     parser.add_argument("--bytes", type=int, default=None, help="cap on the tested region (required on cpu)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="per GPU; the first pattern cycle always runs")
-    parser.add_argument("--patterns", default=",".join(PATTERNS))
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seconds", type=float, required=True, help="per GPU; the first pattern cycle always runs")
+    parser.add_argument("--patterns", required=True, help=f"comma-separated, of {','.join(PATTERNS)}")
+    parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--chunk-bytes", type=int, default=1 << 30)
     parser.add_argument("--report-mismatches", type=int, default=10, help="first mismatches kept per GPU")
     parser.add_argument("--plant-fault", type=int, default=None, metavar="GPU", help="CUDA index (tests, demos)")

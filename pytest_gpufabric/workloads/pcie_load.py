@@ -5,7 +5,7 @@ Standalone (imports torch, the standard library and nvidia-ml-py only); one proc
 
     python pcie_load.py --size 1073741824 --seconds 3 --result out.json
 
-or one worker process per GPU (``--gpu CUDA_INDEX``), as the plugin runs it (stress.measure_pcie_load, through
+or one worker process per GPU (``--gpu CUDA_INDEX``), as the plugin runs it (power_pcie.measure_pcie_load, through
 runner.run_workers): every worker starts at once and does its set-up (its CPUs, its CUDA context, its pinned and
 device buffers) before it says ``ready``; then it copies when the runner lets it go, one GPU at a time unless the
 runner put GPUs that share neither a PCIe root complex nor a NUMA node (nor so host memory) in one round, and says
@@ -273,8 +273,10 @@ def _cpu_text(cpus: list[int] | None) -> str | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1 << 30, help="bytes per copy")
-    parser.add_argument("--seconds", type=float, default=3.0, help="copies back to back, per direction and GPU")
+    # the settings a profile section holds are required: the launcher passes them, with profile.schema.json's
+    # defaults for what the section leaves out (this script cannot read the schema)
+    parser.add_argument("--size", type=int, required=True, help="bytes per copy")
+    parser.add_argument("--seconds", type=float, required=True, help="copies back to back, per direction and GPU")
     parser.add_argument("--read-interval", type=float, default=0.02, help="seconds between link reads under load")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many host-copy 'GPUs'")

@@ -3,7 +3,7 @@
 
 Standalone (imports torch, the standard library and nvidia-ml-py only); one process drives every GPU:
 
-    python power_hold.py --seconds 20 --size 8192 --dtype bfloat16 --interval 0.25 --result out.json
+    python power_hold.py --seconds 20 --warmup 3 --size 8192 --dtype bfloat16 --interval 0.25 --result out.json
 
 A thread per GPU multiplies two random ``--size`` square matrices back to back (a few products queued ahead, so
 the GPU never waits for the host) for ``--warmup`` seconds at most (less once every GPU draws its power limit:
@@ -263,14 +263,16 @@ def _all_at_limit(nvml: Nvml, handles: list, limits_w: list[float | None]) -> Ca
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0, help="the measured window")
-    parser.add_argument("--warmup", type=float, default=3.0,
+    # the settings a profile section holds are required: the launcher passes them, with profile.schema.json's
+    # defaults for what the section leaves out (this script cannot read the schema)
+    parser.add_argument("--seconds", type=float, required=True, help="the measured window")
+    parser.add_argument("--warmup", type=float, required=True,
                         help="at most this much load before the window (less once every GPU is at its power limit)")
     parser.add_argument("--full-warmup", action="store_true",
                         help="run the whole --warmup even at the limit (to compare warm-ups: hardware/)")
-    parser.add_argument("--size", type=int, default=8192)
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="bfloat16")
-    parser.add_argument("--interval", type=float, default=0.25, help="seconds between NVML reads")
+    parser.add_argument("--size", type=int, required=True)
+    parser.add_argument("--dtype", choices=sorted(_DTYPES), required=True)
+    parser.add_argument("--interval", type=float, required=True, help="seconds between NVML reads")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--workers", type=int, default=1, help="with --device cpu: how many CPU workers")
     parser.add_argument("--handshake", type=Path, default=None)

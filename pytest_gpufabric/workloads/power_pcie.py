@@ -1,11 +1,10 @@
-"""The stress diagnostics: sustained power and thermal under a GEMM load (power_hold.py) and the PCIe link under
-copies (pcie_load.py: a worker per GPU, started together, copying one at a time where GPUs share a path), each in
-child process groups that its timeout kills whole.
+"""The launchers of the power hold and the PCIe load: sustained power and thermal under a GEMM load
+(power_hold.py) and the PCIe link under copies (pcie_load.py: a worker per GPU, started together, copying one at a
+time where GPUs share a path), each in child process groups that its timeout kills whole.
 
-Profile sections (the keys these read; the profile schema owns their validation)::
-
-    power: {seconds: 20, size: 8192, interval_s: 0.25, warmup_s: 3, dtype: bfloat16, timeout_s: 180}
-    pcie:  {size: "1 GiB", seconds: 3, timeout_s: 300}
+They read the profile's ``power`` and ``pcie_load`` sections, with the defaults profile.schema.json states for
+what a section leaves out (diagnostics.py: POWER_HOLD.settings, PCIE_LOAD.settings), and pass every setting to the
+standalone script, which cannot read the schema itself.
 """
 
 from __future__ import annotations
@@ -13,18 +12,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..diagnostics import PCIE_LOAD, POWER_HOLD
 from ..units import parse_bytes
 from .environment import workload_environment
 from .runner import run_workers, run_workload
 
-POWER_HOLD_SCRIPT = Path(__file__).with_name("power_hold.py")
-PCIE_LOAD_SCRIPT = Path(__file__).with_name("pcie_load.py")
-POWER_HOLD_FORMAT = "gpufabric-power-hold/1"
-PCIE_LOAD_FORMAT = "gpufabric-pcie-load/1"
+POWER_HOLD_SCRIPT = Path(__file__).with_name(POWER_HOLD.script)
+PCIE_LOAD_SCRIPT = Path(__file__).with_name(PCIE_LOAD.script)
+POWER_HOLD_FORMAT = POWER_HOLD.format
+PCIE_LOAD_FORMAT = PCIE_LOAD.format
 
-#: what a profile section leaves out (the schema states the same defaults)
-POWER_DEFAULTS = {"seconds": 20.0, "size": 8192, "interval_s": 0.25, "warmup_s": 3.0, "dtype": "bfloat16"}
-PCIE_DEFAULTS = {"size": 1 << 30, "seconds": 3.0}
 #: beyond the load itself: start-up, CUDA contexts, matrices or pinned buffers, NVML
 _START_UP_S = 120.0
 
@@ -32,7 +29,7 @@ _START_UP_S = 120.0
 def power_hold_command(section: dict, *, device: str = "cuda", workers: int | None = None) -> list[str]:
     """The power_hold.py command line for a profile's ``power`` section; ``device="cpu"`` runs it on CPU
     ``workers`` (tests)."""
-    s = {**POWER_DEFAULTS, **section}
+    s = POWER_HOLD.settings(section)
     command = [sys.executable, str(POWER_HOLD_SCRIPT), "--seconds", str(float(s["seconds"])),
                "--warmup", str(float(s["warmup_s"])), "--size", str(int(s["size"])), "--dtype", str(s["dtype"]),
                "--interval", str(float(s["interval_s"])), "--device", device]
@@ -42,8 +39,8 @@ def power_hold_command(section: dict, *, device: str = "cuda", workers: int | No
 
 
 def pcie_load_command(section: dict, *, device: str = "cuda", workers: int | None = None) -> list[str]:
-    """The pcie_load.py command line for a profile's ``pcie`` section (``size`` in bytes or as '1 GiB')."""
-    s = {**PCIE_DEFAULTS, **section}
+    """The pcie_load.py command line for a profile's ``pcie_load`` section (``size`` in bytes or as '1 GiB')."""
+    s = PCIE_LOAD.settings(section)
     command = [sys.executable, str(PCIE_LOAD_SCRIPT), "--size", str(parse_bytes(s["size"])),
                "--seconds", str(float(s["seconds"])), "--device", device]
     if workers is not None:
@@ -65,7 +62,7 @@ def measure_power_hold(section: dict, env: dict[str, str] | None = None, *, devi
     from .environment import require_torch
 
     require_torch("the power and thermal diagnostic")
-    s = {**POWER_DEFAULTS, **section}
+    s = POWER_HOLD.settings(section)
     timeout_s = section.get("timeout_s", float(s["seconds"]) + float(s["warmup_s"]) + _START_UP_S)
     result = run_workload(power_hold_command(section, device=device), timeout_s=timeout_s,
                           env=env or workload_environment())
@@ -79,7 +76,7 @@ def measure_pcie_load(section: dict, env: dict[str, str] | None = None, *, gpus:
     NVML index, that copied at the same time). One worker per GPU (pcie_load.py --gpu), all started at once so
     that their set-up (CUDA context, pinned buffer) overlaps; ``rounds`` (lists of CUDA indexes, from
     pcie_rounds) say which copy at once, default one GPU at a time, so that no GPU's copies share its root
-    complex or host memory with another's. The default timeout (300 s) covers 8 GPUs at the default 2 x 3 s of
+    complex or host memory with another's. The schema's default timeout (300 s) covers 8 GPUs at the default 2 x 3 s of
     copies each with room to spare; a profile that copies for longer sets ``timeout_s``."""
     from .environment import require_torch
 
@@ -87,12 +84,29 @@ def measure_pcie_load(section: dict, env: dict[str, str] | None = None, *, gpus:
     rounds = rounds or [[gpu] for gpu in range(gpus)]
     base = pcie_load_command(section, device=device, workers=gpus if device == "cpu" else None)
     results, timing = run_workers([[*base, "--gpu", str(gpu)] for gpu in range(gpus)],
-                                  timeout_s=section.get("timeout_s", 300), env=env or workload_environment(),
+                                  timeout_s=PCIE_LOAD.settings(section)["timeout_s"],
+                                  env=env or workload_environment(),
                                   rounds=rounds)
     record = _merged(results, PCIE_LOAD_FORMAT, timing)
     index = [row["index"] for row in record["gpus"]]  # worker i measured CUDA device i
     record["rounds"] = [[index[gpu] for gpu in group] for group in rounds]
     return record
+
+
+def launch_power_hold(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
+                      plant_fault: int | None = None) -> list[dict]:
+    """The power hold as the descriptor launches it (diagnostics.POWER_HOLD): ``repeats`` holds, one after
+    another."""
+    return [measure_power_hold(section, env) for _ in range(repeats)]
+
+
+def launch_pcie_load(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
+                     plant_fault: int | None = None) -> list[dict]:
+    """The PCIe load as the descriptor launches it (diagnostics.PCIE_LOAD): ``boards`` (the promised GPUs, CUDA's
+    order) copying in the rounds their places on ``fabric``'s PCIe tree allow, ``repeats`` times."""
+    buses = {gpu.index: gpu.pci_bus_id for gpu in fabric.gpus if isinstance(gpu.pci_bus_id, str)}
+    rounds = live_pcie_rounds([buses.get(board["index"]) for board in boards])
+    return [measure_pcie_load(section, env, gpus=len(boards), rounds=rounds) for _ in range(repeats)]
 
 
 def _merged(results: list[dict], expected_format: str, timing: dict) -> dict:
