@@ -13,7 +13,7 @@ from pytest_gpufabric.checks.hbm import check_hbm_bandwidth, check_mem_pattern, 
 from pytest_gpufabric.promise import not_checked, promise
 
 #: the fraction of NVML's peak (bus width x max memory clock x 2) a healthy GPU of the model reaches, where the
-#: profile states none: measured 0.978 (a write kernel) on nvidia-h100-x1; DCGM's memory bandwidth plugin holds
+#: profile states none: measured 0.978 (a write kernel) on an H100 SXM; DCGM's memory bandwidth plugin holds
 #: H100s to a fixed floor of its own of the same order
 MODEL_MIN_FRACTION = {"H100": 0.88, "H200": 0.88}
 
