@@ -25,7 +25,7 @@ class Measurement:
     name: str  # the key FabricSession caches it by
     fixture: str  # the fixture the suites (and users' tests) ask for it by
     doc: str  # the fixture's docstring
-    promised: Callable[[Any], str | None]  # profile -> None when promised, else what the profile does not promise
+    why_not_promised: Callable[[Any], str | None]  # profile -> what it does not promise, None when it does
     live: Callable[[Any], Any]  # FabricSession -> the measurement (may raise GpuFabricError, ToolMissing)
     replay: Callable[[Path, Any], Any]  # (bundle folder, FabricSession) -> the measurement, None when not recorded
     nothing_recorded: str  # what a bundle lacks when ``replay`` finds nothing: the promise is not checked
@@ -53,7 +53,7 @@ def register(measurement: Measurement) -> Measurement:
 
 
 def _section(key: str, what: str) -> Callable[[Any], str | None]:
-    """Promised by a profile section (``key`` present)."""
+    """Promised by a profile section (``key`` present): why not, or None."""
     return lambda profile: None if key in profile.data else f"profile {profile.name} promises no {what}"
 
 
@@ -77,7 +77,7 @@ def _nvlink_replay(directory: Path, run):
 register(Measurement(
     name="nvlink", fixture="nvlink_training",
     doc="NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them.",
-    promised=lambda profile: None,  # the suite's tests ask the matrix per GPU (its promise marker)
+    why_not_promised=lambda profile: None,  # the suite's tests ask the matrix per GPU (its promise marker)
     live=_nvlink_live, replay=_nvlink_replay,
     nothing_recorded="the bundle holds no NVLink counter samples taken during training (nvlink-traffic.json or "
                      "nvidia-smi-nvlink-*.sample<N>.txt)",
@@ -101,7 +101,7 @@ register(Measurement(
     name="bandwidth", fixture="bandwidth",
     doc="The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded "
         "them (bandwidth.json, nccl-tests*.txt).",
-    promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
+    why_not_promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
     live=_bandwidth_live, replay=_bandwidth_replay,
     nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
     record_file="bandwidth.json", to_json=lambda m: m.to_json(),
@@ -139,7 +139,7 @@ def _record_live(name: str, measure: Callable[[Any], dict]) -> Callable[[Any], A
 register(Measurement(
     name="memory", fixture="memory_behaviour",
     doc="The memory suite's measurement on GPU 0 (live), or the bundle's memory.json.",
-    promised=_section("memory", "memory behaviour"),
+    why_not_promised=_section("memory", "memory behaviour"),
     live=_record_live("memory.json", _memory_live), replay=_record_replay("memory.json"),
     nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
     check="checks/memory.py", suite="suites/test_memory.py",
@@ -170,7 +170,7 @@ register(Measurement(
     name="rdma", fixture="rdma_devices",
     doc="RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in "
         "replay). An empty list is a machine without RDMA devices.",
-    promised=lambda profile: None, live=_rdma_live, replay=_rdma_replay,
+    why_not_promised=lambda profile: None, live=_rdma_live, replay=_rdma_replay,
     nothing_recorded="the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)",
     check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False))
 
@@ -191,7 +191,7 @@ register(Measurement(
     name="rdma_bw", fixture="ib_write_bw_result",
     doc="The run's ib_write_bw result and the port counters around it (live: the real binary; replay: the "
         "bundle's rdma-bw.json or ib_write_bw output).",
-    promised=lambda profile: None if "ib_write_bw" in profile.rdma
+    why_not_promised=lambda profile: None if "ib_write_bw" in profile.rdma
     else f"profile {profile.name} promises no ib_write_bw bandwidth",
     live=_rdma_bw_live, replay=_rdma_bw_replay,
     nothing_recorded="the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)",
@@ -218,7 +218,7 @@ def _burn_in_replay(directory: Path, run):
 register(Measurement(
     name="burn_in", fixture="burn_in",
     doc="The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay).",
-    promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
+    why_not_promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
     live=lambda run: run.run_burn_in(), replay=_burn_in_replay,
     nothing_recorded="the bundle holds no burn-in log (gpufabric-burnin.jsonl)", asked="has_burn_in",
     check="checks/burn_in.py", suite="suites/test_burn_in.py"))
@@ -235,7 +235,7 @@ register(Measurement(
     doc="The host settings that decide GPU and RDMA performance (ACS, IOMMU, modules, persistence, governor, ...): "
         "read from this machine once per run (and written to platform.json), or from the bundle (platform.json, "
         "lspci-vvv.txt, lsmod.txt, ...).",
-    promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
+    why_not_promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
     live=_platform, replay=lambda directory, run: _platform(run),
     nothing_recorded="the bundle records no platform settings (platform.json from gpufabric snapshot, "
                      "lspci-vvv.txt, lsmod.txt, proc-cmdline.txt or dmesg.txt)",
@@ -261,7 +261,7 @@ register(Measurement(
     name="hbm", fixture="hbm_bandwidth",
     doc="Device-memory (HBM) bandwidth per GPU: copy, read and write, the best of N runs, against the peak NVML's "
         "bus width and maximum memory clock give (live), or the bundle's hbm.json.",
-    promised=_section("memory_bandwidth", "memory bandwidth"),
+    why_not_promised=_section("memory_bandwidth", "memory bandwidth"),
     live=_record_live("hbm.json", _hbm_live), replay=_record_replay("hbm.json"),
     nothing_recorded="the bundle holds no HBM bandwidth measurement (hbm.json)", record_file="hbm.json",
     check="checks/hbm.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))
@@ -277,7 +277,7 @@ register(Measurement(
     name="memory_pattern", fixture="memory_pattern",
     doc="The memory pattern test on every GPU at once (walking ones and zeros, address in address, random) over a "
         "stated fraction of free memory (live), or the bundle's memory-pattern.json.",
-    promised=_section("memory_pattern", "memory pattern test"),
+    why_not_promised=_section("memory_pattern", "memory pattern test"),
     live=_record_live("memory-pattern.json", _pattern_live), replay=_record_replay("memory-pattern.json"),
     nothing_recorded="the bundle holds no memory pattern test (memory-pattern.json)",
     record_file="memory-pattern.json", check="checks/hbm.py", suite="suites/test_diagnostics.py"))
@@ -293,7 +293,7 @@ register(Measurement(
     name="power_hold", fixture="power_hold",
     doc="Every GPU held at its power limit under a bf16 GEMM load for a stated time, NVML's power, SM clock, "
         "temperature and clock event reasons sampled throughout (live), or the bundle's power-hold.json.",
-    promised=_section("power", "sustained power and thermal behaviour"),
+    why_not_promised=_section("power", "sustained power and thermal behaviour"),
     live=_record_live("power-hold.json", _power_live), replay=_record_replay("power-hold.json"),
     nothing_recorded="the bundle holds no power hold (power-hold.json)", record_file="power-hold.json",
     check="checks/power.py", suite="suites/test_diagnostics.py"))
@@ -312,7 +312,7 @@ register(Measurement(
     name="pcie_load", fixture="pcie_load",
     doc="Each GPU's PCIe link under host<->device copies: its generation and width read during the load (a link "
         "that trains down shows only then) and its replay counter's rise (live), or the bundle's pcie-load.json.",
-    promised=_section("pcie_load", "PCIe link under load"),
+    why_not_promised=_section("pcie_load", "PCIe link under load"),
     live=_record_live("pcie-load.json", _pcie_live), replay=_record_replay("pcie-load.json"),
     nothing_recorded="the bundle holds no PCIe-under-load measurement (pcie-load.json)", record_file="pcie-load.json",
     check="checks/pcie_load.py", suite="suites/test_diagnostics.py", processes=lambda gpus: gpus))
