@@ -3,7 +3,7 @@ results that this version of the plugin writes.
 
 The nodes are made of two replays run once by this version (tests/fleet_nodes.py; results format 3, with the
 promise list, the embedded profile and the integrity block a node of today writes): the whole acceptance run of a
-real nvidia-h200-x2 host (every suite and a 10-minute burn-in, ACCEPTED) and the burn-in log of the planted-fault run
+real 2x H200 SXM 141GB host (every suite and a 10-minute burn-in, ACCEPTED) and the burn-in log of the planted-fault run
 on that machine class (REJECTED by GPU1's wrong results), both under the shipped h200-nvswitch-x2 profile (the fleet
 holds every node to one profile by content). Each synthetic node is a copy (tests/fleet_nodes.py ``derived``: its
 hostname and GPU serials its own, marked ``"synthetic"``) with a realistic healthy spread: every compared bandwidth,

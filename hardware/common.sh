@@ -1,4 +1,4 @@
-# Sourced by the record-*.sh scripts, run on a borrowed GPU machine from the repository's root:
+# Sourced by the record-*.sh scripts, run on a GPU machine from the repository's root:
 # NVLink multicast off (it can take a shared host's GPUs out of service), the carried wheels installed into
 # /tmp/site, a scratch directory to run in (so the installed wheel, not the checkout, is what runs), and `step`.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1

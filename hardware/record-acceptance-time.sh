@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed GPU machine, before and after a change, on the same machine (issue 31): how long
+# Run on a GPU machine, before and after a change, on the same machine (issue 31): how long
 # `gpufabric profile init --measure` takes, then the acceptance on the profile it wrote and a 60 s burn-in, with
 # where the time went. Everything is written into OUTDIR as it goes:
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed GPU machine: record its bundle, run the acceptance suites live against a profile, replay the
+# Run on a GPU machine: record its bundle, run the acceptance suites live against a profile, replay the
 # recorded bundle against the same profile, and write a profile from the machine. Everything lands in OUTDIR.
 #
 #   hardware/record-acceptance.sh PROFILE OUTDIR

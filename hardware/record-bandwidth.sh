@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed multi-GPU machine: the bandwidth suite live (timed), every collective through `gpufabric bench`,
+# Run on a multi-GPU machine: the bandwidth suite live (timed), every collective through `gpufabric bench`,
 # the harness-vs-nccl-tests comparison, and a bundle holding the measurements for replay.
 #
 #   hardware/record-bandwidth.sh PROFILE OUTDIR

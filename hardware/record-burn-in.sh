@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run on a borrowed multi-GPU machine, in steps (one command may run 10 minutes at most; the runs go on in the
-# background between them, detached with setsid, so each next call must come while the machine is warm):
+# Run on a multi-GPU machine, in two steps: `start` returns once the runs are going (detached with setsid), `wait`
+# collects them, so no one command has to last the whole burn-in:
 #
 #   hardware/record-burn-in.sh start PROFILE DURATION [SUITES]   # installs, snapshots, starts the runs, returns
 #   hardware/record-burn-in.sh wait OUTDIR MAX_SECONDS           # waits for them; packs everything when done

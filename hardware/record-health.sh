@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `gpufabric health` (issue 34) on a borrowed GPU machine:
+# `gpufabric health` (issue 34) on a GPU machine:
 #
 #   hardware/record-health.sh OUTDIR [PROFILE]
 #

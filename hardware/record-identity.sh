@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU identity on a borrowed GPU machine (any number of GPUs):
+# GPU identity on a GPU machine (any number of GPUs):
 #
 #   hardware/record-identity.sh OUTDIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed single-GPU machine: the memory suite live (GoogLeNet at the profile's budget: estimate,
+# Run on a single-GPU machine: the memory suite live (GoogLeNet at the profile's budget: estimate,
 # out-of-memory and recovery, large-model support), then its recording replayed.
 #
 #   hardware/record-memory.sh PROFILE OUTDIR

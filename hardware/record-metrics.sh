@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed NVLink machine: the NVLink traffic suite with --gpu-metrics-port, scraped from outside every
+# Run on an NVLink machine: the NVLink traffic suite with --gpu-metrics-port, scraped from outside every
 # 0.25 s (as Prometheus would) while it runs. Each scrape is appended to OUT/scrapes.txt after a line
 # "# scrape UNIX_TIME", so the tests can see the link counters move during the training, not after it; give a
 # profile whose nvlink_traffic.steps keep the training longer than a few scrapes (50 steps take 0.25 s on H200).

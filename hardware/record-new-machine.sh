@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed GPU machine of a kind no shipped profile describes yet (4 or 8 GPUs on NVSwitch):
+# Run on a GPU machine of a kind no shipped profile describes yet (4 or 8 GPUs on NVSwitch):
 #
 #   hardware/record-new-machine.sh NAME OUTDIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed NVLink machine: the acceptance suites live (topology + NVLink traffic), the negative control
+# Run on an NVLink machine: the acceptance suites live (topology + NVLink traffic), the negative control
 # with peer-to-peer disabled for NCCL, the sampler-overhead benchmark, and bundles holding the counter samples.
 #
 #   hardware/record-nvlink.sh PROFILE OUTDIR

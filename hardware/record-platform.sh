@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The platform settings of a borrowed GPU machine, READ-ONLY (nothing on the machine is changed: no setpci, no
+# The platform settings of a GPU machine, READ-ONLY (nothing on the machine is changed: no setpci, no
 # modprobe, no nvidia-smi -pm, no sysctl; the only writes are the wheels in /tmp/site and the scratch directory):
 #
 #   hardware/record-platform.sh OUTDIR [SHIPPED_PROFILE]      (SHIPPED_PROFILE default: h200-nvswitch-x2)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a borrowed one-GPU machine (nvidia-h100-x1, nvidia-h200): everything issue 22 and 23 ask of it, in one
+# Run on a one-GPU machine (an H100 or H200): everything issue 22 and 23 ask of it, in one
 # command, packed into OUTDIR/single-gpu.tar.gz with the log beside it.
 #
 #   hardware/record-single-gpu.sh OUTDIR

@@ -156,7 +156,7 @@ def _measured(request: pytest.FixtureRequest, name: str):
     if entry.needs_machine:
         request.getfixturevalue("gpu_profile")
         request.getfixturevalue("fabric")
-    not_promised = entry.promised(fabric_session.profile) if fabric_session.profile is not None else None
+    not_promised = entry.why_not_promised(fabric_session.profile) if fabric_session.profile is not None else None
     if not_promised:
         pytest.skip(not_promised)
     if entry.asked and not getattr(fabric_session, entry.asked):

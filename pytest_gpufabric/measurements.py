@@ -27,7 +27,7 @@ class Measurement:
     name: str  # the key FabricSession caches it by
     fixture: str  # the fixture the suites (and users' tests) ask for it by
     doc: str  # the fixture's docstring
-    promised: Callable[[Any], str | None]  # profile -> None when promised, else what the profile does not promise
+    why_not_promised: Callable[[Any], str | None]  # profile -> what it does not promise, None when it does
     live: Callable[[Any], Any]  # FabricSession -> the measurement (may raise GpuFabricError, ToolMissing)
     replay: Callable[[Path, Any], Any]  # (bundle folder, FabricSession) -> the measurement, None when not recorded
     nothing_recorded: str  # what a bundle lacks when ``replay`` finds nothing: the promise is not checked
@@ -79,7 +79,7 @@ def _nvlink_replay(directory: Path, fabric_session):
 register(Measurement(
     name="nvlink", fixture="nvlink_training",
     doc="NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them.",
-    promised=lambda profile: None,  # the suite's tests ask the matrix per GPU (its promise marker)
+    why_not_promised=lambda profile: None,  # the suite's tests ask the matrix per GPU (its promise marker)
     live=_nvlink_live, replay=_nvlink_replay,
     nothing_recorded="the bundle holds no NVLink counter samples taken during training (nvlink-traffic.json or "
                      "nvidia-smi-nvlink-*.sample<N>.txt)",
@@ -103,7 +103,7 @@ register(Measurement(
     name="bandwidth", fixture="bandwidth",
     doc="The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded "
         "them (bandwidth.json, nccl-tests*.txt).",
-    promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
+    why_not_promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
     live=_bandwidth_live, replay=_bandwidth_replay,
     nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
     record_file="bandwidth.json", to_json=lambda m: m.to_json(),
@@ -141,7 +141,7 @@ def _record_live(name: str, measure: Callable[[Any], dict]) -> Callable[[Any], A
 register(Measurement(
     name="memory", fixture="memory_behaviour",
     doc="The memory suite's measurement on GPU 0 (live), or the bundle's memory.json.",
-    promised=_section("memory", "memory behaviour"),
+    why_not_promised=_section("memory", "memory behaviour"),
     live=_record_live("memory.json", _memory_live), replay=_record_replay("memory.json"),
     nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
     check="checks/memory.py", suite="suites/test_memory.py",
@@ -172,7 +172,7 @@ register(Measurement(
     name="rdma", fixture="rdma_devices",
     doc="RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in "
         "replay). An empty list is a machine without RDMA devices.",
-    promised=lambda profile: None, live=_rdma_live, replay=_rdma_replay,
+    why_not_promised=lambda profile: None, live=_rdma_live, replay=_rdma_replay,
     nothing_recorded="the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)",
     check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False))
 
@@ -193,7 +193,7 @@ register(Measurement(
     name="rdma_bw", fixture="ib_write_bw_result",
     doc="The run's ib_write_bw result and the port counters around it (live: the real binary; replay: the "
         "bundle's rdma-bw.json or ib_write_bw output).",
-    promised=lambda profile: None if "ib_write_bw" in profile.rdma
+    why_not_promised=lambda profile: None if "ib_write_bw" in profile.rdma
     else f"profile {profile.name} promises no ib_write_bw bandwidth",
     live=_rdma_bw_live, replay=_rdma_bw_replay,
     nothing_recorded="the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)",
@@ -220,7 +220,7 @@ def _burn_in_replay(directory: Path, fabric_session):
 register(Measurement(
     name="burn_in", fixture="burn_in",
     doc="The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay).",
-    promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
+    why_not_promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
     live=lambda fabric_session: fabric_session.run_burn_in(), replay=_burn_in_replay,
     nothing_recorded="the bundle holds no burn-in log (gpufabric-burnin.jsonl)", asked="has_burn_in",
     check="checks/burn_in.py", suite="suites/test_burn_in.py"))
@@ -237,7 +237,7 @@ register(Measurement(
     doc="The host settings that decide GPU and RDMA performance (ACS, IOMMU, modules, persistence, governor, ...): "
         "read from this machine once per run (and written to platform.json), or from the bundle (platform.json, "
         "lspci-vvv.txt, lsmod.txt, ...).",
-    promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
+    why_not_promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
     live=_platform, replay=lambda directory, fabric_session: _platform(fabric_session),
     nothing_recorded="the bundle records no platform settings (platform.json from gpufabric snapshot, "
                      "lspci-vvv.txt, lsmod.txt, proc-cmdline.txt or dmesg.txt)",
@@ -266,7 +266,7 @@ def _diagnostic_live(diagnostic: Diagnostic) -> Callable[[Any], dict]:
 for _diagnostic in DIAGNOSTICS:
     register(Measurement(
         name=_diagnostic.measurement, fixture=_diagnostic.fixture, doc=_diagnostic.doc,
-        promised=_section(_diagnostic.key, _diagnostic.what),
+        why_not_promised=_section(_diagnostic.key, _diagnostic.what),
         live=_record_live(_diagnostic.record_file, _diagnostic_live(_diagnostic)),
         replay=_record_replay(_diagnostic.record_file),
         nothing_recorded=f"the bundle holds no {_diagnostic.one} ({_diagnostic.record_file})",

@@ -139,7 +139,7 @@ def recorded_floor(samples: list[dict], ref: Reference, kind: str, op: str | Non
     same = [s for s in samples if s["kind"] == kind and s["basis"] == basis]
     own = [s for s in same if s["model"] == ref.model]
     if basis == MEMORY:
-        # never borrowed: HBM3 on an H100 reaches 0.95-0.98 of its peak, an A100's HBM2e or an L40S's GDDR6
+        # never another model's: HBM3 on an H100 reaches 0.95-0.98 of its peak, an A100's HBM2e or an L40S's GDDR6
         # reach less, so another model's share would call a healthy board low
         if not own:
             return {"why": f"this project has no recorded run of {ref.name}'s memory bandwidth to compare with "

@@ -221,7 +221,7 @@ class FabricSession:
         from .workloads.runner import SPARES, spare_count
 
         wanted = [entry for entry in REGISTRY.values() if entry.fixture in fixtures and entry.needs_machine
-                  and not entry.promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]
+                  and not entry.why_not_promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]
         if not wanted:
             return
         try:

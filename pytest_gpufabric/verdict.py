@@ -94,7 +94,7 @@ def waiver_for(promise_id: str, waivers: Iterable[Waiver]) -> Waiver | None:
     return next((w for w in waivers if w.matches(promise_id)), None)
 
 
-def test_outcome(pytest_outcome: str, reason: str = "") -> str | None:
+def promise_outcome(pytest_outcome: str, reason: str = "") -> str | None:
     """One test's pytest outcome -> its promise's outcome; None for a skip that means "not promised".
 
     An error (a fixture or the plugin broke, not a check) is "not checked": the promise was not judged, and a
@@ -140,7 +140,7 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
     skipped: dict[str, tuple[str, str]] = {}  # an expected promise's test that skipped it as not promised
     for nodeid, promise_id, pytest_outcome, reason in tests:
         key = promise_id or nodeid
-        outcome = test_outcome(pytest_outcome, reason)
+        outcome = promise_outcome(pytest_outcome, reason)
         if outcome is None:
             if key in expected_ids:
                 skipped.setdefault(key, (nodeid, reason))

@@ -2,8 +2,8 @@
 while copies ran, the replay counter's rise, and the copy rates.
 
 The link is judged under load only: a GPU may slow its link at idle to save power, and a link that trained down
-(a marginal riser, slot, cable or retimer) shows only when asked for its full rate. On nvidia-h100-x1
-(2026-11-25) an H100 80GB HBM3 read gen 5 x16 idle and in 300 of 300 reads under load, the replay counter 0
+(a marginal riser, slot, cable or retimer) shows only when asked for its full rate. On
+2026-11-25 an H100 80GB HBM3 SXM read gen 5 x16 idle and in 300 of 300 reads under load, the replay counter 0
 before and after, and copied 55.0 GB/s host to device, 55.1 GB/s back (1 GiB pinned: 87 % of the 63.0 GB/s
 gen 5 x16 peak).
 """
@@ -19,7 +19,7 @@ from .result import CheckResult, failed, passed, unknown
 
 #: the copies and the link reads cover the promised seconds when they reach this share of them (a copy in flight
 #: when the time ran out, NVML reads taking time: 1 GiB for 2 s copied 1.98 s and read the link 201 times in 4 s on
-#: nvidia-h100-x1)
+#: an H100 SXM)
 MIN_COPY_SHARE = 0.9
 MIN_READ_SHARE = 0.5
 

@@ -3,7 +3,7 @@ reasons seen under load, the SM clock the GPU held at its power limit, its tempe
 
 Judged from the row's samples, never its summary, so that a recorded row is judged by its evidence. What is
 normal under a full GEMM load: the GPU draws its power limit and the driver's power cap holds the SM clock below
-its maximum (an H100 80GB HBM3 on nvidia-h100-x1, 2026-11-25: 20 s of bf16 8192^3 products at 676 TFLOP/s,
+its maximum (an H100 80GB HBM3 SXM, 2026-11-25: 20 s of bf16 8192^3 products at 676 TFLOP/s,
 median 698 W of its 700 W limit, SM clock 1245-1365 MHz of 1980, 'sw_power_cap' in every sample, 60-70 C). What
 is not: the hardware slowing itself down (a failing power supply or sensor, the board too hot, a power brake
 signal from the chassis), which no setting explains.
@@ -38,7 +38,7 @@ REASON_MEANING = {
 
 
 #: a hold covers its promised seconds when its samples span this share of them and number this share of one per
-#: interval: each NVML read takes time (6 s at 0.25 s read 24 samples on nvidia-h100-x1, t = 0 to 5.75 s)
+#: interval: each NVML read takes time (6 s at 0.25 s read 24 samples on an H100 SXM, t = 0 to 5.75 s)
 MIN_SPAN_SHARE = 0.9
 MIN_SAMPLE_SHARE = 0.8
 

@@ -316,135 +316,187 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     row that cannot be read, a run with no rows, a run whose test is unknown, or text with no rows at all.
     """
     op_hint = _op_name(op) if op else None
-    runs: list[_Run] = []
-    run: _Run | None = None
-    announced: str | None = None  # a command line's test, for the run it starts
-    layout = _Layout()
-    pending: tuple[int, list[str]] | None = None  # a row NCCL's log was spliced into: (line, tokens so far)
-
-    def new_run(lineno: int) -> _Run:
-        nonlocal run, announced
-        run = _Run(lineno)
-        run.announced, announced = announced, None
-        runs.append(run)
-        return run
-
-    def open_run(mark: int, lineno: int) -> _Run:
-        nonlocal run, layout
-        if run is None or run.started_by(mark):
-            run = new_run(lineno)
-            layout = _Layout()
-        run.marks.add(mark)
-        return run
-
-    # a paste that stops without its line end may have stopped inside its last row ("326.4" cut to "32"): that
-    # row is not read, and the run says so, rather than judged on a number that lost its digits
-    open_end = len(text.splitlines()) if text and not text.endswith(("\n", "\r")) else None
-
-    def add_row(lineno: int, tokens: list[str], columns: list[int] | None) -> None:
-        nonlocal run
-        if run is None or run.closed:
-            run = new_run(lineno)
-        if lineno == open_end:
-            run.unreadable.append(f"line {lineno}: the text ends inside this row, which may be cut: "
-                                  f"{' '.join(tokens)[:120]!r}")
-            return
-        ends = list(columns or [])
-        if layout.timestamp and len(tokens) >= 2 and _DATE.match(tokens[-2]) and _CLOCK.match(tokens[-1]):
-            tokens, ends = tokens[:-2], ends[:-2]
-        if len(tokens) < 3:
-            raise ValueError(f"line {lineno}: data row ends after {len(tokens)} fields: {' '.join(tokens)!r}")
-        preamble, n = layout.split(tokens, ends, lineno)
-        results, ends = tokens[n:], ends[n:]
-        width = len(layout.group)
-        oop = ip = None
-        if len(results) == 2 * width:
-            oop, ip = _group(results[:width], lineno, layout), _group(results[width:], lineno, layout)
-        else:
-            # One group: in-place when it ends under the in-place header columns, else out-of-place.
-            in_place = bool(ends) and abs(ends[-1] - layout.ip_end) < abs(ends[-1] - layout.oop_end)
-            if in_place:
-                ip = _group(results, lineno, layout)
-            else:
-                oop = _group(results, lineno, layout)
-        root = preamble.get("root")
-        run.rows.append({"size": _integer(preamble["size"], lineno, "size"),
-                         "count": _integer(preamble["count"], lineno, "count"), "type": preamble["type"],
-                         "redop": preamble.get("redop"),
-                         "root": None if root is None else _integer(root, lineno, "root"), "oop": oop, "ip": ip})
-
-    def flush_pending() -> None:
-        nonlocal pending
-        if pending is not None:
-            lineno, tokens = pending
-            pending = None
-            add_row(lineno, tokens, None)
-
+    reader = _Reader(text)
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = _LAUNCHER_PREFIX.sub("", raw, count=1).rstrip()
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped.startswith("#"):
-            flush_pending()
-            body = stripped
-            if m := _VERSION.match(body):
-                open_run(_MARK_VERSION, lineno).version = m.group(1)
-            elif m := _STARTING.match(body):
-                open_run(_MARK_STARTING, lineno).op = _op_name(m.group(1))
-            elif _NTHREAD.match(body):
-                open_run(_MARK_NTHREAD, lineno)
-            elif body.lstrip("#").split()[:2] in (["size", "count"], ["bytes", "N"]):
-                new_layout = _Layout.from_header(line, lineno)
-                open_run(_MARK_TABLE, lineno)
-                layout = new_layout
-            elif (m := _RANK.match(body)) and run is not None and not run.rows:
-                rank, group, pid, host, device, pci, name = m.groups()
-                run.devices.append({"rank": int(rank), "group": int(group) if group is not None else None,
-                                    "pid": int(pid), "host": host, "device": int(device), "pci_bus_id": pci,
-                                    "name": name})
-            elif (m := _AVG_BUSBW.match(body)) and run is not None:
-                # a summary, not a measurement: `-nan` (nothing averaged) leaves it None instead of failing the rows
-                try:
-                    run.avg_busbw = _number(m.group(1), lineno, "Avg bus bandwidth")
-                except ValueError:
-                    run.avg_busbw = None
-            elif (m := _CONCLUDED.match(body)) and run is not None:
-                run.op = run.op or _op_name(m.group(1))
-                run.closed = True
-            continue
-        cut = _splice_at(line, layout)
-        text_part = line[:cut] if cut is not None else line
-        if pending is not None and not _ROW_START.match(text_part):
-            tokens = text_part.split()
-            if cut is None and _NCCL_LOG.match(stripped):
-                continue  # more of NCCL's log between the two halves of the row
-            if _is_continuation(tokens):
-                pending[1].extend(tokens)
-                if cut is None or len(pending[1]) >= len(layout.preamble) + 2 * len(layout.group):
-                    flush_pending()
-            continue  # launcher or library noise while the row waits for its rest
-        flush_pending()
-        if not _ROW_START.match(text_part):
-            # not table: NCCL/UCX/MPI log, launcher chatter, or the command line that starts the next test
-            if (named := _announced_op(line)) is not None:
-                if run is not None and not run.rows and not run.closed and run.op is None:
-                    run.announced = named
-                else:
-                    announced = named
-            continue
-        matches = list(re.finditer(r"\S+", text_part))
-        tokens = [m.group() for m in matches]
-        if cut is not None:
-            pending = (lineno, tokens)
-            continue
-        add_row(lineno, tokens, [m.end() for m in matches])
-    flush_pending()
-
+        reader.read(lineno, raw)
+    reader.flush_pending()
+    runs = reader.runs
     if not any(r.rows for r in runs):
         raise ValueError("no nccl-tests result rows found" + (f" ({runs[-1].unreadable[0]})"
                                                               if runs and runs[-1].unreadable else ""))
     return [r.result(op_hint) for r in runs]
+
+
+def _is_column_header(body: str) -> bool:
+    return body.lstrip("#").split()[:2] in (["size", "count"], ["bytes", "N"])
+
+
+#: The ``#`` lines nccl-tests prints around its table (no two can match one line); any other is a comment.
+_COMMENT_KINDS = (("version", _VERSION), ("starting", _STARTING), ("nthread", _NTHREAD), ("rank", _RANK),
+                  ("avg", _AVG_BUSBW), ("concluded", _CONCLUDED))
+
+
+def _classify_comment(body: str) -> tuple[str, re.Match[str] | None]:
+    """The kind of a ``#`` line: "columns" (the table's column header), one of _COMMENT_KINDS, or "comment"."""
+    if _is_column_header(body):
+        return "columns", None
+    for kind, pattern in _COMMENT_KINDS:
+        if m := pattern.match(body):
+            return kind, m
+    return "comment", None
+
+
+class _Reader:
+    """One pass over a log: the runs so far, the table layout in force and a row waiting for the rest that NCCL's
+    log split off. Each line is classified (a ``#`` line by _classify_comment; else a data row, the rest of a
+    split row, or other text) and handled by the method for its kind."""
+
+    def __init__(self, text: str) -> None:
+        self.runs: list[_Run] = []
+        self.run: _Run | None = None
+        self.announced: str | None = None  # a command line's test, for the run it starts
+        self.layout = _Layout()
+        self.pending: tuple[int, list[str]] | None = None  # a row NCCL's log was spliced into: (line, tokens)
+        # a paste that stops without its line end may have stopped inside its last row ("326.4" cut to "32"): that
+        # row is not read, and the run says so, rather than judged on a number that lost its digits
+        self.open_end = len(text.splitlines()) if text and not text.endswith(("\n", "\r")) else None
+
+    def read(self, lineno: int, raw: str) -> None:
+        line = _LAUNCHER_PREFIX.sub("", raw, count=1).rstrip()
+        stripped = line.strip()
+        if not stripped:
+            return
+        if stripped.startswith("#"):
+            self.flush_pending()
+            kind, m = _classify_comment(stripped)
+            getattr(self, f"_on_{kind}")(m, line, lineno)
+            return
+        cut = _splice_at(line, self.layout)
+        text_part = line[:cut] if cut is not None else line
+        if _ROW_START.match(text_part):
+            self.flush_pending()
+            self._on_row(text_part, cut, lineno)
+        elif self.pending is not None:
+            self._on_rest(text_part, stripped, cut)
+        else:
+            self._on_text(line)
+
+    def new_run(self, lineno: int) -> _Run:
+        self.run = _Run(lineno)
+        self.run.announced, self.announced = self.announced, None
+        self.runs.append(self.run)
+        return self.run
+
+    def open_run(self, mark: int, lineno: int) -> _Run:
+        """The run a start-of-run marker belongs to: the current one, or a new one when the marker repeats."""
+        if self.run is None or self.run.started_by(mark):
+            self.new_run(lineno)
+            self.layout = _Layout()
+        self.run.marks.add(mark)
+        return self.run
+
+    def _on_version(self, m: re.Match[str], line: str, lineno: int) -> None:
+        self.open_run(_MARK_VERSION, lineno).version = m.group(1)
+
+    def _on_starting(self, m: re.Match[str], line: str, lineno: int) -> None:
+        self.open_run(_MARK_STARTING, lineno).op = _op_name(m.group(1))
+
+    def _on_nthread(self, m: re.Match[str], line: str, lineno: int) -> None:
+        self.open_run(_MARK_NTHREAD, lineno)
+
+    def _on_columns(self, m: None, line: str, lineno: int) -> None:
+        layout = _Layout.from_header(line, lineno)
+        self.open_run(_MARK_TABLE, lineno)
+        self.layout = layout
+
+    def _on_rank(self, m: re.Match[str], line: str, lineno: int) -> None:
+        if self.run is not None and not self.run.rows:
+            rank, group, pid, host, device, pci, name = m.groups()
+            self.run.devices.append({"rank": int(rank), "group": int(group) if group is not None else None,
+                                     "pid": int(pid), "host": host, "device": int(device), "pci_bus_id": pci,
+                                     "name": name})
+
+    def _on_avg(self, m: re.Match[str], line: str, lineno: int) -> None:
+        if self.run is not None:
+            # a summary, not a measurement: `-nan` (nothing averaged) leaves it None instead of failing the rows
+            try:
+                self.run.avg_busbw = _number(m.group(1), lineno, "Avg bus bandwidth")
+            except ValueError:
+                self.run.avg_busbw = None
+
+    def _on_concluded(self, m: re.Match[str], line: str, lineno: int) -> None:
+        if self.run is not None:
+            self.run.op = self.run.op or _op_name(m.group(1))
+            self.run.closed = True
+
+    def _on_comment(self, m: None, line: str, lineno: int) -> None:
+        pass
+
+    def _on_row(self, text_part: str, cut: int | None, lineno: int) -> None:
+        """A data row; one NCCL's log was spliced into waits for its rest."""
+        matches = list(re.finditer(r"\S+", text_part))
+        tokens = [m.group() for m in matches]
+        if cut is not None:
+            self.pending = (lineno, tokens)
+        else:
+            self.add_row(lineno, tokens, [m.end() for m in matches])
+
+    def _on_rest(self, text_part: str, stripped: str, cut: int | None) -> None:
+        """A line while a split row waits: its numbers are the row's rest; more log or launcher noise is skipped."""
+        if cut is None and _NCCL_LOG.match(stripped):
+            return  # more of NCCL's log between the two halves of the row
+        tokens = text_part.split()
+        if _is_continuation(tokens):
+            self.pending[1].extend(tokens)
+            if cut is None or len(self.pending[1]) >= len(self.layout.preamble) + 2 * len(self.layout.group):
+                self.flush_pending()
+
+    def _on_text(self, line: str) -> None:
+        """Not table: NCCL/UCX/MPI log, launcher chatter, or the command line that starts the next test."""
+        if (named := _announced_op(line)) is not None:
+            run = self.run
+            if run is not None and not run.rows and not run.closed and run.op is None:
+                run.announced = named
+            else:
+                self.announced = named
+
+    def flush_pending(self) -> None:
+        if self.pending is not None:
+            lineno, tokens = self.pending
+            self.pending = None
+            self.add_row(lineno, tokens, None)
+
+    def add_row(self, lineno: int, tokens: list[str], columns: list[int] | None) -> None:
+        if self.run is None or self.run.closed:
+            self.new_run(lineno)
+        if lineno == self.open_end:
+            self.run.unreadable.append(f"line {lineno}: the text ends inside this row, which may be cut: "
+                                       f"{' '.join(tokens)[:120]!r}")
+            return
+        self.run.rows.append(_row(tokens, list(columns or []), lineno, self.layout))
+
+
+def _row(tokens: list[str], ends: list[int], lineno: int, layout: _Layout) -> dict[str, Any]:
+    """One data row read under ``layout``: its preamble, then one or two result groups. A row with one group is
+    in-place when that group ends under the in-place header columns, else out-of-place."""
+    if layout.timestamp and len(tokens) >= 2 and _DATE.match(tokens[-2]) and _CLOCK.match(tokens[-1]):
+        tokens, ends = tokens[:-2], ends[:-2]
+    if len(tokens) < 3:
+        raise ValueError(f"line {lineno}: data row ends after {len(tokens)} fields: {' '.join(tokens)!r}")
+    preamble, n = layout.split(tokens, ends, lineno)
+    results, ends = tokens[n:], ends[n:]
+    width = len(layout.group)
+    oop = ip = None
+    if len(results) == 2 * width:
+        oop, ip = _group(results[:width], lineno, layout), _group(results[width:], lineno, layout)
+    elif ends and abs(ends[-1] - layout.ip_end) < abs(ends[-1] - layout.oop_end):
+        ip = _group(results, lineno, layout)
+    else:
+        oop = _group(results, lineno, layout)
+    root = preamble.get("root")
+    return {"size": _integer(preamble["size"], lineno, "size"), "count": _integer(preamble["count"], lineno, "count"),
+            "type": preamble["type"], "redop": preamble.get("redop"),
+            "root": None if root is None else _integer(root, lineno, "root"), "oop": oop, "ip": ip}
 
 
 # --- what a row must be before it is judged ---------------------------------------------------------------------

@@ -115,24 +115,27 @@ class _Testcase:
         self.messages: list[str] = []
         self.matrices: list[_Matrix] = []
 
+    def _status(self, unreadable: list[str], ended_here: bool) -> str:
+        """The printed status, else "passed" when every matrix and its SUM were read whole; else "error" (only
+        messages) or "incomplete", with what is missing added to ``unreadable``."""
+        if self.status is not None:
+            return self.status
+        if self.messages and not self.matrices:
+            return "error"
+        if self.matrices and all(m.sum_seen and not m.cut and m.rows for m in self.matrices):
+            return "passed"
+        what = self.name or "a test"
+        if not self.matrices:
+            unreadable.append(f"line {self.lineno}: {what}: no result was printed after 'Running' "
+                              + ("(the text ends there)" if ended_here else "(cut or failed)"))
+        for m in self.matrices:
+            if not m.sum_seen:
+                unreadable.append(f"line {m.lineno}: {what}: the SUM line of matrix {m.description!r} "
+                                  "is missing (the text was cut)")
+        return "incomplete"
+
     def result(self, unreadable: list[str], ended_here: bool) -> dict[str, Any]:
-        status = self.status
-        if status is None:
-            complete = bool(self.matrices) and all(m.sum_seen and not m.cut and m.rows for m in self.matrices)
-            if self.messages and not self.matrices:
-                status = "error"
-            elif complete:
-                status = "passed"
-            else:
-                status = "incomplete"
-                what = self.name or "a test"
-                if not self.matrices:
-                    unreadable.append(f"line {self.lineno}: {what}: no result was printed after 'Running' "
-                                      + ("(the text ends there)" if ended_here else "(cut or failed)"))
-                for m in self.matrices:
-                    if not m.sum_seen:
-                        unreadable.append(f"line {m.lineno}: {what}: the SUM line of matrix {m.description!r} "
-                                          "is missing (the text was cut)")
+        status = self._status(unreadable, ended_here)
         primary = next((m for m in self.matrices if (m.label or "").lower() == "total"),
                        self.matrices[0] if self.matrices else None)
         out: dict[str, Any] = {"name": self.name, "status": status,
@@ -150,125 +153,173 @@ class _Testcase:
         return out
 
 
-def _parse_text(text: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"tool": "nvbandwidth", "version": None, "format": "text", "git_version": None,
-                           "cuda_runtime": None, "cuda_driver": None, "driver": None, "mpi_version": None,
-                           "devices": [], "testcases": [], "unreadable": []}
-    unreadable: list[str] = out["unreadable"]
-    tests: list[_Testcase] = []
-    test: _Testcase | None = None
-    matrix: _Matrix | None = None
-    recognised = 0
-    lines = text.splitlines()
-    cut_last_line = bool(text) and not text.endswith(("\n", "\r"))
-    first_line: tuple[int, str] | None = None
-    for index, raw in enumerate(lines):
-        lineno = index + 1
+#: What a line outside a matrix can be, tried in this order; the first that matches names the line's kind.
+_LINE_KINDS = (("version", _VERSION), ("git", _GIT), ("mpi", _MPI), ("runtime", _RUNTIME),
+               ("cuda_driver", _CUDA_DRIVER), ("driver", _DRIVER), ("process", _PROCESS), ("device", _DEVICE),
+               ("note", _NOTE), ("running", _RUNNING), ("description", _DESCRIPTION), ("sum", _SUM),
+               ("stat", _STAT), ("status", _STATUS_LINE))
+#: Banner lines that set one field of the result: kind -> (key, how the value is read).
+_BANNER_FIELDS = {"version": ("version", str), "git": ("git_version", lambda v: v or None),
+                  "mpi": ("mpi_version", str), "runtime": ("cuda_runtime", _cuda_version),
+                  "cuda_driver": ("cuda_driver", _cuda_version), "driver": ("driver", str)}
+
+
+def _classify(line: str, *, in_test: bool) -> tuple[str, re.Match[str] | None]:
+    """The kind of a line outside a matrix and its match; "other" when nothing matches. A matrix description
+    counts only inside a test (after its ``Running`` line)."""
+    for kind, pattern in _LINE_KINDS:
+        if kind == "description" and not in_test:
+            continue
+        if m := pattern.match(line):
+            return kind, m
+    return "other", None
+
+
+def _is_row(line: str, tokens: list[str]) -> bool:
+    """A matrix row: a row name then cells that are numbers or N/A, and no line of another kind."""
+    return (tokens[0] != "Running" and all(t == "N/A" or _NUMBER.match(t) for t in tokens[1:])
+            and not _DESCRIPTION.match(line) and not _STATUS_LINE.match(line))
+
+
+class _TextReader:
+    """One pass over nvbandwidth's text: each line is classified, then handled by the method for its kind."""
+
+    def __init__(self, text: str) -> None:
+        self.out: dict[str, Any] = {"tool": "nvbandwidth", "version": None, "format": "text", "git_version": None,
+                                    "cuda_runtime": None, "cuda_driver": None, "driver": None,
+                                    "mpi_version": None, "devices": [], "testcases": [], "unreadable": []}
+        self.unreadable: list[str] = self.out["unreadable"]
+        self.tests: list[_Testcase] = []
+        self.test: _Testcase | None = None
+        self.matrix: _Matrix | None = None
+        self.recognised = 0  # lines read as nvbandwidth output
+        self.first_line: tuple[int, str] | None = None
+        self.cut_last_line = bool(text) and not text.endswith(("\n", "\r"))
+        self.at_cut = False  # this line is the last and the text ends inside it
+
+    def read(self, lineno: int, raw: str, last: bool) -> None:
         line = ANSI.sub("", raw).strip()
         if not line:
-            if matrix is not None and matrix.columns is not None and matrix.rows:
-                matrix = _close_rows(matrix)
-            continue
-        if first_line is None:
-            first_line = (lineno, line)
-        last = index == len(lines) - 1
+            return
+        if self.first_line is None:
+            self.first_line = (lineno, line)
         if paste_noise(raw) is not None or _COMMAND.match(line):
-            continue
-        # a matrix: its column header, then one row per source
-        if matrix is not None and (matrix.columns is None or not matrix.sum_seen) and not _SUM.match(line) \
-                and not _STAT.match(line):
-            tokens = line.split()
-            if matrix.columns is None:
-                if all(re.fullmatch(r"\w+", t) for t in tokens):
-                    matrix.columns = tokens
-                    recognised += 1
-                    continue
-                unreadable.append(f"line {lineno}: the column header of {matrix.description!r} cannot be read")
-                matrix.cut = True
-                matrix = None
-            elif matrix.columns is not None and len(tokens) >= 1 and tokens[0] not in ("Running",) \
-                    and all(t == "N/A" or _NUMBER.match(t) for t in tokens[1:]) and not _RUNNING.match(line) \
-                    and not _DESCRIPTION.match(line) and not _STATUS_LINE.match(line):
-                _add_row(matrix, tokens, lineno, last and cut_last_line, unreadable, test)
-                recognised += 1
-                continue
-            elif matrix.rows:
-                matrix = _close_rows(matrix)
-        if m := _VERSION.match(line):
-            out["version"] = m.group("v")
-        elif m := _GIT.match(line):
-            out["git_version"] = m.group("v") or None
-        elif m := _MPI.match(line):
-            out["mpi_version"] = m.group("v")
-        elif m := _RUNTIME.match(line):
-            out["cuda_runtime"] = _cuda_version(m.group("v"))
-        elif m := _CUDA_DRIVER.match(line):
-            out["cuda_driver"] = _cuda_version(m.group("v"))
-        elif m := _DRIVER.match(line):
-            out["driver"] = m.group("v")
-        elif m := _PROCESS.match(line):
-            out["devices"].append({"index": int(m.group("index")), "name": m.group("name"),
-                                   "pci_bus_id": m.group("pci"), "process": int(m.group("process")),
-                                   "host": m.group("host")})
-        elif m := _DEVICE.match(line):
-            out["devices"].append({"index": int(m.group("index")), "name": m.group("name"),
-                                   "pci_bus_id": m.group("pci")})
-        elif _NOTE.match(line):
-            pass
-        elif m := _RUNNING.match(line):
-            test = _Testcase(m.group("name"), lineno)
-            tests.append(test)
-            matrix = None
-        elif _DESCRIPTION.match(line) and test is not None:
-            matrix = _Matrix(line, lineno)
-            test.matrices.append(matrix)
-        elif m := _SUM.match(line):
-            _take_sum(m.group("key"), m.group("value"), test, lineno, unreadable, last and cut_last_line)
-            matrix = None
-        elif m := _STAT.match(line):
-            target = _matrix_for(test, m.group("key"))
-            value = _finite(m.group("value"))
-            if target is not None:
-                target.stats[m.group("stat").lower()] = value
-        elif m := _STATUS_LINE.match(line):
-            status = m.group("status").lower()
-            if test is not None and test.status is None and not test.matrices:
-                test.status = status
-                if m.group("msg"):
-                    test.messages.append(m.group("msg"))
-            else:
-                # "Waived: " stands alone: nvbandwidth does not print the name of a test it waives
-                test = _Testcase(None, lineno)
-                test.status = status
-                if m.group("msg"):
-                    test.messages.append(m.group("msg"))
-                tests.append(test)
-                test = None
-            matrix = None
-        elif last and cut_last_line:
-            unreadable.append(f"line {lineno}: the text ends inside this line: {line[:80]!r}")
-        elif test is not None and not test.matrices and test.status is None:
-            test.messages.append(line)  # an error nvbandwidth printed while the test ran
+            return
+        self.at_cut = last and self.cut_last_line
+        if self.matrix is not None and self._matrix_line(line, lineno):
+            self.recognised += 1
+            return
+        kind, m = _classify(line, in_test=self.test is not None)
+        if kind in _BANNER_FIELDS:
+            key, read = _BANNER_FIELDS[kind]
+            self.out[key] = read(m.group("v"))
+        elif not getattr(self, f"_on_{kind}")(m, line, lineno):
+            return
+        self.recognised += 1
+
+    def _matrix_line(self, line: str, lineno: int) -> bool:
+        """Read ``line`` as the current matrix's column header or one of its rows; False when it is neither."""
+        matrix = self.matrix
+        if (matrix.columns is not None and matrix.sum_seen) or _SUM.match(line) or _STAT.match(line):
+            return False
+        tokens = line.split()
+        if matrix.columns is None:
+            if all(re.fullmatch(r"\w+", t) for t in tokens):
+                matrix.columns = tokens
+                return True
+            self.unreadable.append(f"line {lineno}: the column header of {matrix.description!r} cannot be read")
+            matrix.cut = True
+            self.matrix = None
+            return False
+        if not _is_row(line, tokens):
+            return False
+        _add_row(matrix, tokens, lineno, self.at_cut, self.unreadable, self.test)
+        return True
+
+    def _on_process(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        self.out["devices"].append({"index": int(m.group("index")), "name": m.group("name"),
+                                    "pci_bus_id": m.group("pci"), "process": int(m.group("process")),
+                                    "host": m.group("host")})
+        return True
+
+    def _on_device(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        self.out["devices"].append({"index": int(m.group("index")), "name": m.group("name"),
+                                    "pci_bus_id": m.group("pci")})
+        return True
+
+    def _on_note(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        return True
+
+    def _on_running(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        self.test = _Testcase(m.group("name"), lineno)
+        self.tests.append(self.test)
+        self.matrix = None
+        return True
+
+    def _on_description(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        self.matrix = _Matrix(line, lineno)
+        self.test.matrices.append(self.matrix)
+        return True
+
+    def _on_sum(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        _take_sum(m.group("key"), m.group("value"), self.test, lineno, self.unreadable, self.at_cut)
+        self.matrix = None
+        return True
+
+    def _on_stat(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        target = _matrix_for(self.test, m.group("key"))
+        value = _finite(m.group("value"))
+        if target is not None:
+            target.stats[m.group("stat").lower()] = value
+        return True
+
+    def _on_status(self, m: re.Match[str], line: str, lineno: int) -> bool:
+        status = m.group("status").lower()
+        test = self.test
+        if test is None or test.status is not None or test.matrices:
+            # "Waived: " stands alone: nvbandwidth does not print the name of a test it waives
+            test = _Testcase(None, lineno)
+            self.tests.append(test)
+            self.test = None
+        test.status = status
+        if m.group("msg"):
+            test.messages.append(m.group("msg"))
+        self.matrix = None
+        return True
+
+    def _on_other(self, m: None, line: str, lineno: int) -> bool:
+        if self.at_cut:
+            self.unreadable.append(f"line {lineno}: the text ends inside this line: {line[:80]!r}")
+        elif self.test is not None and not self.test.matrices and self.test.status is None:
+            self.test.messages.append(line)  # an error nvbandwidth printed while the test ran
         else:
-            if recognised:
-                unreadable.append(f"line {lineno}: not nvbandwidth output: {line[:80]!r}")
-            continue
-        recognised += 1
-    if not recognised:
-        if first_line is None:
-            raise ValueError("no nvbandwidth output: the text is empty")
-        raise ValueError(f"line {first_line[0]}: not nvbandwidth output (no version, device, 'Running' or matrix "
-                         f"line): {first_line[1][:80]!r}")
-    out["testcases"] = [t.result(unreadable, t is tests[-1]) for t in tests]
-    if not tests:
-        if out["version"] is None:
-            raise ValueError(f"line {first_line[0] if first_line else 1}: no nvbandwidth version and no test result")
-        unreadable.append(f"line {len(lines)}: the text ends before any test result (cut after the header)")
-    return out
+            if self.recognised:
+                self.unreadable.append(f"line {lineno}: not nvbandwidth output: {line[:80]!r}")
+            return False
+        return True
+
+    def finish(self, n_lines: int) -> dict[str, Any]:
+        first_line = self.first_line
+        if not self.recognised:
+            if first_line is None:
+                raise ValueError("no nvbandwidth output: the text is empty")
+            raise ValueError(f"line {first_line[0]}: not nvbandwidth output (no version, device, 'Running' or "
+                             f"matrix line): {first_line[1][:80]!r}")
+        self.out["testcases"] = [t.result(self.unreadable, t is self.tests[-1]) for t in self.tests]
+        if not self.tests:
+            if self.out["version"] is None:
+                raise ValueError(f"line {first_line[0] if first_line else 1}: no nvbandwidth version and no test "
+                                 "result")
+            self.unreadable.append(f"line {n_lines}: the text ends before any test result (cut after the header)")
+        return self.out
 
 
-def _close_rows(matrix: _Matrix) -> _Matrix:
-    return matrix  # rows end at a blank line or at the next line that is not a row; the matrix stays current
+def _parse_text(text: str) -> dict[str, Any]:
+    reader = _TextReader(text)
+    lines = text.splitlines()
+    for index, raw in enumerate(lines):
+        reader.read(index + 1, raw, index == len(lines) - 1)
+    return reader.finish(len(lines))
 
 
 def _add_row(matrix: _Matrix, tokens: list[str], lineno: int, maybe_cut: bool, unreadable: list[str],
@@ -377,39 +428,9 @@ def _json_case(case: dict[str, Any], unreadable: list[str]) -> dict[str, Any]:
         status = "error"
     description = case.get("bandwidth_description") if isinstance(case.get("bandwidth_description"), str) else None
     m = _DESCRIPTION.match(description.strip()) if description else None
-    matrix: list[list[float | None]] = []
-    rows = case.get("bandwidth_matrix")
     what = name or "a testcase"
-    if isinstance(rows, list):
-        width = None
-        for r, row in enumerate(rows):
-            if row == CUT_ARRAY:
-                cut = True
-                continue
-            if not isinstance(row, list):
-                unreadable.append(f"{what}: matrix row {r} is not a list")
-                cut = True
-                continue
-            cells: list[float | None] = []
-            row_cut = CUT_ARRAY in row
-            for cell in row:
-                if cell == CUT_ARRAY:
-                    continue
-                if cell == "N/A":
-                    cells.append(None)
-                    continue
-                value = _finite(cell.strip()) if isinstance(cell, str) else (
-                    float(cell) if isinstance(cell, (int, float)) and not isinstance(cell, bool)
-                    and math.isfinite(cell) else None)
-                if value is None:
-                    unreadable.append(f"{what}: matrix cell {cell!r} in row {r} is not a finite number")
-                cells.append(value)
-            width = width or len(cells)
-            if row_cut:
-                unreadable.append(f"{what}: matrix row {r} was cut after {len(cells)} cells")
-                cut = True
-                cells += [None] * max(0, (width or 0) - len(cells))
-            matrix.append(cells)
+    matrix, matrix_cut = _json_matrix(case.get("bandwidth_matrix"), what, unreadable)
+    cut = cut or matrix_cut
     total = case.get("sum")
     total_value = float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) \
         and math.isfinite(total) else None
@@ -432,6 +453,49 @@ def _json_case(case: dict[str, Any], unreadable: list[str]) -> dict[str, Any]:
     if stats:
         out["stats"] = stats
     return out
+
+
+def _json_matrix(rows: object, what: str, unreadable: list[str]) -> tuple[list[list[float | None]], bool]:
+    """``bandwidth_matrix`` (cells as strings) as finite floats or None, and whether the cut reached it."""
+    matrix: list[list[float | None]] = []
+    cut = False
+    if not isinstance(rows, list):
+        return matrix, cut
+    width = None
+    for r, row in enumerate(rows):
+        if row == CUT_ARRAY:
+            cut = True
+            continue
+        if not isinstance(row, list):
+            unreadable.append(f"{what}: matrix row {r} is not a list")
+            cut = True
+            continue
+        cells: list[float | None] = []
+        for cell in row:
+            if cell == CUT_ARRAY:
+                continue
+            if cell == "N/A":
+                cells.append(None)
+                continue
+            value = _json_cell(cell)
+            if value is None:
+                unreadable.append(f"{what}: matrix cell {cell!r} in row {r} is not a finite number")
+            cells.append(value)
+        width = width or len(cells)
+        if CUT_ARRAY in row:
+            unreadable.append(f"{what}: matrix row {r} was cut after {len(cells)} cells")
+            cut = True
+            cells += [None] * max(0, (width or 0) - len(cells))
+        matrix.append(cells)
+    return matrix, cut
+
+
+def _json_cell(cell: object) -> float | None:
+    if isinstance(cell, str):
+        return _finite(cell.strip())
+    if isinstance(cell, (int, float)) and not isinstance(cell, bool) and math.isfinite(cell):
+        return float(cell)
+    return None
 
 
 # --- entry point ----------------------------------------------------------------------------------------------------

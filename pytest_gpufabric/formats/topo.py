@@ -249,8 +249,8 @@ def parse_topo_m(text: str) -> TopoMatrix:
 
     Accepts the tab-separated original (with its ANSI-underlined header and empty cells) and what people paste:
     tabs turned into spaces (a terminal's copy keeps each cell on a tab stop, so blank cells are still told
-    apart), the prompt and command line
-    above it, blank lines between rows, an indent on every line. Stops at ``Legend:``.
+    apart), the prompt and command line above it, blank lines between rows, an indent on every line. Stops at
+    ``Legend:``.
 
     Damage in the text is named, not guessed at, and does not cost the rest of the matrix: a cell that is no
     path label (``PH0-115``, a label run into the next value) and what follows it in its row, a value that
@@ -263,65 +263,16 @@ def parse_topo_m(text: str) -> TopoMatrix:
     if not text or not text.strip():
         raise ValueError("nvidia-smi topo -m: empty text (expected a header line with GPU0 and a matrix)")
     lines = [ANSI.sub("", line).rstrip("\r") for line in text.splitlines()]
-
-    header_at = None
-    for i, line in enumerate(lines):
-        if line.strip() == "Legend:":
-            break
-        if paste_noise(line):
-            continue
-        if "GPU0" in _header_columns(line):
-            header_at = i
-            break
-    if header_at is None:
-        first = next((line for line in lines if line.strip() and not paste_noise(line)), "")
-        raise ValueError(
-            "nvidia-smi topo -m: no header line with a GPU0 column before 'Legend:' "
-            f"(first line is {first[:80]!r}); this does not look like topo -m output"
-        )
-    header = lines[header_at]
-
-    # Data rows: from the line after the header to "Legend:" (blank lines between rows are skipped: pasted
-    # into a web page, each row often becomes a paragraph), or to a pasted line that is not output.
-    rows: list[tuple[int, str, list[str], bool]] = []  # (line number, label, cells after the label, tabbed)
-    indent: int | None = None  # where the rows' labels start: the first tab stop of a terminal's copy
-    end = len(lines)
-    for i in range(header_at + 1, len(lines)):
-        line = lines[i]
-        if not line.strip():
-            continue
-        if line.strip() == "Legend:" or (rows and paste_noise(line)):
-            end = i
-            break
-        if paste_noise(line):
-            continue
-        if indent is None:
-            indent = len(line) - len(line.lstrip(" "))
-        cells, tabbed = _row_cells(line, indent)
-        if not cells or not cells[0]:
-            raise ValueError(f"nvidia-smi topo -m line {i + 1}: row without a device label: {line!r}")
-        rows.append((i + 1, cells[0], cells[1:], tabbed))
+    header_at = _find_header(lines)
+    rows, indent, end = _read_rows(lines, header_at)
     if not rows:
         raise ValueError(
             f"nvidia-smi topo -m line {header_at + 2}: expected matrix rows (GPU0 ...) after the header"
         )
-    names = _header_columns(header)
-    if "\t" not in header and indent is not None and (cells := _untab(header, indent)) is not None:
-        names = [cell for cell in cells if cell]  # column names with single spaces stay whole ("CPU Affinity")
-
     row_labels = [label for _, label, _, _ in rows]
-    # the device columns: every header name before the affinity columns that has a row or is named like a device
-    # (a paste cut after its first rows still has every column in its header)
-    n_dev = 0
-    for name in names:
-        if name in _AFFINITY_COLUMNS or not (name in row_labels or _DEVICE_NAME.match(name)):
-            break
-        n_dev += 1
-    devices = names[:n_dev]
-    trailing = names[n_dev:]
+    devices, trailing = _columns(lines[header_at], indent, row_labels)
     if "GPU0" not in devices or "GPU0" not in row_labels:
         raise ValueError(f"nvidia-smi topo -m line {header_at + 1}: header has GPU0 but no row labelled GPU0")
-
     topo = TopoMatrix(devices=devices, matrix={})
     if cut := _rows_cut(devices, row_labels):
         topo.damaged[MATRIX_CUT] = cut
@@ -330,65 +281,149 @@ def parse_topo_m(text: str) -> TopoMatrix:
             topo.columns_present.add(_AFFINITY_COLUMNS[name])
         else:
             topo.other_columns[name] = {}
+    for row in rows:
+        _read_row(topo, row, trailing)
+    _read_nic_legend(topo, lines[end:])
+    return topo
 
-    for lineno, label, rest, tabbed in rows:
-        where = f"nvidia-smi topo -m line {lineno} ({label})"
-        if label not in devices:
-            if GPU_LABEL.match(label) or NIC_LABEL.match(label) or all(
-                    _MATRIX_LABEL.match(cell) for cell in rest if cell):
-                topo.damaged[label] = (f"line {lineno}: row {label} has no column in the header (the paste was "
-                                       "cut at the right, or the header at the left); its row is not read")
-                continue
-            raise ValueError(f"{where}: row label {label!r} is not one of the header's devices {devices}")
-        if label in topo.matrix:
-            raise ValueError(f"{where}: second row for {label}")
-        cells = rest[:n_dev]
-        if len(cells) < n_dev:
-            raise ValueError(f"{where}: {len(cells)} matrix cells, expected {n_dev} ({', '.join(devices)})")
-        topo.matrix[label] = {}
-        for k, (col, cell) in enumerate(zip(devices, cells, strict=True)):
-            if _MATRIX_LABEL.match(cell):
-                topo.matrix[label][col] = cell
-                continue
-            if not _GLUED.match(cell):
-                raise ValueError(
-                    f"{where}, column {col}: {cell!r} is not a path label (expected X, NV#, PIX, PXB, PHB, "
-                    "NODE, SYS or SOC)"
-                )
-            # the row's cells after this one are shifted by the lost separator: none of them is read
-            topo.damaged[f"{label}-{col}"] = (f"line {lineno}: {cell!r} is a path label run into the next cell "
-                                             "(its separator lost, as nvidia-smi prints on some machines)")
-            for later in devices[k + 1:]:
-                topo.damaged[f"{label}-{later}"] = f"line {lineno}: after the damaged cell {label}-{col}"
-            for name in trailing:
-                topo.damaged[f"{label} {name}"] = f"line {lineno}: after the damaged cell {label}-{col}"
+
+def _line_kind(line: str) -> str:
+    """What one line of a topo -m paste is: "blank", "legend" (where the matrix ends), "noise" (a prompt, a command
+    line, a fence: see formats.paste) or "text" (the header or a matrix row)."""
+    if not line.strip():
+        return "blank"
+    if line.strip() == "Legend:":
+        return "legend"
+    return "noise" if paste_noise(line) else "text"
+
+
+def _find_header(lines: list[str]) -> int:
+    """Index of the header line: the first text line with a GPU0 column before ``Legend:``."""
+    for i, line in enumerate(lines):
+        kind = _line_kind(line)
+        if kind == "legend":
             break
-        if any(key.startswith(f"{label}-") for key in topo.damaged):
-            continue
-        for name, value in _assign_trailing(rest[n_dev:], trailing, tabbed=tabbed, where=where).items():
-            pattern = _AFFINITY_VALUE.get(name)
-            if pattern is not None and not pattern.match(value):
-                topo.damaged[f"{label} {name}"] = (f"line {lineno}: {name} {value!r} is not a CPU or NUMA list "
-                                                   "(cut or run together in the paste); not read")
-            elif name in _AFFINITY_COLUMNS:
-                getattr(topo, _AFFINITY_COLUMNS[name])[label] = value
-            else:
-                topo.other_columns[name][label] = value
+        if kind == "text" and "GPU0" in _header_columns(line):
+            return i
+    first = next((line for line in lines if line.strip() and not paste_noise(line)), "")
+    raise ValueError(
+        "nvidia-smi topo -m: no header line with a GPU0 column before 'Legend:' "
+        f"(first line is {first[:80]!r}); this does not look like topo -m output"
+    )
 
-    # The NIC legend follows the Legend section: "NIC Legend:" then "  NIC0: mlx5_0" lines.
+
+_Row = tuple[int, str, list[str], bool]  # (line number, label, cells after the label, tabbed)
+
+
+def _read_rows(lines: list[str], header_at: int) -> tuple[list[_Row], int | None, int]:
+    """The data rows after the header, where their labels start (the first tab stop of a terminal's copy), and the
+    index where the matrix ends: at ``Legend:`` or at a pasted line that is not output. Blank lines between rows
+    are skipped: pasted into a web page, each row often becomes a paragraph."""
+    rows: list[_Row] = []
+    indent: int | None = None
+    for i in range(header_at + 1, len(lines)):
+        line = lines[i]
+        kind = _line_kind(line)
+        if kind == "legend" or (kind == "noise" and rows):
+            return rows, indent, i
+        if kind != "text":
+            continue
+        if indent is None:
+            indent = len(line) - len(line.lstrip(" "))
+        cells, tabbed = _row_cells(line, indent)
+        if not cells or not cells[0]:
+            raise ValueError(f"nvidia-smi topo -m line {i + 1}: row without a device label: {line!r}")
+        rows.append((i + 1, cells[0], cells[1:], tabbed))
+    return rows, indent, len(lines)
+
+
+def _columns(header: str, indent: int | None, row_labels: list[str]) -> tuple[list[str], list[str]]:
+    """(device columns, trailing columns) of the header. The device columns are every name before the affinity
+    columns that has a row or is named like a device (a paste cut after its first rows still has every column in
+    its header)."""
+    names = _header_columns(header)
+    if "\t" not in header and indent is not None and (cells := _untab(header, indent)) is not None:
+        names = [cell for cell in cells if cell]  # column names with single spaces stay whole ("CPU Affinity")
+    n_dev = 0
+    for name in names:
+        if name in _AFFINITY_COLUMNS or not (name in row_labels or _DEVICE_NAME.match(name)):
+            break
+        n_dev += 1
+    return names[:n_dev], names[n_dev:]
+
+
+def _read_row(topo: TopoMatrix, row: _Row, trailing: list[str]) -> None:
+    """One data row into ``topo``: its matrix cells, then its trailing (affinity) cells unless a cell was damaged."""
+    lineno, label, rest, tabbed = row
+    devices = topo.devices
+    where = f"nvidia-smi topo -m line {lineno} ({label})"
+    if label not in devices:
+        if GPU_LABEL.match(label) or NIC_LABEL.match(label) or all(
+                _MATRIX_LABEL.match(cell) for cell in rest if cell):
+            topo.damaged[label] = (f"line {lineno}: row {label} has no column in the header (the paste was "
+                                   "cut at the right, or the header at the left); its row is not read")
+            return
+        raise ValueError(f"{where}: row label {label!r} is not one of the header's devices {devices}")
+    if label in topo.matrix:
+        raise ValueError(f"{where}: second row for {label}")
+    cells = rest[:len(devices)]
+    if len(cells) < len(devices):
+        raise ValueError(f"{where}: {len(cells)} matrix cells, expected {len(devices)} ({', '.join(devices)})")
+    _read_matrix_cells(topo, lineno, label, cells, trailing, where)
+    if any(key.startswith(f"{label}-") for key in topo.damaged):
+        return
+    _read_trailing(topo, lineno, label, _assign_trailing(rest[len(devices):], trailing, tabbed=tabbed, where=where))
+
+
+def _read_matrix_cells(topo: TopoMatrix, lineno: int, label: str, cells: list[str], trailing: list[str],
+                       where: str) -> None:
+    """The row's path labels; at a label run into the next cell, that cell and all after it are damaged (the
+    lost separator shifts them), none of them read."""
+    topo.matrix[label] = {}
+    for k, (col, cell) in enumerate(zip(topo.devices, cells, strict=True)):
+        if _MATRIX_LABEL.match(cell):
+            topo.matrix[label][col] = cell
+            continue
+        if not _GLUED.match(cell):
+            raise ValueError(
+                f"{where}, column {col}: {cell!r} is not a path label (expected X, NV#, PIX, PXB, PHB, "
+                "NODE, SYS or SOC)"
+            )
+        topo.damaged[f"{label}-{col}"] = (f"line {lineno}: {cell!r} is a path label run into the next cell "
+                                         "(its separator lost, as nvidia-smi prints on some machines)")
+        for later in topo.devices[k + 1:]:
+            topo.damaged[f"{label}-{later}"] = f"line {lineno}: after the damaged cell {label}-{col}"
+        for name in trailing:
+            topo.damaged[f"{label} {name}"] = f"line {lineno}: after the damaged cell {label}-{col}"
+        return
+
+
+def _read_trailing(topo: TopoMatrix, lineno: int, label: str, values: dict[str, str]) -> None:
+    """The row's affinity values (a value no affinity can be is damaged, not read) and unknown trailing columns."""
+    for name, value in values.items():
+        pattern = _AFFINITY_VALUE.get(name)
+        if pattern is not None and not pattern.match(value):
+            topo.damaged[f"{label} {name}"] = (f"line {lineno}: {name} {value!r} is not a CPU or NUMA list "
+                                               "(cut or run together in the paste); not read")
+        elif name in _AFFINITY_COLUMNS:
+            getattr(topo, _AFFINITY_COLUMNS[name])[label] = value
+        else:
+            topo.other_columns[name][label] = value
+
+
+def _read_nic_legend(topo: TopoMatrix, lines: list[str]) -> None:
+    """The NIC legend after the Legend section: ``NIC Legend:`` then ``  NIC0: mlx5_0`` lines, to the first line
+    that is no entry."""
     in_legend = False
-    for i in range(end, len(lines)):
-        stripped = lines[i].strip()
+    for line in lines:
+        stripped = line.strip()
         if stripped == "NIC Legend:":
             in_legend = True
             topo.columns_present.add("nic_names")
             continue
         if not in_legend or not stripped:
             continue
-        m = _NIC_LEGEND_ENTRY.match(lines[i])
+        m = _NIC_LEGEND_ENTRY.match(line)
         if not m:
             break
         topo.nic_names[m.group(1)] = m.group(2)
-    return topo
-
-

@@ -8,7 +8,7 @@ this GPU (NOT_SUPPORTED, FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NOT_FOUND) is kep
 judged as "does not apply"; any other answer (NO_PERMISSION, UNKNOWN, ...) is kept the same way and is "could not
 tell". GPU_IS_LOST ends the GPU's reads: ``"lost": "GPU_IS_LOST"``. Nothing is ever set or reset.
 
-Format ``gpufabric-health/1`` (values as an H200 of nvidia-h200-x4 records them, 580.159.04)::
+Format ``gpufabric-health/1`` (values as an H200 SXM records them, 580.159.04)::
 
     {"format": "gpufabric-health/1", "recorded_at": "2026-11-22T17:57:29+00:00", "hostname": "vm",
      "driver_version": "580.159.04", "gpu_count": 4,           # nvmlSystemGetDriverVersion, nvmlDeviceGetCount

@@ -26,7 +26,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 #: the fraction of NVML's peak (bus width x max memory clock x 2) a healthy GPU of the model reaches, where the
-#: profile states none: measured 0.978 (a write kernel) on nvidia-h100-x1; DCGM's memory bandwidth plugin holds
+#: profile states none: measured 0.978 (a write kernel) on an H100 SXM; DCGM's memory bandwidth plugin holds
 #: H100s to a fixed floor of its own of the same order
 MODEL_MIN_FRACTION = {"H100": 0.88, "H200": 0.88}
 

@@ -37,7 +37,7 @@ def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 #: torch's pinned host allocator set to page-lock with cudaHostRegister from 8 threads rather than with
-#: cudaHostAlloc: on nvidia-h100-x1 (torch 2.11) 8 GiB were pinned in 1.23-1.29 s instead of 4.71-5.72 s and 1 GiB
+#: cudaHostAlloc: on an H100 SXM (torch 2.11) 8 GiB were pinned in 1.23-1.29 s instead of 4.71-5.72 s and 1 GiB
 #: in 0.18-0.20 s instead of 0.60-0.77 s, with host-to-device copies from either equally fast
 #: (tests/data/results/pin-probe-h100-x1/), and the memory suite's offloading slowdown within its own spread
 #: (tests/data/results/offload-pinning-probe-h100-x1/). Pinning is the set-up of the copy, PCIe and memory

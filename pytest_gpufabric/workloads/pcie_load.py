@@ -28,7 +28,7 @@ NVML answers that are data (NOT_SUPPORTED, ...) are null, with their names under
 NVML error fails the workload. Nothing is set. ``--device cpu --workers N`` copies between host tensors without
 NVML (for tests): every NVML field is null and ``nvml.available`` false.
 
-Result (``gpufabric-pcie-load/1``), as an H100 80GB HBM3 of nvidia-h100-x1 gave it (2026-11-25, defaults)::
+Result (``gpufabric-pcie-load/1``), as an H100 80GB HBM3 SXM gave it (2026-11-25, defaults)::
 
     {"format": "gpufabric-pcie-load/1", "device": "cuda", "size": 1073741824, "seconds": 3.0,
      "nvml": {"available": true, "why": null},

@@ -19,7 +19,7 @@ An NVML answer that is data (NOT_SUPPORTED, NO_PERMISSION, ...) is recorded as n
 GPU's ``unread``; any other NVML error (GPU_IS_LOST, ...) fails the workload. ``--device cpu --workers N`` runs
 the same logic on CPU threads without NVML (for tests): every NVML field is null and ``nvml.available`` false.
 
-Result (``gpufabric-power-hold/1``), as an H100 80GB HBM3 of nvidia-h100-x1 gave it (2026-11-25, defaults)::
+Result (``gpufabric-power-hold/1``), as an H100 80GB HBM3 SXM gave it (2026-11-25, defaults)::
 
     {"format": "gpufabric-power-hold/1", "device": "cuda", "seconds": 20.0 (measured),
      "warmup_s": 3.0 (as long as it ran: 1.05 on that H100 since the warm-up ends at the limit), "warmup_max_s": 3.0,
@@ -213,7 +213,7 @@ def _hold(loads: list[Load], sampler: Sampler, seconds: float, warmup_s: float, 
     It ends after ``warmup_s``, or sooner once ``at_limit()`` (every GPU draws at least AT_LIMIT of its power limit)
     after MIN_WARMUP_S: NVML's power reading is a one-second average on Ampere and later, so a GPU it shows at the
     limit has been there for about a second, and the power-capped clocks the window judges are then what it
-    holds (an H100 of nvidia-h100-x1 read 692-700 W of 700 W from the window's first sample, after 3 s)."""
+    holds (an H100 SXM read 692-700 W of 700 W from the window's first sample, after 3 s)."""
     for load in loads:
         load.start()
     for load in loads:
