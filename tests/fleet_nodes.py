@@ -1,13 +1,13 @@
 """Nodes for the fleet tests, made of real results.
 
 A fleet is judged by one profile, by content: its nodes must have run the same profile. The results recorded live
-on the lent machines (tests/data/results/) ran several versions of the shipped profiles over the weeks, so a fleet
+on real GPU machines (tests/data/results/) ran several versions of the shipped profiles over the weeks, so a fleet
 of them is, truthfully, a fleet of several profiles. The fleet tests therefore build their nodes from *replays* of
 recorded bundles under today's profiles (real machines' evidence, judged now), run once per test process:
 
-- ``accepted``: the whole acceptance run of an nvidia-h200-x2 machine (every suite and a 10-minute burn-in), ACCEPTED;
-- ``planted``: the burn-in log of the planted-fault run on nvidia-h200-x2 alone, REJECTED by GPU1's wrong results;
-- ``x4``: the nvidia-h200-x4 bundle under the h200-nvswitch-x4 profile, ACCEPTED (another machine class).
+- ``accepted``: the whole acceptance run of a 2x H200 SXM 141GB machine (every suite and a 10-minute burn-in), ACCEPTED;
+- ``planted``: the burn-in log of the planted-fault run on 2x H200 SXM 141GB alone, REJECTED by GPU1's wrong results;
+- ``x4``: the 4x H200 SXM 141GB bundle under the h200-nvswitch-x4 profile, ACCEPTED (another machine class).
 
 ``derived`` makes a node of another host from one of them: its hostname, its GPU serials and (by a factor) its
 measured figures changed, and marked ``"synthetic"`` at the top level. Everything so made is DERIVED.

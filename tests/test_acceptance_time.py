@@ -29,7 +29,7 @@ def _benchmark():
 
 @pytest.fixture
 def report_folder(tmp_path) -> Path:
-    """A report folder as a live acceptance leaves it, from files recorded on nvidia-h100-x1."""
+    """A report folder as a live acceptance leaves it, from files recorded on 1x H100 SXM 80GB."""
     shutil.copy(RUN6 / "acceptance-results.json", tmp_path / "gpufabric-results.json")
     shutil.copy(RUN6 / "acceptance-memory.json", tmp_path / "memory.json")
     for name in ("hbm.json", "pcie-load.json", "power-hold.json", "memory-pattern.json", "bandwidth.json"):

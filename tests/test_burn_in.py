@@ -1,5 +1,5 @@
 """Burn-in: the loop, its log and resume on real CPU workers (gemm_burn.py --device cpu); the verdicts on the
-real 10-minute log of nvidia-h200-x2 and its planted-fault run. (The health watchdog: tests/test_watchdog.py.)"""
+real 10-minute log of 2x H200 SXM 141GB and its planted-fault run. (The health watchdog: tests/test_watchdog.py.)"""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def _burn_in_checks(document: dict) -> list[tuple[str, str, str]]:
 
 
 def test_the_live_burn_in_was_accepted_and_its_log_replays_to_the_same_verdicts(judged, pytester: pytest.Pytester):
-    """`hardware/record-burn-in.sh start h200-nvswitch-x2 10m` on nvidia-h200-x2: the pytest run, and its log."""
+    """`hardware/record-burn-in.sh start h200-nvswitch-x2 10m` on 2x H200 SXM 141GB: the pytest run, and its log."""
     live = json.loads(LIVE_RESULTS.read_text())
     assert live["run"]["mode"] == "live" and live["summary"]["verdict"] == "ACCEPTED"
     assert live["summary"]["passed"] == 18 and live["summary"]["failed"] == 0
@@ -182,7 +182,7 @@ def test_the_live_burn_in_was_accepted_and_its_log_replays_to_the_same_verdicts(
 @pytest.mark.parametrize("recording", ["burn-in-planted-fault-on-h200-x2",
                                        "burn-in-planted-fault-third-host-on-h200-x2"])
 def test_the_planted_fault_rejects_gpu1_by_serial_live_and_replayed(judged, pytester: pytest.Pytester, recording):
-    """The script's second run on nvidia-h200-x2 (on two hosts): GPU1's GEMM workload returns a wrong element in
+    """The script's second run on 2x H200 SXM 141GB (on two hosts): GPU1's GEMM workload returns a wrong element in
     every product (--gpu-burn-in-plant-fault 1) for 30 s."""
     live = json.loads((RESULTS / f"{recording}.json").read_text())
     assert live["run"]["mode"] == "live" and live["summary"]["verdict"] == "REJECTED"
@@ -328,7 +328,7 @@ def test_a_log_of_other_gpus_is_not_evidence_of_this_machine(pytester: pytest.Py
 
 
 def test_the_live_ten_minute_burn_in_is_in_its_results_json_chunk_by_chunk():
-    """hardware/record-burn-in.sh on nvidia-h200-x2, every suite with --gpu-burn-in 10m: the results JSON the
+    """hardware/record-burn-in.sh on 2x H200 SXM 141GB, every suite with --gpu-burn-in 10m: the results JSON the
     machine wrote holds the burn-in's chunks as logged (with each chunk's background health reads), the four
     GEMM chunks at 609-611 TFLOP/s with no wrong element, and each GPU's verdict by the serial NVML reported."""
     live = json.loads((RESULTS / "acceptance-with-10min-burn-in-on-h200-x2.json").read_text())

@@ -128,7 +128,7 @@ def test_profile_validate_names_the_problem(tmp_path, capsys):
 @needs_no_driver
 def test_accept_without_driver_replays_the_shipped_bundle(tmp_path):
     """The README's first command: runs end to end on a machine without a GPU, on the whole acceptance run of an
-    nvidia-h200-x2 machine (every suite, the 10-minute burn-in)."""
+    2x H200 SXM 141GB machine (every suite, the 10-minute burn-in)."""
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-q", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,9 +1,9 @@
 """Fleet acceptance: node folders holding the results of real machines' runs, judged as one fleet by one profile.
 
-The nodes are replays of recorded bundles under today's profiles (tests/fleet_nodes.py): an nvidia-h200-x2
-machine's whole acceptance run, the planted-fault burn-in of another, an nvidia-h200-x4 machine; the other hosts of
+The nodes are replays of recorded bundles under today's profiles (tests/fleet_nodes.py): a 2x H200 SXM 141GB
+machine's whole acceptance run, the planted-fault burn-in of another, a 4x H200 SXM 141GB machine; the other hosts of
 a fleet are DERIVED from them (their hostname, serials and figures changed, marked synthetic). The live results
-recorded on the lent machines over the weeks ran several versions of the profile, and a fleet of them is judged as
+recorded on real GPU machines over the weeks ran several versions of the profile, and a fleet of them is judged as
 such.
 """
 
@@ -163,7 +163,7 @@ def test_fleet_report_command(tmp_path, capsys):
 
 
 def test_the_recorded_live_runs_ran_several_profiles(tmp_path, capsys):
-    """The results recorded live on the lent machines, one folder each: they ran six versions of
+    """The results recorded live on real GPU machines, one folder each: they ran six versions of
     h200-nvswitch-x2 over the weeks and one of h200-nvswitch-x4. No version is on a majority, so the fleet has no
     one yardstick: not accepted, saying so; named, the current profile accepts only the run that used it."""
     root = tmp_path / "recorded"

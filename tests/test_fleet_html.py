@@ -1,5 +1,5 @@
 """fleet.html, the fleet's verdict as one page, drawn from a fleet of node folders holding real results files
-(tests/data/results/, recorded on nvidia-h200-x2 and nvidia-h200-x4): the summary comes first, then the flagged
+(tests/data/results/, recorded on 2x H200 SXM 141GB and 4x H200 SXM 141GB): the summary comes first, then the flagged
 nodes with what flagged them, the distributions, and every node; text from the nodes is never markup; a fleet of
 thousands of nodes stays a page a browser opens."""
 

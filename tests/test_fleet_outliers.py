@@ -3,9 +3,9 @@ and a practical margin in the measurement's own terms (a share of the median for
 temperatures, with the headroom to the GPU's own NVML slowdown threshold where its results carry it); nodes
 shifted together are one group, reported once with its count.
 
-The nodes are copies of real runs: the replay of an nvidia-h200-x2 machine's whole acceptance (tests/fleet_nodes.py;
+The nodes are copies of real runs: the replay of a 2x H200 SXM 141GB machine's whole acceptance (tests/fleet_nodes.py;
 its burn-in recorded each GPU's maximum temperature, its results carry no slowdown threshold) and the acceptance
-run recorded on nvidia-h100-x1 (tests/data/results/single-gpu-on-h100-x1/run-2: its power-hold check recorded
+run recorded on 1x H100 SXM 80GB (tests/data/results/single-gpu-on-h100-x1/run-2: its power-hold check recorded
 68 C at most and NVML's slowdown threshold, 89 C). Every temperature or speed changed from the recorded one is
 DERIVED, as marked.
 """

@@ -17,7 +17,7 @@ from pytest_gpufabric.fleet.report import validate_fleet_document
 DATA = Path(__file__).parent / "data"
 BUNDLES = DATA / "bundles"
 
-#: task -> (node name, bundle): four nvidia-h200-x2 hosts, a planted-fault burn-in of a fifth, an nvidia-h200-x4
+#: task -> (node name, bundle): four 2x H200 SXM 141GB hosts, a planted-fault burn-in of a fifth, a 4x H200 SXM 141GB
 NODES = [
     ("h200c", BUNDLES / "h200-nvswitch-x2-acceptance"),  # every suite and a 10-minute burn-in
     ("h200e", BUNDLES / "h200-nvswitch-x2-bandwidth"),

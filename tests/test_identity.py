@@ -153,7 +153,7 @@ def test_a_failing_rank_says_why_in_the_failure(tmp_path):
     assert "To enable traceback" not in message
 
 
-# --- recorded on nvidia-h100-x1 (tests/data/results/identity-on-h100-x1, bundle h100-x1-identity) -------------
+# --- recorded on 1x H100 SXM 80GB (tests/data/results/identity-on-h100-x1, bundle h100-x1-identity) -------------
 
 H100 = Path(__file__).parent / "data" / "results" / "identity-on-h100-x1"
 H100_SERIAL, H100_UUID = "1652724032689", "GPU-8ba0144e-ffa5-9614-79dc-ae4cb8eeee22"  # read off nvml.json

@@ -570,7 +570,7 @@ def test_check_helpers_on_the_good_recording():
 
 
 def test_the_offload_limit_follows_the_host_link_not_one_baseline():
-    """All suites live on nvidia-h200-x2 (before the baseline became the fastest of five steps and the limit
+    """All suites live on 2x H200 SXM 141GB (before the baseline became the fastest of five steps and the limit
     6.0x): offloading every tensor >= 8 MiB took 78.1 ms per image, as in every other run (78.0-78.8), but the
     single timed step of batch 1 took 15.8 ms there against 23.7 ms before, so the 4.0x limit then in the profile
     rejected a healthy machine. The same run judged with today's profile passes."""

@@ -196,7 +196,7 @@ def _recorded_scrapes(prom) -> list[tuple[float, dict]]:
 
 
 def test_a_scraper_saw_the_nvlink_bytes_rise_while_the_h200s_trained(prom):
-    """nvidia-h200-x2, 2000 DDP steps (9 s of training) with --gpu-metrics-port: every quarter second the
+    """2x H200 SXM 141GB, 2000 DDP steps (9 s of training) with --gpu-metrics-port: every quarter second the
     scraped link counters had moved, long before the first test reported, and the last scrape holds the very
     counts the measurement recorded last."""
     scrapes = _recorded_scrapes(prom)

@@ -398,7 +398,7 @@ def h100(cpu_pcie_row) -> dict:
     link = row["link"]
     link["idle"] = {"gen": H100_NVML["pcie_gen_current"], "width": H100_NVML["pcie_width_current"]}
     link["max"] = {"gen": H100_NVML["pcie_gen_max"], "width": H100_NVML["pcie_width_max"], "gpu_gen": None}
-    # DERIVED: under load as an H100 of nvidia-h100-x1 read it on 2026-11-25 (pcie_load.py, 300 of 300 reads at
+    # DERIVED: under load as a 1x H100 SXM 80GB read it on 2026-11-25 (pcie_load.py, 300 of 300 reads at
     # gen 5 x16); the bundle holds idle reads only
     link["under_load"] = {"gen_min": 5, "width_min": 16, "gen_max": 5, "width_max": 16, "reads": 300,
                           "gen_reads": {"5": 300}, "width_reads": {"16": 300}}

@@ -1,7 +1,7 @@
-"""Bundles recorded with `gpufabric snapshot` on the borrowed GPU machines replay to the verdict the live run gave.
+"""Bundles recorded with `gpufabric snapshot` on real GPU machines replay to the verdict the live run gave.
 
 tests/data/results/ holds the live runs' gpufabric-results.json (hardware/record-acceptance.sh on
-nvidia-h200-x2 and nvidia-h100-x1, 2026-11-22); tests/data/bundles/ holds the bundles recorded in the same runs.
+2x H200 SXM 141GB and 1x H100 SXM 80GB, 2026-11-22); tests/data/bundles/ holds the bundles recorded in the same runs.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_profile_init_on_the_machine_passes_its_own_bundle(judged, pytester: pyt
 
 
 def test_the_four_gpu_machine_replays_to_its_live_run(pytester: pytest.Pytester):
-    """nvidia-h200-x4 (hardware/record-new-machine.sh): the profile `profile init` wrote there, with floors low
+    """4x H200 SXM 141GB (hardware/record-new-machine.sh): the profile `profile init` wrote there, with floors low
     enough to record the bandwidth, was ACCEPTED live with every suite and a 1-minute burn-in; its bundle replays
     to the same outcomes and messages."""
     live = json.loads((RESULTS / "h200-nvswitch-x4-measured-live-on-h200-x4.json").read_text())
@@ -152,7 +152,7 @@ def test_other_machines_profiles_fail_on_the_four_gpu_machine(pytester: pytest.P
 
 
 def test_nvlink_crc_data_at_idle_no_longer_fails_a_healthy_machine():
-    """The first nvidia-h200-x4 run, under the old default that forbade NVLink CRC_DATA: every one of its 42 tests
+    """The first 4x H200 SXM 141GB run, under the old default that forbade NVLink CRC_DATA: every one of its 42 tests
     failed on the health check, the topology tests too (1 to 7 per GPU while nothing ran), with every measurement
     passing. Judged again from its recorded windows: nothing under today's defaults, the same rises when forbidden."""
     from pytest_gpufabric.checks.health import health_problems
@@ -170,7 +170,7 @@ def test_nvlink_crc_data_at_idle_no_longer_fails_a_healthy_machine():
 
 
 def test_the_shipped_four_gpu_profile_accepted_a_third_machine_live():
-    """profiles/h200-nvswitch-x4 as shipped, live on a third nvidia-h200-x4 host (topology, NVLink traffic and
+    """profiles/h200-nvswitch-x4 as shipped, live on a third 4x H200 SXM 141GB host (topology, NVLink traffic and
     bandwidth; the burn-in, memory and RDMA suites not selected): ACCEPTED, with NVLink CRC_DATA rising on every
     GPU and, as the default says, watched rather than failed."""
     live = json.loads((RESULTS / "h200-nvswitch-x4-shipped-profile-live-on-h200-x4.json").read_text())

@@ -231,7 +231,7 @@ def test_measured_profile_floors_are_below_the_reference_peaks(path):
 
 
 def test_the_measured_profiles_hold_an_hbm_floor_below_the_published_bandwidth():
-    """run-1 on nvidia-h100-x1: 3239-3271 GB/s measured, floor 2915 GB/s = 0.87 of the published 3350 GB/s."""
+    """run-1 on 1x H100 SXM 80GB: 3239-3271 GB/s measured, floor 2915 GB/s = 0.87 of the published 3350 GB/s."""
     floors = {p.relative_to(DATA).as_posix(): load_profile(p).data.get("memory_bandwidth", {}).get("min")
               for p in MEASURED_PROFILES}
     assert floors["results/single-gpu-on-h100-x1/run-1/measured.yaml"] == "2915 GB/s"

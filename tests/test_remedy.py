@@ -1,5 +1,5 @@
 """What to do next (pytest_gpufabric/remedy.py): the remedy class and the evidence that points there, for each kind
-of failure, on the shipped bundles of real machines, the results recorded live on the lent machines, and COPIES of
+of failure, on the shipped bundles of real machines, the results recorded live on real GPU machines, and COPIES of
 them edited where a fault is needed that no machine showed. Each class is asserted exactly, with the sentence that
 names its evidence; then the terminal, the report and the fleet page show them."""
 

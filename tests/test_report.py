@@ -431,7 +431,7 @@ def _check(document: dict, name: str, subject: str | None = None) -> dict:
 
 
 def test_every_check_of_the_live_h100_run_in_words_and_units():
-    """The live run on nvidia-h100-x1 (2026-11-25), each check as its promise row says it: the promise with its
+    """The live run on 1x H100 SXM 80GB (2026-11-25), each check as its promise row says it: the promise with its
     unit, the deciding figure with its unit, never a dump of keys."""
     document = json.loads(LIVE_H100.read_text())
     said = {c["name"]: phrase(c) for c in document["checks"]}
@@ -568,7 +568,7 @@ def test_values_are_compact_text():
 
 
 def test_the_replay_of_the_live_h100_bundle_says_when_the_machine_was_measured(pytester: pytest.Pytester):
-    """The replay of h100-x1-diagnostics (recorded live on nvidia-h100-x1, 2026-11-25): the cover names the bundle
+    """The replay of h100-x1-diagnostics (recorded live on 1x H100 SXM 80GB, 2026-11-25): the cover names the bundle
     (never its path), the date in its manifest.json as when the machine was measured, today as when it was judged,
     and the operator given."""
     shutil.copy(LIVE_H100.with_name("measured.yaml"), pytester.path / "measured.yaml")
@@ -747,7 +747,7 @@ def test_rejected_report_renders_in_chromium(pytester: pytest.Pytester):
 @needs_chromium
 def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
     """docs/acceptance-report.png (GPUFABRIC_WRITE_SCREENSHOTS=1): the cover and the promise table of the replay
-    of a whole acceptance run of an nvidia-h200-x2 machine, its 10-minute burn-in included; and
+    of a whole acceptance run of a 2x H200 SXM 141GB machine, its 10-minute burn-in included; and
     docs/acceptance-report-plots.png, its plots."""
     _, document = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay",
                             "h200-nvswitch-x2-acceptance", "--gpu-customer", "ACME Labs", fresh_process=True)
@@ -774,7 +774,7 @@ def test_accepted_report_renders_in_chromium(pytester: pytest.Pytester):
 @needs_chromium
 def test_the_report_written_live_on_the_h100_renders_in_chromium(pytester: pytest.Pytester):
     """docs/acceptance-report-h100.png (GPUFABRIC_WRITE_SCREENSHOTS=1): the cover and promise table of the report
-    `gpufabric accept --sign-key` wrote live on nvidia-h100-x1 (2026-11-25, hardware/record-single-gpu.sh,
+    `gpufabric accept --sign-key` wrote live on 1x H100 SXM 80GB (2026-11-25, hardware/record-single-gpu.sh,
     tests/data/results/single-gpu-on-h100-x1/run-4/live): the machine's own file, signed there, not a replay."""
     live = json.loads(LIVE_H100_SIGNED.with_name("gpufabric-results.json").read_text())
     assert live["run"]["mode"] == "live" and live["summary"]["promises"] == {
@@ -788,7 +788,7 @@ def test_the_report_written_live_on_the_h100_renders_in_chromium(pytester: pytes
 
 @needs_chromium
 def test_the_live_burn_in_report_of_the_h200s_renders_in_chromium(pytester: pytest.Pytester):
-    """The report pytest-html wrote on nvidia-h200-x2 for the 2-minute burn-in (hardware/record-burn-in.sh):
+    """The report pytest-html wrote on 2x H200 SXM 141GB for the 2-minute burn-in (hardware/record-burn-in.sh):
     the machine's own file, not a replay's, renders with no console errors, its verdict, its Health table with
     the burn-in in the first burn-in test's row, and the health timeline drawn from the watchdog's reads."""
     html = RESULTS_DATA / "burn-in-2min-window-from-set-up-on-h200-x2.html"
@@ -980,7 +980,7 @@ def _marked_up_evidence(pytester: pytest.Pytester) -> dict[str, str | Path]:
     folder = pytester.path / "evidence <img src=x onerror=\"document.body.dataset.pwned='path'\">"
     bundle = folder / "h200-nvswitch-x2"
     shutil.copytree(BUNDLES / "h200-nvswitch-x2", bundle)
-    gpu_name = "<td>" + _PAYLOAD  # DERIVED: GPU0 of nvidia-h200-x2 is an "NVIDIA H200"
+    gpu_name = "<td>" + _PAYLOAD  # DERIVED: GPU0 of 2x H200 SXM 141GB is an "NVIDIA H200"
     hostname = _PAYLOAD  # DERIVED: the host is "vm"
     nvml = json.loads((bundle / "nvml.json").read_text())
     nvml["hostname"] = hostname

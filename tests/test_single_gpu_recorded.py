@@ -1,4 +1,4 @@
-"""The single-GPU acceptance recorded on nvidia-h100-x1 (tests/data/results/single-gpu-on-h100-x1/README.md):
+"""The single-GPU acceptance recorded on 1x H100 SXM 80GB (tests/data/results/single-gpu-on-h100-x1/README.md):
 its bundles replay against the profile `profile init --measure` wrote there, to the live verdict and figures; the
 planted memory fault was rejected naming the board; `profile init --measure --replay` writes, from the bundle, a
 profile that accepts it with no promise left unchecked; the report signed live on the machine verifies, and one
@@ -119,8 +119,8 @@ def test_the_power_hold_warm_up_ended_at_the_limit_and_the_clocks_are_as_before(
 
 def test_the_recorded_acceptance_times():
     """timing.json of each run, read by hand: run-3 (spares by need, before the faster pinning) 49.5 s; run-4 to
-    run-6 (with it; run-5 was asked of nvidia-h200 and given an H100) 38.4, 41.1 and 41.1 s, within the 45 s goal;
-    the 60 s burn-ins 71.2, 69.0, 69.5 and 69.6 s, within 75 s."""
+    run-6 (with it) 38.4, 41.1 and 41.1 s, within the 45 s goal; the 60 s burn-ins 71.2, 69.0, 69.5 and 69.6 s,
+    within 75 s."""
     walls = {run: json.loads((RECORDED / run / "timing.json").read_text())
              for run in ("run-3", "run-4", "run-5", "run-6")}
     assert {run: round(t["acceptance"]["wall_s"], 1) for run, t in walls.items()} == \
@@ -145,7 +145,7 @@ LIVE = RECORDED / "run-4" / "live"
 
 
 def test_the_report_signed_live_on_the_machine_verifies_and_a_changed_digit_does_not(tmp_path):
-    """`gpufabric accept --sign-key` on nvidia-h100-x1 wrote these with a key made for that run; its public half
+    """`gpufabric accept --sign-key` on 1x H100 SXM 80GB wrote these with a key made for that run; its public half
     came back with them."""
     import shutil
     import subprocess
@@ -192,7 +192,7 @@ def test_the_shorter_warm_up_reads_the_clock_the_whole_one_reads():
 
 
 def _offloading_ratios() -> dict[str, list[float]]:
-    """Every offloading slowdown recorded on nvidia-h100-x1 with the 4 GiB workload, by threshold: acceptances
+    """Every offloading slowdown recorded on 1x H100 SXM 80GB with the 4 GiB workload, by threshold: acceptances
     (live and their signed reports), `--measure` runs (the leases after the first, which ran a 16 GiB workload)
     and the pinning probe."""
     import re

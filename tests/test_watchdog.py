@@ -1,4 +1,4 @@
-"""The health watchdog and the burn-in's health sampling, on NVML reads recorded live on nvidia-h200-x2: the
+"""The health watchdog and the burn-in's health sampling, on NVML reads recorded live on 2x H200 SXM 141GB: the
 background timeline of the 10-minute burn-in (temperature, power, clock events every 2 s) and the NVLink
 counter rises its first GEMM chunk recorded."""
 
@@ -160,7 +160,7 @@ def test_each_burn_in_chunk_keeps_its_peaks(tmp_path):
 
 def test_on_the_h200s_the_first_burn_in_test_carries_the_burn_in(judged, pytester: pytest.Pytester):
     """`hardware/record-burn-in.sh start h200-nvswitch-x2 2m` after the window moved to set-up (another
-    nvidia-h200-x2 host): the first burn-in test's row holds the burn-in's counters and peaks; the burn-in's own
+    2x H200 SXM 141GB host): the first burn-in test's row holds the burn-in's counters and peaks; the burn-in's own
     verdicts name the hottest background read and the power cap, and its log replays to them."""
     live = json.loads((DATA / "results" / "burn-in-2min-window-from-set-up-on-h200-x2.json").read_text())
     assert live["summary"]["verdict"] == "ACCEPTED" and live["run"]["mode"] == "live"
