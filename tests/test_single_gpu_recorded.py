@@ -276,3 +276,16 @@ def test_a_partial_offload_is_held_to_the_ceiling_of_offloading_everything():
     assert [s["max_slowdown"] for s in yaml.safe_load((run3 / "measured.yaml").read_text())["memory"]["lms"]] \
         == [6.83, 6.83]
     assert json.loads((run3 / "acceptance-results.json").read_text())["summary"]["verdict"] == "ACCEPTED"
+
+
+def test_the_restructured_plugin_accepted_the_same_machine_live():
+    """run-4 (2x H100 SXM, after issue 33's restructuring), read by hand from its log: init 64.6 s, acceptance
+    82.3 s ACCEPTED, the quick health check HEALTHY on both runs."""
+    run = DATA / "results" / "acceptance-time-h100-x2" / "run-4"
+    last = json.loads((run / "acceptance_time.last.json").read_text(encoding="utf-8"))
+    assert (last["init_measure_s"], last["init_measure_exit"]) == (64.6, 0)
+    assert (last["acceptance_wall_s"], last["acceptance_verdict"], last["acceptance_exit"]) == (82.3, "ACCEPTED", 0)
+    assert "acceptance 82.3 s (ACCEPTED)" in (run / "log.txt").read_text(encoding="utf-8")
+    for n in (1, 2):
+        health = json.loads((run / f"health-quick-{n}.json").read_text(encoding="utf-8"))
+        assert (health["verdict"], health["exit_code"], health["tier"]) == ("HEALTHY", 0, "quick")
