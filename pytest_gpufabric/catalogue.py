@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
+from .checks.bandwidth import size_label
 from .diagnostics import DIAGNOSTICS
+from .profile.loader import canonical_json
+from .profile.model import Profile
 from .units import parse_bytes
 
 __all__ = ["BURN_IN", "KINDS", "PromiseKind", "PromiseList", "Promised", "promise_list"]
@@ -122,8 +125,6 @@ def _affinity(profile) -> list[str]:
 
 
 def _collectives(profile) -> list[str]:
-    from .checks.bandwidth import size_label
-
     return [f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in profile.collective_thresholds()]
 
 
@@ -322,9 +323,6 @@ def embedded_profile(profile_doc: dict):
     """The Profile a results document's profile part embeds (``data``), or None when it is not the one the part's
     ``sha256`` names (or not a profile)."""
     import hashlib
-
-    from .profile.loader import canonical_json
-    from .profile.model import Profile
 
     data, sha256 = profile_doc.get("data"), str(profile_doc.get("sha256") or "")
     try:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from .diagnostics import DIAGNOSTICS
 from .errors import GpuFabricError
+from .formats.dcgm_diag import _SEVERITY, parse_dcgm_diag
+from .formats.nvbandwidth import parse_nvbandwidth
 
 __all__ = ["BUNDLE_PATTERNS", "DCGM_PROMISES", "ToolEvidence", "dcgm_results", "nvbandwidth_copies", "read_evidence"]
 
@@ -54,9 +56,6 @@ class ToolEvidence:
 def read_evidence(paths: list[Path]) -> list[ToolEvidence]:
     """Each file read by the parser of the tool it is from (DCGM first: nvbandwidth text never holds its table);
     raises EvidenceError naming the file when it is neither."""
-    from .formats.dcgm_diag import parse_dcgm_diag
-    from .formats.nvbandwidth import parse_nvbandwidth
-
     evidence = []
     for path in paths:
         try:
@@ -156,8 +155,6 @@ def _covered(item: ToolEvidence, gpu_count: int) -> tuple[list[int] | None, str]
 
 def _one_per_promise(rows: list[dict]) -> list[dict]:
     """Deployment checks DCGM repeats per GPU, and a test given twice: one row per promise, the worst status."""
-    from .formats.dcgm_diag import _SEVERITY
-
     best: dict[tuple, dict] = {}
     for row in rows:
         key = (row["promise"], row["source"])

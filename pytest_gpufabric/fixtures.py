@@ -8,9 +8,12 @@ import itertools
 
 import pytest
 
-from .errors import GpuFabricError
+from .errors import BundleError, GpuFabricError, ToolMissing
+from .fabric.model import nvlink_count_of_label
+from .measurements import REGISTRY
 from .parametrize import built_session, over, per_gpu, promised_profile
 from .promise import fail_in_call, not_checked
+from .report.render import render
 from .run_options import fabric_session_of
 
 
@@ -25,8 +28,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def _machine_pairs(config: pytest.Config) -> list[tuple[int, int]]:
     """Without a profile: every pair of GPUs the machine (live, or --gpu-replay's bundle) joins by NVLink."""
-    from .fabric.model import nvlink_count_of_label
-
     fabric_session = built_session(config)
     fabric = fabric_session.fabric if fabric_session is not None else None
     if fabric is None:
@@ -148,9 +149,6 @@ def _measured(request: pytest.FixtureRequest, name: str):
     its failure). Not promised by the profile, or not asked for, is a plain skip; a measurement that failed is the
     test's failure, one line, reported when the test runs (not a set-up error); a tool that is not installed, or a
     bundle that recorded nothing for it, leaves the promise not checked."""
-    from .errors import BundleError, ToolMissing
-    from .measurements import REGISTRY
-
     entry = REGISTRY[name]
     fabric_session = fabric_session_of(request.config)
     if entry.needs_machine:
@@ -193,8 +191,6 @@ def _measurement_fixture(entry):
 def _register_measurement_fixtures() -> None:
     """One fixture per registered measurement (nvlink_training, bandwidth, memory_behaviour, rdma_devices,
     ib_write_bw_result, burn_in, ...), made here so that pytest finds them in this module."""
-    from .measurements import REGISTRY
-
     for entry in REGISTRY.values():
         globals()[f"_fixture_{entry.name}"] = _measurement_fixture(entry)
 
@@ -250,8 +246,6 @@ def gpufabric_extra(request: pytest.FixtureRequest):
     fabric_session = fabric_session_of(request.config)
 
     def add(*, tables: list[dict], name: str = "") -> None:
-        from .report.render import render
-
         # the dict pytest_html.extras.html() builds, without importing pytest-html where it is off
         extra = {"format_type": "html", "mime_type": None, "extension": "html",
                  "content": render("extra.html.j2", tables=tables)}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .fabric.model import Fabric
+from .fabric.model import Fabric, nvlink_count_of_label
 from .profile.model import Profile
-from .units import GIB, is_na
+from .units import GIB, is_na, parse_gbit
 
 MARKERS = {
     "gpu": "gpu(count=1, model=None, min_memory_gib=None): needs that many GPUs, of that model, with that memory",
@@ -70,8 +70,6 @@ def _nvlink_promised(profile: Profile, min_links: int, all_pairs: bool) -> str |
 
 
 def _nvlink_present(fabric: Fabric, min_links: int, all_pairs: bool) -> str | None:
-    from .fabric.model import nvlink_count_of_label
-
     def links(a: int, b: int) -> int:
         return nvlink_count_of_label(fabric.label(f"GPU{a}", f"GPU{b}") or "")
 
@@ -91,8 +89,6 @@ def _matching(ports: list[tuple[str | None, float | None]], link_layer: str | No
 
 
 def _rdma_promised(profile: Profile, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
-    from .units import parse_gbit
-
     if profile.rdma_devices:
         ports = [(d.get("link_layer"), parse_gbit(d["rate"]) if "rate" in d else None) for d in profile.rdma_devices]
     else:  # only the topology's NIC columns: devices without promised properties

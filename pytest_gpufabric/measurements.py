@@ -60,6 +60,8 @@ def _section(key: str, what: str) -> Callable[[Any], str | None]:
 
 
 # --- the entries --------------------------------------------------------------------------------------------------
+# each imports its workload or bundle reader when it runs: this module loads with the plugin (fixtures.py), in
+# every pytest run
 
 
 def _nvlink_live(fabric_session):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from . import hookspecs
 from .markers import MARKERS
+from .paths import SUITES_DIR
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
 from .promise import enter_call, judge_promise, require_markers
 from .run_options import SESSION_KEY, fabric_session_of, open_session, read_options, watch_health
@@ -62,8 +64,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """The hooks a site's plugin implements to add promises of its own (hookspecs.py)."""
-    from . import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
 
 
@@ -100,8 +100,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _collect_shipped_suites(config: pytest.Config) -> None:
     """`pytest --gpu-profile X` runs the acceptance suites; with paths, those paths and the suites."""
-    from .paths import SUITES_DIR
-
     suites = str(SUITES_DIR)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [suites]
@@ -125,7 +123,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fabric_session = config.stash.get(SESSION_KEY, None)
     if fabric_session is None or (fabric_session.profile and fabric_session.profile.data.get("platform")):
         return
-    from .paths import SUITES_DIR
 
     suite = SUITES_DIR / "test_platform.py"
     dropped = [item for item in items if item.path == suite]

@@ -20,7 +20,8 @@ import pytest
 
 from .errors import GpuFabricError
 from .markers import decide, marker_arguments
-from .verdict import NOT_CHECKED_PREFIX, WAIVED_PREFIX
+from .paths import SUITES_DIR
+from .verdict import NOT_CHECKED_PREFIX, WAIVED_PREFIX, waiver_for
 
 MARKER = "gpufabric_promise"
 MARKER_HELP = (f"{MARKER}(kind, what=None): the promise this test judges: a kind of catalogue.py (its id adds the "
@@ -78,9 +79,6 @@ def judge_promise(item: pytest.Item, fabric_session) -> None:
     whether this run's promise list holds it (else a plain skip: not promised, or a part the operator did not ask
     for) or it was waived (a skip saying so). A shipped suite's test, or one marked with a kind of the list (a
     site's plugin adds kinds: hookspecs.py), is held to the list; a test of the user's own is its own promise."""
-    from .paths import SUITES_DIR
-    from .verdict import waiver_for
-
     promise_id, what = promise_of(item, SUITES_DIR)
     item.user_properties.append((PROPERTY, promise_id))
     mark = item.get_closest_marker(MARKER)

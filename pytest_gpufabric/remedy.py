@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from .remedy_classes import CLASSES, RERUN, RESET, SOFTWARE, Remedy
 from .remedy_rules import RULES, Context, _first, _lead, _watchdog, _window
+from .verdict import HEALTH_WATCHDOG
 
 # --- the mapping ------------------------------------------------------------------------------------------------
 
@@ -51,8 +52,6 @@ def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:
     A failed promise: its failed checks and the health windows of its tests, the dearest; one failed without either
     (a measurement that broke off, a GPU missing) by what the run shows. A promise not checked: the software where
     its suite could not be collected, its test broke or the machine could not be read; else a rerun, naming why."""
-    from .verdict import HEALTH_WATCHDOG
-
     outcome, tests = promise.get("outcome"), list(promise.get("tests") or [])
     reason = _first(promise.get("reason"))
     checks = [c for t in tests for c in ctx.checks.get(t, [])]

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .checks.limits import record_limits
+from .checks.power import REASON_MEANING
+from .checks.topology import matrix_cause, matrix_differences, memory_as_sold
+from .fabric.health import COUNTERS, DEFAULT_FORBIDDEN, DEFAULT_FORBIDDEN_THROTTLE
 from .remedy_classes import (
     CLASSES,
     COUNTER_REMEDY,
@@ -23,6 +26,7 @@ from .remedy_classes import (
     XID_REMEDY,
     Remedy,
 )
+from .report.phrases import number, short
 from .units import format_bytes, parse_gbit
 from .units import is_number as _number
 
@@ -65,14 +69,10 @@ class Context:
 
     @cached_property
     def forbidden(self) -> set[str]:  # the counters the profile forbids to rise
-        from .fabric.health import DEFAULT_FORBIDDEN
-
         return set(self.section.get("forbid", DEFAULT_FORBIDDEN))
 
     @cached_property
     def forbidden_throttle(self) -> set[str]:  # the clock-event reasons it forbids
-        from .fabric.health import DEFAULT_FORBIDDEN_THROTTLE
-
         return set(self.section.get("forbid_throttle", DEFAULT_FORBIDDEN_THROTTLE))
 
     @cached_property
@@ -131,8 +131,6 @@ def _gpu_count(check: dict, ctx: Context) -> Remedy:
 
 
 def _gpu_memory(check: dict, ctx: Context) -> Remedy:
-    from .checks.topology import memory_as_sold
-
     expected, found = check.get("expected"), check.get("found")
     if memory_as_sold(expected, found) is not None:
         return SOFTWARE, (f"{check.get('subject')} has {format_bytes(found)}, all of the {expected >> 30} GB it is "
@@ -144,8 +142,6 @@ def _gpu_memory(check: dict, ctx: Context) -> Remedy:
 
 
 def _matrix(check: dict, ctx: Context) -> Remedy:
-    from .checks.topology import matrix_cause, matrix_differences
-
     cells = matrix_differences(check.get("expected") or {}, check.get("found") or {})
     if not cells:
         return RERUN, f"{_lead(check)}: the record does not show which cells differ; run it again"
@@ -231,8 +227,6 @@ def _pattern(check: dict, ctx: Context) -> Remedy:
 
 
 def _power(check: dict, ctx: Context) -> list[Remedy]:
-    from .checks.power import REASON_MEANING
-
     who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found") or {}
     reasons = found.get("reasons_seen") or {}
     out = [(THROTTLE_REMEDY.get(r, RESEAT), f"{who}: {r} in {reasons[r]:.0%} of the samples under load "
@@ -387,8 +381,6 @@ RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
 
 def _counters(rose: dict, forbidden: set[str], who: str, xids: list[int] | None = None) -> list[Remedy]:
     """One remedy per forbidden counter that rose (links summed); an XID by its code where the driver gave it."""
-    from .fabric.health import COUNTERS
-
     totals: dict[str, int] = {}
     for name, delta in rose.items():
         if _base(name) in forbidden and _number(delta):
@@ -406,8 +398,6 @@ def _counters(rose: dict, forbidden: set[str], who: str, xids: list[int] | None 
 
 def _heat(hottest: object, seen: Sequence[str], who: str, ctx: Context) -> list[Remedy]:
     """The temperature above the profile's limit, and the clock-event reasons it forbids that were seen."""
-    from .checks.power import REASON_MEANING
-
     out = []
     limit = ctx.section.get("max_temperature_c")
     if _number(hottest) and _number(limit) and hottest > limit:
@@ -452,8 +442,6 @@ def _gpu_index(subject: object) -> int | None:
 
 def _first(text: object, limit: int = 240) -> str:
     """The first line of a reason, at most ``limit`` characters (ended at a word, with '…' where it was longer)."""
-    from .report.phrases import short
-
     return short(next((part.strip() for part in str(text or "").splitlines() if part.strip()), ""), limit)
 
 
@@ -475,8 +463,6 @@ def _wrong_elements(found: object) -> int:
 def _shortfall(check: dict) -> tuple[float | None, str]:
     """(the worst figure as a share of its limit, 'busbw 297.4 GB/s below its 400 GB/s floor'), from the limits the
     record states (checks/limits.py); (None, 'short of its promise') where it states none this can read."""
-    from .report.phrases import number
-
     worst = None
     for limit in record_limits(check):
         bound, value = limit.bound, limit.value

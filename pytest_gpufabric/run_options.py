@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .errors import GpuFabricError
+from .fleet.launch import expand_report_dir, fleet_id
 from .parametrize import SESSION_KEY
+from .profile.model import Profile
+from .report.results import check_writable_dir
+from .verdict import Waiver, parse_waiver
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .profile.model import Profile
     from .session import FabricSession
-    from .verdict import Waiver
     from .workloads.burn_in import BurnIn
 
 @dataclass(frozen=True)
@@ -80,9 +82,6 @@ def _load_profile(spec: str, rootpath: Path) -> Profile:
 def _report_dir(config: pytest.Config, given_fleet_id: str | None) -> Path:
     """Where pytest was started, as --html=reports/... is: not the rootdir, which pytest may take from the folder
     of the --gpu-profile PATH it was given. Checked writable now, not after the first test has run."""
-    from .fleet.launch import expand_report_dir
-    from .report.results import check_writable_dir
-
     try:
         report_dir = Path(expand_report_dir(option(config, "gpu_report_dir") or "", dict(os.environ),
                                             given_fleet_id) or config.invocation_params.dir / "reports")
@@ -93,14 +92,10 @@ def _report_dir(config: pytest.Config, given_fleet_id: str | None) -> Path:
 
 
 def _fleet_id(given: str | None) -> str | None:
-    from .fleet.launch import fleet_id
-
     return fleet_id(given, dict(os.environ))
 
 
 def _waivers(config: pytest.Config) -> tuple[Waiver, ...]:
-    from .verdict import parse_waiver
-
     given = config.getoption("gpu_waive") or config.getini("gpu_waive") or []
     try:
         return tuple(parse_waiver(text) for text in given)

@@ -17,17 +17,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .catalogue import BURN_IN, PromiseKind, PromiseList, promise_list
+from .checks.platform import bandwidth_findings
 from .errors import GpuFabricError
+from .evidence import BUNDLE_PATTERNS, ToolEvidence, bundle_evidence_files, dcgm_results, read_evidence
+from .fabric.bundle import bundle_directory, load_bundle
+from .fabric.health import HealthReader
 from .fabric.model import Fabric
+from .fabric.nvml import collect_fabric
+from .measurements import REGISTRY
 from .profile.model import Profile
+from .remedy import annotate
+from .report.metrics import MetricsExporter
+from .report.results import nccl_versions, write_json
+from .verdict import EXIT_CODES, HEALTH_WATCHDOG, Waiver, build_promises, judge
+from .verdict import counts as promise_counts
+from .workloads.burn_in import LOG_FILE, BurnIn, run_burn_in
+from .workloads.environment import gpu_environment, promised_boards, require_torch
+from .workloads.runner import SPARES, spare_count
 
 if TYPE_CHECKING:
-    from .catalogue import PromiseKind, PromiseList
-    from .evidence import ToolEvidence
-    from .report.metrics import MetricsExporter
     from .run_options import RunOptions
-    from .verdict import Waiver
-    from .workloads.burn_in import BurnIn
 
 #: (the burn-in as far as it got, the chunk's record or None at the start) -> None
 BurnInListener = Callable[["BurnIn", "dict | None"], None]
@@ -87,7 +97,6 @@ class FabricSession:
         """Whether this run judges a burn-in: one asked for (--gpu-burn-in), or one the replayed bundle holds."""
         if self.options.burn_in_s is not None:
             return True
-        from .workloads.burn_in import LOG_FILE
 
         return bool(self.replay) and self.bundle_dir is not None and (self.bundle_dir / LOG_FILE).is_file()
 
@@ -102,9 +111,6 @@ class FabricSession:
         for (the burn-in) and the evidence of other tools given with the run. Made on first use, after the options
         are read (on the pytest-xdist controller too, where no test runs)."""
         if self._promises is None:
-            from .catalogue import BURN_IN, promise_list
-            from .evidence import dcgm_results
-
             rows = dcgm_results(self.evidence, self.profile.gpu_count)
             self._promises = promise_list(
                 self.profile, asked={BURN_IN} if self.has_burn_in else set(),
@@ -117,8 +123,6 @@ class FabricSession:
         """The bundle's evidence files and --gpu-evidence's, read now (raises EvidenceError for a file that is
         neither tool's output); the given ones are copied into the report folder, so that it replays as a bundle
         with them."""
-        from .evidence import BUNDLE_PATTERNS, bundle_evidence_files, read_evidence
-
         given = list(self.options.evidence_files)
         files = (bundle_evidence_files(self.bundle_dir) if self.bundle_dir else []) + given
         self.evidence = read_evidence(files)
@@ -131,7 +135,6 @@ class FabricSession:
         """Start the Prometheus endpoint of --gpu-metrics-port (raises ImportError, OSError or ValueError)."""
         if self.options.metrics_port is None:
             return
-        from .report.metrics import MetricsExporter
 
         metrics = MetricsExporter()
         metrics.start(self.options.metrics_port)
@@ -158,13 +161,9 @@ class FabricSession:
         self._discovered = True
         try:
             if self.replay:
-                from .fabric.bundle import bundle_directory, load_bundle
-
                 self.bundle_dir = bundle_directory(self.replay)
                 self._fabric = load_bundle(self.bundle_dir)
             else:
-                from .fabric.nvml import collect_fabric
-
                 self._fabric = collect_fabric()
         except GpuFabricError as exc:
             self._discovery_error = exc
@@ -196,13 +195,9 @@ class FabricSession:
         return result
 
     def _measure(self, name: str):
-        from .measurements import REGISTRY
-        from .report.results import write_json
-
         entry = REGISTRY[name]
         if self.replay:
             return entry.replay(self.bundle_dir, self)
-        from .workloads.runner import SPARES
 
         SPARES.enable()  # the next workload script's interpreter starts while this one runs (runner.py)
         result = entry.live(self)
@@ -216,9 +211,6 @@ class FabricSession:
         measurement that starts a rank or a worker per GPU gets one for each."""
         if self.replay or self.profile is None or self.fabric is None:
             return
-        from .measurements import REGISTRY
-        from .workloads.environment import gpu_environment
-        from .workloads.runner import SPARES, spare_count
 
         wanted = [entry for entry in REGISTRY.values() if entry.fixture in fixtures and entry.needs_machine
                   and not entry.why_not_promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]
@@ -235,18 +227,12 @@ class FabricSession:
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES
         honoured). Raises HiddenGpu, naming them, when it hides a promised GPU: every workload test fails so."""
-        from .workloads.environment import promised_boards
-
         if self.fabric is None:
             raise self.discovery_error
         return promised_boards(self.fabric, self.profile.gpu_count, self.profile.name)
 
     def run_burn_in(self):
         """The burn-in, live (measurements.py's burn_in entry): its log and progress are its own."""
-        from .fabric.health import HealthReader
-        from .workloads.burn_in import LOG_FILE, run_burn_in
-        from .workloads.environment import gpu_environment, require_torch
-
         require_torch("the burn-in")
         on_cpus = self.profile.data.get("burn_in", {}).get("device", "cuda") == "cpu"  # the tests' CPU workers
         boards = None if on_cpus else self.boards()
@@ -289,10 +275,6 @@ class FabricSession:
         own, never checked). The promises come from the profile (``promised``, catalogue.py), not from the tests
         that ran. While the run goes on (``finished`` False) the document has no end time and the verdict
         INCOMPLETE: what a crash or a power loss leaves on disk says so, with everything measured until then."""
-        from .report.results import nccl_versions
-        from .verdict import EXIT_CODES, HEALTH_WATCHDOG, build_promises, judge
-        from .verdict import counts as promise_counts
-
         counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
         for outcome in outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
@@ -350,7 +332,6 @@ class FabricSession:
             "health": self.health,
             **({"burn_in": self._burn_in_summary()} if self.burn_in is not None else {}),
         }
-        from .remedy import annotate
 
         # each failed or not-checked promise says what to do next, from its checks and the run's health
         return annotate(document, self._platform_findings)
@@ -361,13 +342,10 @@ class FabricSession:
         platform = self._measured.get("platform")
         if platform is None or isinstance(platform, GpuFabricError):
             return []
-        from .checks.platform import bandwidth_findings
 
         return bandwidth_findings(platform)
 
     def _burn_in_summary(self) -> dict:
-        from .workloads.burn_in import LOG_FILE
-
         log = (self.bundle_dir if self.replay else self.report_dir) / LOG_FILE
         return self.burn_in.summary(log)
 

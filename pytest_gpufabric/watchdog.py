@@ -23,7 +23,8 @@ import pytest
 
 from .checks.health import counter_problems, health_problems
 from .errors import HardwareUnavailable
-from .fabric.health import window_record
+from .fabric import health as fabric_health
+from .fabric.health import HealthTimeline, NvlinkSweeper, window_record
 
 #: per test: the read that opened its window, how many timeline points existed then, and when it opened
 _WINDOW_KEY = pytest.StashKey[tuple]()
@@ -56,10 +57,8 @@ class HealthWatch:
         self.windows: deque = deque()  # (node id, opened, closed) of the tests a pending rise may belong to
 
     def pytest_sessionstart(self, session) -> None:
-        from .fabric.health import HealthReader, HealthTimeline
-
         try:
-            self.reader = HealthReader()
+            self.reader = fabric_health.HealthReader()  # looked up now: tests stand a recorded reader in for NVML
         except HardwareUnavailable as exc:
             self.unavailable = str(exc)  # the suites say so; the watchdog stays out of the way
             return
@@ -75,8 +74,6 @@ class HealthWatch:
         them all to find out would add half a second to every run)."""
         if not hasattr(self.reader, "read_nvlink"):
             return
-        from .fabric.health import NvlinkSweeper
-
         linked = [index for index, links in self.reader.links.items() if links]
         started = time.monotonic()
         if linked:

@@ -19,6 +19,8 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import checks
+
 __all__ = ["Limit", "figure", "limits_of", "record_limits", "short_subject"]
 
 HIGHER, LOWER = +1, -1
@@ -82,8 +84,6 @@ def _load_checks() -> None:
     """Import every module of this package once: each declares its readers where it defines its checks."""
     global _LOADED
     if not _LOADED:
-        from .. import checks
-
         for module in pkgutil.iter_modules(checks.__path__):
             importlib.import_module(f"{checks.__name__}.{module.name}")
         _LOADED = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..units import non_finite
 from .limits import Limit, record_limits
 
 PASSED = "passed"
@@ -58,8 +59,6 @@ def finite_only(result: CheckResult, replay: bool) -> CheckResult:
     a floor): a recording holding one leaves the promise not checked; a number this run measured so is a failure
     of the run's own measurement, said as such. The checks refuse such numbers themselves; this is the net under
     them (the plugin passes every check through it). A failure stands: it names its own figures."""
-    from ..units import non_finite
-
     bad = non_finite(result.found) if result.verdict == PASSED else []
     if not bad:
         return result

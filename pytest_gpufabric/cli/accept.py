@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 from ..errors import GpuFabricError, HardwareUnavailable
+from ..fabric.nvml import nvml_available
+from ..fleet.launch import expand_report_dir
+from ..report.results import check_writable_dir
 
 DEFAULT_PROFILE = "h200-nvswitch-x2"
 
@@ -59,7 +62,6 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
             raise GpuFabricError(f"--replay: {exc}") from None
     else:
         from ..fabric.bundle import available_bundles
-        from ..fabric.nvml import nvml_available
 
         usable, why = nvml_available()
         if not usable:
@@ -111,9 +113,6 @@ def _report_file(args: argparse.Namespace, pytest_args: list[str]) -> Path:
     the plugin fills them, else reports/ where the command runs). Its folder is made and written to now: pytest-html
     would make it only after the run has started, and fail with an internal error."""
     import os
-
-    from ..fleet.launch import expand_report_dir
-    from ..report.results import check_writable_dir
 
     if args.html:
         flag, html = "--html", Path(args.html)

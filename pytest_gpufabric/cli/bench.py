@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import GpuFabricError, HardwareUnavailable
+from ..fabric.nvml import collect_fabric
 from ..report.results import json_text
 from .common import EXIT_OK, parse_sizes, require_torch
 
@@ -54,8 +55,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _gpu_count(hint: str) -> int:
     """This machine's GPUs; none (or no driver) is HardwareUnavailable, ending with ``hint``."""
-    from ..fabric.nvml import collect_fabric
-
     try:
         count = len(collect_fabric().gpus)
     except HardwareUnavailable as exc:

@@ -4,6 +4,8 @@ files made safe for the terminal."""
 from __future__ import annotations
 
 from ..errors import GpuFabricError, HardwareUnavailable
+from ..fabric.nvml import collect_fabric
+from ..units import parse_bytes
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3
 #: the verdict commands' codes, as pytest's (`accept`, `fleet`)
@@ -16,7 +18,6 @@ def read_fabric(replay: str | None):
         from ..fabric.bundle import load_bundle
 
         return load_bundle(replay)
-    from ..fabric.nvml import collect_fabric
 
     try:
         return collect_fabric()
@@ -32,8 +33,6 @@ def printable(text: object) -> str:
 
 def parse_sizes(text: str) -> list[int]:
     """``--sizes`` (and ``--pair-size``): comma-separated byte counts, nccl-tests style (1M = 1 MiB)."""
-    from ..units import parse_bytes
-
     try:
         sizes = [parse_bytes(part) for part in text.split(",") if part]
     except ValueError as exc:

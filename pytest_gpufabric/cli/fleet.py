@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..fleet.fabric import FABRIC_FILE, judge_fabric
+from ..verdict import EXIT_CODES
 from .common import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, parse_sizes, printable, require_torch
 
 
@@ -67,7 +69,6 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     import os
 
     from ..fleet.report import build_fleet_document, expected_nodes, write_fleet_report
-    from ..verdict import EXIT_CODES
 
     out = Path(args.output)
     sign_key = None
@@ -158,7 +159,6 @@ def cmd_fleet_fabric(args: argparse.Namespace) -> int:
     writes OUTDIR/fabric.json and, with --profile, judges it: exit 0 passed, 1 failed, 4 a usage error."""
     import os
 
-    from ..fleet.fabric import FABRIC_FILE, judge_fabric
     from ..profile.loader import load_profile
     from ..workloads import fabric_pairs
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from ..nodehealth.command import add_health_parser, run_health
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..nodehealth.command import add_health_parser
-
     add_health_parser(sub, cmd_health)
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    from ..nodehealth.command import run_health
-
     return run_health(args)

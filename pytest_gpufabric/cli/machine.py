@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import HardwareUnavailable
+from ..nodehealth.record import snapshot_health
 from ..report.results import json_text
 from .common import EXIT_OK, read_fabric
 
@@ -66,7 +67,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     sysfs/procfs files they were read from; `lspci -vvv` where lspci is installed). A machine with neither GPUs
     nor RDMA devices gets no bundle."""
     from ..fabric import bundle
-    from ..fabric.nvml import collect_record
+    from ..fabric.nvml import collect_record  # looked up when run: tests stand a recorded NVML in
     from ..fabric.platform import PLATFORM_FILE, read_persistence_nvml, read_platform, snapshot_platform
     from ..fabric.rdma import SYSFS_IB, snapshot_rdma
 
@@ -88,8 +89,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if nvml_error is not None:
         commands[bundle.NVML_FILE] = {"error": str(nvml_error)}
     else:
-        from ..nodehealth.record import snapshot_health
-
         commands.update(snapshot_health(target))  # health.json: what `gpufabric health --replay` judges
     if Path(SYSFS_IB).is_dir():
         copied = snapshot_rdma("/", target / bundle.SYSFS_DIR)

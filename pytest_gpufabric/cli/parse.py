@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import GpuFabricError
 from ..report.results import json_text
+from ..units import parse_gbit
 from .common import EXIT_OK
 
 
@@ -93,8 +94,6 @@ def _judged(args: argparse.Namespace, result: dict) -> dict:
                                  "(--line-rate), not a GPU model")
         rate = None
         if args.line_rate is not None:
-            from ..units import parse_gbit
-
             try:
                 rate = float(args.line_rate) if _is_number(args.line_rate) else parse_gbit(args.line_rate)
             except ValueError as exc:

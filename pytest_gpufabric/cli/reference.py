@@ -6,6 +6,7 @@ import argparse
 
 from ..errors import GpuFabricError
 from ..report.results import json_text
+from ..units import MIB
 from .common import EXIT_OK
 
 
@@ -58,8 +59,6 @@ def _memory_words(ref) -> str:
 
 
 def _reference_text(ref) -> str:
-    from ..units import MIB
-
     nvml = (f"{ref.memory_bytes_nvml} bytes as NVML reports ({ref.memory_bytes_nvml // MIB} MiB)"
             if ref.memory_bytes_nvml is not None else "NVML's total varies (notes)")
     nvlink = "none"

@@ -45,12 +45,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import BundleError
-from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
+from ..evidence import bundle_evidence_files
+from ..formats.counters import CounterSample
+from ..formats.nccl_tests import parse_nccl_tests
+from ..formats.nvlink import parse_nvlink_counters
+from ..formats.perftest import parse_perftest
+from ..formats.recordings import BANDWIDTH_FORMAT, NVLINK_TRAFFIC_FORMAT, BandwidthMeasurement
 from ..formats.records import BURN_IN_FILE, KINDS
 from ..formats.typed import load_json
 from ..paths import shipped_bundles_dir
+from .from_text import fabric_from_text
+from .ibv_devinfo import devices_from_ibv_devinfo, merge_ibv_devinfo, parse_ibv_devinfo
 from .model import GPU_LIST, Fabric
+from .nvml_record import fabric_from_record
 from .platform_record import PLATFORM_DIR, PLATFORM_FILE, TEXT_FILES
+from .rdma import discover_rdma
 
 TOPO_FILE = "nvidia-smi-topo-m.txt"
 NVLINK_STATUS_FILE = "nvidia-smi-nvlink-s.txt"
@@ -83,8 +92,6 @@ def available_bundles() -> dict[str, Path]:
 def _holds_bundle(directory: Path) -> bool:
     """Whether the folder holds anything a replay judges: the machine's facts, the RDMA devices, a measurement's
     recording (every registered measurement's file), the platform's files, or another tool's output."""
-    from ..evidence import bundle_evidence_files
-
     names = (*KNOWN_FILES, IBV_DEVINFO_FILE, *IB_WRITE_BW_FILES, BURN_IN_FILE, PLATFORM_FILE, *TEXT_FILES,
              *RECORDING_FILES)
     return (any((directory / name).is_file() for name in names)
@@ -156,9 +163,6 @@ def read_bundle_file(directory: Path, name: str) -> str | None:
 
 def load_bundle(spec: str | Path) -> Fabric:
     """Rebuild the machine's Fabric from a bundle. Raises BundleError naming the file at fault."""
-    from .from_text import fabric_from_text
-    from .nvml_record import fabric_from_record
-
     directory = bundle_directory(spec)
     topo = read_bundle_file(directory, TOPO_FILE)
     status = read_bundle_file(directory, NVLINK_STATUS_FILE)
@@ -242,9 +246,6 @@ def _sample_number(path: Path) -> int:
 
 def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
     """The bundle's NVLink counter samples, or None when it holds none. Raises BundleError on a bad file."""
-    from ..formats.counters import CounterSample
-    from ..formats.nvlink import parse_nvlink_counters
-
     path = directory / NVLINK_TRAFFIC_FILE
     data = load_json_recording(directory, NVLINK_TRAFFIC_FILE, what="NVLink", fmt=NVLINK_TRAFFIC_FORMAT)
     if data is not None:
@@ -276,9 +277,6 @@ def load_nvlink_recording(directory: Path) -> NvlinkRecording | None:
 
 def load_bandwidth_recording(directory: Path):
     """The bundle's bandwidth measurements (bandwidth.json and nccl-tests output), or None when it has none."""
-    from ..formats.nccl_tests import parse_nccl_tests
-    from ..formats.recordings import BANDWIDTH_FORMAT, BandwidthMeasurement
-
     path = directory / BANDWIDTH_FILE
     measurement = None
     data = load_json_recording(directory, BANDWIDTH_FILE, what="bandwidth", fmt=BANDWIDTH_FORMAT)
@@ -312,9 +310,6 @@ def load_bandwidth_recording(directory: Path):
 def load_rdma_devices(directory: Path) -> list | None:
     """The bundle's RDMA devices: its sysfs copy (ibv_devinfo filling the MTU), else ibv_devinfo alone;
     None when it recorded neither."""
-    from .ibv_devinfo import devices_from_ibv_devinfo, merge_ibv_devinfo, parse_ibv_devinfo
-    from .rdma import discover_rdma
-
     try:
         infos = parse_ibv_devinfo(read_bundle_file(directory, IBV_DEVINFO_FILE) or "")
     except ValueError as exc:
@@ -330,8 +325,6 @@ def load_rdma_devices(directory: Path) -> list | None:
 
 def load_rdma_bandwidth(directory: Path) -> dict | None:
     """The bundle's ib_write_bw result: the suite's rdma-bw.json, else a client output; None without."""
-    from ..formats.perftest import parse_perftest
-
     recorded = load_json_recording(directory, RDMA_BW_FILE, what="ib_write_bw")
     if recorded is not None:
         return recorded

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import HardwareUnavailable
+from . import nvml
 
 #: the counters a profile can forbid, with what a rise of each usually means
 COUNTERS = {
@@ -123,8 +124,6 @@ class HealthReader:
     """Reads every GPU's health through NVML (one nvmlInit for the reader's lifetime)."""
 
     def __init__(self) -> None:
-        from . import nvml
-
         self._nvml = nvml
         self._pynvml, why = nvml._init_nvml()
         if self._pynvml is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..errors import HardwareUnavailable
 from ..formats.counters import LEGACY, RAW, THROUGHPUT, CounterSample, LinkCount, LinkDelta, summed_deltas, timeline
+from . import nvml
 
 # NVML field ids (nvml.h): cumulative KiB per link, Hopper and newer
 FI_THROUGHPUT_DATA_TX, FI_THROUGHPUT_DATA_RX = 138, 139
@@ -32,8 +33,6 @@ class NvmlCounterReader:
     (Hopper+), else the legacy utilization counter set ``legacy_counter`` (0 or 1)."""
 
     def __init__(self, gpu_indices: list[int] | None = None, *, kind: str = THROUGHPUT, legacy_counter: int = 0):
-        from . import nvml
-
         self._pynvml, why = nvml._init_nvml()
         if self._pynvml is None:
             raise HardwareUnavailable(f"{why}; NVLink counters cannot be read")
@@ -50,8 +49,6 @@ class NvmlCounterReader:
         self._pynvml.nvmlShutdown()
 
     def _active_links(self, handle) -> list[int]:
-        from . import nvml
-
         links = []
         for link in range(nvml._enum(self._pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
             state = nvml.query(self._pynvml.nvmlDeviceGetNvLinkState, handle, link)
@@ -62,8 +59,6 @@ class NvmlCounterReader:
         return links
 
     def _throughput_works(self) -> bool:
-        from . import nvml
-
         for index, handle in self.handles.items():
             if self.links[index]:
                 answer = nvml.field_value(handle, FI_THROUGHPUT_DATA_TX, self.links[index][0])
@@ -71,8 +66,6 @@ class NvmlCounterReader:
         return True  # no links at all: nothing to read either way
 
     def _legacy_units(self) -> str:
-        from . import nvml
-
         for index, handle in self.handles.items():
             for link in self.links[index]:
                 control = nvml.query(self._pynvml.nvmlDeviceGetNvLinkUtilizationControl, handle, link,
@@ -90,8 +83,6 @@ class NvmlCounterReader:
         return sample
 
     def _read_gpu(self, handle, links: list[int]) -> dict[int, LinkCount]:
-        from . import nvml
-
         if not links:
             return {}
         if self.kind == LEGACY:

@@ -48,6 +48,9 @@ from ..formats.lsmod import parse_module_list
 from ..formats.lspci import normalize_bdf
 from ..formats.pci_config import parse_config_space
 from ..units import format_cpu_list
+from .bundle import load_rdma_devices
+from .bundle import read_bundle_file as _read
+from .nvml import _init_nvml, error_name, is_error, query
 from .platform_record import (
     _GPU_CLASSES,
     _NVIDIA,
@@ -331,8 +334,6 @@ def read_platform(root: str = "/", gpu_bus_ids: dict[int, str] | None = None, *,
 
 def read_persistence_nvml() -> dict[str, Reading]:
     """Each GPU's persistence mode through NVML (the project's funnel, fabric.nvml.query); {} without NVML."""
-    from .nvml import _init_nvml, error_name, is_error, query
-
     pynvml, why = _init_nvml()
     if pynvml is None:
         return {}
@@ -392,8 +393,6 @@ def load_platform(directory: Path, fabric=None) -> Platform | None:
 
 
 def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int, str]) -> None:
-    from .bundle import read_bundle_file as _read
-
     lspci = _read(directory, LSPCI_FILE)
     if lspci is not None and not _pci_readable(platform):
         nic_ids = {e.label: e.bdf for e in platform.endpoints if e.kind == "nic" and e.bdf}
@@ -424,8 +423,6 @@ def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int
             if not platform.persistence_mode.get(label, Reading()).known:
                 platform.persistence_mode[label] = reading
     if not platform.nic_firmware:
-        from .bundle import load_rdma_devices
-
         for device in load_rdma_devices(directory) or []:
             platform.nic_firmware[device.name] = Reading(device.fw_ver, f"bundle {directory} RDMA devices (fw_ver)") \
                 if device.fw_ver else Reading()

@@ -18,6 +18,7 @@ import math
 import statistics
 from pathlib import Path
 
+from ..formats.recordings import FABRIC_FORMAT
 from ..units import parse_bytes, parse_gbit, parse_gbps
 
 __all__ = ["FABRIC_FILE", "judge_fabric", "load_fabric_result"]
@@ -29,8 +30,6 @@ def load_fabric_result(path: Path, max_bytes: int = 64 << 20) -> dict:
     """A fabric run's result (workloads/fabric_pairs.py), read strictly: bounded, UTF-8, no NaN or Infinity, and
     checked to be one (every pair two of its nodes with a finite, non-negative busbw; every all-node row a size
     and a finite busbw). Raises ValueError naming the file and the first problem: the operator gave it."""
-    from ..formats.recordings import FABRIC_FORMAT
-
     def refuse(token: str):
         raise ValueError(f"{token}, which JSON does not have (a number that is not finite)")
 

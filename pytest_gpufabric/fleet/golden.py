@@ -13,6 +13,8 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..errors import GpuFabricError
+from ..profile.loader import load_profile
 from .analysis import duplicate_serials
 from .nodes import Node
 from .report import judged_nodes
@@ -45,8 +47,6 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float,
     nothing to derive or nothing to trust: GPU serials on two nodes, no accepted node, nodes of several profiles,
     or no measurement a floor could come from."""
     import yaml
-
-    from ..profile.loader import load_profile
 
     if not 0 < percentile < 50 or not 0 < margin <= 1:
         raise ValueError(f"--percentile must be in (0, 50) and --margin in (0, 1], got {percentile:g} and {margin:g}")
@@ -137,9 +137,6 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float,
 
 
 def _loads(spec: str) -> bool:
-    from ..errors import GpuFabricError
-    from ..profile.loader import load_profile
-
     try:
         load_profile(spec)
     except GpuFabricError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..report.charts import distribution_chart
+from ..report.render import render
 from ..units import is_number
 from .flagged import _flagged
 from .html_cells import (
@@ -289,8 +290,6 @@ def _fabric(document: dict) -> dict | None:
 def fleet_html(document: dict, out_dir: Path | str) -> str:
     """The whole fleet.html page for a fleet-results document (fleet/analysis.py); ``out_dir`` is where it is
     written, so each node's report is linked by a relative path."""
-    from ..report.render import render
-
     link = _Links(out_dir)
     verdict = document.get("verdict")
     css = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",

@@ -35,6 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from ..catalogue import embedded_profile
+from ..report.results import results_schema
+
 __all__ = ["EMBEDDED_PROFILE", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results", "parse_results"]
 
 #: the results formats this reader knows (report/results.schema.json: 3; 2 before the promise list came from the
@@ -297,8 +300,6 @@ _shared_part = functools.lru_cache(maxsize=128)(_checked_part)
 def _embedded_profile(version: int, raw: bytes):
     """The profile a profile part of these bytes embeds, checked against its sha256 once for every file holding
     them (catalogue.embedded_profile)."""
-    from ..catalogue import embedded_profile
-
     return embedded_profile(_shared_part(version, "profile", raw))
 
 
@@ -331,8 +332,6 @@ def _schema(version: int) -> _Schema:
     """The wanted parts of a results document of ``version``: the shipped schema with only those parts required
     (and, for format 1, the summary and keys format 1 had)."""
     import fastjsonschema
-
-    from ..report.results import results_schema
 
     schema = copy.deepcopy(results_schema())
     required = [key for key in schema["required"] if key in WANTED]

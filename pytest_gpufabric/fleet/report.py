@@ -17,11 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..errors import GpuFabricError
+from ..profile.loader import load_profile
+from ..report.html_signing import signed_page
+from ..report.integrity import INTEGRITY_KEY, integrity_block
 from ..report.results import json_text, published_mode
 from .analysis import FleetSettings, analyse
 from .fabric import FABRIC_FILE, judge_fabric, load_fabric_result
 from .health import fleet_health
 from .hostlist import expand_hostlist
+from .html import fleet_html
 from .loader import MAX_BYTES, prepare
 from .nodes import Node, find_node_dirs, read_node
 
@@ -54,9 +59,6 @@ def fleet_profile(profile_spec: str | None, nodes: list[Node]) -> Yardstick:
     """``--profile``, else the profile (by name and content) a strict majority of the nodes ran. Its rules come
     from the file the operator named, or the shipped profile of that name when its content is the nodes' one;
     never from a path a node's own file names (a node must not choose its own yardstick)."""
-    from ..errors import GpuFabricError
-    from ..profile.loader import load_profile
-
     if profile_spec:
         profile = load_profile(profile_spec)  # the user named it: a bad one is their error to see
         return Yardstick(profile.name, profile.sha256, profile, f"profile {profile.name} (--profile, sha256 "
@@ -266,10 +268,6 @@ def write_fleet_report(document: dict, out: Path, sign_key=None) -> dict[str, Pa
 
 
 def _write_fleet_report(document: dict, out: Path, sign_key) -> dict[str, Path]:
-    from ..report.html_signing import signed_page
-    from ..report.integrity import INTEGRITY_KEY, integrity_block
-    from .html import fleet_html
-
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / JSON_FILE, "html": out / HTML_FILE, "junit": out / JUNIT_FILE}
     # every node's value of every measurement draws the page's plots; the JSON keeps the statistics (ten thousand

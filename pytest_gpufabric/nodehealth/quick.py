@@ -20,9 +20,15 @@ from __future__ import annotations
 import math
 import time
 
+from ..checks.hbm import check_hbm_bandwidth
+from ..checks.result import FAILED, NOT_CHECKED
 from ..errors import ToolMissing, WorkloadError
 from ..remedy_classes import RERUN, RESET, RMA, SOFTWARE
 from ..units import format_bytes
+from ..workloads.burn_in import gemm_command
+from ..workloads.diagnostics import hbm_command, mem_pattern_command
+from ..workloads.environment import require_torch, workload_environment
+from ..workloads.runner import SPARES, TORCH_ONLY, run_workload
 from .baseline import Baseline
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .record import NodeHealthRecord
@@ -38,9 +44,6 @@ WORKLOAD_TIMEOUT_S = 120.0
 
 def quick_commands(profile, *, plant_fault: int | None = None) -> dict[str, list[str]]:
     """The three workloads' command lines for this profile (without the runner's --handshake/--result)."""
-    from ..workloads.burn_in import gemm_command
-    from ..workloads.diagnostics import hbm_command, mem_pattern_command
-
     burn = dict(profile.data.get("burn_in") or {})
     device = burn.get("device", "cuda")
     if device == "cpu":
@@ -61,9 +64,6 @@ def quick_commands(profile, *, plant_fault: int | None = None) -> dict[str, list
 def run_quick(node: NodeHealthRecord, baseline: Baseline, *, plant_fault: int | None = None) \
         -> tuple[list[Finding], list[str], dict]:
     """Run the three workloads and judge them: (findings, notes, {workload: its result or None})."""
-    from ..workloads.environment import require_torch, workload_environment
-    from ..workloads.runner import SPARES, TORCH_ONLY, run_workload
-
     profile = baseline.profile
     findings: list[Finding] = []
     try:
@@ -160,9 +160,6 @@ class _QuickJudge:
                           "are not the burn-in's average: shown, not judged)", min_tflops=floor, **figures)
 
     def hbm(self, result: dict) -> None:
-        from ..checks.hbm import check_hbm_bandwidth
-        from ..checks.result import FAILED, NOT_CHECKED
-
         section = self.profile.data.get("memory_bandwidth") or {}
         floor = {k: section[k] for k in ("min", "min_fraction_of_peak") if k in section}
         for index, row in self._rows(result, "hbm", "index").items():
@@ -206,6 +203,7 @@ class _QuickJudge:
 
 def _model_fraction(name: object) -> float | None:
     """The fraction of NVML's peak the acceptance holds a GPU model to (suites/test_diagnostics.py)."""
+    # a suite is a test module pytest imports itself (rewriting its asserts): not imported with this module
     from ..suites.test_diagnostics import MODEL_MIN_FRACTION
 
     return next((f for model, f in MODEL_MIN_FRACTION.items() if model in str(name or "")), None)

@@ -8,7 +8,12 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
+from ..errors import GpuFabricError
+from ..fabric.bundle import bundle_directory
 from ..fabric.model import Fabric
+from ..fabric.platform import collect_platform, load_platform
+from ..fabric.platform_state import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
+from ..reference import find_reference
 from ..units import GIB, is_na
 
 
@@ -30,8 +35,6 @@ def _floor(values: list) -> object | None:
 def _memory_as_sold(model: object, memory: int) -> str:
     """What the model is sold as ("80 GB": the reference catalogue, 1e9 bytes each) when the board has it; else
     the whole GiB below what NVML reports (143771 MiB -> 140 GiB)."""
-    from ..reference import find_reference
-
     reference = find_reference(str(model)) if model else None
     if reference is not None and reference.memory_gb_sold and reference.memory_gb_sold * 10**9 <= memory:
         return f"{reference.memory_gb_sold:g} GB"
@@ -93,17 +96,10 @@ def build_profile_document(fabric: Fabric, name: str) -> dict:
 
 def _platform_of(fabric: Fabric):
     """The platform settings of the machine or bundle the fabric came from (None: nothing recorded)."""
-    from ..errors import GpuFabricError
-
     try:
         if fabric.source == "nvml":
-            from ..fabric.platform import collect_platform
-
             return collect_platform(fabric)
         if fabric.source.startswith("bundle "):
-            from ..fabric.bundle import bundle_directory
-            from ..fabric.platform import load_platform
-
             return load_platform(bundle_directory(fabric.source[len("bundle "):]), fabric)
     except GpuFabricError:
         return None
@@ -113,8 +109,6 @@ def _platform_of(fabric: Fabric):
 def platform_section(fabric: Fabric, platform=None) -> tuple[dict, list[str]]:
     """The ``platform:`` promises this machine keeps (only what it recorded and passes), and one note per setting
     that could not be read (the profile's comment block lists them)."""
-    from ..fabric.platform_state import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
-
     platform = platform if platform is not None else _platform_of(fabric)
     section: dict = {}
     notes: list[str] = []
@@ -177,8 +171,6 @@ def _yaml_value(value: object) -> str:
 def reference_lines(fabric: Fabric) -> list[str]:
     """Comment lines naming the published reference of the machine's GPU model (gpufabric reference MODEL), so
     that whoever edits the profile sees what was sold next to what was measured."""
-    from ..reference import find_reference
-
     model = _common([g.name for g in fabric.gpus])
     reference = find_reference(str(model)) if model else None
     if reference is None:

@@ -20,7 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..diagnostics import DIAGNOSTICS, Diagnostic
+from ..fabric.bundle import load_bandwidth_recording, load_json_recording
 from ..units import GIB, MIB, format_bytes, parse_bytes
+from ..workloads.bandwidth import run_collectives, run_copy
+from ..workloads.burn_in import LOG_FILE, gemm_command, read_log
+from ..workloads.environment import gpu_environment, promised_boards
+from ..workloads.memory import SPARE_IMPORTS as MEMORY_SPARE_IMPORTS
+from ..workloads.memory import measure_memory
+from ..workloads.runner import SPARES, TORCH_ONLY, run_workload, spare_count
 
 #: the memory suite's workload as the shipped profiles run it (GoogLeNet at 3x1200x1200) at a quarter of their size,
 #: so that it takes seconds: a batch of 4 that fits its 4 GiB only by offloading (docs/margins.md: why these sizes)
@@ -71,9 +78,6 @@ class _Runs:
     registry's entries would record them); the repeats of one measurement run in its one set of processes."""
 
     def __init__(self, fabric, name: str):
-        from ..workloads.environment import gpu_environment, promised_boards
-        from ..workloads.runner import SPARES, TORCH_ONLY, spare_count
-
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
@@ -84,16 +88,12 @@ class _Runs:
         SPARES.prestart(self.env, [TORCH_ONLY] * spare_count(wanted))
 
     def copy(self, times: int) -> list[dict]:
-        from ..workloads.bandwidth import run_copy
-
         cpus = {g.index: g.cpu_affinity for g in self.fabric.gpus if isinstance(g.cpu_affinity, str)}
         affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(self.boards) if b["index"] in cpus}
         return _repeats(run_copy(GIB, iters=10, warmup=3, cpu_affinity=affinity, env=self.env, repeats=times),
                         times)
 
     def collectives(self, times: int) -> list[dict]:
-        from ..workloads.bandwidth import run_collectives
-
         return _repeats(run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20,
                                         env=self.env, repeats=times), times, key="ops")
 
@@ -103,10 +103,6 @@ class _Runs:
         return launch(dict(diagnostic.measure_section), self.env, self.boards, self.fabric, repeats=times)
 
     def gemm(self, times: int) -> list[dict]:
-        from ..workloads.burn_in import gemm_command
-        from ..workloads.memory import SPARE_IMPORTS as MEMORY_SPARE_IMPORTS
-        from ..workloads.runner import SPARES, run_workload
-
         # the memory workload comes next: its spare (torchvision too, 14 s on an H100) imports during the GEMM,
         # whose rate the GPU bounds, rather than being taken early by a torch-only workload
         SPARES.prestart(self.env, [MEMORY_SPARE_IMPORTS])
@@ -114,8 +110,6 @@ class _Runs:
                 for _ in range(times)]
 
     def memory(self, times: int) -> list[dict]:
-        from ..workloads.memory import measure_memory
-
         return [measure_memory(_memory_section(self.fabric), self.env) for _ in range(times)]
 
 
@@ -140,9 +134,6 @@ def _memory_section(fabric) -> dict:
 
 def _recorded(directory: Path) -> dict[str, Callable[[int], list[dict]]]:
     """A bundle's recordings, in the shapes the live workloads return (one repeat each; none when not recorded)."""
-    from ..fabric.bundle import load_bandwidth_recording, load_json_recording
-    from ..workloads.burn_in import LOG_FILE, read_log
-
     def bandwidth(part: str):
         def read():
             recording = load_bandwidth_recording(directory)
@@ -212,8 +203,6 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
             steps[step]()
     finally:
         if bundle is None:
-            from ..workloads.runner import SPARES
-
             SPARES.disable()
     measured.not_measured.append("ib_write_bw: needs a peer machine (rdma.ib_write_bw.peer), not measured alone")
     return measured

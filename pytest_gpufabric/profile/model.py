@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..fabric.model import nvlink_count_of_label
 from ..units import parse_bytes, parse_gbps
+from ..verdict import Waiver
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,6 @@ class Profile:
     @property
     def waivers(self) -> list:
         """The profile's ``waive:`` list as verdict.Waiver records (agreed in writing, shown on the cover)."""
-        from ..verdict import Waiver
-
         return [Waiver(w["promise"], w["reason"], f"profile {self.name}") for w in self.data.get("waive", [])]
 
     @property

@@ -8,12 +8,12 @@ import os
 import re
 from pathlib import Path
 
+from ..paths import SUITES_DIR
+
 
 def _relative_paths(text: str, base: Path | None) -> str:
     """``text`` with the local folders it names (where pytest was started, the package, the home folder) written
     relative or left out."""
-    from ..paths import SUITES_DIR
-
     folders = [(str(base) if base else None, ""), (str(SUITES_DIR.parent.parent), ""), (os.path.expanduser("~"), "~")]
     # the longest first (the package's folder may lie below where pytest started), each only where the path's own
     # component ends: /tmp/run is not the start of /tmp/run-venv

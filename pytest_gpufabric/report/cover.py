@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..verdict import verdict_words
 from .cells import _cell, _relative_paths, _text, _when
 from .promise_rows import RESULTS_LABEL, _checks_by_test, remedy_text, whole_reason
+from .provenance import bundle_name, display_path
 
 _VERDICT_CSS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
                 "NOT TESTED": "not-tested"}
@@ -42,8 +44,6 @@ def _evidence_text(document: dict) -> tuple[str, str | None, str | None]:
     evidence = document.get("evidence") or {}
     run = document.get("run") or {}
     if evidence.get("kind") == "replay" or run.get("mode") == "replay":
-        from .provenance import bundle_name
-
         name = evidence.get("bundle") or bundle_name(run.get("replay"), None) or "a bundle"
         on = f", recorded on host {evidence['measured_on']}" if evidence.get("measured_on") else ""
         measured = _when(evidence.get("measured_at")) or "not recorded by the bundle (no manifest.json)"
@@ -108,7 +108,6 @@ def _replay_banner(document: dict) -> str:
     run = document.get("run") or {}
     if evidence.get("kind") != "replay" and run.get("mode") != "replay":
         return ""
-    from .provenance import bundle_name
 
     name = evidence.get("bundle") or bundle_name(run.get("replay"), None) or "a bundle"
     on = f" on host {evidence['measured_on']}" if evidence.get("measured_on") else ""
@@ -118,9 +117,6 @@ def _replay_banner(document: dict) -> str:
 
 
 def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path | None = None) -> dict:
-    from ..verdict import verdict_words
-    from .provenance import display_path
-
     summary = document.get("summary") or {}
     verdict = summary.get("verdict")
     tally = summary.get("promises") or {}

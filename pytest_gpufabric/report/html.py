@@ -26,7 +26,12 @@ from pathlib import Path
 
 from .cells import _relative_paths
 from .cover import cover_data
+from .figures import report_figures
+from .html_signing import embed_results_json, sign_html
 from .promise_rows import promise_rows
+from .provenance import bundle_name, display_path
+from .recorder import skip_reason
+from .render import render, trusted
 from .results import nccl_versions
 from .sections import burn_in_data, health_data, integrity_data, inventory_data, skipped_data, topology_data
 
@@ -47,7 +52,6 @@ def add_environment(config, fabric_session) -> None:
         return
     if metadata_key not in config.stash:
         return
-    from .provenance import bundle_name, display_path
 
     base = config.invocation_params.dir
     facts: dict[str, str] = {}
@@ -79,10 +83,6 @@ def report_html(document: dict, *, fabric=None, expected_matrix: dict | None = N
                 nccl: list[str] | None = None, base: Path | None = None, embed: bool = True) -> str:
     """The report's sections (a fragment pytest-html's page holds) for a results document; ``fabric``: the
     machine read (its inventory and topology), None where it could not be read."""
-    from .figures import report_figures
-    from .html_signing import embed_results_json
-    from .render import render, trusted
-
     nccl = nccl if nccl is not None else list((document.get("software") or {}).get("nccl") or [])
     error = document.get("machine_error")
     inventory = inventory_data(fabric) if fabric is not None else {"error": error or "not read"}
@@ -130,8 +130,6 @@ class HtmlSections:
     def pytest_html_results_table_html(self, report, data) -> None:
         """A skipped test's log is its reason, not pytest's raw (path, line, reason) tuple; local paths in any log
         are written relative."""
-        from .recorder import skip_reason
-
         base = self._base
         if report.skipped:
             data[:] = [escape(f"Skipped: {_relative_paths(skip_reason(report), base)}") + "\n"]
@@ -183,7 +181,6 @@ class HtmlSections:
         path = _report_path(config)
         if not self.written or path is None or not path.is_file():
             return
-        from .html_signing import sign_html
 
         recorder = config.pluginmanager.get_plugin("gpufabric-recorder")
         try:

@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..rejudge import derive_verdict
+from .results import json_text
+
 FORMAT = "gpufabric-integrity/1"
 INTEGRITY_KEY = "integrity"
 
@@ -69,8 +72,6 @@ def loads(text: str) -> object:
 
 def _plain(document: dict) -> dict:
     """The document as its JSON file holds it (NA as "N/A", paths as text, non-finite numbers as null)."""
-    from .results import json_text
-
     return json.loads(json_text(document, indent=None))
 
 
@@ -315,8 +316,6 @@ def _run_id(document: dict) -> str | None:
 def _judged_again(document: dict) -> list[str]:
     """The verdict a results document's own tests, checks and promise list give (rejudge.py), where its summary
     says another: digests anyone can recompute do not make an edited verdict true."""
-    from ..rejudge import derive_verdict
-
     if document.get("schema_version") not in (2, 3) or "tests" not in document:
         return []
     claimed = _dict(document.get("summary")).get("verdict")

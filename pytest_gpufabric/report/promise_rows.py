@@ -7,8 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..reference import ReferenceDataError, find_reference, load_references
+from ..reference_normal import BASIS_WORDS, judge_check, recorded_samples
 from .cells import _cell, _relative_paths, _short_nodeid
-from .phrases import format_value, margin, short
+from .phrases import format_value, margin, phrase, short
 
 RESULTS_LABEL = {"passed": ("passed", "match"), "failed": ("failed", "mismatch"),
                  "not checked": ("not checked", "unknown"), "unknown": ("not checked", "unknown"),
@@ -70,9 +72,6 @@ def _detail(checks: list[dict], promise: dict | None) -> tuple[str, str]:
 def _references_for(document: dict):
     """(reference_of(check) -> cell, why none) for the Reference column: each bandwidth check held against the
     published peak of the machine's GPU model (reference_normal.judge_check); one model per machine, else none."""
-    from ..reference import ReferenceDataError, find_reference, load_references
-    from ..reference_normal import BASIS_WORDS, judge_check, recorded_samples
-
     gpus = [g for g in (document.get("machine") or {}).get("gpus") or [] if isinstance(g, dict)]
     names = sorted({str(g.get("name")) for g in gpus if g.get("name")})
     if len(names) != 1:
@@ -107,8 +106,6 @@ def _break_points(identifier: str) -> list[str]:
 
 def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base: Path | None = None,
          reference_of=None) -> dict:
-    from .phrases import phrase
-
     if checks:
         phrased = [phrase(c) for c in checks]
         many = len(checks) > 1

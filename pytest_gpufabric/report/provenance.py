@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from .integrity import bundle_digest
+
 #: the DMI fields the cover shows (/sys/class/dmi/id/<field>; the serials are readable by root only)
 DMI_FIELDS = ("sys_vendor", "product_name", "product_serial", "board_vendor", "board_name", "board_serial",
               "chassis_vendor", "chassis_serial")
@@ -58,8 +60,6 @@ def evidence_record(fabric_session, document: dict) -> dict:
     """What the verdict rests on: ``kind`` live or replay; for a replay the bundle's name and sha256, and when and
     on which host it was recorded (its manifest.json); ``measured_at`` the date the machine was measured (a live
     run: when it started) and ``judged_at`` when this run judged it."""
-    from .integrity import bundle_digest
-
     replay = getattr(fabric_session, "replay", None)
     bundle_dir = getattr(fabric_session, "bundle_dir", None)
     if not replay:

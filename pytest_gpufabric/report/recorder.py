@@ -10,8 +10,15 @@ import time
 
 import pytest
 
+from ..paths import SUITES_DIR
 from ..promise import PROPERTY as PROMISE_PROPERTY  # the promise a test judges (promise.judge_promise)
+from ..promise import promise_of
+from ..selection import ignored_suites, selection_options, why_not_judged
+from ..verdict import EXIT_CODES, INCOMPLETE, verdict_words
+from .integrity import INTEGRITY_KEY, integrity_block
+from .provenance import display_path, evidence_record, operator, system_record
 from .results import write_json
+from .series import plot_series
 
 RESULTS_FILE = "gpufabric-results.json"
 #: the results so far go to disk after a test at most this often: a write costs about 10 ms (the document and its
@@ -88,9 +95,6 @@ class RunRecorder:
 
     def _not_judged(self, finished: bool) -> dict[str, str]:
         """Promise id -> why no test judged it, for every promise of the profile (selection.py)."""
-        from ..paths import SUITES_DIR
-        from ..selection import ignored_suites, selection_options, why_not_judged
-
         if self.fabric_session.profile is None:
             return {}
         judged = set(self.promise_ids.values())
@@ -103,9 +107,6 @@ class RunRecorder:
         """Who ran it, what the verdict rests on (live, or a bundle by name, with the date it was measured), the
         system's identity and the plots' numbers; a finished run's document gets its integrity block (signed with
         --gpu-sign-key)."""
-        from .integrity import INTEGRITY_KEY, integrity_block
-        from .provenance import display_path, evidence_record, operator, system_record
-
         document["run"]["operator"] = operator(self.fabric_session.options.operator)
         if document.get("profile"):
             document["profile"]["path"] = display_path(document["profile"]["path"], self.config.invocation_params.dir)
@@ -115,7 +116,6 @@ class RunRecorder:
         document["system"] = system_record(self.fabric_session, document)
         if not finished:
             return document
-        from .series import plot_series
 
         document["series"] = plot_series(self.fabric_session)
         profile = document.get("profile") or {}
@@ -126,10 +126,6 @@ class RunRecorder:
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         """A promise whose test -k, -m, --lf or --deselect left out was never judged: the verdict cannot be
         ACCEPTED without it (under pytest-xdist the workers deselect: selection.py says why from the options)."""
-        from ..paths import SUITES_DIR
-        from ..promise import promise_of
-        from ..selection import selection_options
-
         if self.fabric_session.profile is None:
             return
         options = ", ".join(selection_options(self.config)) or "-k/-m"
@@ -142,7 +138,6 @@ class RunRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
-        from ..verdict import EXIT_CODES, INCOMPLETE
 
         if self.fabric_session.profile is not None and not self.outcomes and not self.collection_errors:
             # a run of a profile that judged nothing (--collect-only, -k matching nothing): the results of the
@@ -196,7 +191,6 @@ class RunRecorder:
             terminalreporter.write_line(f"the results of the last run, if any, are kept: "
                                         f"{self.fabric_session.report_dir / RESULTS_FILE}")
             return
-        from ..verdict import verdict_words
 
         verdict = verdict_words(self.verdict, self.scope)
         if self.results_path is None and self.verdict is not None:

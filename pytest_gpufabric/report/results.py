@@ -13,6 +13,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..errors import GpuFabricError
+from ..units import finite_or_none
+
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 
 
@@ -27,8 +30,6 @@ def json_text(document: object, indent: int | None = 2) -> str:
     try:
         return json.dumps(document, indent=indent, default=json_default, allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere: the rare case pays for the copy
-        from ..units import finite_or_none
-
         return json.dumps(finite_or_none(document), indent=indent, default=json_default, allow_nan=False)
 
 
@@ -63,8 +64,6 @@ def published_mode() -> int:
 
 def check_writable_dir(directory: Path) -> None:
     """Make ``directory`` if needed and write a file in it, or raise GpuFabricError saying why not."""
-    from ..errors import GpuFabricError
-
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):

@@ -9,6 +9,9 @@ from pathlib import Path
 from ..formats.topo import normalize_label
 from ..units import format_bytes
 from .cells import _cell, _relative_paths, _short_nodeid, _text
+from .figures import health_charts
+from .provenance import display_path
+from .render import render
 
 # --- the machine ----------------------------------------------------------------------------------------
 
@@ -110,8 +113,6 @@ def _window_cells(window: dict | None) -> list:
 def health_data(health: dict, replay: bool = False) -> dict:
     """The watchdog's table: per test and GPU, the counters that rose, the hottest temperature and highest power
     read during it, and the clock-event reasons seen; the temperature and power through the run."""
-    from .figures import health_charts
-
     rows = [[_short_nodeid(nodeid), f"GPU{gpu}", *_window_cells(record)]
             for nodeid, gpus in (health.get("tests") or {}).items() for gpu, record in sorted(gpus.items())]
     if replay:
@@ -127,8 +128,6 @@ def health_data(health: dict, replay: bool = False) -> dict:
 
 def health_html(health: dict, replay: bool = False) -> str:
     """The Health section alone, as HTML (for tests and tools that show it without a whole report)."""
-    from .render import render
-
     return render("report/health.html.j2", health=health_data(health, replay))
 
 
@@ -161,8 +160,6 @@ def burn_in_data(burn_in: dict | None, base: Path | None = None) -> dict | None:
     through it, from the reads each chunk logged (so a replayed burn-in log shows them too)."""
     if not burn_in:
         return None
-    from .figures import health_charts
-    from .provenance import display_path
 
     gemm_s = burn_in.get("gemm_s", burn_in["elapsed_s"])
     minutes = f"{burn_in['elapsed_s'] / 60:.1f} of {burn_in['duration_s'] / 60:.1f} minutes of GEMM burn"

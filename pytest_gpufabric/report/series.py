@@ -7,6 +7,8 @@ the run did not make is absent. Nothing here may fail the run: a shape this does
 
 from __future__ import annotations
 
+from ..checks.memory import predicted_peak_bytes
+from ..errors import GpuFabricError
 from ..units import is_number
 
 _MAX_POINTS = 600  # per line: a plot of more is no clearer, and the results stay small
@@ -71,8 +73,6 @@ def _memory(result) -> dict:
     predicted = []
     estimate = result.get("estimate")
     if isinstance(estimate, dict):
-        from ..checks.memory import predicted_peak_bytes
-
         batches = sorted({b for b, _ in measured} | {int((result.get("input") or [1])[0])})
         try:
             predicted = [[b, int(predicted_peak_bytes(estimate, b, result.get("mode") == "train"))] for b in batches]
@@ -101,8 +101,6 @@ def _power_hold(result) -> dict:
 
 def plot_series(fabric_session) -> dict:
     """The ``series`` part of the results document (empty where the run measured nothing to draw)."""
-    from ..errors import GpuFabricError
-
     measured = getattr(fabric_session, "_measured", None) or {}
     out: dict[str, dict] = {}
     for key, name, extract in (("collectives", "bandwidth", _collectives), ("nvlink", "nvlink", _nvlink),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpufabric.checks.rdma import check_counters_rise, check_gpu_locality, check_ib_write_bw, check_rdma_port
+from pytest_gpufabric.fabric.rdma import RdmaPort
 from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import not_checked, promise
 
@@ -65,8 +66,6 @@ def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
 
 @promise("rdma-counters")
 def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
-    from pytest_gpufabric.fabric.rdma import RdmaPort
-
     counters = ib_write_bw_result.get("counters")
     if not counters:
         not_checked("the recording holds no port counters read around the run (a bare ib_write_bw output)")

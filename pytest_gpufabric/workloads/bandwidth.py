@@ -8,9 +8,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..errors import GpuFabricError, ToolMissing
 from ..formats.recordings import BandwidthMeasurement
 from ..units import GIB, MIB, parse_bytes
-from .environment import workload_environment
+from .environment import gpu_environment, require_torch, workload_environment
+from .nccl_tests import find_perf_binary, run_nccl_tests
 from .runner import run_ranks, run_workload
 
 COLLECTIVES_SCRIPT = Path(__file__).with_name("collectives.py")
@@ -69,10 +71,6 @@ def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasureme
     """Everything the profile's `bandwidth` section promises, on the boards it promises (environment.
     promised_boards, in CUDA's order). A part that fails is kept as an error for its own tests; the other parts
     are still measured."""
-    from ..errors import GpuFabricError, ToolMissing
-    from .environment import gpu_environment, require_torch
-    from .nccl_tests import find_perf_binary, run_nccl_tests
-
     section = profile.bandwidth
     warmup, iters, timeout_s = section.get("warmup", 5), section.get("iters", 20), section.get("timeout_s", 300)
     measurement = BandwidthMeasurement()

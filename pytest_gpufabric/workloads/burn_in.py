@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..fabric.health import HealthTimeline, window_record
 from ..formats.records import BURN_IN_FILE, read_burn_in_log
 from ..units import parse_bytes
+from .bandwidth import run_collectives
 from .environment import workload_environment
+from .memory import measure_memory
 from .runner import run_workload
 
 GEMM_SCRIPT = Path(__file__).with_name("gemm_burn.py")
@@ -200,8 +203,6 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     their CUDA order (environment.promised_boards); ``plant_fault`` is a CUDA index, logged with its board.
     Raises GpuFabricError from a workload that failed, after its failure
     was logged."""
-    from ..fabric.health import HealthTimeline, window_record
-
     section = profile.data.get("burn_in", {})
     chunk_s = float(section.get("chunk_s", 60))
     records = read_log(log_path)
@@ -294,8 +295,6 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
 
 
 def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path, env: dict[str, str]) -> dict:
-    from .bandwidth import run_collectives
-
     size = max(parse_bytes(t["size"]) for t in thresholds)
     began = time.monotonic()
     try:
@@ -310,8 +309,6 @@ def _all_reduce_chunk(profile, thresholds: list[dict], log_path: Path, env: dict
 
 
 def _memory_chunk(profile, log_path: Path, env: dict[str, str]) -> dict:
-    from .memory import measure_memory
-
     began = time.monotonic()
     try:
         result = measure_memory(profile.data["memory"], env)

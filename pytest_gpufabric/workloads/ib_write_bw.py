@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import HardwareUnavailable, ToolMissing, WorkloadError
+from ..formats.perftest import NoRdmaDevice, parse_perftest
+from ..units import parse_bytes
 
 INSTALL_HINT = "install perftest (Debian/Ubuntu: apt install perftest; RHEL: dnf install perftest)"
 
@@ -48,8 +50,6 @@ class IbWriteBwSettings:
 
     @classmethod
     def from_profile(cls, section: dict, device: str | None = None) -> IbWriteBwSettings:
-        from ..units import parse_bytes
-
         known = {k: section[k] for k in ("server_device", "ib_port", "gid_index", "qps", "duration_s",
                                           "iterations", "use_cuda", "peer", "ssh", "tcp_port", "binary",
                                           "timeout_s") if k in section}
@@ -108,8 +108,6 @@ def _stop(process: subprocess.Popen) -> str:
 
 
 def _raise_for_output(cmd: list[str], returncode: int | None, output: str, role: str) -> None:
-    from ..formats.perftest import NoRdmaDevice, parse_perftest
-
     try:
         parse_perftest(output)
     except NoRdmaDevice as exc:
@@ -123,8 +121,6 @@ def run_ib_write_bw(settings: IbWriteBwSettings, *, on_begin=None, on_end=None) 
 
     ``on_begin``/``on_end`` bracket the client's run (counter sampling). Raises RdmaUnavailable when the
     binary or the device is missing (the binary's own message), WorkloadError on any other failure."""
-    from ..formats.perftest import parse_perftest
-
     binary = find_binary(settings)
     settings = IbWriteBwSettings(**{**settings.__dict__, "binary": binary})
     server = None

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..units import parse_bytes
-from .environment import workload_environment
+from .environment import require_torch, workload_environment
 from .runner import run_workload
 
 MEMORY_SCRIPT = Path(__file__).with_name("memory_step.py")
@@ -28,8 +28,6 @@ def memory_command(section: dict) -> list[str]:
 def measure_memory(section: dict, env: dict[str, str] | None = None) -> dict:
     """``env``: the workload's environment (environment.gpu_environment); the memory suite runs on its CUDA
     device 0, the first promised board in CUDA's order, and the result names that board."""
-    from .environment import require_torch
-
     require_torch("the memory suite")
     result = run_workload(memory_command(section), timeout_s=section.get("timeout_s", 900),
                           env=env or workload_environment(), spare_imports=SPARE_IMPORTS)

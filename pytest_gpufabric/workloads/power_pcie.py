@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from ..diagnostics import PCIE_LOAD, POWER_HOLD
+from ..fabric.sysfs_pci import parse_pci_path, pci_device_path, pci_numa_node
 from ..units import parse_bytes
-from .environment import workload_environment
+from .environment import require_torch, workload_environment
 from .runner import run_workers, run_workload
 
 POWER_HOLD_SCRIPT = Path(__file__).with_name(POWER_HOLD.script)
@@ -59,8 +60,6 @@ def measure_power_hold(section: dict, env: dict[str, str] | None = None, *, devi
     """Every GPU ``env`` shows (environment.gpu_environment) under a GEMM load at once, NVML sampled throughout:
     the ``gpufabric-power-hold/1`` result. Raises ToolMissing without torch, WorkloadError when the workload
     fails or outlives ``timeout_s`` (default: the load plus two minutes)."""
-    from .environment import require_torch
-
     require_torch("the power and thermal diagnostic")
     s = POWER_HOLD.settings(section)
     timeout_s = section.get("timeout_s", float(s["seconds"]) + float(s["warmup_s"]) + _START_UP_S)
@@ -78,8 +77,6 @@ def measure_pcie_load(section: dict, env: dict[str, str] | None = None, *, gpus:
     pcie_rounds) say which copy at once, default one GPU at a time, so that no GPU's copies share its root
     complex or host memory with another's. The schema's default timeout (300 s) covers 8 GPUs at the default 2 x 3 s of
     copies each with room to spare; a profile that copies for longer sets ``timeout_s``."""
-    from .environment import require_torch
-
     require_torch("the PCIe diagnostic")
     rounds = rounds or [[gpu] for gpu in range(gpus)]
     base = pcie_load_command(section, device=device, workers=gpus if device == "cpu" else None)
@@ -122,8 +119,6 @@ def pcie_rounds(places: list[tuple[str | None, int | None]]) -> list[list[int]]:
     and differ (their copies then share no PCIe switch, root port or host memory). The rest copy alone, one after
     another; a machine whose placement cannot be read (a VM's flat PCI tree, no sysfs) copies one GPU at a time,
     as before."""
-    from ..fabric.sysfs_pci import parse_pci_path
-
     def root(path: str | None) -> str | None:
         try:
             return parse_pci_path(path)[0] if path else None
@@ -148,8 +143,6 @@ def pcie_rounds(places: list[tuple[str | None, int | None]]) -> list[list[int]]:
 
 def live_pcie_rounds(bus_ids: list[str | None], root: str = "/") -> list[list[int]]:
     """pcie_rounds for the GPUs of these PCI bus ids (CUDA's order), placed as this machine's sysfs says."""
-    from ..fabric.sysfs_pci import pci_device_path, pci_numa_node
-
     places = []
     for bus_id in bus_ids:
         try:

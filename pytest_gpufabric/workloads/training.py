@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import WorkloadError
+from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
 from ..formats.recordings import NVLINK_TRAFFIC_FORMAT
-from .environment import workload_environment
+from .environment import gpu_environment, require_torch, workload_environment
 from .runner import run_ranks
 
 DDP_STEP_SCRIPT = Path(__file__).with_name("ddp_step.py")
@@ -111,8 +112,6 @@ class NvlinkMeasurement:
 
 def recorded_training_traffic(recording) -> NvlinkMeasurement | None:
     """A bundle's NvlinkRecording as a measurement (None: the bundle has none)."""
-    from ..fabric.nvlink_sampler import NvlinkTraffic
-
     if recording is None:
         return None
     traffic = NvlinkTraffic.recorded(recording.samples, recording.interval_s)
@@ -125,9 +124,6 @@ def recorded_training_traffic(recording) -> NvlinkMeasurement | None:
 def measure_training_traffic(boards: list[dict], section: dict, on_sample=None) -> NvlinkMeasurement:
     """Train across the promised ``boards`` (environment.promised_boards) with NCCL while sampling every active
     NVLink of them; ``on_sample`` is told of each counter sample as it is taken."""
-    from ..fabric.nvlink_sampler import NvlinkTraffic, NvmlCounterReader
-    from .environment import gpu_environment, require_torch
-
     require_torch("the NVLink traffic suite")
 
     settings = TrainingSettings.from_profile(section)
