@@ -120,18 +120,26 @@ def namespace_nodes(count: int, slow: dict[int, str] | None = None,
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
 
 
+def fabric_pairs_rank(node_name: str, result: Path, *, pair_size: int, iters: int = 3, warmup: int = 1,
+                      confirm_iters: int = 0) -> list[str]:
+    """One rank of workloads/fabric_pairs.py over gloo: the interpreter, the script and its arguments."""
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "pytest_gpufabric" / "workloads" / "fabric_pairs.py"
+    return [sys.executable, str(script), "--backend", "gloo", "--node-name", node_name, "--sizes", str(pair_size),
+            "--pair-size", str(pair_size), "--warmup", str(warmup), "--iters", str(iters), "--confirm-iters",
+            str(confirm_iters), "--result", str(result)]
+
+
 def run_fabric_pairs(nodes: Nodes, result: Path, *, pair_size: int, iters: int = 3, warmup: int = 1,
                      confirm_iters: int = 0, port: int = 29561, timeout: float = 600) -> list[str]:
     """workloads/fabric_pairs.py over gloo, one rank in each node's namespace (rank i is node<i>); the ranks'
     outputs. Raises AssertionError naming the outputs when a rank fails."""
-    import sys
-
-    script = Path(__file__).resolve().parents[1] / "pytest_gpufabric" / "workloads" / "fabric_pairs.py"
     commands = [[*nodes.prefix(i), "env", f"RANK={i}", f"WORLD_SIZE={nodes.count}", "LOCAL_RANK=0",
                  f"MASTER_ADDR={nodes.address(0)}", f"MASTER_PORT={port}", "GLOO_SOCKET_IFNAME=eth0",
-                 "OMP_NUM_THREADS=1", sys.executable, str(script), "--backend", "gloo", "--node-name", f"node{i}",
-                 "--sizes", str(pair_size), "--pair-size", str(pair_size), "--warmup", str(warmup), "--iters",
-                 str(iters), "--confirm-iters", str(confirm_iters), "--result", str(result)]
+                 "OMP_NUM_THREADS=1",
+                 *fabric_pairs_rank(f"node{i}", result, pair_size=pair_size, iters=iters, warmup=warmup,
+                                    confirm_iters=confirm_iters)]
                 for i in range(nodes.count)]
     ranks = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for command in commands]

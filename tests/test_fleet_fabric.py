@@ -13,7 +13,7 @@ from itertools import combinations
 from pathlib import Path
 
 from fleet_nodes import derived, replayed, write_node
-from netns_nodes import namespace_nodes, require, run_fabric_pairs
+from netns_nodes import fabric_pairs_rank, namespace_nodes, require, run_fabric_pairs
 from slurm_cluster import slurm_fixture  # noqa: F401  (the fixture `slurm`)
 
 from pytest_gpufabric.cli import main
@@ -22,7 +22,6 @@ from pytest_gpufabric.formats.recordings import FABRIC_FORMAT
 from pytest_gpufabric.workloads import fabric_pairs
 from pytest_gpufabric.workloads.fabric_pairs import parse_nccl_transports, round_robin
 
-SCRIPT = Path(fabric_pairs.__file__)
 RESULTS = Path(__file__).parent / "data" / "results"
 PUBLIC = Path(__file__).parent / "data" / "captures" / "public" / "nccl-tests"
 SLOW, RATE, COUNT = 3, "100mbit", 5
@@ -127,10 +126,10 @@ def test_the_same_through_slurm(slurm, tmp_path):
     require()
     result_path = tmp_path / "fabric.json"
     with namespace_nodes(COUNT, slow={SLOW: RATE}) as nodes:
+        # bash expands $SLURM_PROCID in the node's name: each task is its own rank and node
+        rank = fabric_pairs_rank("node$SLURM_PROCID", result_path, pair_size=PAIR_SIZE, confirm_iters=CONFIRM_ITERS)
         task = (f'ip netns exec gf{nodes.tag}n$SLURM_PROCID env MASTER_ADDR={nodes.address(0)} MASTER_PORT=29562 '
-                f'GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 {sys.executable} {SCRIPT} --backend gloo '
-                f'--node-name node$SLURM_PROCID --sizes {PAIR_SIZE} --pair-size {PAIR_SIZE} --warmup 1 --iters 3 '
-                f'--confirm-iters {CONFIRM_ITERS} --result {result_path}')
+                f'GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1 {" ".join(rank)}')
         done = slurm.srun(["-n", str(COUNT), "bash", "-c", task], timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result, judged = _judge(result_path, tmp_path)
