@@ -42,6 +42,48 @@ def judged():
     return assert_judged
 
 
+# --- how many workers `-n auto` starts ------------------------------------------------------------------
+
+#: past this many workers the longest tests set the run's time, and each more worker's start-up and memory are lost
+MOST_WORKERS = 8
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def cpu_quota(cgroup: Path = CGROUP) -> float | None:
+    """The CPUs a container's CPU quota allows (cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` over its period), or None
+    without a quota. Such a container may still be scheduled on every core of its host."""
+    try:
+        quota, period = (cgroup / "cpu.max").read_text().split()  # "max 100000" or "200000 100000"
+    except (OSError, ValueError):
+        try:
+            quota = (cgroup / "cpu" / "cpu.cfs_quota_us").read_text().strip()  # -1: none
+            period = (cgroup / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        quota_us, period_us = int(quota), int(period)
+    except ValueError:
+        return None  # "max"
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` for the repository's tests: a worker per core this run may use, a CPU quota counted (xdist counts
+    the cores it may be scheduled on, or with psutil the host's), at most MOST_WORKERS. Timed tests (burn-in
+    budgets, rate-limited links) need their core. PYTEST_XDIST_AUTO_NUM_WORKERS, or another run, is xdist's."""
+    import math
+    import os
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.getoption("gpu_profile", None) \
+            or not _collects_these_tests(config):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = cpu_quota(CGROUP)
+    if quota is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, min(cores, MOST_WORKERS))
+
+
 # --- the tests write nothing into the repository ---------------------------------------------------------
 
 TESTS = Path(__file__).parent
