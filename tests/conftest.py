@@ -67,6 +67,7 @@ def cpu_quota(cgroup: Path = CGROUP) -> float | None:
     return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist is a test tool: a user's run in the checkout has none
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` for the repository's tests: a worker per core this run may use, a CPU quota counted (xdist counts
     the cores it may be scheduled on, or with psutil the host's), at most MOST_WORKERS. Timed tests (burn-in
