@@ -79,6 +79,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # records outcomes and checks from the reports, so it also sees the runs of pytest-xdist workers
     config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
+    if not hasattr(config, "workerinput"):
+        from .report.finishing import FinishWhole
+
+        config.pluginmanager.register(FinishWhole(), "gpufabric-finish-whole")
     if options.profile is not None:
         _collect_shipped_suites(config)
         watch_health(config, fabric_session)

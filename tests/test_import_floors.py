@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("report", "remedy", "remedy_rules", "remedy_classes")),
     ("fleet", ("fleet",)),
     ("session", ("session", "run_options")),
-    ("entry", ("plugin", "fixtures", "cli", "__main__", "nodehealth")),
+    ("entry", ("plugin", "fixtures", "cli", "command", "__main__", "nodehealth")),
 ]
 
 #: the imports allowed to run up, as (importing module, the layer it reaches up into), each with why

@@ -378,17 +378,22 @@ def test_partial_affinity_evidence_is_skipped(pytester: pytest.Pytester):
 
 
 def test_a_run_that_judged_nothing_keeps_the_last_results(pytester: pytest.Pytester):
-    """-k matching nothing (or --collect-only) judges nothing: the last results stay as they were and the run
-    exits as pytest does (5: nothing collected; 0 for --collect-only)."""
-    args = ("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink")
+    """-k matching nothing (or --collect-only) judges nothing: the last results and report stay as they were and
+    the run exits as pytest does (5: nothing collected; 0 for --collect-only)."""
+    args = ("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "--html", "reports/a.html",
+            "--self-contained-html")
+    reports = pytester.path / "reports"
+    assert pytester.runpytest(*args, "-k", "nothing").ret == 5
+    assert not (reports / "a.html").exists() and not (reports / "gpufabric-results.json").exists()
     assert pytester.runpytest(*args).ret == 6
-    before = (pytester.path / "reports" / "gpufabric-results.json").read_bytes()
+    before = {name: (reports / name).read_bytes() for name in ("gpufabric-results.json", "a.html")}
     result = pytester.runpytest(*args, "-k", "nothing")
     assert result.ret == 5
     result.stdout.fnmatch_lines(["*gpufabric: no test ran, nothing judged*",
-                                 "the results of the last run, if any, are kept: *gpufabric-results.json"])
+                                 "the results and report of the last run, if any, are kept: *gpufabric-results.json"])
     assert pytester.runpytest(*args, "--collect-only").ret == 0
-    assert (pytester.path / "reports" / "gpufabric-results.json").read_bytes() == before
+    assert {name: (reports / name).read_bytes() for name in before} == before
+    assert sorted(path.name for path in reports.iterdir()) == ["a.html", "gpufabric-results.json"]
 
 
 def test_no_promise_checked_is_not_tested(pytester: pytest.Pytester):

@@ -40,8 +40,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, interrupted_on_start: bool = False) -> int:
+    """The command; ``interrupted_on_start``: Ctrl-C came while Python imported it (command.py)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    verdict = bool(argv) and argv[0] in VERDICT_COMMANDS
+    if interrupted_on_start:
+        print("gpufabric: interrupted before it began; nothing was run or written", file=sys.stderr)
+        return EXIT_INTERRUPTED if verdict else EXIT_SIGINT
+    try:
+        return _run(argv)
+    except HardwareUnavailable as exc:
+        print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
+        return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
+    except GpuFabricError as exc:
+        print(f"gpufabric: {exc}", file=sys.stderr)
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
+    except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
+        print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return _interrupted(verdict)
+    except Exception as exc:
+        if not _raised_while_handling_ctrl_c(exc):
+            raise
+        # pytest's own display of a Ctrl-C that cut an import short can fail in turn: it is still Ctrl-C
+        return _interrupted(verdict)
+
+
+def _run(argv: list[str]) -> int:
     try:
         args, extra = build_parser().parse_known_args(argv)
     except SystemExit as exc:
@@ -53,22 +79,21 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().error(message)
     if extra and not getattr(args, "takes_pytest_args", False):
         build_parser().error(f"unrecognized arguments: {' '.join(extra)}")
-    verdict = args.command in VERDICT_COMMANDS
-    try:
-        if getattr(args, "takes_pytest_args", False):
-            return args.func(args, extra)
-        return args.func(args)
-    except HardwareUnavailable as exc:
-        print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
-        return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
-    except GpuFabricError as exc:
-        print(f"gpufabric: {exc}", file=sys.stderr)
-        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
-    except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
-        print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
-        return EXIT_USAGE if verdict else EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        # Ctrl-C outside pytest's own handling (while the report is written): one line, what is on disk kept
-        print("gpufabric: interrupted; what was written before stays (the results file is whole, or the last "
-              "one): rerun to finish", file=sys.stderr)
-        return EXIT_INTERRUPTED if verdict else EXIT_SIGINT
+    if getattr(args, "takes_pytest_args", False):
+        return args.func(args, extra)
+    return args.func(args)
+
+
+def _interrupted(verdict: bool) -> int:
+    """Ctrl-C outside pytest's own handling (before pytest ran, or while it stopped): one line, what is on disk kept."""
+    print("gpufabric: interrupted; what was written before stays (the results file is whole, or the last one): "
+          "rerun to finish", file=sys.stderr)
+    return EXIT_INTERRUPTED if verdict else EXIT_SIGINT
+
+
+def _raised_while_handling_ctrl_c(exc: BaseException) -> bool:
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc = exc.__context__
+    return False

@@ -115,6 +115,7 @@ class HtmlSections:
     def __init__(self, fabric_session) -> None:
         self.fabric_session = fabric_session
         self.written = False
+        self.last_report: bytes | None = None  # the page an earlier run left at the --html path
 
     def pytest_html_report_title(self, report) -> None:
         profile = self.fabric_session.profile
@@ -142,6 +143,11 @@ class HtmlSections:
 
     def pytest_sessionstart(self, session) -> None:
         self._invocation_dir = session.config.invocation_params.dir
+        path = _report_path(session.config)
+        try:
+            self.last_report = path.read_bytes() if path is not None else None
+        except OSError:
+            self.last_report = None
 
     def _document(self, session) -> dict:
         """The results document the run wrote; what the session knows where it could not be read."""
@@ -177,18 +183,34 @@ class HtmlSections:
         self.written = True  # pytest-html writes it unescaped (`{{ p|safe }}`)
 
     def pytest_unconfigure(self, config) -> None:
-        """After pytest-html wrote the page: its integrity block (signed with --gpu-sign-key)."""
+        """After pytest-html wrote the page: its integrity block (signed with --gpu-sign-key). A run that judged
+        nothing leaves the page of the last run as it was, as it leaves that run's results."""
         path = _report_path(config)
         if not self.written or path is None or not path.is_file():
             return
-
         recorder = config.pluginmanager.get_plugin("gpufabric-recorder")
+        if getattr(recorder, "nothing_judged", False):
+            _put_back(path, self.last_report)
+            return
         try:
             sign_html(path, getattr(recorder, "sign_key", None))
         except OSError as exc:
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
                 reporter.write_line(f"gpufabric: could not sign {path}: {exc.strerror or exc}", red=True)
+
+
+def _put_back(path: Path, earlier: bytes | None) -> None:
+    """The page an earlier run wrote back in place of this run's (replaced whole), or none where there was none."""
+    try:
+        if earlier is None:
+            path.unlink()
+            return
+        spare = path.with_name(f".{path.name}.{os.getpid()}")
+        spare.write_bytes(earlier)
+        os.replace(spare, path)
+    except OSError:
+        pass  # this run's page stays: it says it judged nothing
 
 
 def _unescape(text: str) -> str:

@@ -140,9 +140,10 @@ class RunRecorder:
             return
 
         if self.fabric_session.profile is not None and not self.outcomes and not self.collection_errors:
-            # a run of a profile that judged nothing (--collect-only, -k matching nothing): the results of the
-            # last run stay as they are, and the run exits as pytest says
+            # a run of a profile that judged nothing (--collect-only, -k matching nothing, Ctrl-C before the first
+            # test): the results and report of the last run stay as they are, and the run exits as pytest says
             self.nothing_judged = True
+            self.stopped = _why_stopped(session, int(exitstatus))
             return
         self.stopped = _why_stopped(session, int(exitstatus))
         document = self._document(int(exitstatus))
@@ -187,8 +188,9 @@ class RunRecorder:
         what = f"profile {profile.name}" if profile else "replay, no profile"
         source = fabric.source if fabric else "no machine"
         if self.nothing_judged:
-            terminalreporter.write_sep("=", f"gpufabric: no test ran, nothing judged ({what}, {source})", yellow=True)
-            terminalreporter.write_line(f"the results of the last run, if any, are kept: "
+            happened = f"{self.stopped} before a test ran" if self.stopped else "no test ran"
+            terminalreporter.write_sep("=", f"gpufabric: {happened}, nothing judged ({what}, {source})", yellow=True)
+            terminalreporter.write_line(f"the results and report of the last run, if any, are kept: "
                                         f"{self.fabric_session.report_dir / RESULTS_FILE}")
             return
 

@@ -1,0 +1,17 @@
+"""The `gpufabric` command's entry point (also `python -m pytest_gpufabric`).
+
+A Ctrl-C while Python imports the command is held until the command knows what it was asked to run, and is then
+said in one line with that command's exit code, not as a traceback from the middle of an import."""
+
+from __future__ import annotations
+
+import signal
+
+
+def main() -> int:
+    early: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: early.append(signum))
+    from .cli import main as command
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here Ctrl-C is Python's KeyboardInterrupt
+    return command(interrupted_on_start=bool(early))

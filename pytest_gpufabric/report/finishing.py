@@ -1,0 +1,44 @@
+"""Ctrl-C while a run writes its results and report: held until both are whole.
+
+From the start of pytest's sessionfinish (the last test has ended, or the run was stopped) to the end of
+unconfigure, the recorder writes the results JSON, pytest-html the page and the report plugin signs it. A Ctrl-C
+there used to cut that short: a results file saying ACCEPTED, no report, and exit 2. Now it is noted and said in one
+line, the files are finished, and the run ends with the exit code its results hold.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+import pytest
+
+
+class FinishWhole:
+    """Registered on the run's controller (an xdist worker writes neither file)."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._previous = None  # the handler before: None where it was not set from Python
+        self.interrupted = False
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session):
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
+            self._previous = signal.signal(signal.SIGINT, self._note)
+            self._held = True
+        yield
+
+    def _note(self, signum, frame) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(trylast=True)  # after the report plugin signed the page
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if not self._held:
+            return
+        signal.signal(signal.SIGINT, signal.SIG_DFL if self._previous is None else self._previous)
+        self._held = False
+        if self.interrupted:
+            print("gpufabric: Ctrl-C while the results and report were being written: they were finished first",
+                  file=sys.stderr)

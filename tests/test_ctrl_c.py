@@ -1,0 +1,150 @@
+"""Ctrl-C in a `gpufabric accept` run, as a real SIGINT to the real command, at each stage a user can press it:
+while the command starts, during collection, in the middle of the tests, and while the results and report are
+written. Each ends in one line of its own, one exit code, and files on disk that agree with it.
+
+Where the signal comes is made certain by a small plugin (`-p interrupter`) that sends SIGINT to its own process
+at that stage; the command's own handling is what runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+INTERRUPTER = '''
+import importlib.abc, os, signal, sys
+
+WHERE = os.environ["INTERRUPT_AT"]
+CALLS = []
+
+
+def _ctrl_c():
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if WHERE == "start" and name == "pytest_gpufabric.cli":
+            _ctrl_c()
+        return None
+
+
+sys.meta_path.insert(0, _OnImport())
+
+
+def pytest_collectstart(collector):
+    if WHERE == "collection" and collector.nodeid.endswith("test_topology.py"):
+        _ctrl_c()
+
+
+def pytest_runtest_call(item):
+    CALLS.append(item.nodeid)
+    if WHERE == "test" and len(CALLS) == 3:
+        _ctrl_c()
+
+
+def pytest_html_results_summary(prefix, summary, postfix, session):
+    if WHERE == "report":
+        _ctrl_c()
+'''
+
+
+def _accept(cwd: Path, where: str | None) -> subprocess.CompletedProcess:
+    """`gpufabric accept` (no driver here: the shipped acceptance bundle), with the interrupter where asked."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")])}
+    plugin = []
+    if where is not None:
+        env["INTERRUPT_AT"] = where
+        plugin = ["-p", "interrupter"]
+    if where == "start":  # the finder must be in place before the command is imported
+        code = ("import sys, interrupter\nfrom pytest_gpufabric.command import main\n"
+                "sys.argv = ['gpufabric', 'accept']\nsys.exit(main())\n")
+        return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=300)
+    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-p", "no:cacheprovider", *plugin],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def accepted(tmp_path: Path) -> Path:
+    """A folder where an uninterrupted run was ACCEPTED: its results and report are the last run's."""
+    (tmp_path / "interrupter.py").write_text(INTERRUPTER)
+    done = _accept(tmp_path, None)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return tmp_path
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((folder / "reports").iterdir())}
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "reports" / "gpufabric-results.json").read_text())["summary"]
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(accepted):
+    before = _files(accepted)
+    done = _accept(accepted, "start")
+    assert done.returncode == 2  # accept speaks pytest's codes: interrupted
+    assert done.stderr.strip() == "gpufabric: interrupted before it began; nothing was run or written"
+    assert done.stdout == "" and _files(accepted) == before
+
+
+def test_ctrl_c_during_collection_keeps_the_last_results_and_report(accepted):
+    before = _files(accepted)
+    done = _accept(accepted, "collection")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "gpufabric: the run was interrupted before a test ran, nothing judged" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert _files(accepted) == before
+
+
+def test_ctrl_c_between_tests_keeps_what_was_judged(accepted):
+    done = _accept(accepted, "test")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    summary = _summary(accepted)
+    assert summary["verdict"] == "INCOMPLETE" and summary["exit_code"] == 2
+    assert summary["verdict_reason"].startswith("the run was interrupted (2 promise(s) judged, none failed)")
+    assert "Verdict: INCOMPLETE" in (accepted / "reports" / "acceptance.html").read_text()
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_ctrl_c_while_the_results_and_report_are_written_lets_them_finish(accepted):
+    (accepted / "reports" / "acceptance.html").unlink()
+    done = _accept(accepted, "report")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "gpufabric: Ctrl-C while the results and report were being written: they were finished first" \
+        in done.stderr
+    assert _summary(accepted)["verdict"] == "ACCEPTED" and _summary(accepted)["exit_code"] == 0
+    verified = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "verify", "--allow-unsigned",
+                               "reports/gpufabric-results.json", "reports/acceptance.html"],
+                              cwd=accepted, capture_output=True, text=True, timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_an_error_raised_while_pytest_handled_ctrl_c_is_still_ctrl_c(monkeypatch, capsys):
+    """pytest's display of a Ctrl-C that cut an import short has itself failed (a TypeError in its traceback
+    formatting, seen once in about 20 interrupts during collection): the command still says Ctrl-C, in one line.
+    Another error, with no Ctrl-C behind it, is a bug and is raised as it is."""
+    from pytest_gpufabric import cli
+
+    def display_failing_after_ctrl_c(args, pytest_args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'int'") from None
+
+    monkeypatch.setattr(cli.accept, "cmd_accept", display_failing_after_ctrl_c)
+    assert cli.main(["accept"]) == 2
+    assert capsys.readouterr().err.startswith("gpufabric: interrupted; what was written before stays")
+
+    def a_bug(args, pytest_args):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(cli.accept, "cmd_accept", a_bug)
+    with pytest.raises(TypeError, match="a bug"):
+        cli.main(["accept"])
