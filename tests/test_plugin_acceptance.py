@@ -53,6 +53,11 @@ def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Py
     result.stdout.fnmatch_lines(["*GPU0: CPU affinity 0-35, expected 0-17,36-53*"])
     result.stdout.fnmatch_lines(["*gpufabric: REJECTED*"])
     assert "Traceback" not in result.stdout.str()
+    # the verdict's list: each promise on one line, what failed before what could not be checked
+    listed = [line for line in result.outlines if line.startswith(("  failed: ", "  not checked: "))]
+    assert [line.split(":")[0].strip() for line in listed] == ["failed"] * 5 + ["not checked"] * 6
+    assert listed[0].startswith("  failed: topology-matrix: 1 topology cell(s) differ from profile "
+                                "titan-rtx-nvlink: GPU0-GPU1: expected NV2, found PHB; Usual causes: ")
     results = _results(pytester)
     assert results["summary"]["verdict"] == "REJECTED"
     failed = {c["name"] for c in results["checks"] if c["verdict"] == "failed"}

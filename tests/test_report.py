@@ -349,6 +349,33 @@ def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pyte
     assert "None" not in _text_of(_gpufabric_section(html))
 
 
+def test_what_a_bundle_of_another_machine_does_not_record_is_never_python_none(pytester: pytest.Pytester):
+    """The 2x H200 profile against the 1x H100 diagnostics bundle: a topology of one GPU, an out-of-memory test and
+    large-model runs the bundle never recorded. Each cell says so in words; "None" (Python's) was shown in the
+    Found column and the topology table, and "memory NOT given back" accused a board of what was never read."""
+    html, _ = _html_run(pytester, "--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h100-x1-diagnostics")
+    section = _gpufabric_section(html)
+    found = {pid: row[2] for pid, row in _promise_rows(section).items()}
+    assert found["oversized-batch"] == found["large-model-support[8MiB-0]"] == "not recorded"
+    assert "expected NV18, found no such device" in _text_of(section)
+    assert "None" not in _text_of(section) and "NOT given back" not in _text_of(section)
+
+
+def test_pcie_and_oom_records_lacking_a_figure_say_not_recorded():
+    """Records of the live 1x H100 SXM run, each with one figure taken out."""
+    document = json.loads(LIVE_H100.read_text())
+    pcie = copy.deepcopy(_check(document, "pcie-link", "GPU0"))
+    assert phrase(pcie) == ("PCIe gen 5 x16", "gen 5 x16 (running at gen 5 x16)")
+    pcie["found"]["width_current"] = None
+    assert phrase(pcie) == ("PCIe gen 5 x16", "gen 5 x16 (running at gen and width not recorded)")
+    oom = copy.deepcopy(_check(document, "memory-oom"))
+    assert phrase(oom) == ("a clean out-of-memory error, memory given back", "out-of-memory error, memory given back")
+    del oom["found"]["recovered"]
+    assert phrase(oom)[1] == "out-of-memory error"  # whether memory came back was not read: not accused
+    oom["found"]["outcome"] = None
+    assert phrase(oom)[1] == "no outcome recorded"
+
+
 def test_an_affinity_the_evidence_does_not_give_is_not_recorded():
     """The H200 profile's affinity record from the run on the H100 (CPUs 0-15, NUMA node 0), and COPIES of it with
     the NUMA node unknown (None; topo -m's N/A) and with no record at all."""

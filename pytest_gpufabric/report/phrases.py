@@ -378,6 +378,13 @@ def _memory_estimate(check: dict) -> tuple[str, str]:
     return want, f"{max(errors):.1%} off at worst, over {len(errors)} measured batch(es)"
 
 
+def _gen_width(link: dict, gen: str, width: str) -> str:
+    """A PCIe link's "gen 5 x16", or "gen and width not recorded" where the record lacks either."""
+    if link.get(gen) is None or link.get(width) is None:
+        return "gen and width not recorded"
+    return f"gen {link[gen]} x{link[width]}"
+
+
 def _oom(check: dict) -> tuple[str, str]:
     found = check.get("found") or {}
     if isinstance(found, dict) and "oversized" in found:
@@ -386,8 +393,11 @@ def _oom(check: dict) -> tuple[str, str]:
         format_value(check.get("expected"))
     if not isinstance(found, dict):
         return want, format_value(found)
-    outcome = {"oom": "out-of-memory error"}.get(found.get("outcome"), str(found.get("outcome")))
-    recovered = "memory given back" if found.get("recovered") else "memory NOT given back"
+    outcome = {"oom": "out-of-memory error", None: "no outcome recorded"}.get(found.get("outcome"),
+                                                                              str(found.get("outcome")))
+    if found.get("recovered") is None:
+        return want, outcome  # whether memory came back was not read: nothing is said of it
+    recovered = "memory given back" if found["recovered"] else "memory NOT given back"
     return want, f"{outcome}, {recovered}"
 
 
@@ -396,7 +406,7 @@ def _lms(check: dict) -> tuple[str, str]:
     want = "completes"
     if is_number(expected.get("max_slowdown")):
         want += f", {LE} {expected['max_slowdown']:g}x the time without offload"
-    got = str(found.get("outcome")) if isinstance(found, dict) else format_value(found)
+    got = format_value(found.get("outcome")) if isinstance(found, dict) else format_value(found)
     if isinstance(found, dict) and is_number(found.get("ratio_vs_baseline")):
         got += f", {found['ratio_vs_baseline']:.2f}x the time"
     return want, got
@@ -506,7 +516,12 @@ def _from_limits(check: dict) -> tuple[str, str]:
 
 
 def phrase(check: dict) -> tuple[str, str]:
-    """(Expected, Found) of a check record in words and units."""
+    """(Expected, Found) of a check record in words and units; nothing found (a check not measured): "not recorded"."""
+    want, got = _phrase(check)
+    return want, "not recorded" if check.get("found") is None else got
+
+
+def _phrase(check: dict) -> tuple[str, str]:
     name = str(check.get("name") or "")
     try:
         if name.startswith(("bandwidth-", "nccl-tests-")):
@@ -515,9 +530,11 @@ def phrase(check: dict) -> tuple[str, str]:
             return _PHRASES[name](check)
         if name == "pcie-link" and isinstance(check.get("expected"), dict):
             expected, found = check["expected"], check.get("found") or {}
-            return (f"PCIe gen {expected.get('gen')} x{expected.get('width')}",
-                    f"gen {found.get('gen_max')} x{found.get('width_max')} (running at gen {found.get('gen_current')}"
-                    f" x{found.get('width_current')})" if isinstance(found, dict) else format_value(found))
+            if not isinstance(found, dict):
+                return f"PCIe {_gen_width(expected, 'gen', 'width')}", format_value(found)
+            return (f"PCIe {_gen_width(expected, 'gen', 'width')}",
+                    f"{_gen_width(found, 'gen_max', 'width_max')} "
+                    f"(running at {_gen_width(found, 'gen_current', 'width_current')})")
         if name == "affinity" and isinstance(check.get("expected"), dict):
             return _affinity(check)
         if by_name(name) is not None and record_limits(check):

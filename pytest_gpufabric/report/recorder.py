@@ -202,9 +202,10 @@ class RunRecorder:
                                    yellow=self.verdict in ("INCOMPLETE", "NOT TESTED"))
         if self.verdict is not None:
             terminalreporter.write_line(f"{self.verdict}: {self.reason}")
-            shown = [p for p in self.promises if p["outcome"] in ("failed", "not checked")]
+            # what failed first, then what could not be checked, as on the report's cover
+            shown = [p for outcome in ("failed", "not checked") for p in self.promises if p["outcome"] == outcome]
             for promise in shown[:20]:
-                reason = "; ".join(line.strip() for line in promise["reason"].splitlines() if line.strip())
+                reason = one_line(promise["reason"])
                 # what to do next ends the line, whatever of the reason a 500-character line keeps (remedy.py)
                 remedy = f" -> {promise['remedy']['class']}" if promise.get("remedy") else ""
                 line = f"  {promise['outcome']}: {promise['id']}: {reason}"
@@ -217,6 +218,13 @@ class RunRecorder:
             unwritten = (f" (the run's own results are not on disk: exit status {self.exit_status})"
                          if self.results_path is None else "")
             terminalreporter.write_line(f"gpufabric: {self.write_error}{unwritten}", red=True, bold=True)
+
+
+def one_line(reason: str) -> str:
+    """A reason of several lines on one terminal line: "; " between them, a space after a line ending in ":"."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    return "".join(line + ("" if index == len(lines) - 1 else " " if line.endswith(":") else "; ")
+                   for index, line in enumerate(lines))
 
 
 def _why_stopped(session: pytest.Session, exitstatus: int) -> str | None:

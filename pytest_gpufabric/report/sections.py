@@ -53,7 +53,8 @@ def topology_data(expected: dict[str, dict[str, str]], found: dict[str, dict[str
             elif normalize_label(want) == normalize_label(have):
                 cells.append(_cell(str(have), "match"))
             else:
-                cells.append(_cell(f"expected {want}, found {have}", "mismatch"))
+                cells.append(_cell(f"expected {want}, found {have if have is not None else 'no such device'}",
+                                   "mismatch"))
         rows.append(cells)
     return {"header": ["", *devices], "rows": rows}
 
