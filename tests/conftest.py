@@ -29,6 +29,16 @@ def captures() -> Path:
 
 
 @pytest.fixture
+def spares_left_cold():
+    """For a test that measures live through a FabricSession of its own, outside a pytest run: that turns the spare
+    interpreters on (session.py) and only a run's end turns them off, so this does, for the tests after it."""
+    yield
+    from pytest_gpufabric.workloads.runner import SPARES
+
+    SPARES.disable()
+
+
+@pytest.fixture
 def judged():
     """assert_judged(result, passed=, failed=): exactly these outcomes, no errors, every other test skipped.
     Later suites add skipped tests (not promised, not recorded); they must not add passes or failures."""

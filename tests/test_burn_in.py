@@ -284,7 +284,7 @@ def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.P
     assert final["burn_in"]["chunks"] == read_log(pytester.path / "reports" / "gpufabric-burnin.jsonl")[1:-1]
 
 
-def test_a_failed_workload_is_logged_in_the_results_and_fails_every_gpu(cpu_profile, tmp_path):
+def test_a_failed_workload_is_logged_in_the_results_and_fails_every_gpu(cpu_profile, tmp_path, spares_left_cold):
     """The GEMM workload of a chunk failing for real (asked to corrupt a GPU it does not have): the log, the
     burn-in's records and the results JSON keep it, and it is in every GPU's verdict."""
     from pytest_gpufabric.errors import GpuFabricError

@@ -104,7 +104,7 @@ def test_the_workloads_see_the_promised_boards_in_the_users_order(monkeypatch):
     assert workload_environment()["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
-def test_the_session_fails_every_workload_test_on_a_hidden_gpu(pytester, monkeypatch):
+def test_the_session_fails_every_workload_test_on_a_hidden_gpu(pytester, monkeypatch, spares_left_cold):
     """The rule: a promised GPU CUDA cannot reach fails the tests that need it, with the reason, and a replay of
     the same machine's topology passes (NVML sees both GPUs; only the workloads are blind to one)."""
     from pytest_gpufabric.profile.loader import load_profile

@@ -83,10 +83,11 @@ def test_a_missing_nvlink_bridge_is_reseated(pytester: pytest.Pytester):
     assert "nvlink-traffic.json" in remedies["nvlink-traffic[GPU0]"][1]
     assert "gpu-count" not in remedies  # passed: nothing to do
     assert set(remedies) == {p["id"] for p in document["promises"] if p["outcome"] in ("failed", "not checked")}
-    # the terminal's list ends each line with the class ('?' for the brackets, which fnmatch reads as a set)
-    result.stdout.fnmatch_lines(["  not checked: gpu-model?GPU0?: not recorded by bundle*-> rerun",
-                                 "  failed: topology-matrix: 1 topology cell(s) differ*-> reseat or recable",
-                                 "  failed: affinity?GPU0?: GPU0: CPU affinity 0-35*-> software or configuration"])
+    # the terminal's list ends each line with the class ('?' for the brackets, which fnmatch reads as a set), what
+    # failed first
+    result.stdout.fnmatch_lines(["  failed: topology-matrix: 1 topology cell(s) differ*-> reseat or recable",
+                                 "  failed: affinity?GPU0?: GPU0: CPU affinity 0-35*-> software or configuration",
+                                 "  not checked: gpu-model?GPU0?: not recorded by bundle*-> rerun"])
 
 
 def test_nccl_told_not_to_use_peer_to_peer_is_configuration(pytester: pytest.Pytester):
