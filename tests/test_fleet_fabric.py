@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import sys
 from itertools import combinations
 from pathlib import Path
@@ -146,7 +147,9 @@ def test_a_pair_slow_only_together_is_named_as_a_pair(tmp_path):
     result, judged = _judge(result_path, tmp_path)
     (pair,) = [p for p in result["pairs"] if {p["a"], p["b"]} == {"node1", "node2"}]
     assert pair["busbw"] < 1.1 * RATE_GBS
-    assert all(p["busbw"] > 10 * pair["busbw"] for p in result["pairs"] if p is not pair)
+    # tc slowed that pair only: the typical pair is far faster (a pair in a crowded round on a busy machine may be
+    # slow once: what the confirmation alone is for, and the judgement below shows it cleared)
+    assert statistics.median(p["busbw"] for p in result["pairs"] if p is not pair) > 10 * pair["busbw"]
     assert judged["slow_nodes"] == []
     (named,) = judged["slow_pairs"]  # and no healthy pair: those that looked slow in a round were cleared alone
     assert (named["a"], named["b"]) == ("node1", "node2")
