@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,32 @@ def test_an_error_raised_while_pytest_handled_ctrl_c_is_still_ctrl_c(monkeypatch
     monkeypatch.setattr(cli.accept, "cmd_accept", a_bug)
     with pytest.raises(TypeError, match="a bug"):
         cli.main(["accept"])
+
+
+LIVE = Path(__file__).parent / "data" / "results" / "ctrl-c-on-h100-x1"
+
+
+def _last_rc(log: str) -> int:
+    return int(re.findall(r"^rc=(\d+)", (LIVE / log).read_text(), flags=re.M)[-1])
+
+
+def test_the_live_h100_runs_end_as_the_results_they_left_say():
+    """The same stages on 1x H100 SXM 80GB (README beside the files): -k nomatch left the nine report files as they
+    were; a Ctrl-C while the report was written let the run finish ACCEPTED, its files whole; one mid-workload
+    ended INCOMPLETE with exit 2, and no process of it was left."""
+    from pytest_gpufabric.report.signing import verify_command
+
+    assert _last_rc("accept.log") == 0 and _last_rc("nomatch.log") == 5
+    before = (LIVE / "nomatch-before.sha").read_text()
+    assert before == (LIVE / "nomatch-after.sha").read_text() and before.count("reports/") == 9
+    writing = json.loads((LIVE / "writing" / "gpufabric-results.json").read_text())["summary"]
+    assert _last_rc("writing.log") == 0 and (writing["verdict"], writing["exit_code"]) == ("ACCEPTED", 0)
+    assert "gpufabric: Ctrl-C while the results and report were being written: they were finished first" \
+        in (LIVE / "writing.log").read_text()
+    code, lines = verify_command([str(LIVE / "writing" / "gpufabric-results.json"),
+                                  str(LIVE / "writing" / "acceptance.html")], None, True)
+    assert code == 0, lines
+    mid = json.loads((LIVE / "mid-run" / "gpufabric-results.json").read_text())["summary"]
+    assert _last_rc("mid-run.log") == 2 and (mid["verdict"], mid["exit_code"]) == ("INCOMPLETE", 2)
+    assert mid["verdict_reason"].startswith("the run was interrupted (5 promise(s) judged, none failed)")
+    assert (LIVE / "mid-run-processes-left.txt").read_text().strip() == "0"
