@@ -14,4 +14,8 @@ def main() -> int:
     from .cli import main as command
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # from here Ctrl-C is Python's KeyboardInterrupt
-    return command(interrupted_on_start=bool(early))
+    try:
+        return command(interrupted_on_start=bool(early))
+    finally:
+        # the command has ended and said so: a Ctrl-C while Python shuts down would only lose its exit code
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

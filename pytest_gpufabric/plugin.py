@@ -82,7 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         from .report.finishing import FinishWhole
 
-        config.pluginmanager.register(FinishWhole(), "gpufabric-finish-whole")
+        if not any(isinstance(p, FinishWhole) for p in config.pluginmanager.get_plugins()):  # gpufabric accept's
+            config.pluginmanager.register(FinishWhole(), "gpufabric-finish-whole")
     if options.profile is not None:
         _collect_shipped_suites(config)
         watch_health(config, fabric_session)

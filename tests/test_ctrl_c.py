@@ -44,13 +44,29 @@ def pytest_collectstart(collector):
 
 def pytest_runtest_call(item):
     CALLS.append(item.nodeid)
-    if WHERE == "test" and len(CALLS) == 3:
+    if WHERE.startswith("test") and len(CALLS) == 3:
         _ctrl_c()
 
 
 def pytest_html_results_summary(prefix, summary, postfix, session):
     if WHERE == "report":
         _ctrl_c()
+
+
+def pytest_sessionstart(session):
+    if WHERE == "sessionstart":
+        _ctrl_c()
+
+
+def pytest_keyboard_interrupt(excinfo):
+    if WHERE == "test, and pytest's display of it fails":
+        # what pytest's own display did once in about 20 Ctrl-Cs during collection (a line number of None)
+        raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'int'")
+
+
+def pytest_configure(config):
+    if WHERE == "pytest's last cleanup":  # after every plugin's unconfigure: pytest is returning
+        config.add_cleanup(_ctrl_c)
 '''
 
 
@@ -104,8 +120,23 @@ def test_ctrl_c_during_collection_keeps_the_last_results_and_report(accepted):
     assert _files(accepted) == before
 
 
-def test_ctrl_c_between_tests_keeps_what_was_judged(accepted):
-    done = _accept(accepted, "test")
+def test_ctrl_c_while_the_session_begins_says_so(accepted):
+    """While the plugin reads the machine or bundle (pytest_sessionstart): pytest ends the run with no summary
+    of its own, so the plugin says it."""
+    before = _files(accepted)
+    done = _accept(accepted, "sessionstart")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "gpufabric: the run was interrupted before a test ran, nothing judged; the results and report of the " \
+           "last run, if any, are kept" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and _files(accepted) == before
+
+
+@pytest.mark.parametrize("where", ["test", "test, and pytest's display of it fails"])
+def test_ctrl_c_between_tests_keeps_what_was_judged(accepted, where):
+    """Also where pytest's own display of the Ctrl-C fails: pytest then tells the session's end 0, not
+    "interrupted", and the results said INCOMPLETE with exit code 6, "its test was not collected", while the
+    command exited 2."""
+    done = _accept(accepted, where)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     summary = _summary(accepted)
     assert summary["verdict"] == "INCOMPLETE" and summary["exit_code"] == 2
@@ -114,9 +145,13 @@ def test_ctrl_c_between_tests_keeps_what_was_judged(accepted):
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_ctrl_c_while_the_results_and_report_are_written_lets_them_finish(accepted):
+@pytest.mark.parametrize("where", ["report", "pytest's last cleanup"])
+def test_ctrl_c_while_the_results_and_report_are_written_lets_them_finish(accepted, where):
+    """While pytest-html writes the page, or as pytest returns (its last cleanup, after the page is signed): the
+    run is finished, and ends with its verdict's code (it said "interrupted", exit 2, over an ACCEPTED results
+    file)."""
     (accepted / "reports" / "acceptance.html").unlink()
-    done = _accept(accepted, "report")
+    done = _accept(accepted, where)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "gpufabric: Ctrl-C while the results and report were being written: they were finished first" \
         in done.stderr
@@ -178,3 +213,13 @@ def test_the_live_h100_runs_end_as_the_results_they_left_say():
     assert _last_rc("mid-run.log") == 2 and (mid["verdict"], mid["exit_code"]) == ("INCOMPLETE", 2)
     assert mid["verdict_reason"].startswith("the run was interrupted (5 promise(s) judged, none failed)")
     assert (LIVE / "mid-run-processes-left.txt").read_text().strip() == "0"
+
+
+def test_ctrl_c_once_the_command_has_returned_is_ignored(tmp_path):
+    """Python gives SIGINT its default action back while it shuts down: a Ctrl-C then killed a finished command
+    (exit -2, the shell's 130). The command leaves it ignored once it has returned its code."""
+    code = ("import signal, sys\nfrom pytest_gpufabric.command import main\n"
+            "sys.argv = ['gpufabric', 'profile', 'validate', 'titan-rtx-nvlink']\ncode = main()\n"
+            "print(code, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines()[-1] == "0 True", done.stdout + done.stderr

@@ -50,6 +50,7 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     import pytest
 
     from ..profile.loader import load_profile
+    from ..report.finishing import FinishWhole
 
     load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
     replay, instead = args.replay, None
@@ -86,7 +87,11 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
             argv += [flag, value]
     if replay:
         argv += ["--gpu-replay", replay]
-    return int(pytest.main(argv + pytest_args))
+    finish = FinishWhole(until_exit=True)  # a Ctrl-C once the results are being written waits for the exit code
+    try:
+        return int(pytest.main(argv + pytest_args, plugins=[finish]))
+    finally:
+        finish.release()
 
 
 def _replayed_burn_in(asked: str, replay: str) -> str:

@@ -4,6 +4,10 @@ From the start of pytest's sessionfinish (the last test has ended, or the run wa
 unconfigure, the recorder writes the results JSON, pytest-html the page and the report plugin signs it. A Ctrl-C
 there used to cut that short: a results file saying ACCEPTED, no report, and exit 2. Now it is noted and said in one
 line, the files are finished, and the run ends with the exit code its results hold.
+
+`gpufabric accept` passes its own FinishWhole (``until_exit``): the hold then lasts until the command has returned
+that code, since a Ctrl-C between pytest's unconfigure and the command's end would otherwise still turn a finished
+run into "interrupted". A plain pytest run gets its handler back at unconfigure.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ import threading
 
 import pytest
 
+SAID = "gpufabric: Ctrl-C while the results and report were being written: they were finished first"
+
 
 class FinishWhole:
     """Registered on the run's controller (an xdist worker writes neither file)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, until_exit: bool = False) -> None:
+        self.until_exit = until_exit
         self._held = False
         self._previous = None  # the handler before: None where it was not set from Python
         self.interrupted = False
@@ -35,10 +42,14 @@ class FinishWhole:
 
     @pytest.hookimpl(trylast=True)  # after the report plugin signed the page
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if not self._held:
-            return
-        signal.signal(signal.SIGINT, signal.SIG_DFL if self._previous is None else self._previous)
-        self._held = False
+        if self._held and not self.until_exit:
+            self.release()
+
+    def release(self) -> None:
+        """The handler from before back, and the Ctrl-C that came meanwhile said."""
+        if self._held:
+            signal.signal(signal.SIGINT, signal.SIG_DFL if self._previous is None else self._previous)
+            self._held = False
         if self.interrupted:
-            print("gpufabric: Ctrl-C while the results and report were being written: they were finished first",
-                  file=sys.stderr)
+            print(SAID, file=sys.stderr)
+            self.interrupted = False

@@ -6,6 +6,7 @@ only their reports reach the controller; workers record nothing themselves.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -46,6 +47,8 @@ class RunRecorder:
         self.reason = ""
         self.scope = ""  # the part of the acceptance the operator left out ("without the burn-in ...")
         self.nothing_judged = False
+        self.ctrl_c = False  # pytest saw a KeyboardInterrupt
+        self.session_finished = False  # pytest_sessionfinish ran (not where Ctrl-C came before the session began)
         self.exit_status = 0
         self.promises: list[dict] = []
         self.sign_key = None if self.is_worker else fabric_session.options.sign_key
@@ -134,10 +137,19 @@ class RunRecorder:
             if self.fabric_session.promises.get(promise_id) is not None:
                 self.deselected[promise_id] = f"deselected ({options}): not run"
 
+    @pytest.hookimpl(tryfirst=True)  # before pytest's own, which can fail to show where the Ctrl-C came
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        """Ctrl-C, noted before the terminal reporter formats it: where that fails (a TypeError in pytest's
+        traceback display, after a Ctrl-C inside an import), pytest's sessionfinish is told 0, not "interrupted"."""
+        self.ctrl_c = True
+
     @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml writes its file: the verdict goes into it
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
             return
+        self.session_finished = True
+        if self.ctrl_c and exitstatus != pytest.ExitCode.INTERRUPTED:
+            exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
 
         if self.fabric_session.profile is not None and not self.outcomes and not self.collection_errors:
             # a run of a profile that judged nothing (--collect-only, -k matching nothing, Ctrl-C before the first
@@ -179,6 +191,12 @@ class RunRecorder:
             return None
         self.write_error = None
         return written
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.ctrl_c and not self.session_finished and not self.is_worker:
+            # Ctrl-C while the session began (the machine or bundle being read): pytest ends it with no summary
+            print(f"gpufabric: the run was interrupted before a test ran, nothing judged; the results and report of "
+                  f"the last run, if any, are kept: {self.fabric_session.report_dir / RESULTS_FILE}", file=sys.stderr)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.is_worker:
