@@ -223,3 +223,15 @@ def test_ctrl_c_once_the_command_has_returned_is_ignored(tmp_path):
             "print(code, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines()[-1] == "0 True", done.stdout + done.stderr
+
+
+def test_pytest_exit_keeps_its_own_return_code(pytester: pytest.Pytester):
+    """pytest.exit() reaches the same hook as Ctrl-C (pytest_keyboard_interrupt), with a return code of its own:
+    the run keeps that code; only a KeyboardInterrupt is taken for "interrupted"."""
+    pytester.makepyfile(halt="import pytest\n\nCALLS = []\n\n\ndef pytest_runtest_call(item):\n"
+                             "    CALLS.append(item)\n    if len(CALLS) == 3:\n"
+                             "        pytest.exit('halted', returncode=3)\n")
+    pytester.syspathinsert()
+    result = pytester.runpytest("--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "titan-rtx-nvlink", "-p", "halt")
+    summary = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())["summary"]
+    assert result.ret == 3 and summary["exit_code"] == 3

@@ -140,8 +140,9 @@ class RunRecorder:
     @pytest.hookimpl(tryfirst=True)  # before pytest's own, which can fail to show where the Ctrl-C came
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         """Ctrl-C, noted before the terminal reporter formats it: where that fails (a TypeError in pytest's
-        traceback display, after a Ctrl-C inside an import), pytest's sessionfinish is told 0, not "interrupted"."""
-        self.ctrl_c = True
+        traceback display, after a Ctrl-C inside an import), pytest's sessionfinish is told 0, not "interrupted".
+        pytest.exit() comes here too, with its own return code: that is not a Ctrl-C."""
+        self.ctrl_c = isinstance(excinfo.value, KeyboardInterrupt)
 
     @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml writes its file: the verdict goes into it
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
