@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None, *, interrupted_on_start: bool = False) -
         print("gpufabric: interrupted before it began; nothing was run or written", file=sys.stderr)
         return EXIT_INTERRUPTED if verdict else EXIT_SIGINT
     try:
-        return _run(argv)
+        return _run(argv, verdict)
     except HardwareUnavailable as exc:
         print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
         return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None, *, interrupted_on_start: bool = False) -
         return _interrupted(verdict)
 
 
-def _run(argv: list[str]) -> int:
+def _run(argv: list[str], verdict: bool) -> int:
     try:
         args, extra = build_parser().parse_known_args(argv)
     except SystemExit as exc:
-        if exc.code == 2 and argv[:1] and argv[0] in VERDICT_COMMANDS:
+        if exc.code == 2 and verdict:
             return EXIT_USAGE  # argparse's usage error, in pytest's code
         raise
     misused = getattr(args, "misused", None)  # a family's own check of options argparse cannot express

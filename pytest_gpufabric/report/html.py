@@ -115,7 +115,7 @@ class HtmlSections:
     def __init__(self, fabric_session) -> None:
         self.fabric_session = fabric_session
         self.written = False
-        self.last_report: bytes | None = None  # the page an earlier run left at the --html path
+        self.last_report: bytes | None = None  # the page an earlier run left, read where this run judged nothing
 
     def pytest_html_report_title(self, report) -> None:
         profile = self.fabric_session.profile
@@ -143,9 +143,16 @@ class HtmlSections:
 
     def pytest_sessionstart(self, session) -> None:
         self._invocation_dir = session.config.invocation_params.dir
+
+    def pytest_sessionfinish(self, session) -> None:
+        """After the recorder (tryfirst) said whether the run judged anything, before pytest-html (trylast) writes
+        this run's page: the last run's page is read where it is to be put back."""
+        recorder = session.config.pluginmanager.get_plugin("gpufabric-recorder")
         path = _report_path(session.config)
+        if not getattr(recorder, "nothing_judged", False) or path is None:
+            return
         try:
-            self.last_report = path.read_bytes() if path is not None else None
+            self.last_report = path.read_bytes()
         except OSError:
             self.last_report = None
 
