@@ -193,9 +193,11 @@ def load_reference_file(path: Path) -> Reference:
     """One YAML file -> a validated Reference. Raises ReferenceDataError naming every problem."""
     import yaml
 
+    from .formats.strict import load_yaml_text
+
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        doc = load_yaml_text(path.read_text(encoding="utf-8"))  # aliases and duplicate keys refused
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
         raise ReferenceDataError(f"{path}: cannot read the reference: {exc}") from None
     errors = validation_errors(doc, path)
     if errors:

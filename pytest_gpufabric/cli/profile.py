@@ -69,9 +69,9 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
                                    bundle=bundle_directory(args.replay) if args.replay else None,
                                    say=lambda line: print(f"gpufabric: {line}", file=sys.stderr, flush=True))
     text = profile_yaml_from_fabric(fabric, name, measured)
-    import yaml
+    from ..formats.strict import load_yaml_text
 
-    validate_document(yaml.safe_load(text), output)
+    validate_document(load_yaml_text(text, str(output)), output)
     output.write_text(text, encoding="utf-8")
     profile = load_profile(str(output))
     print(f"wrote {output} (profile {profile.name}, sha256 {profile.sha256})")
@@ -105,9 +105,8 @@ def _refuse_to_overwrite(output: Path, force: bool) -> None:
 
 def _profile_from_fleet(args: argparse.Namespace) -> int:
     """`profile init --from-fleet DIR`: floors from the fleet's distribution (fleet/golden.py)."""
-    import yaml
-
     from ..fleet.golden import golden_profile_yaml
+    from ..formats.strict import load_yaml_text
     from ..profile.loader import load_profile, validate_document
 
     if args.replay:
@@ -120,7 +119,7 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
         text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), name, args.percentile, margin)
     except ValueError as exc:
         raise GpuFabricError(str(exc)) from None
-    validate_document(yaml.safe_load(text), output, partial=True)  # nothing is written for a bad document
+    validate_document(load_yaml_text(text, str(output)), output, partial=True)  # nothing is written for a bad document
     output.write_text(text, encoding="utf-8")
     profile = load_profile(str(output))
     print(f"wrote {output} (profile {profile.name}, extends {document['extends']}, sha256 {profile.sha256})")

@@ -36,7 +36,6 @@ customer sees printed), NVML wins for inventory and links (it holds more than th
 from __future__ import annotations
 
 import atexit
-import json
 import re
 import shutil
 import tarfile
@@ -52,6 +51,7 @@ from ..formats.nvlink import parse_nvlink_counters
 from ..formats.perftest import parse_perftest
 from ..formats.recordings import BANDWIDTH_FORMAT, NVLINK_TRAFFIC_FORMAT, BandwidthMeasurement
 from ..formats.records import BURN_IN_FILE, KINDS
+from ..formats.strict import load_json_text
 from ..formats.typed import load_json
 from ..paths import shipped_bundles_dir
 from .from_text import fabric_from_text
@@ -345,7 +345,7 @@ def load_json_recording(directory: Path, name: str, *, what: str = "", fmt: str 
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json_text(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise ValueError("a JSON object was expected")
         if fmt is not None and data.get("format") != fmt:

@@ -47,6 +47,7 @@ from ..errors import BundleError
 from ..formats.lsmod import parse_module_list
 from ..formats.lspci import normalize_bdf
 from ..formats.pci_config import parse_config_space
+from ..formats.strict import load_json_text
 from ..units import format_cpu_list
 from .bundle import load_rdma_devices
 from .bundle import read_bundle_file as _read
@@ -378,7 +379,7 @@ def load_platform(directory: Path, fabric=None) -> Platform | None:
     record_path = directory / PLATFORM_FILE
     if record_path.is_file():
         try:
-            platform = platform_from_record(json.loads(record_path.read_text(encoding="utf-8")),
+            platform = platform_from_record(load_json_text(record_path.read_text(encoding="utf-8")),
                                             source=f"bundle {directory}")
         except (ValueError, TypeError, KeyError) as exc:
             raise BundleError(f"{record_path}: not a gpufabric platform record ({exc})") from None

@@ -13,12 +13,12 @@ port pair, a route). With fewer than three nodes no pair can be told from a node
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
 
 from ..formats.recordings import FABRIC_FORMAT
+from ..formats.strict import load_json_text
 from ..units import parse_bytes, parse_gbit, parse_gbps
 
 __all__ = ["FABRIC_FILE", "judge_fabric", "load_fabric_result"]
@@ -36,7 +36,7 @@ def load_fabric_result(path: Path, max_bytes: int = 64 << 20) -> dict:
     try:
         if path.stat().st_size > max_bytes:
             raise ValueError(f"over {max_bytes / 1e6:,.0f} MB")
-        result = json.loads(path.read_bytes().decode("utf-8"), parse_constant=refuse)
+        result = load_json_text(path.read_bytes().decode("utf-8"), parse_constant=refuse)
     except RecursionError:
         raise ValueError(f"{path}: not a fabric result (nested too deep)") from None
     except (OSError, ValueError) as exc:

@@ -6,10 +6,11 @@ check is a later, shorter look at the node, shown beside them.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
+
+from ..formats.strict import load_json_text
 
 HEALTH_FILE = "gpufabric-health.json"
 HEALTH_FORMAT = "gpufabric-health-result/1"
@@ -24,7 +25,7 @@ def _read(path: Path) -> dict:
     if info.st_size > MAX_BYTES:
         raise ValueError(f"{path.name} is {info.st_size:,} bytes, more than a health result has")
     try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
+        document = load_json_text(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ValueError(f"{path.name} is not JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != HEALTH_FORMAT:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import json
 import re
 import stat
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..catalogue import embedded_profile
+from ..formats.strict import load_json_text
 from ..report.results import results_schema
 
 __all__ = ["EMBEDDED_PROFILE", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results", "parse_results"]
@@ -224,7 +224,7 @@ def _parse_whole(data: bytes, name: str) -> dict:
         raise Unreadable(f"{name} holds {token}, which JSON does not have")
 
     try:
-        document = json.loads(data.decode("utf-8"), parse_constant=refuse)
+        document = load_json_text(data.decode("utf-8"), parse_constant=refuse)
     except RecursionError:
         raise Unreadable(f"{name} nests too deep to read") from None
     except ValueError as exc:
@@ -280,7 +280,7 @@ def _checked_part(version: int, key: str, raw: bytes):
         raise _NotJson(f"holds {token}, which JSON does not have")
 
     try:
-        value = json.loads(raw.decode("utf-8"), parse_constant=refuse)
+        value = load_json_text(raw.decode("utf-8"), parse_constant=refuse)
     except RecursionError:
         raise _NotJson("nests too deep to read") from None
     except ValueError as exc:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from .paste import paste_noise
+from .strict import refuse_duplicate_keys
 
 __all__ = ["CUT_ARRAY", "CUT_OBJECT", "read_cut_json"]
 
@@ -30,7 +31,7 @@ def read_cut_json(text: str) -> tuple[Any, list[str]]:
     """
     body = text.lstrip()
     offset = len(text) - len(body)
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=refuse_duplicate_keys)  # a key given twice: StrictReadError
     try:
         value, end = decoder.raw_decode(body)
         rest = body[end:].strip()
@@ -46,7 +47,7 @@ def read_cut_json(text: str) -> tuple[Any, list[str]]:
         raise ValueError(f"line {_line_of(text, offset + failed_at)}: the JSON document cannot be read from its "
                          "start")
     try:
-        value = json.loads(repaired)
+        value = json.loads(repaired, object_pairs_hook=refuse_duplicate_keys)
     except (json.JSONDecodeError, RecursionError):
         raise ValueError(f"line {_line_of(text, offset + failed_at)}: the JSON document cannot be read") from None
     cut_line = _line_of(text, offset + failed_at)

@@ -13,12 +13,12 @@ The format tags are the workload scripts' own (each standalone script spells its
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnostics import DIAGNOSTICS
+from .strict import load_json_text
 from .typed import NOTE, TEXT, Field, Opt, check_shape, reading, value
 
 MEMORY_FILE = "memory.json"
@@ -130,7 +130,7 @@ def load_record(directory: Path, name: str) -> Recording | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json_text(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         return Recording({}, name=name, source=str(path),
@@ -202,7 +202,7 @@ def read_burn_in_log(path: Path) -> LogReading:
         return reading
     for number, line in enumerate(lines, start=1):
         try:
-            record = json.loads(line)
+            record = load_json_text(line)
         except ValueError:
             record = None
         if not isinstance(record, dict) or record.get("type") not in LINE_SHAPES:

@@ -17,7 +17,6 @@ physical range, and the sentence that says what does not fit. Two readers, for t
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -49,8 +48,11 @@ class RawFloat(float):
 
 
 def load_json(text: str):
-    """``json.loads`` keeping each non-integer number's text (``NaN``, ``Infinity`` and ``1e400`` included)."""
-    return json.loads(text, parse_float=RawFloat, parse_constant=RawFloat)
+    """``json.loads`` keeping each non-integer number's text (``NaN``, ``Infinity`` and ``1e400`` included); a key
+    named twice in one object is refused (StrictReadError, a ValueError: formats/strict.py)."""
+    from .strict import load_json_text
+
+    return load_json_text(text, parse_float=RawFloat, parse_constant=RawFloat)
 
 
 def show(value: object) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import ProfileError
+from ..formats.strict import StrictReadError, load_yaml_text
 from ..paths import shipped_profiles_dir
 from ..units import parse_bytes, parse_gbit, parse_gbps, parse_seconds
 from .model import Profile
@@ -128,7 +129,10 @@ def _read_yaml(path: Path) -> dict:
     except UnicodeDecodeError as exc:
         raise ProfileError(f"not UTF-8 text (byte {exc.start}): a profile is a YAML file", path=str(path)) from None
     try:
-        doc = yaml.load(text, Loader=_yaml_loader(yaml))  # a safe loader, with YAML 1.2's booleans
+        # a safe loader with YAML 1.2's booleans, refusing aliases and keys named twice (formats/strict.py)
+        doc = load_yaml_text(text, loader=_yaml_loader(yaml))
+    except StrictReadError as exc:
+        raise ProfileError(str(exc), path=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

@@ -47,10 +47,10 @@ def bundle_name(replay: str | None, bundle_dir: Path | None) -> str | None:
 def _manifest(bundle_dir: Path | None) -> dict:
     if bundle_dir is None:
         return {}
-    import json
+    from ..formats.strict import load_json_text
 
     try:
-        data = json.loads((bundle_dir / "manifest.json").read_text(encoding="utf-8"))
+        data = load_json_text((bundle_dir / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
