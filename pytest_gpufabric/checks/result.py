@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..formats.clean import clean_line, clean_text, clean_values
 from ..units import non_finite
 from .limits import Limit, record_limits
 
@@ -26,6 +27,14 @@ class CheckResult:
     message: str  # one paragraph a customer can read: expected, found, and what usually causes a miss
     unit: str | None = None
     details: list[str] = field(default_factory=list)  # per-cell / per-link lines
+
+    def __post_init__(self) -> None:
+        # a record quotes machine text (a GPU's name, a serial, a tool's line): what it says reaches pytest's failure
+        # lines, the terminal summary and the report with no terminal control byte (formats/clean.py)
+        self.subject = clean_line(str(self.subject))
+        self.message = clean_text(str(self.message))
+        self.expected, self.found = clean_values(self.expected), clean_values(self.found)
+        self.details = [clean_line(str(line)) for line in self.details]
 
     @property
     def passed(self) -> bool:

@@ -10,6 +10,7 @@ the format's (``gpus`` not a list, a GPU without an index) raises ValueError nam
 
 from __future__ import annotations
 
+from ..formats.clean import clean_line
 from ..formats.gpu import Gpu, NvLink
 from ..formats.typed import Reader, Unreadable
 from ..units import NA, NAType
@@ -284,7 +285,7 @@ def fabric_from_record(record: dict, *, source: str = "nvml", where: str = "nvml
         numa_affinity=numa_affinity,
         driver_version=driver,
         cuda_driver_version=cuda_text,
-        hostname=hostname if isinstance(hostname, str) else None,
+        hostname=clean_line(hostname) if isinstance(hostname, str) else None,
         source=source,
         provenance=provenance,
         damaged=damaged,

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .clean import clean_line
+
 _VERSION = re.compile(r"^\d+(?:\.\d+)+$")  # a driver: 580.159.04, 535.309.01, 560.94; CUDA: 13.0
 _HEX_VERSION = re.compile(r"^[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f]{2}){3,}$")  # a VBIOS: 96.00.A5.00.1A
 _CPU_LIST = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
@@ -80,10 +82,10 @@ class Reader:
         return value
 
     def text(self, value: object, key: str, what: str) -> str:
-        """Non-empty text."""
+        """Non-empty text, cleaned (formats/clean.py): a name or serial can hold no terminal control."""
         if not isinstance(value, str) or not value.strip():
             raise self._refuse(what, value, key, "text")
-        return value
+        return clean_line(value)
 
     def version(self, value: object, key: str, what: str, hexadecimal: bool = False) -> str:
         """A dotted version: numbers (a driver, CUDA), or hexadecimal pairs (a VBIOS)."""

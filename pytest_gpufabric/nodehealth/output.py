@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .. import __version__, remedy_classes
+from ..formats.clean import clean_line
 from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
 
 PREFIX = "gpufabric: "
@@ -66,7 +67,7 @@ def detail_lines(findings: list[Finding], notes: list[str]) -> list[str]:
         fix = f" [{f.remedy}]" if f.remedy else ""
         lines.append(f"  {f.severity}: {f.board}: {f.what}{fix}" + (f": {f.detail}" if f.detail else ""))
     lines += [f"  note: {note}" for note in notes]
-    return lines
+    return [clean_line(line) for line in lines]  # a board's serial or a note may hold a bundle's control bytes
 
 
 def result_document(*, verdict: str, line: str, tier: str, findings: list[Finding], notes: list[str], source: str,

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from ..formats.clean import clean_line
 from ..paths import SUITES_DIR
 from ..promise import PROPERTY as PROMISE_PROPERTY  # the promise a test judges (promise.judge_promise)
 from ..promise import promise_of
@@ -205,7 +206,7 @@ class RunRecorder:
         profile = self.fabric_session.profile
         fabric = self.fabric_session.fabric
         what = f"profile {profile.name}" if profile else "replay, no profile"
-        source = fabric.source if fabric else "no machine"
+        source = clean_line(str(fabric.source)) if fabric else "no machine"  # a bundle's path: user's text
         if self.nothing_judged:
             happened = f"{self.stopped} before a test ran" if self.stopped else "no test ran"
             terminalreporter.write_sep("=", f"gpufabric: {happened}, nothing judged ({what}, {source})", yellow=True)
@@ -220,11 +221,11 @@ class RunRecorder:
                                    red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED",
                                    yellow=self.verdict in ("INCOMPLETE", "NOT TESTED"))
         if self.verdict is not None:
-            terminalreporter.write_line(f"{self.verdict}: {self.reason}")
+            terminalreporter.write_line(clean_line(f"{self.verdict}: {self.reason}"))
             # what failed first, then what could not be checked, as on the report's cover
             shown = [p for outcome in ("failed", "not checked") for p in self.promises if p["outcome"] == outcome]
             for promise in shown[:20]:
-                reason = one_line(promise["reason"])
+                reason = clean_line(one_line(promise["reason"]))  # machine text: no terminal control bytes
                 # what to do next ends the line, whatever of the reason a 500-character line keeps (remedy.py)
                 remedy = f" -> {promise['remedy']['class']}" if promise.get("remedy") else ""
                 line = f"  {promise['outcome']}: {promise['id']}: {reason}"
