@@ -16,6 +16,7 @@ import sys
 
 from .. import __version__
 from ..errors import GpuFabricError, HardwareUnavailable
+from ..formats.clean import clean_text
 from . import accept, bench, fleet, health, machine, parse, profile, reference, verify
 from .common import EXIT_BAD_INPUT, EXIT_NO_HARDWARE, EXIT_NOT_TESTED, EXIT_OK, EXIT_REJECTED, EXIT_USAGE
 
@@ -50,13 +51,13 @@ def main(argv: list[str] | None = None, *, interrupted_on_start: bool = False) -
     try:
         return _run(argv, verdict)
     except HardwareUnavailable as exc:
-        print(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}", file=sys.stderr)
+        print(clean_text(f"gpufabric: {'NOT TESTED: ' if verdict else ''}{exc}"), file=sys.stderr)
         return EXIT_NOT_TESTED if verdict else EXIT_NO_HARDWARE
     except GpuFabricError as exc:
-        print(f"gpufabric: {exc}", file=sys.stderr)
+        print(clean_text(f"gpufabric: {exc}"), file=sys.stderr)  # it may quote a file's or a machine's text
         return EXIT_USAGE if verdict else EXIT_BAD_INPUT
     except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
-        print(f"gpufabric: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        print(clean_text(f"gpufabric: {exc.filename or ''}: {exc.strerror}"), file=sys.stderr)
         return EXIT_USAGE if verdict else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return _interrupted(verdict)

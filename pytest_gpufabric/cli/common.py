@@ -26,9 +26,11 @@ def read_fabric(replay: str | None):
 
 
 def printable(text: object) -> str:
-    """Text from a node's files for the terminal: control characters (escape sequences that would move the cursor,
-    recolour or retitle the operator's terminal) shown as '?'."""
-    return "".join(c if c.isprintable() else "?" for c in str(text))
+    """Text from a node's files for the terminal, as one line: control characters (escape sequences that would move
+    the cursor, recolour or retitle the operator's terminal) written out as formats/clean.py does (``\\x1b``)."""
+    from ..formats.clean import clean_line
+
+    return clean_line(str(text))
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -124,7 +124,7 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
         print(f"  fabric: {fabric['verdict']} ({len(fabric['nodes'])} nodes, pairs in {fabric['rounds']} round(s))")
         for problem in fabric["problems"][:10]:
             print(printable(f"  fabric: {problem}"))
-    print("  " + ", ".join(str(path) for path in paths.values()))
+    print(printable("  " + ", ".join(str(path) for path in paths.values())))
     return EXIT_CODES[document["verdict"]]
 
 
@@ -199,5 +199,5 @@ def cmd_fleet_fabric(args: argparse.Namespace) -> int:
     judged = judge_fabric(result, profile.data)
     print(f"fabric: {judged['verdict']}")
     for problem in judged["problems"]:
-        print(f"  {problem}")
+        print(printable(f"  {problem}"))
     return EXIT_REJECTED if judged["verdict"] == "failed" else EXIT_OK

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..formats.clean import clean_line
 from ..report.results import json_text
 from ..units import parse_gbit
 from .common import EXIT_OK
@@ -122,7 +123,7 @@ def _judged(args: argparse.Namespace, result: dict) -> dict:
     if judged.get("reference") is None:
         lines = [f"gpufabric: no reference: {judged['reference_reason']}"]
     for line in lines:
-        print(line, file=sys.stderr)
+        print(clean_line(line), file=sys.stderr)  # a tool's output quoted: no terminal control bytes
     return judged
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..formats.clean import yaml_comment
 from ..profile.loader import load_profile
 from .analysis import duplicate_serials
 from .nodes import Node
@@ -123,16 +124,17 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float,
                          "comes from (bandwidth, copies, burn-in)")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     left_out = [n for n in nodes if n.verdict != "ACCEPTED"]
-    header = [f"# {name}: written by `gpufabric profile init --from-fleet` on {stamp} from {directory}:",
-              f"# {len(passing)} accepted node(s) of {len(nodes)}, profile {base.name}; floors from: "
+    # comments from values (a folder's name may hold a newline): each is cleaned into comment lines (yaml_comment)
+    header = [f"{name}: written by `gpufabric profile init --from-fleet` on {stamp} from {directory}:",
+              f"{len(passing)} accepted node(s) of {len(nodes)}, profile {base.name}; floors from: "
               + ", ".join(n.name for n in passing) + "."]
     if left_out:
-        header.append("# Left out, not accepted: " + ", ".join(f"{n.name} ({n.verdict or 'unreadable'})"
-                                                            for n in left_out) + ".")
+        header.append("Left out, not accepted: " + ", ".join(f"{n.name} ({n.verdict or 'unreadable'})"
+                                                           for n in left_out) + ".")
     header += [
-              f"# Each floor is the p{low:g} of the accepted nodes times {margin:g} (each ceiling the p{high:g} "
-              f"over {margin:g}); nearest-rank percentiles:"] + [f"#   {note}" for note in notes]
-    text = "\n".join(header) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=118)
+              f"Each floor is the p{low:g} of the accepted nodes times {margin:g} (each ceiling the p{high:g} "
+              f"over {margin:g}); nearest-rank percentiles:"] + [f"  {note}" for note in notes]
+    text = "".join(yaml_comment(line) for line in header) + yaml.safe_dump(doc, sort_keys=False, width=118)
     return text, doc, [n.name for n in passing], [n.name for n in left_out]
 
 

@@ -13,6 +13,7 @@ from ..fabric.bundle import bundle_directory
 from ..fabric.model import Fabric
 from ..fabric.platform import collect_platform, load_platform
 from ..fabric.platform_state import acs_state, hugepage_size_text, iommu_modes, peer_memory_loaded
+from ..formats.clean import yaml_comment
 from ..reference import find_reference
 from ..units import GIB, is_na
 
@@ -162,19 +163,13 @@ def platform_section(fabric: Fabric, platform=None) -> tuple[dict, list[str]]:
     return section, notes
 
 
-def _yaml_value(value: object) -> str:
-    import yaml
-
-    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
-
-
 def reference_lines(fabric: Fabric) -> list[str]:
-    """Comment lines naming the published reference of the machine's GPU model (gpufabric reference MODEL), so
-    that whoever edits the profile sees what was sold next to what was measured."""
+    """The comment lines (their text, without "#") naming the published reference of the machine's GPU model
+    (gpufabric reference MODEL), so that whoever edits the profile sees what was sold next to what was measured."""
     model = _common([g.name for g in fabric.gpus])
     reference = find_reference(str(model)) if model else None
     if reference is None:
-        return [f"# No published reference for {model or 'these GPUs'} in the catalogue (`gpufabric reference` "
+        return [f"No published reference for {model or 'these GPUs'} in the catalogue (`gpufabric reference` "
                 "lists it)."]
     figures = [f"{reference.memory_gb_sold:g} GB sold" if reference.memory_gb_sold else None,
                f"NVML reports {reference.memory_bytes_nvml / 2**20:.0f} MiB" if reference.memory_bytes_nvml else None,
@@ -185,46 +180,43 @@ def reference_lines(fabric: Fabric) -> list[str]:
                if reference.nvlink_gbps_per_direction else None,
                f"{reference.power_limit_w:g} W" if reference.power_limit_w else None]
     urls = sorted({source["url"] for source in reference.sources if str(source["url"]).startswith("http")})
-    return [f"# Published reference {reference.model} ({reference.name}): "
+    return [f"Published reference {reference.model} ({reference.name}): "
             f"{', '.join(f for f in figures if f)}",
-            f"#   (`gpufabric reference {reference.model}`; sources: {', '.join(urls) or 'this repository'})."]
+            f"  (`gpufabric reference {reference.model}`; sources: {', '.join(urls) or 'this repository'})."]
 
 
 def profile_yaml_from_fabric(fabric: Fabric, name: str, measured=None) -> str:
     """The profile as YAML, matrix rows one per line as `nvidia-smi topo -m` lays them out; with ``measured``
-    (profile/measure.py) the measured sections follow, each under the comment lines saying where it came from."""
+    (profile/measure.py) the measured sections follow, each under the comment lines saying where it came from.
+    Every value is written by yaml.safe_dump, every comment by yaml_comment (cleaned, one "#" line per line): a
+    bundle's path or a GPU's name cannot add a key."""
     import yaml
 
     doc = build_profile_document(fabric, name)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     header = [
-        f"# {name}: written by `gpufabric profile init{' --measure' if measured else ''}` on {stamp} from "
+        f"{name}: written by `gpufabric profile init{' --measure' if measured else ''}` on {stamp} from "
         f"{fabric.source}",
-        f"# (driver {fabric.driver_version or 'not recorded'}, CUDA {fabric.cuda_driver_version or 'not recorded'}).",
-        "# Only what that machine recorded is promised; edit the description and the numbers to what was sold.",
+        f"(driver {fabric.driver_version or 'not recorded'}, CUDA {fabric.cuda_driver_version or 'not recorded'}).",
+        "Only what that machine recorded is promised; edit the description and the numbers to what was sold.",
         *reference_lines(fabric),
     ]
     topology = doc.pop("topology", None)
     nvlink = doc.pop("nvlink", None)
     platform = doc.pop("platform", None)
     body = yaml.safe_dump(doc, sort_keys=False, width=1000)
-    if topology:
-        body += "topology:\n"
-        for key, value in topology.items():
-            if key == "matrix":
-                body += "  matrix:\n" + "".join(f"    {row}: {_yaml_value(cells)}\n" for row, cells in value.items())
-            else:
-                body += f"  {key}: {_yaml_value(value)}\n"
+    if topology:  # flow style for lists of scalars: one matrix row per line
+        body += yaml.safe_dump({"topology": topology}, sort_keys=False, width=1000, default_flow_style=None)
     if nvlink:
         body += yaml.safe_dump({"nvlink": nvlink}, sort_keys=False, width=1000)
     _, notes = platform_section(fabric) if platform else ({}, [])
     if platform:
-        body += ("# platform: the host settings as recorded (driver and NIC firmware as floors, the VBIOS exactly)"
-                 + "".join(f"\n#   not promised, {note}" for note in notes) + "\n")
+        body += yaml_comment("platform: the host settings as recorded (driver and NIC firmware as floors, the VBIOS "
+                             "exactly)") + "".join(yaml_comment(f"  not promised, {note}") for note in notes)
         body += yaml.safe_dump({"platform": platform}, sort_keys=False, width=1000)
     if measured is not None:
         body += _measured_yaml(measured)
-    return "\n".join(header) + "\n" + body
+    return "".join(yaml_comment(line) for line in header) + body
 
 
 def _measured_yaml(measured) -> str:
@@ -233,8 +225,9 @@ def _measured_yaml(measured) -> str:
 
     text = ""
     for key, section in measured.sections.items():
-        text += "".join(f"# {line}\n" for line in measured.notes.get(key, []))
+        text += "".join(yaml_comment(line) for line in measured.notes.get(key, []))
         text += yaml.safe_dump({key: section}, sort_keys=False, width=1000, default_flow_style=None)
     if measured.not_measured:
-        text += "# Not measured, so not promised:\n" + "".join(f"#   {line}\n" for line in measured.not_measured)
+        text += yaml_comment("Not measured, so not promised:") + "".join(yaml_comment(f"  {line}")
+                                                                          for line in measured.not_measured)
     return text

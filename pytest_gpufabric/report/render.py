@@ -16,7 +16,18 @@ def environment():
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                               undefined=jinja2.StrictUndefined, trim_blocks=False, lstrip_blocks=False,
-                              keep_trailing_newline=False)
+                              keep_trailing_newline=False, finalize=_cleaned)
+
+
+def _cleaned(value: object) -> object:
+    """Every value a template prints, its control characters written out (formats/clean.py): a GPU's name or a
+    node's folder name cannot put an escape sequence into a page that is later printed or piped to a terminal."""
+    if not isinstance(value, str):
+        return value
+    from ..formats.clean import clean_text
+
+    cleaned = clean_text(value)
+    return value if cleaned == value else type(value)(cleaned)  # Markup stays Markup, its text cleaned
 
 
 def render(name: str, **data) -> str:
