@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,8 @@ def read_options(config: pytest.Config) -> RunOptions | None:
     profile_spec, replay = option(config, "gpu_profile"), option(config, "gpu_replay")
     if not profile_spec and not replay:
         return None
+    _refuse_control_characters(config)
+    port = _port(option(config, "gpu_metrics_port"))  # checked whether or not a server will serve it
     profile = _load_profile(profile_spec, config.rootpath) if profile_spec else None
     given_fleet_id = option(config, "gpu_fleet_id")
     report_dir = _report_dir(config, given_fleet_id)
@@ -66,8 +69,38 @@ def read_options(config: pytest.Config) -> RunOptions | None:
         sign_key=_sign_key(option(config, "gpu_sign_key")), burn_in_s=burn_in_s, plant_fault=plant_fault,
         plant_memory_fault=plant_memory_fault,
         # the metrics server serves a profile's run (its watchdog's counters); a replay alone starts none
-        metrics_port=_port(option(config, "gpu_metrics_port")) if profile is not None else None,
-        waivers=waivers, evidence_files=tuple(Path(p) for p in config.getoption("gpu_evidence") or []))
+        metrics_port=port if profile is not None else None,
+        waivers=waivers, evidence_files=_evidence_files(config))
+
+
+#: the options whose text is written on the report's cover, into the results and onto the terminal
+_TEXT_OPTIONS = {"gpu_customer": "--gpu-customer", "gpu_operator": "--gpu-operator", "gpu_fleet_id": "--gpu-fleet-id",
+                 "gpu_profile": "--gpu-profile", "gpu_replay": "--gpu-replay", "gpu_report_dir": "--gpu-report-dir"}
+
+
+def _refuse_control_characters(config: pytest.Config) -> None:
+    """A control character (a newline, an escape sequence) in a name that the report, the results and the terminal
+    show would forge a line there: refused, the value shown with it written out."""
+    from .formats.clean import clean_line, has_control
+
+    given = [(flag, option(config, name)) for name, flag in _TEXT_OPTIONS.items()]
+    given += [("--gpu-waive", text) for text in config.getoption("gpu_waive") or config.getini("gpu_waive") or []]
+    given += [("--gpu-evidence", text) for text in config.getoption("gpu_evidence") or []]
+    for flag, value in given:
+        if isinstance(value, str) and has_control(value):
+            raise pytest.UsageError(f"{flag} {clean_line(value)!r}: holds a control character (a newline or an "
+                                    "escape sequence); give plain text")
+
+
+def _evidence_files(config: pytest.Config) -> tuple[Path, ...]:
+    """--gpu-evidence FILE: each an existing file, checked now (its content is read when the session opens)."""
+    files = tuple(Path(p) for p in config.getoption("gpu_evidence") or [])
+    for path in files:
+        if not path.is_file():
+            why = "a directory" if path.is_dir() else "no such file"
+            raise pytest.UsageError(f"--gpu-evidence {path}: {why}; give the saved output of dcgmi diag or "
+                                    "nvbandwidth")
+    return files
 
 
 def _load_profile(spec: str, rootpath: Path) -> Profile:
@@ -126,7 +159,9 @@ def _burn_in(config: pytest.Config, profile: Profile | None) -> tuple[float | No
 
 def _plant_target(text: str, flag: str, profile: Profile | None) -> int:
     gpu_count = profile.gpu_count if profile else None
-    if not text.isdigit() or (gpu_count is not None and int(text) >= gpu_count):
+    text = text.strip()
+    # ASCII digits only: str.isdigit() also holds for "²", which int() refuses
+    if not re.fullmatch(r"[0-9]{1,4}", text) or (gpu_count is not None and int(text) >= gpu_count):
         promised = f"0 to {gpu_count - 1}" if gpu_count else "a GPU index"
         raise pytest.UsageError(f"{flag} {text}: not a GPU of the profile (give {promised})")
     return int(text)
@@ -145,12 +180,12 @@ def _sign_key(path: str | None) -> Ed25519PrivateKey | None:
 
 
 def _port(text: str | None) -> int | None:
+    """--gpu-metrics-port: a TCP port, 1 to 65535 (0 would let the system pick one no scraper knows)."""
     if not text:
         return None
-    try:
-        return int(text)
-    except ValueError as exc:
-        raise pytest.UsageError(f"--gpu-metrics-port {text}: {exc}") from None
+    if not re.fullmatch(r"[0-9]{1,5}", text.strip()) or not 1 <= int(text) <= 65535:
+        raise pytest.UsageError(f"--gpu-metrics-port {text!r}: not a TCP port; give a number from 1 to 65535")
+    return int(text)
 
 
 # --- the session built from them -------------------------------------------------------------------------------

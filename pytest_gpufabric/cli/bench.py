@@ -7,7 +7,7 @@ import argparse
 from ..errors import GpuFabricError, HardwareUnavailable
 from ..fabric.nvml import collect_fabric
 from ..report.results import json_text
-from .common import EXIT_OK, parse_sizes, require_torch
+from .common import EXIT_OK, finite_number, parse_sizes, require_torch, whole_number
 
 BENCH_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv", "copy")
 
@@ -17,11 +17,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                            description="The bandwidth suite's harnesses, printing nccl-tests' columns.")
     bench.add_argument("op", help=f"comma-separated: {', '.join(BENCH_OPS)}")
     bench.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="gloo runs on CPUs")
-    bench.add_argument("--nprocs", type=int, help="ranks (default: every GPU; 2 with gloo)")
+    bench.add_argument("--nprocs", type=whole_number(1, 4096), help="ranks (default: every GPU; 2 with gloo)")
     bench.add_argument("--sizes", default="1M,256M,1G", help="comma-separated, nccl-tests style (1M = 1 MiB)")
-    bench.add_argument("--iters", type=int, default=20, help="timed operations per size (default %(default)s)")
-    bench.add_argument("--warmup", type=int, default=5, help="untimed operations first (default %(default)s)")
-    bench.add_argument("--timeout", type=float, default=600, help="seconds before the run is killed")
+    bench.add_argument("--iters", type=whole_number(1, 10**6),
+                       default=20, help="timed operations per size (default %(default)s)")
+    bench.add_argument("--warmup", type=whole_number(0, 10**6),
+                       default=5, help="untimed operations first (default %(default)s)")
+    bench.add_argument("--timeout", type=finite_number(0, 7 * 86400, above_low=True),
+                       default=600, help="seconds before the run is killed")
     bench.add_argument("--json", action="store_true", help="the full results as JSON")
     bench.set_defaults(func=cmd_bench)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import GpuFabricError, HardwareUnavailable
 from ..fabric.nvml import collect_fabric
+from ..option_values import finite_number, whole_number  # noqa: F401 (the commands' argparse types)
 from ..units import parse_bytes
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_NO_HARDWARE = 0, 2, 3

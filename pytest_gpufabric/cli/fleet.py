@@ -11,7 +11,16 @@ from pathlib import Path
 from ..errors import GpuFabricError
 from ..fleet.fabric import FABRIC_FILE, judge_fabric
 from ..verdict import EXIT_CODES
-from .common import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, parse_sizes, printable, require_torch
+from .common import (
+    EXIT_OK,
+    EXIT_REJECTED,
+    EXIT_USAGE,
+    finite_number,
+    parse_sizes,
+    printable,
+    require_torch,
+    whole_number,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="where fleet.html, fleet-results.json and fleet-junit.xml go (default %(default)s)")
     report.add_argument("--fabric", metavar="FILE", help="the fabric run's fabric.json (`gpufabric fleet fabric`; "
                         "default: a fabric.json beside the node folders)")
-    report.add_argument("--max-node-mb", type=float, default=64, metavar="MB",
+    report.add_argument("--max-node-mb", type=finite_number(0, 10**6, above_low=True), default=64, metavar="MB",
                         help="a node's results file larger than this is unreadable, not read (default %(default)s)")
     report.add_argument("--require-signed", action="store_true", help="refuse the fleet (exit 4, nothing written) "
                         "when a node's results are unsigned, changed since the run or signed by another key than "
@@ -51,10 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     fabric.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="gloo runs on CPUs")
     fabric.add_argument("--sizes", default="64M,1G", help="all-node all_reduce sizes (1M = 1 MiB)")
     fabric.add_argument("--pair-size", default="256M", help="bytes each pair exchanges each way")
-    fabric.add_argument("--iters", type=int, default=5, help="timed operations per size and pair (default %(default)s)")
-    fabric.add_argument("--warmup", type=int, default=2, help="untimed operations first (default %(default)s)")
-    fabric.add_argument("--max-rounds", type=int, default=0, help="0: every pair meets (N-1 rounds)")
-    fabric.add_argument("--confirm-repeats", type=int, default=2, help="how many times a pair that looked slow in "
+    fabric.add_argument("--iters", type=whole_number(1, 10**6),
+                        default=5, help="timed operations per size and pair (default %(default)s)")
+    fabric.add_argument("--warmup", type=whole_number(0, 10**6),
+                        default=2, help="untimed operations first (default %(default)s)")
+    fabric.add_argument("--max-rounds", type=whole_number(0, 10**6), default=0, help="0: every pair meets (N-1 rounds)")
+    fabric.add_argument("--confirm-repeats", type=whole_number(0, 1000),
+                        default=2, help="how many times a pair that looked slow in "
                         "its round is measured again alone before it is named (default %(default)s)")
     fabric.add_argument("--node-per-rank", action="store_true", help="each rank a node (one host's GPUs)")
     fabric.add_argument("--profile", help="judge the result with this profile's fabric: section (rank 0)")

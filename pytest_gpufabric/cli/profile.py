@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import GpuFabricError
-from .common import EXIT_OK, read_fabric
+from .common import EXIT_OK, finite_number, read_fabric, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,11 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "(copies, collectives, HBM bandwidth, the GEMM rate, the power hold, the PCIe link under load, "
                       "memory behaviour; with --replay: the bundle's recordings) and write floors at --margin below "
                       "what it measured, each with its figures, spread and date beside it")
-    init.add_argument("--repeats", type=int, default=3, help="with --measure: runs of each quick measurement, to "
+    init.add_argument("--repeats", type=whole_number(1, 1000),
+                      default=3, help="with --measure: runs of each quick measurement, to "
                       "see its spread (default %(default)s)")
-    init.add_argument("--percentile", type=float, default=5.0,
+    init.add_argument("--percentile", type=finite_number(0, 50, above_low=True, below_high=True), default=5.0,
                       help="with --from-fleet: floors at this percentile of the accepted nodes (default %(default)s)")
-    init.add_argument("--margin", type=float, default=None,
+    init.add_argument("--margin", type=finite_number(0, 1, above_low=True), default=None,
                       help="floors times this fraction of what was measured: with --from-fleet (default 0.95) or "
                            "--measure (default 0.9)")
     init.set_defaults(func=cmd_profile_init)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import GpuFabricError, HardwareUnavailable
 from ..formats.typed import Unreadable
+from ..option_values import finite_number, whole_number
 from ..remedy_classes import RERUN, SOFTWARE
 from . import output
 from .baseline import ACCEPTED_ENV, PROFILE_ENV, resolve_baseline
@@ -49,10 +50,11 @@ def add_health_parser(sub, func) -> None:
                         "instead of the text, or into FILE (replaced atomically) beside the text")
     health.add_argument("--prom", metavar="FILE", help="also write the node_exporter textfile (replaced atomically), "
                         "e.g. /var/lib/node_exporter/textfile/gpufabric_health.prom")
-    health.add_argument("--xid-window", type=float, default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
+    health.add_argument("--xid-window", type=finite_number(0, 10 * 365 * 86400),
+                        default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
                         help="Xid lines younger than this are judged (default %(default)g); older ones stay in the "
                              "kernel log after the reset that cleared them")
-    health.add_argument("--plant-fault", type=int, metavar="CUDA_INDEX",
+    health.add_argument("--plant-fault", type=whole_number(0, 4095), metavar="CUDA_INDEX",
                         help="with --quick: one wrong GEMM element and one flipped memory bit on this device, to prove "
                              "the check catches them (tests, demonstrations)")
     health.set_defaults(func=func)

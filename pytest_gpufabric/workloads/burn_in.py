@@ -38,8 +38,12 @@ CHUNK_TYPES = ("gemm", "all_reduce", "memory", "error")
 STARTUP_GUESS_S = 0.0
 
 
+MAX_DURATION_S = 7 * 86400
+
+
 def parse_duration(text: str) -> float:
-    """'10m' -> 600, '90s' -> 90, '2h' -> 7200, '45' -> 45 (seconds); at least one second."""
+    """'10m' -> 600, '90s' -> 90, '2h' -> 7200, '45' -> 45 (seconds); at least one second, at most a week (a
+    longer figure is a typo, and one past the clocks' range would fail deep inside the run)."""
     text = text.strip().lower()
     units = {"s": 1, "m": 60, "h": 3600}
     try:
@@ -48,6 +52,8 @@ def parse_duration(text: str) -> float:
         seconds = None
     if seconds is None or not 1 <= seconds < float("inf"):
         raise ValueError(f"not a duration of at least a second: {text!r} (write e.g. 90s, 10m or 2h)")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"{text!r} is longer than a week (168h): write the burn-in's duration, e.g. 10m or 2h")
     return seconds
 
 
