@@ -39,7 +39,7 @@ def load_json_text(text: str, where: str = "", **kwargs: Any) -> Any:
     try:
         return json.loads(text, object_pairs_hook=refuse_duplicate_keys, **kwargs)
     except StrictReadError as exc:
-        raise _duplicate_error(text, where, exc.key or "") from None
+        raise _duplicate_error(text, where, exc.key or "", kwargs) from None
 
 
 def refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
@@ -52,16 +52,64 @@ def refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return document
 
 
-def _duplicate_error(text: str, where: str, key: str) -> StrictReadError:
-    """The message for a JSON key named twice. The C scanner gives no positions: the line is that of the key's
-    last occurrence in the text, which is the second copy wherever the key is not also nested below it."""
+def _duplicate_error(text: str, where: str, key: str, kwargs: dict) -> StrictReadError:
+    """The message for a JSON key named twice, with the line of its second copy where it can be found."""
     needle = json.dumps(key)
-    index = text.rfind(needle)
-    line = _line_of(text, index) if index >= 0 else None
+    try:
+        line = _second_copy_line(text, kwargs)
+    except (ValueError, RecursionError):
+        line = None
     at = f" (line {line})" if line else ""
     prefix = f"{where}: " if where else ""
     return StrictReadError(f"{prefix}the key {needle} appears twice in one object{at}: a file states each key once "
                            "(readers differ on which copy they keep)", key=key, line=line)
+
+
+def _second_copy_line(text: str, kwargs: dict) -> int | None:
+    """The line of the second copy of the first key found twice. The C scanner gives no positions, so the text is
+    decoded again (only when a duplicate was found) by the pure-Python scanner, which says where each object
+    starts and ends; the object's own keys are then found at its top level."""
+    from json.decoder import JSONObject
+    from json.scanner import py_make_scanner
+
+    found: list[tuple[int, int, str]] = []
+
+    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):  # noqa: ANN001, ANN202
+        pairs, end = JSONObject(s_and_end, strict, scan_once, None, lambda p: p, memo)
+        keys = [key for key, _ in pairs]
+        if not found and len(set(keys)) != len(keys):
+            seen: set[str] = set()
+            found.append((s_and_end[1], end, next(k for k in keys if k in seen or seen.add(k))))
+        return dict(pairs), end
+
+    decoder = json.JSONDecoder(**kwargs)
+    decoder.parse_object = parse_object
+    decoder.scan_once = py_make_scanner(decoder)
+    decoder.decode(text)
+    if not found:
+        return None
+    start, end, key = found[0]
+    positions = [i for i, name in _top_level_keys(text, start, end) if name == key]
+    return _line_of(text, positions[1]) if len(positions) > 1 else None
+
+
+def _top_level_keys(text: str, start: int, end: int):
+    """(index, key) of each key of the object whose text runs from ``start`` (after its "{") to ``end``."""
+    depth, i = 0, start
+    while i < end:
+        char = text[i]
+        if char == '"':
+            j = i + 1
+            while text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            rest = text[j + 1:end].lstrip()
+            if depth == 0 and rest.startswith(":"):
+                yield i, json.loads(text[i:j + 1])
+            i = j + 1
+            continue
+        depth += char in "{["
+        depth -= char in "}]"
+        i += 1
 
 
 # --- YAML --------------------------------------------------------------------------------------------------------
