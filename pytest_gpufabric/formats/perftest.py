@@ -53,6 +53,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .clean import clean_values
+
 #: Bytes per second that one printed unit stands for (perftest's format_factor: 0x100000 for MB/MiB, 125000000 for
 #: Gb). MB/sec is the pre-2024 spelling of the same 2^20 bytes that newer releases print as MiB/sec.
 UNIT_BYTES_PER_S = {"Gb/sec": 125_000_000, "MB/sec": 1_048_576, "MiB/sec": 1_048_576}
@@ -326,7 +328,7 @@ def parse_perftest(text: str) -> dict[str, Any]:
     bidirectional = title is not None and "Bidirectional" in title
     rdma_cm = header.get("rdma_cm QPs")
 
-    return {
+    return clean_values({  # the header's text (device, link type) with no terminal control byte
         "test": title,
         "device": header.get("Device"),
         "link_type": header.get("Link type"),
@@ -346,4 +348,4 @@ def parse_perftest(text: str) -> dict[str, Any]:
         "repeated_tables": repeated,
         "warnings": warnings,
         "unreadable": unreadable,
-    }
+    })
