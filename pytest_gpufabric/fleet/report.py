@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from ..formats.clean import clean_values
 from ..profile.loader import load_profile
 from ..report.html_signing import signed_page
 from ..report.integrity import INTEGRITY_KEY, integrity_block
@@ -225,6 +226,7 @@ def duplicate_hosts(nodes: list[Node]) -> list[dict]:
 
 def _junit(document: dict) -> bytes:
     """One test case per node (missing ones too), failed where the node is not accepted or an outlier fails it."""
+    document = clean_values(document)  # a node's text with no control character (XML 1.0 has none of them)
     cases = []
     fail_on_outlier = document["settings"]["fail_on_outlier"]
     for node in document["nodes"]:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from ..errors import HardwareUnavailable
 from ..fabric import nvml, sysfs_pci
+from ..formats.clean import clean_line
 from ..formats.typed import Reader, Unreadable, load_json, show
 
 FORMAT = "gpufabric-health/1"
@@ -501,7 +502,7 @@ def health_from_record(data: object, where: str) -> NodeHealthRecord:
 
 
 def _text_or_none(value: object) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
+    return clean_line(value.strip()) if isinstance(value, str) and value.strip() else None
 
 
 def load_health_file(path: Path) -> NodeHealthRecord:
