@@ -16,6 +16,7 @@ import pytest
 
 from .errors import GpuFabricError
 from .fleet.launch import expand_report_dir, fleet_id
+from .formats.clean import clean_line, has_control
 from .parametrize import SESSION_KEY
 from .profile.model import Profile
 from .report.results import check_writable_dir
@@ -81,14 +82,12 @@ _TEXT_OPTIONS = {"gpu_customer": "--gpu-customer", "gpu_operator": "--gpu-operat
 def _refuse_control_characters(config: pytest.Config) -> None:
     """A control character (a newline, an escape sequence) in a name that the report, the results and the terminal
     show would forge a line there: refused, the value shown with it written out."""
-    from .formats.clean import clean_line, has_control
-
     given = [(flag, option(config, name)) for name, flag in _TEXT_OPTIONS.items()]
     given += [("--gpu-waive", text) for text in config.getoption("gpu_waive") or config.getini("gpu_waive") or []]
     given += [("--gpu-evidence", text) for text in config.getoption("gpu_evidence") or []]
     for flag, value in given:
         if isinstance(value, str) and has_control(value):
-            raise pytest.UsageError(f"{flag} {clean_line(value)!r}: holds a control character (a newline or an "
+            raise pytest.UsageError(f"{flag} '{clean_line(value)}': holds a control character (a newline or an "
                                     "escape sequence); give plain text")
 
 
@@ -184,7 +183,8 @@ def _port(text: str | None) -> int | None:
     if not text:
         return None
     if not re.fullmatch(r"[0-9]{1,5}", text.strip()) or not 1 <= int(text) <= 65535:
-        raise pytest.UsageError(f"--gpu-metrics-port {text!r}: not a TCP port; give a number from 1 to 65535")
+        raise pytest.UsageError(f"--gpu-metrics-port '{clean_line(text)}': not a TCP port; give a number from 1 to "
+                                "65535")
     return int(text)
 
 

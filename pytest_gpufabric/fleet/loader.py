@@ -208,6 +208,10 @@ def _split(data: bytes, name: str) -> dict[str, bytes] | None:
         keys.append((m.group(1).decode(), m.end()))
         if len(keys) > 1 and keys[-2][0] == "summary":
             break
+    if len({key for key, _ in keys}) != len(keys):  # a part given twice: readers differ on which copy they keep
+        seen: set[str] = set()
+        twice = next(key for key, _ in keys if key in seen or seen.add(key))
+        raise Unreadable(f"{name}: the key {twice!r} appears twice at the top level: a file states each key once")
     ends = [data.rfind(b"\n", 0, start) for _, start in keys[1:]]
     if len(ends) < len(keys):
         ends.append(data.rstrip().rindex(b"\n}"))

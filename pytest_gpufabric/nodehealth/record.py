@@ -386,7 +386,7 @@ def _read_gpu(gpu: dict, i: int, typed: _Typed) -> GpuHealthRecord:
     for key in ("serial", "uuid", "name"):
         value = gpu.get(key)
         if isinstance(value, str) and value.strip():
-            setattr(record, key, value.strip())
+            setattr(record, key, clean_line(value.strip()))  # no terminal control byte (formats/clean.py)
         elif _nvml_answer(value) is not None:
             record.unreadable[key] = f"NVML answered {_nvml_answer(value)} [{typed.where}: {where}.{key}]"
         elif value is not None:
