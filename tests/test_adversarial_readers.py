@@ -212,8 +212,8 @@ BAD_OPTIONS = [
     (["--gpu-metrics-port", "-1"], "--gpu-metrics-port '-1': not a TCP port; give a number from 1 to 65535"),
     (["--gpu-burn-in", "10m", "--gpu-burn-in-plant-fault", "\u00b2"],
      "--gpu-burn-in-plant-fault \u00b2: not a GPU of the profile (give 0 to 1)"),
-    (["--gpu-plant-memory-fault", "1\u0661"],
-     "--gpu-plant-memory-fault 1\u0661: not a GPU of the profile (give 0 to 1)"),
+    (["--gpu-plant-memory-fault", "\u00b3"],
+     "--gpu-plant-memory-fault \u00b3: not a GPU of the profile (give 0 to 1)"),
     (["--gpu-burn-in", "1e9s"], "--gpu-burn-in: '1e9s' is longer than a week (168h): write the burn-in's duration, "
                                 "e.g. 10m or 2h"),
     (["--gpu-customer", "ACME" + FORGED], "--gpu-customer 'ACME\\x1b[2K\\x1b[1A\\x1b[32mgpufabric: "
