@@ -227,14 +227,14 @@ def test_two_folders_of_one_host_are_named(tmp_path, capsys):
 
 def test_terminal_escapes_from_a_node_never_reach_the_terminal(tmp_path, capsys):
     """A driver version holding escape sequences (clear the screen, retitle the window): the drift line that
-    shows it prints them as '?'."""
+    shows it prints them written out (\\x1b), as formats/clean.py does."""
     root = _fleet(tmp_path / "fleet")
     hostile = derived(replayed("accepted"), BROKEN)
     hostile["machine"]["driver_version"] = "580.159.04\x1b]0;owned\x07\x1b[2J"
     write_node(root, BROKEN, hostile)
     _, document, printed = _report(root, tmp_path / "out", capsys)
     assert "\x1b" not in printed and "\x07" not in printed
-    assert f"drift {BROKEN}: driver 580.159.04?]0;owned??[2J (fleet: 580.159.04)" in printed
+    assert f"drift {BROKEN}: driver 580.159.04\\x1b]0;owned\\x07\\x1b[2J (fleet: 580.159.04)" in printed
     assert _broken(document)["drift"][0]["value"] == "580.159.04\x1b]0;owned\x07\x1b[2J"  # the data kept as it is
 
 
