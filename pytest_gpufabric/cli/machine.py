@@ -14,7 +14,7 @@ from .. import __version__
 from ..errors import HardwareUnavailable
 from ..nodehealth.record import snapshot_health
 from ..report.results import json_text
-from .common import EXIT_OK, read_fabric
+from .common import EXIT_OK, printable, read_fabric
 
 #: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
 SNAPSHOT_COMMANDS = {
@@ -38,15 +38,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_show(args: argparse.Namespace) -> int:
     fabric = read_fabric(args.replay)
+
+    def say(text: str) -> None:  # names, serials and matrix cells from a bundle: control bytes written out
+        print(printable(text))
+
     if args.json:
         print(json_text(fabric.to_dict()))
         return EXIT_OK
-    print(f"source: {fabric.source}")
-    print(f"driver: {fabric.driver_version or 'not recorded'}   "
-          f"CUDA driver: {fabric.cuda_driver_version or 'not recorded'}")
+    say(f"source: {fabric.source}")
+    say(f"driver: {fabric.driver_version or 'not recorded'}   "
+        f"CUDA driver: {fabric.cuda_driver_version or 'not recorded'}")
     for gpu in fabric.gpus:
         links = fabric.nvlink_count(gpu)
-        print(
+        say(
             f"{gpu.label}: {gpu.name or '?'}  serial {gpu.serial or '?'}  bus {gpu.pci_bus_id or '?'}  "
             f"PCIe gen {gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}  "
             f"NVLinks {links if links is not None else '?'}"
@@ -54,10 +58,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     devices = list(fabric.matrix)
     if devices:
         width = max(len(d) for d in devices) + 2
-        print("".ljust(width) + "".join(d.ljust(width) for d in devices) + "CPU Affinity")
+        say("".ljust(width) + "".join(d.ljust(width) for d in devices) + "CPU Affinity")
         for row in devices:
             cells = "".join(fabric.matrix[row].get(col, "").ljust(width) for col in devices)
-            print(row.ljust(width) + cells + fabric.cpu_affinity.get(row, ""))
+            say(row.ljust(width) + cells + fabric.cpu_affinity.get(row, ""))
     return EXIT_OK
 
 
