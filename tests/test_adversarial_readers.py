@@ -176,6 +176,8 @@ def test_the_strict_readers_name_the_second_copy():
     assert load_json_text('{"a": {"a": 1}, "b": [{"a": 2}]}') == {"a": {"a": 1}, "b": [{"a": 2}]}
     with pytest.raises(StrictReadError, match=r"the key 'a' appears twice in one mapping \(lines 1 and 3\)"):
         load_yaml_text("a: 1\nb: {a: 2}\na: 3\n")
+    with pytest.raises(StrictReadError, match=r"a YAML merge key \(<<\) on line 2: merge keys are refused"):
+        load_yaml_text("a: 1\n<<: {a: 2}\n")
 
 
 # --- 2. YAML aliases -------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ results files, fleet folders, evidence): one place that refuses what the standar
   silently, so a profile with ``topology:`` twice was judged by whichever copy came last, while a person (or
   another reader) sees the first.
 - A YAML alias (``*name``) is refused: none of the tool's files needs one, and nested aliases ("billion laughs",
-  541 bytes) expand to more nodes than any walk over the document ends on.
+  541 bytes) expand to more nodes than any walk over the document ends on. A merge key (``<<:``) is refused too:
+  the keys it brings in are overridden silently by keys of the same name.
 
 The error is ``StrictReadError`` (a ``ValueError``, so callers that catch a reader's ``ValueError`` keep working),
 whose message names the file (``where``), the key and the line; each caller raises it again as its own class
@@ -143,6 +144,9 @@ def strict_yaml_loader(base: type | None = None) -> type:
                     continue
                 key = key_node.value
                 line = key_node.start_mark.line + 1
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` states keys a later key may override
+                    raise StrictReadError(f"a YAML merge key (<<) on line {line}: merge keys are refused; write the "
+                                          "keys out where they are used", key=key, line=line)
                 if key in seen:
                     raise StrictReadError(f"the key {key!r} appears twice in one mapping (lines {seen[key]} and "
                                           f"{line}): a file states each key once", key=key, line=line)
