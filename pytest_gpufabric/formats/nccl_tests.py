@@ -28,8 +28,6 @@ import math
 import re
 from typing import Any
 
-from .clean import clean_values
-
 #: Columns every data row starts with, in this order; then, per test and version, ``redop`` and/or ``root``.
 PREAMBLE = ("size", "count", "type", "redop", "root")
 #: NCCL 1's test programs (2015-2018) and nccl-tests 1.0 named them so; read as the names above.
@@ -326,7 +324,8 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     if not any(r.rows for r in runs):
         raise ValueError("no nccl-tests result rows found" + (f" ({runs[-1].unreadable[0]})"
                                                               if runs and runs[-1].unreadable else ""))
-    return [clean_values(r.result(op_hint)) for r in runs]  # device names: no terminal control byte
+    from .clean import clean_values  # device names: no terminal control byte
+    return [clean_values(r.result(op_hint)) for r in runs]
 
 
 def _is_column_header(body: str) -> bool:
