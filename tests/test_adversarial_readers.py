@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -168,6 +170,19 @@ def test_a_reference_file_with_a_key_twice_is_refused(tmp_path):
         load_reference_file(copy)
 
 
+def test_a_dcgm_json_with_a_status_twice_is_refused(tmp_path, capsys):
+    """dcgmi diag -j's first result given "FAIL" then "PASS": refused, not read as either."""
+    source = DATA / "captures" / "public" / "dcgm" / "dcgm-3.1.0-nvvs-json-8gpu-null-entries-uppercase-status.json"
+    copy = tmp_path / source.name
+    copy.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["parse", "dcgm-diag", str(copy)]) == 0  # control
+    capsys.readouterr()
+    _edit(copy, '"status" : "PASS"', '"status" : "FAIL", "status" : "PASS"')
+    assert main(["parse", "dcgm-diag", str(copy)]) == 2
+    assert capsys.readouterr().err == (f"gpufabric: {copy}: not `dcgmi diag` output: the key \"status\" appears "
+                                       "twice in one object\n")
+
+
 def test_the_strict_readers_name_the_second_copy():
     with pytest.raises(StrictReadError) as caught:
         load_json_text('{"gpus": [{"serial": "1"},\n {"serial": "2",\n  "serial": "3"}]}', "x.json")
@@ -312,6 +327,25 @@ def test_escape_sequences_from_nvml_reach_no_output_of_an_acceptance(pytester: p
     document = json.loads(results.read_text(encoding="utf-8"))
     assert "\x1b" not in json.dumps(document, ensure_ascii=False)
     assert document["summary"]["verdict"] == "REJECTED"
+
+
+def test_escape_sequences_from_nvml_reach_no_output_of_gpufabric_accept(tmp_path):
+    """The same bundle through `gpufabric accept` (its own process, as an operator runs it): stdout, stderr, the
+    results and the report hold no ESC byte."""
+    bundle = _forged_bundle(tmp_path)
+    profile = tmp_path / "promised.yaml"
+    profile.write_text(yaml.safe_dump({"name": "promised", "gpus": {"count": 2, "model": "NVIDIA H100"}}),
+                       encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", str(profile),
+                           "--replay", str(bundle), "--report-dir", str(tmp_path / "reports"), "-p",
+                           "no:cacheprovider"], cwd=tmp_path, capture_output=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert ESC not in done.stdout + done.stderr
+    assert b"found NVIDIA H200\\x1b[2K\\x1b[1A\\x1b[32mgpufabric: ACCEPTED\\x1b[0m (serial" in done.stdout
+    written = sorted((tmp_path / "reports").iterdir())
+    assert {p.name for p in written} >= {"gpufabric-results.json", "acceptance.html"}
+    for path in written:
+        assert ESC not in path.read_bytes(), path.name
 
 
 def test_escape_sequences_from_health_json_reach_no_health_line(tmp_path, capsys):
