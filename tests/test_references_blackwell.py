@@ -3,6 +3,7 @@ read from (tests/data/captures/public/blackwell/, each file with its row in SOUR
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def test_the_nvidia_smi_tables_keep_their_fixed_width():
     ("nvidia b200", "b200"), ("B200", "b200"), ("gb200", "gb200"), ("B300", "b300"), ("NVIDIA B300", "b300"),
     ("gb300-nvl72", "gb300"), ("h20", "h20"), ("h800", "h800"), ("RTX PRO 6000", "rtx-pro-6000-server"),
     ("NVIDIA H200", "h200-sxm"),                                    # still the H200: exact names match first
+    ("HGX GB200", "gb200"),  # nvbandwidth's device name, captures/public/nvbandwidth/nvbandwidth-v0.7-gb200-...
 ])
 def test_blackwell_and_china_part_names_find_their_model(name, model):
     assert find_reference(name).model == model
@@ -158,8 +160,34 @@ def test_memory_sold_against_what_nvml_shows():
 
 
 def test_gpufabric_reference_knows_the_b200():
-    result = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "reference", "NVIDIA B200"], cwd=ROOT,
-                            capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    result = _gpufabric("reference", "NVIDIA B200")
     assert result.returncode == 0, result.stderr
     assert "b200: NVIDIA B200 SXM 180GB" in result.stdout
     assert "gen 5, 18 links x 50 GB/s = 900 GB/s per direction" in result.stdout
+
+
+def _gpufabric(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_parse_reference_finds_gb200_in_the_public_multinode_nvbandwidth_output():
+    """The output names its devices `HGX GB200`; before the gb200 entry this was 'not in the reference catalogue'."""
+    nvb = BLACKWELL.parent / "nvbandwidth" / "nvbandwidth-v0.7-gb200-multinode-8rank-kubectl-mpi-bindings.txt"
+    result = _gpufabric("parse", "nvbandwidth", str(nvb), "--reference")
+    assert result.returncode == 0, result.stderr
+    reference = json.loads(result.stdout)["reference"]
+    assert reference["model"] == "gb200"
+    assert "900 GB/s per direction" in reference["judgements"][0]["text"]
+
+
+def test_parse_reference_holds_the_nvl72_rack_run_against_the_nvlink5_peak():
+    """72 ranks over one GB200 NVL72 rack: 834.57 GB/s busbw at 8 GiB is 93 % of 900 GB/s per direction."""
+    nccl = BLACKWELL / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
+    result = _gpufabric("parse", "nccl-tests", str(nccl), "--reference", "gb200")
+    assert result.returncode == 0, result.stderr
+    reference = json.loads(result.stdout)["reference"]
+    assert (reference["model"], reference["basis"], reference["peak_gbps"]) == ("gb200", "nvlink", 900)
+    [judgement] = reference["judgements"]
+    assert (judgement["size_bytes"], judgement["busbw_gbps"]) == (8589934592, 834.57)
+    assert judgement["fraction_of_peak"] == 0.9273
