@@ -94,7 +94,7 @@ def test_the_nvidia_smi_tables_keep_their_fixed_width():
     ("NVIDIA B300 SXM6 AC", "b300"),
     ("NVIDIA GB200", "gb200"),
     ("NVIDIA GB300", "gb300"),
-    ("NVIDIA H20", "h20"),                                          # search index id 10232534572
+    ("NVIDIA H20", "h20"),  # search index id 10232534572; found the H200 by substring before h20.yaml
     ("NVIDIA H800", "h800"),                                        # captures/public/nvidia-smi/nvlink-status-h800-...
     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-server"),
     ("nvidia b200", "b200"), ("B200", "b200"), ("gb200", "gb200"), ("B300", "b300"), ("NVIDIA B300", "b300"),
