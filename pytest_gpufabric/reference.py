@@ -37,10 +37,10 @@ NUMERIC_FIELDS = (
     "memory_max_clock_mhz", "nvlink_generation", "nvlink_links", "nvlink_gbps_per_link_per_direction",
     "nvlink_gbps_per_direction", "nvlink_gbps_bidirectional", "pcie_generation", "pcie_width",
     "pcie_gbps_per_direction", "pcie_gbps_bidirectional", "power_limit_w", "bf16_tflops_dense", "fp16_tflops_dense",
-    "bf16_tflops_sparse", "fp16_tflops_sparse",
+    "bf16_tflops_sparse", "fp16_tflops_sparse", "host_link_gbps_per_direction", "host_link_gbps_bidirectional",
 )
 #: fields a source's ``what`` may name besides the numbers
-DESCRIPTIVE_FIELDS = ("nvml_names", "memory_type", "nvlink_supported", "memory_nvml_observed", "recorded")
+DESCRIPTIVE_FIELDS = ("nvml_names", "memory_type", "nvlink_supported", "memory_nvml_observed", "recorded", "host_link")
 
 
 class ReferenceDataError(GpuFabricError):
@@ -83,6 +83,10 @@ class Reference:
     memory_nvml_observed: tuple[dict, ...] = ()
     derived: dict[str, str] = field(default_factory=dict)
     recorded: dict | None = None
+    #: optional, for GPUs whose host CPU is not behind PCIe (GB200/GB300: "NVLink-C2C"); None = PCIe, the pcie_* fields
+    host_link: str | None = None
+    host_link_gbps_per_direction: float | None = None
+    host_link_gbps_bidirectional: float | None = None
 
     @property
     def memory_peak_from_clock_gbps(self) -> float | None:

@@ -75,11 +75,11 @@ def test_reference_of_one_model_as_text(capsys):
 
 
 def test_an_unknown_model_is_one_line_naming_the_known_ones(capsys):
-    assert main(["reference", "B200"]) == EXIT_BAD_INPUT
+    assert main(["reference", "B100"]) == EXIT_BAD_INPUT
     captured = capsys.readouterr()
     assert captured.out == ""
     [line] = captured.err.splitlines()
-    assert line.startswith("gpufabric: unknown GPU model 'B200'; known: a100-pcie-80gb, ")
+    assert line.startswith("gpufabric: unknown GPU model 'B100'; known: a100-pcie-80gb, ")
     assert all(model in line for model in load_references()) and "Traceback" not in captured.err
 
 
@@ -184,9 +184,9 @@ def test_a_model_the_catalogue_lacks(data, capsys):
 
 
 def test_an_unknown_given_model_is_bad_input(data, capsys):
-    code, out, err = run(capsys, "parse", "nccl-tests", data / H200_NCCL, "--reference", "B200")
+    code, out, err = run(capsys, "parse", "nccl-tests", data / H200_NCCL, "--reference", "B100")
     assert code == EXIT_BAD_INPUT and out is None
-    assert err.startswith("gpufabric: unknown GPU model 'B200'; known: ") and len(err.splitlines()) == 1
+    assert err.startswith("gpufabric: unknown GPU model 'B100'; known: ") and len(err.splitlines()) == 1
 
 
 def test_without_reference_the_json_is_unchanged(data, capsys):
