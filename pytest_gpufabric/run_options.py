@@ -55,7 +55,7 @@ def read_options(config: pytest.Config) -> RunOptions | None:
     profile_spec, replay = option(config, "gpu_profile"), option(config, "gpu_replay")
     if not profile_spec and not replay:
         return None
-    profile = _load_profile(profile_spec, config.rootpath) if profile_spec else None
+    profile = _load_profile(profile_spec, config.invocation_params.dir) if profile_spec else None
     given_fleet_id = option(config, "gpu_fleet_id")
     report_dir = _report_dir(config, given_fleet_id)
     waivers = _waivers(config)
@@ -70,11 +70,11 @@ def read_options(config: pytest.Config) -> RunOptions | None:
         waivers=waivers, evidence_files=tuple(Path(p) for p in config.getoption("gpu_evidence") or []))
 
 
-def _load_profile(spec: str, rootpath: Path) -> Profile:
+def _load_profile(spec: str, start_dir: Path) -> Profile:
     from .profile.loader import load_profile
 
     try:
-        return load_profile(spec, rootpath)
+        return load_profile(spec, start_dir)  # ./profiles where pytest was started, never its rootdir
     except GpuFabricError as exc:
         raise pytest.UsageError(f"--gpu-profile: {exc}") from None
 

@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import ProfileError
-from ..paths import shipped_profiles_dir
+from ..paths import PROFILE_PATH_ENV, did_you_mean, name_search_dirs, shipped_profiles_dir
 from ..units import parse_bytes, parse_gbit, parse_gbps, parse_seconds
 from .model import Profile
 
 SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
-PROFILE_PATH_ENV = "GPUFABRIC_PROFILE_PATH"
 _SUFFIXES = (".yaml", ".yml")
 
 
@@ -27,24 +26,9 @@ _SUFFIXES = (".yaml", ".yml")
 
 
 def search_dirs(rootdir: Path | None = None) -> list[Path]:
-    """Where names are looked up, first match wins: the project's profiles/, GPUFABRIC_PROFILE_PATH, shipped."""
-    dirs: list[Path] = []
-    if rootdir is not None:
-        dirs.append(Path(rootdir) / "profiles")
-    dirs += [Path(p) for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]
-    dirs.append(shipped_profiles_dir())
-    unique: list[Path] = []  # in a source checkout the project's profiles/ is the shipped one: name it once
-    for directory in dirs:
-        if not any(_same_dir(directory, seen) for seen in unique):
-            unique.append(directory)
-    return unique
-
-
-def _same_dir(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return a == b
+    """Where names are looked up, first match wins: ./profiles of the folder the command was started in
+    (``rootdir``, default the current folder), GPUFABRIC_PROFILE_PATH, the shipped ones (paths.name_search_dirs)."""
+    return name_search_dirs("profiles", PROFILE_PATH_ENV, shipped_profiles_dir(), rootdir)
 
 
 def available_profiles(rootdir: Path | None = None) -> dict[str, Path]:
@@ -94,7 +78,8 @@ def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | 
         raise ProfileError(_a_directory(spec))
     names = ", ".join(sorted(candidates)) or "none"
     where = ", ".join(str(d) for d in search_dirs(rootdir))
-    raise ProfileError(f"unknown profile {spec!r}; available profiles: {names} (searched {where})")
+    raise ProfileError(f"unknown profile {spec!r}{did_you_mean(spec, sorted(candidates))}; available profiles: "
+                       f"{names} (searched {where}; `gpufabric profile list` lists them)")
 
 
 # --- loading ------------------------------------------------------------------------------------------
