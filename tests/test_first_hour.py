@@ -121,3 +121,9 @@ def test_a_gpu_server_without_a_profile_is_told_how_to_get_one(project, monkeypa
                           "(`gpufabric reference h100-sxm`).")
     assert "gpufabric profile init --measure -o my-server.yaml" in err and "gpufabric profile list" in err
     assert not (project / "reports").exists()
+
+
+def test_the_bundles_page_names_every_shipped_bundle():
+    text = (Path(__file__).parents[1] / "docs" / "bundles.md").read_text(encoding="utf-8")
+    shipped = sorted(p.name for p in shipped_bundles_dir().iterdir() if p.is_dir())
+    assert [name for name in shipped if f"`{name}`" not in text] == []
