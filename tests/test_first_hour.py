@@ -127,3 +127,11 @@ def test_the_bundles_page_names_every_shipped_bundle():
     text = (Path(__file__).parents[1] / "docs" / "bundles.md").read_text(encoding="utf-8")
     shipped = sorted(p.name for p in shipped_bundles_dir().iterdir() if p.is_dir())
     assert [name for name in shipped if f"`{name}`" not in text] == []
+
+
+def test_accept_leaves_its_cache_beside_the_report(project):
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", "site-h200", "--replay",
+                           "site-bundle", "-q"], cwd=project, capture_output=True, text=True, timeout=300)
+    assert done.returncode != EXIT_USAGE, done.stdout + done.stderr
+    assert not (project / ".pytest_cache").exists() and (project / "reports" / ".pytest_cache").is_dir()
+    assert "deselected" not in done.stdout  # the platform suite this profile does not promise is not collected
