@@ -135,3 +135,17 @@ def test_accept_leaves_its_cache_beside_the_report(project):
     assert done.returncode != EXIT_USAGE, done.stdout + done.stderr
     assert not (project / ".pytest_cache").exists() and (project / "reports" / ".pytest_cache").is_dir()
     assert "deselected" not in done.stdout  # the platform suite this profile does not promise is not collected
+
+
+def test_memory_in_gib_that_no_healthy_board_has_is_refused(tmp_path, capsys):
+    """`memory: 80 GiB` on an H100 sold as 80 GB (81559 MiB as NVML counts, tests/data/bundles/h100-x1) fails every
+    healthy board: refused at validation with the unit to use; `80 GB` is valid."""
+    bad = tmp_path / "h100-gib.yaml"
+    bad.write_text("name: h100-gib\ngpus: {count: 1, model: NVIDIA H100 80GB HBM3, memory: 80 GiB}\n")
+    assert main(["profile", "validate", str(bad)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"{bad} at $.gpus.memory: '80 GiB' is more than a healthy NVIDIA H100 SXM5 80GB has (85520809984" in err
+    assert "promise memory as sold, `memory: 80 GB`, not GiB." in err
+    good = tmp_path / "h100-gb.yaml"
+    good.write_text("name: h100-gb\ngpus: {count: 1, model: NVIDIA H100 80GB HBM3, memory: 80 GB}\n")
+    assert main(["profile", "validate", str(good)]) == 0

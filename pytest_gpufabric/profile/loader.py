@@ -272,6 +272,22 @@ def _floors(doc: dict) -> list[tuple[str, object, object]]:
     return out
 
 
+def _more_memory_than_the_model_has(model: str, memory: str) -> str | None:
+    """Why a memory promise fails every healthy board of the model (the reference catalogue's NVML total), as the
+    accept-time check says it: `80 GiB` on an H100 sold as 80 GB (79.65 GiB as NVML counts). None when it does not."""
+    from ..reference import find_reference
+
+    ref = find_reference(model)
+    has = getattr(ref, "memory_bytes_nvml", None)
+    if not isinstance(has, int) or parse_bytes(memory) <= has:
+        return None
+    sold = ref.memory_gb_sold
+    hint = (f" The board is sold as {sold:g} GB (1e9 bytes each), which it has: promise memory as sold, "
+            f"`memory: {sold:g} GB`, not GiB." if isinstance(sold, (int, float)) and sold * 1e9 <= has else "")
+    return (f"{memory!r} is more than a healthy {ref.name} has ({has} bytes, {has / (1 << 30):.2f} GiB as NVML "
+            f"reports it): every such board would fail this promise.{hint}")
+
+
 def _check_semantics(doc: dict, path: Path) -> None:
     """What JSON Schema cannot say: quantities parse, the matrix is square and symmetric, pairs exist."""
 
@@ -285,6 +301,10 @@ def _check_semantics(doc: dict, path: Path) -> None:
                 parse(gpus[key])
             except ValueError as exc:
                 fail(str(exc), f"$.gpus.{key}")
+    if isinstance(gpus.get("memory"), str) and isinstance(gpus.get("model"), str):
+        more = _more_memory_than_the_model_has(gpus["model"], gpus["memory"])
+        if more:
+            fail(more, "$.gpus.memory")
     if "min_speed" in doc.get("nvlink", {}):
         try:
             parse_gbps(doc["nvlink"]["min_speed"])
