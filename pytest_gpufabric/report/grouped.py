@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 _BOARD = re.compile(r"\bGPU(\d+)\b")
 _SERIAL = re.compile(r" ?\(serial [^)]*\)")
+_SERIAL_OF = re.compile(r"\(serial ([^)]*)\)")
 
 
 def one_line(reason: str) -> str:
@@ -58,7 +59,9 @@ def grouped(promises: list[dict], outcomes: tuple[str, ...] = ("failed", "not ch
         if len(members) > 1:
             boards = [int(m.group(1)) for p in members if (m := _BOARD.search(p.get("reason") or ""))]
             if len(set(boards)) > 1:
-                text = _SERIAL.sub("", _BOARD.sub(board_range(boards), text, count=1))
+                serials = [m.group(1) for p in members if (m := _SERIAL_OF.search(p.get("reason") or ""))]
+                named = board_range(boards) + (f" (serials {', '.join(dict.fromkeys(serials))})" if serials else "")
+                text = _BOARD.sub(named, _SERIAL.sub("", text), count=1)
         out.append({"outcome": outcome, "text": text, "ids": [p["id"] for p in members], "remedy": remedy})
     return out
 
