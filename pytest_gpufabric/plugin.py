@@ -122,20 +122,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     add_environment(session.config, fabric_session)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The platform suite is for profiles with a ``platform:`` section: under any other profile its tests are
-    deselected (not skipped), so the runs and results of profiles that promise no platform setting are unchanged."""
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    """The platform suite is for profiles with a ``platform:`` section: under any other profile it is not collected
+    (neither run nor counted as deselected), so the runs and results of profiles that promise no platform setting
+    are unchanged and say nothing of it."""
     fabric_session = config.stash.get(SESSION_KEY, None)
-    if fabric_session is None or (fabric_session.profile and fabric_session.profile.data.get("platform")):
-        return
-
-    suite = SUITES_DIR / "test_platform.py"
-    dropped = [item for item in items if item.path == suite]
-    for item in dropped:
-        item.gpufabric_not_promised = True  # not "deselected by the user": RunRecorder counts no promise for it
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if item.path != suite]
+    if fabric_session is None or fabric_session.profile is None or fabric_session.profile.data.get("platform"):
+        return None
+    return True if collection_path == SUITES_DIR / "test_platform.py" else None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

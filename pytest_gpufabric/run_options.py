@@ -59,7 +59,7 @@ def read_options(config: pytest.Config) -> RunOptions | None:
         return None
     _refuse_control_characters(config)
     port = _port(option(config, "gpu_metrics_port"))  # checked whether or not a server will serve it
-    profile = _load_profile(profile_spec, config.rootpath) if profile_spec else None
+    profile = _load_profile(profile_spec, config.invocation_params.dir) if profile_spec else None
     given_fleet_id = option(config, "gpu_fleet_id")
     report_dir = _report_dir(config, given_fleet_id)
     waivers = _waivers(config)
@@ -102,11 +102,11 @@ def _evidence_files(config: pytest.Config) -> tuple[Path, ...]:
     return files
 
 
-def _load_profile(spec: str, rootpath: Path) -> Profile:
+def _load_profile(spec: str, start_dir: Path) -> Profile:
     from .profile.loader import load_profile
 
     try:
-        return load_profile(spec, rootpath)
+        return load_profile(spec, start_dir)  # ./profiles where pytest was started, never its rootdir
     except GpuFabricError as exc:
         raise pytest.UsageError(f"--gpu-profile: {exc}") from None
 

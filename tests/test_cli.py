@@ -246,7 +246,8 @@ def test_profile_init_measure_from_a_bundle_says_it_reads_the_bundle(tmp_path, c
 
 def test_accept_reports_an_unknown_profile_first(capsys):
     assert main(["accept", "--profile", "titan-rtx"]) == EXIT_USAGE
-    assert "unknown profile 'titan-rtx'; available profiles:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown profile 'titan-rtx' (did you mean 'titan-rtx-nvlink'?); available profiles:" in err
 
 
 def test_every_command_and_argument_has_help():

@@ -70,6 +70,19 @@ def test_the_readme_command_accepts_on_its_first_run_in_a_fresh_clone(clone):
 
 
 @needs_git
+def test_the_readme_commands_in_order_the_tests_after_accept(clone):
+    """The README's first command leaves reports/ in the clone; its second (the tests) must not read it as a node's
+    acceptance (tests/test_nodehealth_live.py failed so: `gpufabric health` took the current folder's results)."""
+    _fresh(clone)
+    done = _run(clone, "-m", "pytest_gpufabric", "accept", "-p", "no:cacheprovider", "-p", "no:xdist")
+    assert done.returncode == 0 and (clone / "reports" / "gpufabric-results.json").is_file()
+    tests = _run(clone, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                 "tests/test_nodehealth_live.py")
+    _fresh(clone)
+    assert tests.returncode == 0, (tests.stdout[-3000:], tests.stderr[-3000:])
+
+
+@needs_git
 def test_pytest_with_a_profile_from_the_clone_root_is_the_users_run(clone):
     """What `gpufabric accept` runs, typed by hand at the root: pytest finds tests/ (pyproject's testpaths) and
     loads its conftest, whose guard leaves a run of the shipped suites alone."""

@@ -42,7 +42,7 @@ XID_79 = "NVRM: Xid (PCI:0000:00:07): 79, GPU has fallen off the bus."
 def _elsewhere(tmp_path, monkeypatch):
     """Run where no reports/gpufabric-results.json is, with no health settings from the environment."""
     monkeypatch.chdir(tmp_path)
-    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED"):
+    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED", "GPUFABRIC_STATE_DIR"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -351,15 +351,32 @@ def test_usage_errors_exit_2(capsys, tmp_path):
 
 
 def test_the_profile_and_boards_come_from_the_accepted_results(tmp_path):
-    (tmp_path / "reports").mkdir()
+    (tmp_path / "state").mkdir()
     results = json.loads(X4_ACCEPTED.read_text())
     shipped = resolve_baseline("h200-nvswitch-x4", None, env={})
     results["profile"] = {"name": "h200-nvswitch-x4", "sha256": shipped.profile.sha256, "path": "/gone/x4.yaml"}
-    (tmp_path / "reports" / "gpufabric-results.json").write_text(json.dumps(results))
-    baseline = resolve_baseline(None, None, env={})
+    (tmp_path / "state" / "gpufabric-results.json").write_text(json.dumps(results))
+    baseline = resolve_baseline(None, None, env={"GPUFABRIC_STATE_DIR": str(tmp_path / "state")})
     assert baseline.profile.sha256 == shipped.profile.sha256
-    assert baseline.profile_from == "the accepted results reports/gpufabric-results.json"
+    assert baseline.profile_from == f"the accepted results {tmp_path / 'state' / 'gpufabric-results.json'}"
     assert [b.serial for b in baseline.boards] == SERIALS
+
+
+def test_results_in_the_current_folder_are_never_taken_as_the_nodes(tmp_path, capsys):
+    """`gpufabric accept` leaves reports/gpufabric-results.json where it ran: health must not read it by accident."""
+    (tmp_path / "reports").mkdir()
+    shutil.copyfile(X4_ACCEPTED, tmp_path / "reports" / "gpufabric-results.json")
+    assert main(["health", "--replay", str(X4)]) == 2
+    err = capsys.readouterr().err
+    assert "no profile to judge the node by" in err and "gpufabric-results.json, not found" in err
+
+
+def test_only_an_accepted_run_counts_as_the_nodes_acceptance(tmp_path, capsys):
+    results = json.loads(X4_ACCEPTED.read_text())
+    results["summary"]["verdict"] = "REJECTED"
+    (tmp_path / "rejected.json").write_text(json.dumps(results))
+    assert main(["health", "--accepted", str(tmp_path / "rejected.json"), "--replay", str(X4)]) == 2
+    assert "holds a run judged REJECTED, not the node's acceptance" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -419,13 +419,17 @@ def test_the_suite_fails_each_wrong_setting_with_its_message(pytester: pytest.Py
 
 
 def test_a_profile_without_a_platform_section_leaves_the_run_as_it_was(pytester: pytest.Pytester):
-    """The shipped profiles promise no platform settings: the suite's tests are deselected (no skip, no test id),
-    so runs and results recorded before it existed replay unchanged."""
+    """The shipped profiles promise no platform settings: the suite is not collected (no skip, no test id, not
+    counted as deselected), so runs and results recorded before it existed replay unchanged."""
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2",
                                 "-k", "test_topology or test_platform")
     outcomes = result.parseoutcomes()
-    assert outcomes["passed"] == 14 and "skipped" not in outcomes and outcomes["deselected"] >= 14
+    assert outcomes["passed"] == 14 and "skipped" not in outcomes
     assert not [t for t in _results(pytester)["tests"] if "test_platform" in t]
+    whole = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2")
+    assert "deselected" not in whole.parseoutcomes()
+    listed = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--collect-only", "-q")
+    assert "test_platform.py" not in listed.stdout.str() and "test_topology.py" in listed.stdout.str()
 
 
 def test_a_failing_bandwidth_check_names_the_platform_findings(pytester: pytest.Pytester, bundles, tmp_path):

@@ -12,6 +12,7 @@ common.py. A command imports what it needs when it runs, so that ``gpufabric --h
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .. import __version__
@@ -32,8 +33,19 @@ VERDICT_COMMANDS = ("accept", "fleet")
 EXIT_INTERRUPTED, EXIT_SIGINT = 2, 130
 
 
+#: what `gpufabric --help` ends with: where a new user starts
+START_HERE = """start here:
+  gpufabric show                           what this machine is (GPUs, links, topology)
+  gpufabric profile list                   the profiles a name finds (shipped, ./profiles, GPUFABRIC_PROFILE_PATH)
+  gpufabric accept --profile NAME|FILE     accept this machine against the profile it was sold under
+  gpufabric accept                         without a GPU: replay a recorded 2x H200 acceptance (a demo)
+  gpufabric profile init --measure -o F    write a profile from a machine known to be good
+docs: README.md, docs/commands.md"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufabric", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="gpufabric", description=__doc__.splitlines()[0], epilog=START_HERE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"pytest-gpufabric {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for family in FAMILIES:
@@ -56,6 +68,9 @@ def main(argv: list[str] | None = None, *, interrupted_on_start: bool = False) -
     except GpuFabricError as exc:
         print(clean_text(f"gpufabric: {exc}"), file=sys.stderr)  # it may quote a file's or a machine's text
         return EXIT_USAGE if verdict else EXIT_BAD_INPUT
+    except BrokenPipeError:  # `gpufabric bundle list | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except OSError as exc:  # an output path that cannot be written, a directory that cannot be made
         print(clean_text(f"gpufabric: {exc.filename or ''}: {exc.strerror}"), file=sys.stderr)
         return EXIT_USAGE if verdict else EXIT_BAD_INPUT

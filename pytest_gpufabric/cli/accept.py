@@ -13,7 +13,8 @@ from ..fabric.nvml import nvml_available
 from ..fleet.launch import expand_report_dir
 from ..report.results import check_writable_dir
 
-DEFAULT_PROFILE = "h200-nvswitch-x2"
+#: the demo a machine without an NVIDIA driver replays when no profile is given: a whole recorded acceptance
+DEMO_PROFILE = "h200-nvswitch-x2"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "and any of this plugin's --gpu-* options (--gpu-waive ID=REASON, --gpu-evidence FILE, "
                     "--gpu-plant-memory-fault GPU, ...; `pytest --help` lists them).",
     )
-    accept.add_argument("--profile", default=DEFAULT_PROFILE, help=f"profile name or path (default {DEFAULT_PROFILE})")
+    accept.add_argument("--profile", help="profile name or path (`gpufabric profile list`); without it, a machine "
+                        f"without an NVIDIA driver replays the demo {DEMO_PROFILE} and a GPU server is told how to "
+                        "get its own profile")
     accept.add_argument("--replay", metavar="BUNDLE", help="judge a bundle; default: this machine, or the "
                         "profile's shipped bundle when this machine has no NVIDIA driver")
     accept.add_argument("--html", metavar="FILE", help="the HTML report (default: acceptance.html in the report "
@@ -52,6 +55,9 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     from ..profile.loader import load_profile
     from ..report.finishing import FinishWhole
 
+    refuse_near_misses(pytest_args)
+    if args.profile is None:
+        args.profile = _demo_or_refuse(args.replay)
     load_profile(args.profile, Path.cwd())  # a bad profile is the first thing to say, driver or not
     replay, instead = args.replay, None
     if replay is not None:
@@ -79,6 +85,8 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
     quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
     argv = ["--gpu-profile", args.profile, "--html", str(html), "--self-contained-html", "-W", quiet]
+    if not any("cache_dir" in arg or "cacheprovider" in arg for arg in pytest_args):
+        argv += ["-o", f"cache_dir={html.parent / '.pytest_cache'}"]  # beside the report, not where it was started
     if args.sign_key:
         argv += ["--gpu-sign-key", args.sign_key]
     for flag, value in (("--gpu-customer", args.customer), ("--gpu-operator", args.operator),
@@ -92,6 +100,69 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
         return int(pytest.main(argv + pytest_args, plugins=[finish]))
     finally:
         finish.release()
+
+
+def _demo_or_refuse(replay: str | None) -> str:
+    """No --profile: the demo profile where it replays (no driver here, or a bundle given); on a GPU server a usage
+    error that says what this machine is and how to get its profile: a profile it was not sold under would only
+    reject it."""
+    usable, _ = nvml_available()
+    if replay is not None or not usable:
+        return DEMO_PROFILE
+    raise GpuFabricError(f"no profile given. {_this_machine()} Accept it against the profile it was sold under: "
+                         "`gpufabric accept --profile NAME|FILE` (`gpufabric profile list` shows the shipped ones). "
+                         "No profile yet? On a machine known to be good, `gpufabric profile init --measure -o "
+                         "my-server.yaml` writes one with floors below what it measures, then `gpufabric accept "
+                         "--profile my-server.yaml` (docs/profiles.md)")
+
+
+def _this_machine() -> str:
+    """'This machine: 1x NVIDIA H200 (catalogue: h200-sxm).' from NVML, or what could not be read."""
+    from ..fabric.nvml import collect_fabric
+    from ..reference import find_reference, load_references
+
+    try:
+        fabric = collect_fabric()
+    except GpuFabricError as exc:
+        return f"This machine could not be read: {exc}."
+    names = sorted({gpu.name for gpu in fabric.gpus if isinstance(gpu.name, str)})
+    if not names:
+        return "This machine's NVML answers, but lists no GPU."
+    references = load_references()
+    models = [f"{name} (`gpufabric reference {ref.model}`)" if (ref := find_reference(name, references)) else
+              f"{name} (not in the reference catalogue)" for name in names]
+    return f"This machine: {len(fabric.gpus)} GPU(s), {', '.join(models)}."
+
+
+def refuse_near_misses(pytest_args: list[str]) -> None:
+    """An argument meant for this command but mistyped (--profle) is said now, with the option it is close to,
+    not passed on for pytest to refuse after the run has begun. Only a name that pytest does not know either."""
+    from ..paths import did_you_mean
+
+    ours = ["--profile", "--replay", "--html", "--sign-key", "--customer", "--operator", "--burn-in",
+            "--report-dir"]
+    for arg in pytest_args:
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--") or name in ours or name.startswith("--gpu-"):
+            continue
+        hint = did_you_mean(name, ours)
+        if hint and not _pytest_knows(name):
+            raise GpuFabricError(f"unknown option {name}{hint}")
+
+
+def _pytest_knows(name: str) -> bool:
+    """Whether pytest (with the plugins installed here) takes the long option ``name``; True when it cannot be
+    asked, so that an option is never refused on a guess."""
+    try:
+        from _pytest.config import get_config
+
+        config = get_config()
+        config.pluginmanager.load_setuptools_entrypoints("pytest11")
+        parser = config._parser  # pytest's own parser, every installed plugin's options added (private API)
+        optparser = getattr(parser, "optparser", None) or parser._getparser()
+        return name in optparser._option_string_actions
+    except Exception:
+        return True
 
 
 def _replayed_burn_in(asked: str, replay: str) -> str:

@@ -24,7 +24,10 @@ from .common import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    fleet = sub.add_parser("fleet", help="one verdict for many servers from their results")
+    fleet = sub.add_parser("fleet", help="one verdict for many servers from their results",
+                           description="Many servers accepted through the scheduler you run (Slurm, Kubernetes "
+                           "Jobs): `fleet report` judges every node's results again and gives one verdict, naming "
+                           "the drifted or slow node; `fleet fabric` measures between the nodes (docs/fleet.md).")
     fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True)
     report = fleet_sub.add_parser(
         "report", help="judge a fleet from its nodes' results folders",

@@ -25,15 +25,40 @@ SNAPSHOT_COMMANDS = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    show = sub.add_parser("show", help="print the machine's GPUs and topology (live, or a bundle)")
+    show = sub.add_parser("show", help="print the machine's GPUs and topology (live, or a bundle)",
+                          description="What this machine is, read through NVML (or a recorded bundle with "
+                          "--replay): each GPU's model, serial, bus id, PCIe link and NVLinks, and the "
+                          "`nvidia-smi topo -m` matrix.")
     show.add_argument("--replay", metavar="BUNDLE", help="a bundle directory, .tar.gz or shipped bundle name")
     show.add_argument("--json", action="store_true", help="the full model as JSON")
     show.set_defaults(func=cmd_show)
 
-    snapshot = sub.add_parser("snapshot", help="record this machine (NVML + nvidia-smi) into a bundle directory")
+    snapshot = sub.add_parser("snapshot", help="record this machine (NVML + nvidia-smi) into a bundle directory",
+                              description="Record this machine into a bundle (NVML, nvidia-smi topo -m, nvlink -s "
+                              "and -q -x, the health counters and kernel log): judge it anywhere with --replay DIR "
+                              "(docs/bundles.md).")
     snapshot.add_argument("dir", help="the bundle directory to write (made if missing); judge it later with "
                           "--replay DIR or pytest --gpu-replay DIR")
     snapshot.set_defaults(func=cmd_snapshot)
+
+    bundle = sub.add_parser("bundle", help="list the recorded bundles a name finds",
+                            description="Bundles are recorded machines (docs/bundles.md). A name is looked up in "
+                            "./bundles of the folder the command runs in, then GPUFABRIC_BUNDLE_PATH, then the "
+                            "shipped bundles.")
+    bundle_sub = bundle.add_subparsers(dest="bundle_command", required=True)
+    listing = bundle_sub.add_parser("list", help="every bundle name --replay takes here, in search order",
+                                    description="Every bundle name --replay takes here, with the files it holds.")
+    listing.set_defaults(func=cmd_bundle_list)
+
+
+def cmd_bundle_list(args: argparse.Namespace) -> int:
+    """`gpufabric bundle list`: name, what it holds, where."""
+    from ..fabric.bundle import available_bundles
+
+    for name, path in available_bundles(Path.cwd()).items():
+        files = sorted(p.name for p in path.iterdir() if p.name != "README.md")
+        print(f"{name}  ({len(files)} files: {', '.join(files[:6])}{', ...' if len(files) > 6 else ''})  {path}")
+    return EXIT_OK
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -15,7 +15,10 @@ from .common import EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parse = sub.add_parser("parse", help="parse a tool's text output into JSON")
+    parse = sub.add_parser("parse", help="parse a tool's text output into JSON",
+                           description="Read what a tool printed, as a person pastes it (prompts and banners "
+                           "included), into JSON: `gpufabric parse KIND FILE`. KIND says which tool (below); "
+                           "FILE may be - for standard input.")
     parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest", "dcgm-diag", "nvbandwidth"],
                        help="topo: `nvidia-smi topo -m`; nvlink: `nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or "
                        "`-e` (told apart by their link lines); nccl-tests: the result tables of all_reduce_perf, "

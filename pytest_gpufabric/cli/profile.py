@@ -12,9 +12,19 @@ from .common import EXIT_OK, finite_number, read_fabric, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    profile = sub.add_parser("profile", help="write or check machine profiles")
+    profile = sub.add_parser("profile", help="list, write or check machine profiles",
+                             description="A profile says what a machine was sold as (docs/profiles.md). A name is "
+                             "looked up in ./profiles of the folder the command runs in, then GPUFABRIC_PROFILE_PATH, "
+                             "then the shipped profiles.")
     profile_sub = profile.add_subparsers(dest="profile_command", required=True)
-    init = profile_sub.add_parser("init", help="write a profile that this machine (or bundle) passes")
+    listing = profile_sub.add_parser("list", help="the profiles a name finds, in search order",
+                                     description="Every profile name --profile takes here, with its GPUs, its "
+                                     "description and the file it resolves to.")
+    listing.set_defaults(func=cmd_profile_list)
+    init = profile_sub.add_parser("init", help="write a profile that this machine (or bundle) passes",
+                                  description="Write a profile from this machine (NVML), a bundle (--replay) or a "
+                                  "fleet's results (--from-fleet). Run it on a machine known to be good: with "
+                                  "--measure the floors sit --margin below what it measured.")
     init.add_argument("--replay", metavar="BUNDLE", help="write it from a recorded bundle (directory, .tar.gz or "
                       "shipped name) instead of this machine")
     init.add_argument("-o", "--output", required=True, metavar="FILE", help="the profile file to write")
@@ -37,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="floors times this fraction of what was measured: with --from-fleet (default 0.95) or "
                            "--measure (default 0.9)")
     init.set_defaults(func=cmd_profile_init)
-    validate = profile_sub.add_parser("validate", help="check profile files against the schema")
+    validate = profile_sub.add_parser("validate", help="check profile files against the schema",
+                                      description="Read each profile (resolving `extends`), check it against the "
+                                      "schema and the GPU reference catalogue; exit 2 at the first bad one.")
     validate.add_argument("files", nargs="+", metavar="FILE", help="profile files (or names of shipped profiles)")
     validate.set_defaults(func=cmd_profile_validate)
 
@@ -127,6 +139,22 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
     print(f"floors from {len(used)} accepted node(s): {', '.join(used)}")
     if left_out:
         print(f"left out, not accepted: {', '.join(left_out)}")
+    return EXIT_OK
+
+
+def cmd_profile_list(args: argparse.Namespace) -> int:
+    """`gpufabric profile list`: name, GPUs, description, file; a profile that does not load says why."""
+    from ..profile.loader import available_profiles, load_profile, search_dirs
+
+    for name, path in available_profiles(Path.cwd()).items():
+        try:
+            profile = load_profile(str(path))
+        except GpuFabricError as exc:
+            print(f"{name}  (does not load: {exc})  {path}")
+            continue
+        gpus = f"{profile.gpu_count}x {profile.gpu_model or 'GPU'}"
+        print(f"{name}  {gpus}  {profile.data.get('description', '')}  {path}")
+    print(f"searched: {', '.join(str(d) for d in search_dirs(Path.cwd()))}")
     return EXIT_OK
 
 

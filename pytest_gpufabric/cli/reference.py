@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                "(\"NVIDIA H100 80GB HBM3\") or an alias (h100).")
     reference.add_argument("model", nargs="?", metavar="MODEL", help="one model's entry (default: the whole catalogue)")
     reference.add_argument("--json", action="store_true", help="every field, the sources and the recorded fractions")
+    reference.add_argument("--list", action="store_true", help="only the model names and the names NVML prints")
     reference.set_defaults(func=cmd_reference)
 
 
@@ -25,6 +26,10 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from ..reference_judge import unknown_model_message
 
     references = load_references()
+    if args.list:
+        for model, ref in sorted(references.items()):
+            print(f"{model}  {', '.join(ref.nvml_names)}")
+        return EXIT_OK
     if args.model:
         ref = find_reference(args.model, references)
         if ref is None:

@@ -53,7 +53,7 @@ from ..formats.recordings import BANDWIDTH_FORMAT, NVLINK_TRAFFIC_FORMAT, Bandwi
 from ..formats.records import BURN_IN_FILE, KINDS
 from ..formats.strict import load_json_text
 from ..formats.typed import load_json
-from ..paths import shipped_bundles_dir
+from ..paths import BUNDLE_PATH_ENV, did_you_mean, name_search_dirs, shipped_bundles_dir
 from .from_text import fabric_from_text
 from .ibv_devinfo import devices_from_ibv_devinfo, merge_ibv_devinfo, parse_ibv_devinfo
 from .model import GPU_LIST, Fabric
@@ -82,11 +82,16 @@ _WORKLOAD_KEYS = ("steps", "world_size", "gradient_bytes", "allreduce_bytes_per_
 _COUNTER_SAMPLE_PATTERNS = ("nvidia-smi-nvlink-gt-d.sample*.txt", "nvidia-smi-nvlink-g0.sample*.txt")
 
 
-def available_bundles() -> dict[str, Path]:
-    directory = shipped_bundles_dir()
-    if not directory.is_dir():
-        return {}
-    return {p.name: p for p in sorted(directory.iterdir()) if p.is_dir() and _holds_bundle(p)}
+def available_bundles(start_dir: Path | None = None) -> dict[str, Path]:
+    """Every bundle name --replay takes, with the folder it resolves to: ./bundles of the folder the command was
+    started in, GPUFABRIC_BUNDLE_PATH, the shipped ones (first match wins)."""
+    found: dict[str, Path] = {}
+    for directory in name_search_dirs("bundles", BUNDLE_PATH_ENV, shipped_bundles_dir(), start_dir):
+        if directory.is_dir():
+            for p in sorted(directory.iterdir()):
+                if p.name not in found and p.is_dir() and _holds_bundle(p):
+                    found[p.name] = p
+    return found
 
 
 def _holds_bundle(directory: Path) -> bool:
@@ -99,16 +104,17 @@ def _holds_bundle(directory: Path) -> bool:
             or any(directory.glob(_NCCL_TESTS_PATTERN)) or bool(bundle_evidence_files(directory)))
 
 
-def find_bundle(spec: str | Path) -> Path:
-    """A path to a directory or .tar.gz, or the name of a shipped bundle."""
+def find_bundle(spec: str | Path, start_dir: Path | None = None) -> Path:
+    """A path to a directory or .tar.gz, or a bundle's name (available_bundles: where names are looked up)."""
     path = Path(spec).expanduser()
     if path.exists():
         return path
-    shipped = available_bundles()
-    if str(spec) in shipped:
-        return shipped[str(spec)]
-    names = ", ".join(shipped) or "none"
-    raise BundleError(f"replay bundle not found: {spec} (not a file or directory; shipped bundles: {names})")
+    known = available_bundles(start_dir)
+    if str(spec) in known:
+        return known[str(spec)]
+    names = ", ".join(known) or "none"
+    raise BundleError(f"replay bundle not found: {spec}{did_you_mean(str(spec), list(known))} (not a file or "
+                      f"directory; bundles: {names}; `gpufabric bundle list` lists them)")
 
 
 def _extract(archive: Path) -> Path:

@@ -16,7 +16,14 @@ from pathlib import Path
 from ..errors import GpuFabricError
 
 PROFILE_ENV, ACCEPTED_ENV = "GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED"
-DEFAULT_ACCEPTED = Path("reports") / "gpufabric-results.json"
+#: the node's own folder (root-owned): the accepted results live there, never taken from the current folder
+STATE_DIR_ENV, DEFAULT_STATE_DIR = "GPUFABRIC_STATE_DIR", Path("/var/lib/gpufabric")
+ACCEPTED_FILE = "gpufabric-results.json"
+
+
+def default_accepted(env: dict[str, str]) -> Path:
+    """Where a node keeps the results it was accepted with: $GPUFABRIC_STATE_DIR/gpufabric-results.json."""
+    return Path(env.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR) / ACCEPTED_FILE
 
 
 @dataclass(frozen=True)
@@ -58,8 +65,12 @@ def resolve_baseline(profile_spec: str | None, accepted_spec: str | None, env: d
     profile_said = "--profile" if profile_spec else PROFILE_ENV
     profile_spec = profile_spec or env.get(PROFILE_ENV) or None
     accepted_spec = accepted_spec or env.get(ACCEPTED_ENV) or None
-    accepted_path = Path(accepted_spec) if accepted_spec else (DEFAULT_ACCEPTED if DEFAULT_ACCEPTED.is_file() else None)
+    default = default_accepted(env)
+    accepted_path = Path(accepted_spec) if accepted_spec else (default if default.is_file() else None)
     results = _read_results(accepted_path) if accepted_path is not None else None
+    if results is not None and (verdict := (results.get("summary") or {}).get("verdict")) != "ACCEPTED":
+        raise GpuFabricError(f"{accepted_path} holds a run judged {verdict}, not the node's acceptance: give "
+                             "--accepted with the results of the run that ACCEPTED this node")
     notes: list[str] = []
     if profile_spec:
         profile = load_profile(profile_spec)
@@ -69,7 +80,7 @@ def resolve_baseline(profile_spec: str | None, accepted_spec: str | None, env: d
     else:
         raise GpuFabricError(f"no profile to judge the node by: give --profile NAME|FILE (or set {PROFILE_ENV}), or "
                              f"--accepted RESULTS.json, the results the node was accepted with (default "
-                             f"{DEFAULT_ACCEPTED}, not found in {Path.cwd()})")
+                             f"{default}, not found)")
     baseline = Baseline(profile, profile_from, notes=notes)
     if results is None:
         notes.append("no accepted results: the GPUs are counted, not named by serial (give --accepted)")

@@ -41,8 +41,9 @@ def add_health_parser(sub, func) -> None:
     health.add_argument("--profile", metavar="NAME|FILE", help=f"the profile to hold the node to (default: "
                         f"${PROFILE_ENV}, else the one the accepted results name)")
     health.add_argument("--accepted", metavar="RESULTS.json", help="the results the node was accepted with: its "
-                        f"boards by serial, its profile (default: ${ACCEPTED_ENV}, else reports/gpufabric-results.json "
-                        "where it exists)")
+                        f"boards by serial, its profile (default: ${ACCEPTED_ENV}, else "
+                        "$GPUFABRIC_STATE_DIR/gpufabric-results.json, /var/lib/gpufabric/ by default, where it exists; "
+                        "never the current folder); only an ACCEPTED run counts")
     health.add_argument("--replay", metavar="BUNDLE", help="judge a bundle's health.json (gpufabric snapshot) instead "
                         "of this machine")
     health.add_argument("--quick", action="store_true", help="also run the quick workloads (needs torch; live only)")

@@ -15,12 +15,11 @@ from pathlib import Path
 
 from ..errors import ProfileError
 from ..formats.strict import StrictReadError, load_yaml_text
-from ..paths import shipped_profiles_dir
+from ..paths import PROFILE_PATH_ENV, did_you_mean, name_search_dirs, shipped_profiles_dir
 from ..units import parse_bytes, parse_gbit, parse_gbps, parse_seconds
 from .model import Profile
 
 SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
-PROFILE_PATH_ENV = "GPUFABRIC_PROFILE_PATH"
 _SUFFIXES = (".yaml", ".yml")
 
 
@@ -28,24 +27,9 @@ _SUFFIXES = (".yaml", ".yml")
 
 
 def search_dirs(rootdir: Path | None = None) -> list[Path]:
-    """Where names are looked up, first match wins: the project's profiles/, GPUFABRIC_PROFILE_PATH, shipped."""
-    dirs: list[Path] = []
-    if rootdir is not None:
-        dirs.append(Path(rootdir) / "profiles")
-    dirs += [Path(p) for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]
-    dirs.append(shipped_profiles_dir())
-    unique: list[Path] = []  # in a source checkout the project's profiles/ is the shipped one: name it once
-    for directory in dirs:
-        if not any(_same_dir(directory, seen) for seen in unique):
-            unique.append(directory)
-    return unique
-
-
-def _same_dir(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return a == b
+    """Where names are looked up, first match wins: ./profiles of the folder the command was started in
+    (``rootdir``, default the current folder), GPUFABRIC_PROFILE_PATH, the shipped ones (paths.name_search_dirs)."""
+    return name_search_dirs("profiles", PROFILE_PATH_ENV, shipped_profiles_dir(), rootdir)
 
 
 def available_profiles(rootdir: Path | None = None) -> dict[str, Path]:
@@ -95,7 +79,8 @@ def find_profile(spec: str, rootdir: Path | None = None, *, relative_to: Path | 
         raise ProfileError(_a_directory(spec))
     names = ", ".join(sorted(candidates)) or "none"
     where = ", ".join(str(d) for d in search_dirs(rootdir))
-    raise ProfileError(f"unknown profile {spec!r}; available profiles: {names} (searched {where})")
+    raise ProfileError(f"unknown profile {spec!r}{did_you_mean(spec, sorted(candidates))}; available profiles: "
+                       f"{names} (searched {where}; `gpufabric profile list` lists them)")
 
 
 # --- loading ------------------------------------------------------------------------------------------
@@ -291,6 +276,22 @@ def _floors(doc: dict) -> list[tuple[str, object, object]]:
     return out
 
 
+def _more_memory_than_the_model_has(model: str, memory: str) -> str | None:
+    """Why a memory promise fails every healthy board of the model (the reference catalogue's NVML total), as the
+    accept-time check says it: `80 GiB` on an H100 sold as 80 GB (79.65 GiB as NVML counts). None when it does not."""
+    from ..reference import find_reference
+
+    ref = find_reference(model)
+    has = getattr(ref, "memory_bytes_nvml", None)
+    if not isinstance(has, int) or parse_bytes(memory) <= has:
+        return None
+    sold = ref.memory_gb_sold
+    hint = (f" The board is sold as {sold:g} GB (1e9 bytes each), which it has: promise memory as sold, "
+            f"`memory: {sold:g} GB`, not GiB." if isinstance(sold, (int, float)) and sold * 1e9 <= has else "")
+    return (f"{memory!r} is more than a healthy {ref.name} has ({has} bytes, {has / (1 << 30):.2f} GiB as NVML "
+            f"reports it): every such board would fail this promise.{hint}")
+
+
 def _check_semantics(doc: dict, path: Path) -> None:
     """What JSON Schema cannot say: quantities parse, the matrix is square and symmetric, pairs exist."""
 
@@ -304,6 +305,10 @@ def _check_semantics(doc: dict, path: Path) -> None:
                 parse(gpus[key])
             except ValueError as exc:
                 fail(str(exc), f"$.gpus.{key}")
+    if isinstance(gpus.get("memory"), str) and isinstance(gpus.get("model"), str):
+        more = _more_memory_than_the_model_has(gpus["model"], gpus["memory"])
+        if more:
+            fail(more, "$.gpus.memory")
     if "min_speed" in doc.get("nvlink", {}):
         try:
             parse_gbps(doc["nvlink"]["min_speed"])

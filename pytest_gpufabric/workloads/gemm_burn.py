@@ -97,7 +97,10 @@ def main() -> int:
             synchronize()
             for i in range(len(devices)):
                 if args.plant_fault == i:
-                    out[i].view(-1)[0] += 1  # the planted fault: one wrong element, as a failing GPU gives
+                    # the planted fault: one wrong element, as a failing GPU gives. Doubled away from zero, never +1,
+                    # which bf16 rounds away for |x| >= 256 (and fp32 for |x| >= 2**24), checking nothing
+                    first_element = out[i].view(-1)[:1]
+                    first_element += first_element.abs().clamp(min=1)
                 gpus[i]["checks"] += 1
                 gpus[i]["errors_self"] += mismatches(out[i], first[i], exact=True)
                 gpus[i]["errors_cross"] += mismatches(out[i], first[0].to(devices[i]), exact=exact_cross)
