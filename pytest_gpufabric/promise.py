@@ -38,11 +38,35 @@ def promise(kind: str | IdOfParams, what: str | None = None) -> pytest.MarkDecor
 
 
 def not_checked(reason: str) -> NoReturn:
-    """Skip the test as "promised, but not shown by this evidence", saying why."""
+    """Skip the test as "promised, but not shown by this evidence", saying why: a "not checked" check record of
+    the running test (records.py) says so to the verdict, the skip's text only to the terminal."""
+    _record_own("not checked", reason)
     pytest.skip(NOT_CHECKED_PREFIX + reason)
 
 
+def fail_promise(reason: str) -> NoReturn:
+    """Fail the test as "the evidence shows the promise broke": a failed check record of the running test says
+    so to the verdict (a hook that turns the report into a pass changes nothing)."""
+    _record_own("failed", reason)
+    pytest.fail(reason, pytrace=False)
+
+
+def _record_own(verdict: str, reason: str) -> None:
+    from .checks.result import failed, unknown
+    from .records import current_item, record
+
+    item = current_item()
+    if item is None:
+        return
+    promise_id, _ = promise_of(item, SUITES_DIR)
+    name = promise_id.split("[", 1)[0]
+    result = failed(name, promise_id, None, None, reason) if verdict == "failed" else unknown(name, promise_id, None,
+                                                                                              reason)
+    record(item, result.to_dict())
+
+
 def waived(reason: str) -> NoReturn:
+    """Skip a waived test; the verdict reads the waiver itself (FabricSession.waivers), never this text."""
     pytest.skip(WAIVED_PREFIX + reason)
 
 
@@ -92,6 +116,28 @@ def judge_promise(item: pytest.Item, fabric_session) -> None:
         waived(f"{waiver.reason} ({waiver.source})")
 
 
+def refuse_claims(items: list[pytest.Item], fabric_session) -> None:
+    """Only the shipped suites judge the shipped kinds of promise (and a site's plugin the kinds it registers:
+    hookspecs.py): a test of the user's own marked as the judge of one (``@promise("collective-bandwidth")``), or
+    of a promise on the run's list, would pass it on no evidence. A usage error naming the test and the kind."""
+    from .catalogue import KINDS
+
+    site = {kind.name for kind in fabric_session.site_kinds}
+    promises = fabric_session.promises if fabric_session.profile is not None else None
+    for item in items:
+        mark = item.get_closest_marker(MARKER)
+        if mark is None or not mark.args or is_suite_test(item, SUITES_DIR):
+            continue
+        promise_id, _ = promise_of(item, SUITES_DIR)
+        kind = promise_id.split("[", 1)[0]
+        if kind in site:
+            continue
+        if kind in KINDS or (promises is not None and promises.get(promise_id) is not None):
+            raise pytest.UsageError(f"{item.nodeid}: a test of your own claims the promise kind {kind!r}, which only "
+                                    "pytest-gpufabric's shipped suites judge; remove its @promise marker (a site's "
+                                    "kinds come from its plugin: pytest_gpufabric_promise_kinds)")
+
+
 _IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
 _BROKEN_KEY = pytest.StashKey[list[str]]()  # the promises its set-up found broken
 
@@ -100,7 +146,7 @@ def fail_in_call(item: pytest.Item, reason: str) -> None:
     """A promise the machine breaks is the test's failure, not a set-up error: fail when the test runs (at once
     when it runs already: a fixture the test asked for in its body, request.getfixturevalue)."""
     if item.stash.get(_IN_CALL_KEY, False):
-        pytest.fail(reason, pytrace=False)
+        fail_promise(reason)
     item.stash.setdefault(_BROKEN_KEY, []).append(reason)
 
 
@@ -108,7 +154,7 @@ def enter_call(item: pytest.Item) -> None:
     """As the test's body starts: fail with the broken promises its set-up found; later ones fail at once."""
     reasons = item.stash.get(_BROKEN_KEY, None)
     if reasons:
-        pytest.fail("\n".join(reasons), pytrace=False)
+        fail_promise("\n".join(reasons))
     item.stash[_IN_CALL_KEY] = True
 
 
