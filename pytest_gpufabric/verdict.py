@@ -207,17 +207,17 @@ def record_rows(tests: Iterable[tuple[str, str | None, str, str]], records: Iter
         if mine:
             rows.append((nodeid, str(mine[0]["promise"]), *_by_records(mine)))
             continue
+        waiver = waiver_for(promise_id or nodeid, waivers)
+        if outcome == "skipped" and reason.startswith(WAIVED_PREFIX) and waiver is None:
+            reason = f"no waiver names it; its skip said: {reason}"  # a plain skip: no agreement, no waiver
         if promise_id is None or promise_id not in listed:
             rows.append((nodeid, promise_id, outcome, reason))
             continue
-        waiver = waiver_for(promise_id, waivers)
         if waiver is not None:
             outcome, reason = "skipped", f"{WAIVED_PREFIX}{waiver.reason} ({waiver.source})"
         elif outcome in ("passed", "failed"):
             said = "" if outcome == "passed" else f" (pytest says it failed: {_strip(reason)})"
             outcome, reason = "skipped", f"{NOT_CHECKED_PREFIX}{NO_RECORD}{said}"
-        elif outcome == "skipped" and reason.startswith(WAIVED_PREFIX):
-            reason = f"no waiver names it; its skip said: {reason}"  # a plain skip: it leaves the promise unchecked
         rows.append((nodeid, promise_id, outcome, reason))
     rows += [(nodeid, str(mine[0]["promise"]), *_by_records(mine)) for nodeid, mine in by_test.items()]
     return rows
