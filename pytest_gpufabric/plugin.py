@@ -14,8 +14,8 @@ from . import hookspecs
 from .markers import MARKERS
 from .paths import SUITES_DIR
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
-from .promise import enter_call, judge_promise, refuse_claims, require_markers
-from .records import running
+from .promise import claimed_by_users, enter_call, judge_promise, require_markers
+from .records import REFUSED, running
 from .run_options import SESSION_KEY, fabric_session_of, open_session, read_options, watch_health
 
 pytest_plugins = ["pytest_gpufabric.fixtures"]
@@ -142,13 +142,19 @@ def refuse_blocked_parts(config: pytest.Config) -> None:
                                 "--gpu-replay need; remove it (-p no:gpufabric turns the whole plugin off)")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test of the user's own that claims a promise only the shipped suites judge is refused (promise.py). The
     platform suite is for profiles with a ``platform:`` section: under any other profile its tests are
     deselected (not skipped), so the runs and results of profiles that promise no platform setting are unchanged."""
     fabric_session = config.stash.get(SESSION_KEY, None)
-    if fabric_session is not None:
-        refuse_claims(items, fabric_session)
+    refused = claimed_by_users(items, fabric_session) if fabric_session is not None else None
+    if refused and fabric_session.records_journal is None:
+        raise pytest.UsageError(refused)
+    if refused:  # a pytest-xdist worker: it runs nothing, and its controller ends the run with the usage error
+        fabric_session.records_journal.append({REFUSED: refused})
+        items.clear()
+        session.shouldstop = refused
+        return
     if fabric_session is None or (fabric_session.profile and fabric_session.profile.data.get("platform")):
         return
 

@@ -116,10 +116,11 @@ def judge_promise(item: pytest.Item, fabric_session) -> None:
         waived(f"{waiver.reason} ({waiver.source})")
 
 
-def refuse_claims(items: list[pytest.Item], fabric_session) -> None:
+def claimed_by_users(items: list[pytest.Item], fabric_session) -> str | None:
     """Only the shipped suites judge the shipped kinds of promise (and a site's plugin the kinds it registers:
     hookspecs.py): a test of the user's own marked as the judge of one (``@promise("collective-bandwidth")``), or
-    of a promise on the run's list, would pass it on no evidence. A usage error naming the test and the kind."""
+    of a promise on the run's list, would pass it on no evidence. The usage error naming the test and the kind,
+    or None."""
     from .catalogue import KINDS
 
     site = {kind.name for kind in fabric_session.site_kinds}
@@ -133,9 +134,10 @@ def refuse_claims(items: list[pytest.Item], fabric_session) -> None:
         if kind in site:
             continue
         if kind in KINDS or (promises is not None and promises.get(promise_id) is not None):
-            raise pytest.UsageError(f"{item.nodeid}: a test of your own claims the promise kind {kind!r}, which only "
-                                    "pytest-gpufabric's shipped suites judge; remove its @promise marker (a site's "
-                                    "kinds come from its plugin: pytest_gpufabric_promise_kinds)")
+            return (f"{item.nodeid}: a test of your own claims the promise kind {kind!r}, which only "
+                    "pytest-gpufabric's shipped suites judge; remove its @promise marker (a site's kinds come from "
+                    "its plugin: pytest_gpufabric_promise_kinds)")
+    return None
 
 
 _IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running

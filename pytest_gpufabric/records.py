@@ -26,6 +26,8 @@ from .paths import SUITES_DIR
 
 #: the folder of the run's journals, handed from the pytest-xdist controller to its workers
 JOURNAL_INPUT = "gpufabric_records_journal"
+#: a journal line that carries a worker's usage error instead of a record
+REFUSED = "refused"
 
 _running: list[pytest.Item] = []  # the test whose set-up, call or teardown runs now (one at a time per process)
 
@@ -80,6 +82,7 @@ class ControllerJournal:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="gpufabric-records-"))
         self._offsets: dict[Path, int] = {}
+        self.refused: list[str] = []  # a worker's usage error (a test of the user's own claiming a shipped kind)
 
     def read_new(self) -> list[dict]:
         """The records appended since the last read (whole lines only: a worker may be writing the next)."""
@@ -92,7 +95,8 @@ class ControllerJournal:
             whole = data[:data.rfind(b"\n") + 1]
             self._offsets[path] = offset + len(whole)
             entries += [json.loads(line) for line in whole.decode("utf-8").splitlines() if line.strip()]
-        return entries
+        self.refused += [str(entry[REFUSED]) for entry in entries if REFUSED in entry]
+        return [entry for entry in entries if REFUSED not in entry]
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -159,7 +159,10 @@ def test_xfail_on_every_test_of_the_whole_run_keeps_it_accepted(pytester: pytest
 
 # 4. only the shipped suites judge the shipped promises
 
-def test_a_test_of_your_own_claiming_a_shipped_kind_is_a_usage_error(pytester: pytest.Pytester):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_a_test_of_your_own_claiming_a_shipped_kind_is_a_usage_error(pytester: pytest.Pytester, workers: list[str]):
+    if workers:
+        pytest.importorskip("xdist")
     pytester.makepyfile(test_mine="""
         from pytest_gpufabric.promise import promise
 
@@ -167,8 +170,9 @@ def test_a_test_of_your_own_claiming_a_shipped_kind_is_a_usage_error(pytester: p
         def test_fast_enough():
             pass
     """)
-    result = _run(pytester, "test_mine.py", bundle=REJECTED_BUNDLE)
+    result = _run(pytester, "test_mine.py", *workers, bundle=REJECTED_BUNDLE)
     assert result.ret == 4
+    assert not (pytester.path / RESULTS).exists()
     result.stderr.fnmatch_lines(["ERROR: test_mine.py::test_fast_enough: a test of your own claims the promise kind "
                                  "'collective-bandwidth', which only pytest-gpufabric's shipped suites judge; remove "
                                  "its @promise marker*"])

@@ -166,6 +166,12 @@ class RunRecorder:
         if self.is_worker:
             return
         self.session_finished = True
+        self._read_journal()
+        if self.journal is not None and self.journal.refused:  # a worker's usage error: nothing is judged
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            self.nothing_judged, self.stopped = True, "a usage error stopped the run"
+            print(f"ERROR: {self.journal.refused[0]}", file=sys.stderr)
+            return
         if self.ctrl_c and exitstatus != pytest.ExitCode.INTERRUPTED:
             exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
 
@@ -176,7 +182,6 @@ class RunRecorder:
             self.stopped = _why_stopped(session, int(exitstatus))
             return
         self.stopped = _why_stopped(session, int(exitstatus))
-        self._read_journal()
         document = self._document(int(exitstatus))
         summary = document["summary"]
         self.verdict = summary["verdict"]
