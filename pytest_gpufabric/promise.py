@@ -52,16 +52,15 @@ def fail_promise(reason: str) -> NoReturn:
 
 
 def _record_own(verdict: str, reason: str) -> None:
-    from .checks.result import failed, unknown
+    from .checks.result import NO_MEASUREMENT, failed, unknown
     from .records import current_item, record
 
     item = current_item()
     if item is None:
         return
     promise_id, _ = promise_of(item, SUITES_DIR)
-    name = promise_id.split("[", 1)[0]
-    result = failed(name, promise_id, None, None, reason) if verdict == "failed" else unknown(name, promise_id, None,
-                                                                                              reason)
+    result = (failed(NO_MEASUREMENT, promise_id, None, None, reason) if verdict == "failed" else
+              unknown(NO_MEASUREMENT, promise_id, None, reason))
     record(item, result.to_dict())
 
 
