@@ -5,10 +5,13 @@
   (``gpu-memory[GPU0]``): what ``--gpu-waive`` and the report name. Before any fixture runs the plugin asks the
   run's promise list: a test whose id is not on it is skipped as "not promised" (nothing is measured for it), so
   a missing recording can never be mistaken for a missing promise.
-- ``not_checked("the bundle records no GPUs")``: the profile promises it, but this evidence cannot show it. The
-  test is skipped with "not checked: ...", and the run's verdict cannot be ACCEPTED while any promise is so.
+- ``not_checked("the bundle records no GPUs")``: the profile promises it, but this evidence cannot show it. A
+  "not checked" check record says so (records.py), the test is skipped with "not checked: ...", and the run's
+  verdict cannot be ACCEPTED while any promise is so. ``fail_promise(reason)``: the evidence shows it broke, a
+  failed check record and the test's failure.
 
-Everything else a test does is a plain pass or fail. A test of the user's own is a promise by its node id.
+A promise of the list is judged from its test's check records alone (verdict.record_rows). A test of the user's
+own is a promise by its node id; one that claims a shipped kind is refused (claimed_by_users).
 """
 
 from __future__ import annotations

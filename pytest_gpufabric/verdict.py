@@ -11,7 +11,9 @@ measurement of one floor judge the same promise). A promise ends in one of four 
   a tool that is missing, a setting the machine hides, a number that is not finite, a test that broke);
 - **waived**: the customer and the vendor agreed in writing not to hold the machine to it.
 
-A pytest skip that is none of these means *the profile does not promise it*: not a promise at all.
+A promise of the profile's list is judged from the check records its shipped test made (record_rows), never
+from what pytest reports of the test; a skip of a test whose promise is not on the list means *the profile does not
+promise it*: not a promise at all.
 
 The run's verdict follows from the promises alone, never from pytest's pass/skip tally:
 
