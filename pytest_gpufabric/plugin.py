@@ -121,6 +121,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     fabric_session = session.config.stash.get(SESSION_KEY, None)
     if fabric_session is None:
         return
+    refuse_missing_parts(session.config)
     fabric_session.discover()
     from .report.html import add_environment
 
@@ -140,6 +141,14 @@ def refuse_blocked_parts(config: pytest.Config) -> None:
     if blocked:
         raise pytest.UsageError(f"-p no:{blocked[0]} blocks a part of pytest-gpufabric that --gpu-profile and "
                                 "--gpu-replay need; remove it (-p no:gpufabric turns the whole plugin off)")
+
+
+def refuse_missing_parts(config: pytest.Config) -> None:
+    """The same refusal for a part another plugin unregistered after it was registered (its pytest_configure)."""
+    for name in ("gpufabric-recorder", "pytest_gpufabric.fixtures"):
+        if config.pluginmanager.get_plugin(name) is None:
+            raise pytest.UsageError(f"{name} was unregistered: a part of pytest-gpufabric that --gpu-profile and "
+                                    "--gpu-replay need; remove the plugin that unregisters it")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -84,6 +84,22 @@ def test_blocking_the_recorder_from_the_ini_addopts_is_a_usage_error(pytester: p
     result.stderr.fnmatch_lines(["ERROR: -p no:gpufabric-recorder blocks a part of pytest-gpufabric*"])
 
 
+def test_a_plugin_unregistering_the_recorder_is_a_usage_error(pytester: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    _plugin(pytester, monkeypatch, "unregister_recorder", """
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(config):
+            config.pluginmanager.unregister(name="gpufabric-recorder")
+    """)
+    result = _run(pytester, "-p", "unregister_recorder")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: gpufabric-recorder was unregistered: a part of pytest-gpufabric that "
+                                 "--gpu-profile and --gpu-replay need; remove the plugin that unregisters it"])
+    assert not (pytester.path / RESULTS).exists()
+
+
 def test_blocking_pytest_html_only_leaves_the_report_unwritten(pytester: pytest.Pytester):
     result = _run(pytester, "-p", "no:html")
     assert result.ret == 0 and _results(pytester)["summary"]["verdict"] == "ACCEPTED"
