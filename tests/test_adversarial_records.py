@@ -250,3 +250,29 @@ def test_a_waiver_given_with_gpu_waive_still_waives(pytester: pytest.Pytester):
     assert result.ret == 0 and document["summary"]["verdict"] == "ACCEPTED"
     assert _outcome(document, "nvlink-traffic[GPU0]") == ("waived", "agreed with ACME, contract 4711 (--gpu-waive)")
     _agrees(document)
+
+
+# the channel the records travel by under pytest-xdist
+
+def test_the_controller_reads_only_whole_journal_lines(tmp_path: Path):
+    """A results file rewritten mid-run reads the workers' journals as far as each line is whole: a record being
+    written is read at the next checkpoint, never half."""
+    from pytest_gpufabric.records import REFUSED, ControllerJournal, WorkerJournal
+
+    journal = ControllerJournal()
+    try:
+        worker = WorkerJournal(journal.folder, "gw0")
+        record = {"test": "test_topology.py::test_gpu_count", "promise": "gpu-count", "verdict": "failed"}
+        worker.append(record)
+        with worker.path.open("a", encoding="utf-8") as handle:
+            handle.write('{"test": "test_topology.py::test_gpu_mo')  # the next record, half written
+        assert journal.read_new() == [record]
+        with worker.path.open("a", encoding="utf-8") as handle:
+            handle.write('del[GPU0]", "promise": "gpu-model[GPU0]", "verdict": "passed"}\n')
+        worker.append({REFUSED: "a usage error"})
+        assert journal.read_new() == [{"test": "test_topology.py::test_gpu_model[GPU0]", "promise": "gpu-model[GPU0]",
+                                       "verdict": "passed"}]
+        assert journal.refused == ["a usage error"] and journal.read_new() == []
+    finally:
+        journal.remove()
+    assert not journal.folder.exists()
