@@ -82,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     fabric_session.records_journal = worker_journal(config)
 
-    # records outcomes and checks from the reports, so it also sees the runs of pytest-xdist workers
+    # outcomes from the reports (pytest-xdist workers' too); check records by records.py's channel, never a report
     config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
     if not hasattr(config, "workerinput"):
         from .report.finishing import FinishWhole
