@@ -258,14 +258,15 @@ def gpufabric_extra(request: pytest.FixtureRequest):
 def gpufabric_check(request: pytest.FixtureRequest):
     """Record a CheckResult in the run's results and turn its verdict into the test's outcome."""
     from .checks.result import FAILED, NOT_CHECKED, finite_only
-    from .report.recorder import CHECK_PROPERTY
+    from .records import record
+    from .verdict import NOT_CHECKED_PREFIX
 
     def check(result):
         result = finite_only(result, replay=bool(fabric_session_of(request.config).replay))
-        # carried in the report (user_properties travel from pytest-xdist workers too), recorded by RunRecorder
-        request.node.user_properties.append((CHECK_PROPERTY, result.to_dict()))
+        # the record, not the test's outcome, judges the promise (records.py: never through the report stream)
+        record(request.node, result.to_dict())
         if result.verdict == NOT_CHECKED:
-            not_checked(result.message)
+            pytest.skip(NOT_CHECKED_PREFIX + result.message)
         if result.verdict == FAILED:
             pytest.fail(result.message, pytrace=False)
         return result

@@ -14,7 +14,8 @@ from . import hookspecs
 from .markers import MARKERS
 from .paths import SUITES_DIR
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
-from .promise import enter_call, judge_promise, require_markers
+from .promise import claimed_by_users, enter_call, judge_promise, require_markers
+from .records import REFUSED, running
 from .run_options import SESSION_KEY, fabric_session_of, open_session, read_options, watch_health
 
 pytest_plugins = ["pytest_gpufabric.fixtures"]
@@ -74,10 +75,14 @@ def pytest_configure(config: pytest.Config) -> None:
     options = read_options(config)
     if options is None:
         return
+    refuse_blocked_parts(config)
     fabric_session = config.stash[SESSION_KEY] = open_session(config, options)
+    from .records import worker_journal
     from .report.recorder import RunRecorder
 
-    # records outcomes and checks from the reports, so it also sees the runs of pytest-xdist workers
+    fabric_session.records_journal = worker_journal(config)
+
+    # outcomes from the reports (pytest-xdist workers' too); check records by records.py's channel, never a report
     config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
     if not hasattr(config, "workerinput"):
         from .report.finishing import FinishWhole
@@ -116,10 +121,46 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     fabric_session = session.config.stash.get(SESSION_KEY, None)
     if fabric_session is None:
         return
+    refuse_missing_parts(session.config)
     fabric_session.discover()
     from .report.html import add_environment
 
     add_environment(session.config, fabric_session)
+
+
+#: the parts of the plugin an acceptance cannot run without (each registered under this name); pytest-html's own
+#: ``-p no:html`` only leaves the report unwritten, and ``-p no:gpufabric`` leaves nothing of the plugin active
+OWN_PARTS = ("gpufabric-recorder", "gpufabric-finish-whole", "gpufabric-html", "gpufabric-health",
+             "pytest_gpufabric.fixtures")
+
+
+def refuse_blocked_parts(config: pytest.Config) -> None:
+    """A run given a profile or a bundle with a part of the plugin blocked (``-p no:gpufabric-recorder``, also
+    from PYTEST_ADDOPTS or an ini's addopts) would judge nothing, or judge without its records: a usage error."""
+    blocked = [name for name in OWN_PARTS if config.pluginmanager.is_blocked(name)]
+    if blocked:
+        raise pytest.UsageError(f"-p no:{blocked[0]} blocks a part of pytest-gpufabric that --gpu-profile and "
+                                "--gpu-replay need; remove it (-p no:gpufabric turns the whole plugin off)")
+
+
+def refuse_missing_parts(config: pytest.Config) -> None:
+    """The same refusal for a part another plugin unregistered after it was registered (its pytest_configure)."""
+    for name in ("gpufabric-recorder", "pytest_gpufabric.fixtures"):
+        if config.pluginmanager.get_plugin(name) is None:
+            raise pytest.UsageError(f"{name} was unregistered: a part of pytest-gpufabric that --gpu-profile and "
+                                    "--gpu-replay need; remove the plugin that unregisters it")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test of the user's own that claims a promise only the shipped suites judge is refused (promise.py)."""
+    fabric_session = config.stash.get(SESSION_KEY, None)
+    refused = claimed_by_users(items, fabric_session) if fabric_session is not None else None
+    if refused and fabric_session.records_journal is None:
+        raise pytest.UsageError(refused)
+    if refused:  # a pytest-xdist worker: it runs nothing, and its controller ends the run with the usage error
+        fabric_session.records_journal.append({REFUSED: refused})
+        items.clear()
+        session.shouldstop = refused
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
@@ -146,6 +187,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     marks = [m for m in item.iter_markers() if m.name in MARKERS]
     if marks:
         require_markers(marks, item, fabric_session_of(item.config))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """While a test runs, the check records made by promise.not_checked and promise.fail_promise are its own."""
+    with running(item):
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -5,10 +5,13 @@
   (``gpu-memory[GPU0]``): what ``--gpu-waive`` and the report name. Before any fixture runs the plugin asks the
   run's promise list: a test whose id is not on it is skipped as "not promised" (nothing is measured for it), so
   a missing recording can never be mistaken for a missing promise.
-- ``not_checked("the bundle records no GPUs")``: the profile promises it, but this evidence cannot show it. The
-  test is skipped with "not checked: ...", and the run's verdict cannot be ACCEPTED while any promise is so.
+- ``not_checked("the bundle records no GPUs")``: the profile promises it, but this evidence cannot show it. A
+  "not checked" check record says so (records.py), the test is skipped with "not checked: ...", and the run's
+  verdict cannot be ACCEPTED while any promise is so. ``fail_promise(reason)``: the evidence shows it broke, a
+  failed check record and the test's failure.
 
-Everything else a test does is a plain pass or fail. A test of the user's own is a promise by its node id.
+A promise of the list is judged from its test's check records alone (verdict.record_rows). A test of the user's
+own is a promise by its node id; one that claims a shipped kind is refused (claimed_by_users).
 """
 
 from __future__ import annotations
@@ -38,11 +41,34 @@ def promise(kind: str | IdOfParams, what: str | None = None) -> pytest.MarkDecor
 
 
 def not_checked(reason: str) -> NoReturn:
-    """Skip the test as "promised, but not shown by this evidence", saying why."""
+    """Skip the test as "promised, but not shown by this evidence", saying why: a "not checked" check record of
+    the running test (records.py) says so to the verdict, the skip's text only to the terminal."""
+    _record_own("not checked", reason)
     pytest.skip(NOT_CHECKED_PREFIX + reason)
 
 
+def fail_promise(reason: str) -> NoReturn:
+    """Fail the test as "the evidence shows the promise broke": a failed check record of the running test says
+    so to the verdict (a hook that turns the report into a pass changes nothing)."""
+    _record_own("failed", reason)
+    pytest.fail(reason, pytrace=False)
+
+
+def _record_own(verdict: str, reason: str) -> None:
+    from .checks.result import NO_MEASUREMENT, failed, unknown
+    from .records import current_item, record
+
+    item = current_item()
+    if item is None:
+        return
+    promise_id, _ = promise_of(item, SUITES_DIR)
+    result = (failed(NO_MEASUREMENT, promise_id, None, None, reason) if verdict == "failed" else
+              unknown(NO_MEASUREMENT, promise_id, None, reason))
+    record(item, result.to_dict())
+
+
 def waived(reason: str) -> NoReturn:
+    """Skip a waived test; the verdict reads the waiver itself (FabricSession.waivers), never this text."""
     pytest.skip(WAIVED_PREFIX + reason)
 
 
@@ -92,6 +118,30 @@ def judge_promise(item: pytest.Item, fabric_session) -> None:
         waived(f"{waiver.reason} ({waiver.source})")
 
 
+def claimed_by_users(items: list[pytest.Item], fabric_session) -> str | None:
+    """Only the shipped suites judge the shipped kinds of promise (and a site's plugin the kinds it registers:
+    hookspecs.py): a test of the user's own marked as the judge of one (``@promise("collective-bandwidth")``), or
+    of a promise on the run's list, would pass it on no evidence. The usage error naming the test and the kind,
+    or None."""
+    from .catalogue import KINDS
+
+    site = {kind.name for kind in fabric_session.site_kinds}
+    promises = fabric_session.promises if fabric_session.profile is not None else None
+    for item in items:
+        mark = item.get_closest_marker(MARKER)
+        if mark is None or not mark.args or is_suite_test(item, SUITES_DIR):
+            continue
+        promise_id, _ = promise_of(item, SUITES_DIR)
+        kind = promise_id.split("[", 1)[0]
+        if kind in site:
+            continue
+        if kind in KINDS or (promises is not None and promises.get(promise_id) is not None):
+            return (f"{item.nodeid}: a test of your own claims the promise kind {kind!r}, which only "
+                    "pytest-gpufabric's shipped suites judge; remove its @promise marker (a site's kinds come from "
+                    "its plugin: pytest_gpufabric_promise_kinds)")
+    return None
+
+
 _IN_CALL_KEY = pytest.StashKey[bool]()  # the test's own body is running
 _BROKEN_KEY = pytest.StashKey[list[str]]()  # the promises its set-up found broken
 
@@ -100,7 +150,7 @@ def fail_in_call(item: pytest.Item, reason: str) -> None:
     """A promise the machine breaks is the test's failure, not a set-up error: fail when the test runs (at once
     when it runs already: a fixture the test asked for in its body, request.getfixturevalue)."""
     if item.stash.get(_IN_CALL_KEY, False):
-        pytest.fail(reason, pytrace=False)
+        fail_promise(reason)
     item.stash.setdefault(_BROKEN_KEY, []).append(reason)
 
 
@@ -108,7 +158,7 @@ def enter_call(item: pytest.Item) -> None:
     """As the test's body starts: fail with the broken promises its set-up found; later ones fail at once."""
     reasons = item.stash.get(_BROKEN_KEY, None)
     if reasons:
-        pytest.fail("\n".join(reasons), pytrace=False)
+        fail_promise("\n".join(reasons))
     item.stash[_IN_CALL_KEY] = True
 
 

@@ -7,7 +7,7 @@ its own promises give: the summary a file carries is never taken on its word.
 from __future__ import annotations
 
 from .catalogue import CHECK_HERE, expected_promises
-from .verdict import FAILED, NOT_CHECKED_PREFIX, build_promises, counts, judge
+from .verdict import FAILED, HEALTH_WATCHDOG, NOT_CHECKED_PREFIX, Waiver, build_promises, counts, judge, record_rows
 
 __all__ = ["derive_verdict"]
 
@@ -19,6 +19,8 @@ def derive_verdict(document: dict, embedded=CHECK_HERE) -> tuple[str, str, dict]
     profile the file embeds where it does: catalogue.expected_promises), a run without its end is INCOMPLETE. The
     file's own summary is never read here. ``embedded``: the embedded profile, checked already
     (catalogue.expected_promises)."""
+    if document.get("schema_version") == 4:
+        return _derive_from_records(document, embedded)
     tests: dict = document["tests"]
     reasons: dict = document.get("skip_reasons") or {}
     promise_of = {test: p["id"] for p in document.get("promises") or [] for test in p["tests"]}
@@ -42,6 +44,34 @@ def derive_verdict(document: dict, embedded=CHECK_HERE) -> tuple[str, str, dict]
     rows += [(nodeid, None, "error", f"could not be collected: {message}")
              for nodeid, message in (document.get("collection_errors") or {}).items()]
     expected, scope, lacking = expected_promises(document, embedded)
+    not_run = document.get("not_run") or {}
+    promises = build_promises(rows, expected, {**not_run, **lacking})
+    unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"
+    verdict, reason = judge(promises, document.get("machine_error"), unfinished,
+                            not_run if expected is None else None)
+    if scope:
+        reason += f"; {scope}"
+    return verdict, reason, counts(promises)
+
+
+def _derive_from_records(document: dict, embedded) -> tuple[str, str, dict]:
+    """A version-4 document, by the live run's own rules (verdict.record_rows): each promise of the profile's list
+    from the check records bound to it, never from the tests' outcomes; waived only where a waiver of the file
+    names it; the health watchdog's findings a failure of their own."""
+    tests: dict = document["tests"]
+    reasons: dict = document.get("skip_reasons") or {}
+    promise_of = {test: p["id"] for p in document.get("promises") or [] for test in p["tests"]}
+    rows = [(test, promise_of.get(test), outcome, reasons.get(test, "")) for test, outcome in tests.items()]
+    rows += [(nodeid, None, "error", f"could not be collected: {message}")
+             for nodeid, message in (document.get("collection_errors") or {}).items()]
+    findings = (document.get("health") or {}).get("findings") or []
+    if findings:
+        rows.append((HEALTH_WATCHDOG, None, "failed", "health: " + "\n".join(map(str, findings))))
+    expected, scope, lacking = expected_promises(document, embedded)
+    waivers = [Waiver(str(w.get("promise")), str(w.get("reason")), str(w.get("source")))
+               for w in document.get("waivers") or [] if isinstance(w, dict)]
+    if expected is not None:
+        rows = record_rows(rows, document["checks"], expected, waivers)
     not_run = document.get("not_run") or {}
     promises = build_promises(rows, expected, {**not_run, **lacking})
     unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"

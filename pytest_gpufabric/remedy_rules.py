@@ -12,6 +12,7 @@ from functools import cached_property
 
 from .checks.limits import record_limits
 from .checks.power import REASON_MEANING
+from .checks.result import is_measurement
 from .checks.topology import matrix_cause, matrix_differences, memory_as_sold
 from .fabric.health import COUNTERS, DEFAULT_FORBIDDEN, DEFAULT_FORBIDDEN_THROTTLE
 from .remedy_classes import (
@@ -55,7 +56,8 @@ class Context:
     def of(cls, document: dict, findings_of: Callable[[], Sequence[str]] = list) -> Context:
         checks: dict[str, list[dict]] = {}
         for check in document.get("checks") or []:
-            checks.setdefault(str(check.get("test")), []).append(check)
+            if is_measurement(check):  # a record without a measurement: the promise's reason says it
+                checks.setdefault(str(check.get("test")), []).append(check)
         promised = (document.get("promised") or {}).get("promised") or []
         return cls(checks, dict(document.get("tests") or {}), document.get("health") or {},
                    ((document.get("profile") or {}).get("data") or {}).get("health") or {},

@@ -29,8 +29,8 @@ from .measurements import REGISTRY
 from .profile.model import Profile
 from .remedy import annotate
 from .report.metrics import MetricsExporter
-from .report.results import nccl_versions, write_json
-from .verdict import EXIT_CODES, HEALTH_WATCHDOG, Waiver, build_promises, judge
+from .report.results import RESULTS_SCHEMA_VERSION, nccl_versions, write_json
+from .verdict import EXIT_CODES, HEALTH_WATCHDOG, Waiver, build_promises, judge, record_rows
 from .verdict import counts as promise_counts
 from .workloads.burn_in import LOG_FILE, BurnIn, run_burn_in
 from .workloads.environment import gpu_environment, promised_boards, require_torch
@@ -56,7 +56,9 @@ class FabricSession:
                             default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     #: names this run in its results and its report, under their signatures (gpufabric verify pairs them by it)
     run_id: str = field(init=False, default_factory=lambda: uuid.uuid4().hex)
-    results: list[dict] = field(init=False, default_factory=list)  # the checks recorded (record_check)
+    results: list[dict] = field(init=False, default_factory=list)  # the check records (records.record)
+    #: a pytest-xdist worker's journal its check records also go to (records.py); None elsewhere
+    records_journal: Any = field(init=False, default=None)
     extras: dict[str, list[dict]] = field(init=False, default_factory=dict)  # node id -> pytest-html extras
     #: the health watchdog's records: per test the counters that rose, the timeline, XID events
     health: dict[str, Any] = field(init=False, default_factory=lambda: {"tests": {}, "timeline": [], "xid_events": []})
@@ -144,10 +146,6 @@ class FabricSession:
     def follow_burn_in(self, listener: BurnInListener) -> None:
         """Call ``listener`` at the start of the burn-in and after each chunk, after those already following."""
         self.burn_in_listeners.append(listener)
-
-    def record_check(self, nodeid: str, check: dict) -> None:
-        """A check a test recorded (its CheckResult as a dict), for the results' ``checks``."""
-        self.results.append({"test": nodeid, **check})
 
     def record_burn_in(self, burn_in: BurnIn | None) -> None:
         """The burn-in the results carry: a replayed log whose plan is known (None: none to carry)."""
@@ -290,6 +288,8 @@ class FabricSession:
         if findings:  # forbidden counters that rose where no test could be failed for them (watchdog.py)
             tests.append((HEALTH_WATCHDOG, None, "failed", "health: " + "\n".join(findings)))
         promise_list = self.promises if self.profile is not None else None
+        if promise_list is not None:  # each promise of the list judged by its check records alone (verdict.py)
+            tests = record_rows(tests, self.results, promise_list.ids(), self.waivers)
         promises = build_promises(tests, promise_list.ids() if promise_list else None, not_run)
         scope = promise_list.scope if promise_list else ""
         if self.profile is None:
@@ -302,7 +302,7 @@ class FabricSession:
                 reason += f"; {scope}: {'; '.join(promise_list.to_json()['left_out_why'].values())}"
         fabric = self._fabric
         document = {
-            "schema_version": 3,
+            "schema_version": RESULTS_SCHEMA_VERSION,
             "plugin_version": __version__,
             "started_at": self.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,

@@ -11,7 +11,9 @@ measurement of one floor judge the same promise). A promise ends in one of four 
   a tool that is missing, a setting the machine hides, a number that is not finite, a test that broke);
 - **waived**: the customer and the vendor agreed in writing not to hold the machine to it.
 
-A pytest skip that is none of these means *the profile does not promise it*: not a promise at all.
+A promise of the profile's list is judged from the check records its shipped test made (record_rows), never
+from what pytest reports of the test; a skip of a test whose promise is not on the list means *the profile does not
+promise it*: not a promise at all.
 
 The run's verdict follows from the promises alone, never from pytest's pass/skip tally:
 
@@ -164,6 +166,63 @@ def build_promises(tests: Iterable[tuple[str, str | None, str, str]],
     ordered = [promises.get(pid) or Promise(pid, NOT_CHECKED, not_judged.get(pid, NO_TEST_JUDGED_IT))
                for pid in dict.fromkeys(expected)]
     return ordered + [p for pid, p in promises.items() if pid not in expected_ids]
+
+
+#: why a promise of the profile has no outcome when its test ran and recorded nothing
+NO_RECORD = "its test recorded no check"
+#: the verdicts a check record says "not checked" with ("unknown": results before schema version 2)
+_RECORD_NOT_CHECKED = ("not checked", "unknown")
+
+
+def _by_records(records: list[dict]) -> tuple[str, str]:
+    """(pytest-like outcome, reason) of one test from its check records: failed if any failed, else not checked if
+    any could not judge, else passed."""
+    for verdicts, outcome, prefix in (((FAILED,), "failed", ""),
+                                      (_RECORD_NOT_CHECKED, "skipped", NOT_CHECKED_PREFIX)):
+        hit = next((r for r in records if r.get("verdict") in verdicts), None)
+        if hit is not None:
+            return outcome, prefix + str(hit.get("message") or "")
+    return "passed", ""
+
+
+def record_rows(tests: Iterable[tuple[str, str | None, str, str]], records: Iterable[dict],
+                judged_by_records: Iterable[str], waivers: Iterable[Waiver] = ()
+                ) -> list[tuple[str, str | None, str, str]]:
+    """build_promises' rows, each test's outcome taken from its check records, never from pytest's report.
+
+    ``tests``: (node id, promise id or None, pytest outcome, reason) as pytest reported them; ``records``: the
+    run's check records (``test``, ``promise``, ``verdict``, ``message``); ``judged_by_records``: the promises
+    only a record can judge (the profile's list). A test with records counts as they say, under the promise they
+    are bound to, whatever pytest reported (passed, xfailed, skipped). A test of a listed promise without a record
+    is not checked (pytest's report only words why: the test broke, its skip's reason), or waived where a waiver
+    (``waivers``: --gpu-waive and the profile's, never a skip's text) names its promise. A test of the user's own
+    without records, a file that could not be collected and the health watchdog count as reported. A record
+    whose test sent no report (a hook swallowed it) still counts."""
+    by_test: dict[str, list[dict]] = {}
+    for entry in records:
+        if entry.get("promise") is not None:
+            by_test.setdefault(str(entry.get("test")), []).append(entry)
+    listed, waivers = set(judged_by_records), list(waivers)
+    rows: list[tuple[str, str | None, str, str]] = []
+    for nodeid, promise_id, outcome, reason in tests:
+        mine = by_test.pop(nodeid, None)
+        if mine:
+            rows.append((nodeid, str(mine[0]["promise"]), *_by_records(mine)))
+            continue
+        waiver = waiver_for(promise_id or nodeid, waivers)
+        if outcome == "skipped" and reason.startswith(WAIVED_PREFIX) and waiver is None:
+            reason = f"no waiver names it; its skip said: {reason}"  # a plain skip: no agreement, no waiver
+        if promise_id is None or promise_id not in listed:
+            rows.append((nodeid, promise_id, outcome, reason))
+            continue
+        if waiver is not None:
+            outcome, reason = "skipped", f"{WAIVED_PREFIX}{waiver.reason} ({waiver.source})"
+        elif outcome in ("passed", "failed"):
+            said = "" if outcome == "passed" else f" (pytest says it failed: {_strip(reason)})"
+            outcome, reason = "skipped", f"{NOT_CHECKED_PREFIX}{NO_RECORD}{said}"
+        rows.append((nodeid, promise_id, outcome, reason))
+    rows += [(nodeid, str(mine[0]["promise"]), *_by_records(mine)) for nodeid, mine in by_test.items()]
+    return rows
 
 
 #: why a promise of the profile has no outcome when nothing more is known

@@ -25,6 +25,7 @@ from .checks.health import counter_problems, health_problems
 from .errors import HardwareUnavailable
 from .fabric import health as fabric_health
 from .fabric.health import HealthTimeline, NvlinkSweeper, window_record
+from .promise import fail_promise
 
 #: per test: the read that opened its window, how many timeline points existed then, and when it opened
 _WINDOW_KEY = pytest.StashKey[tuple]()
@@ -122,7 +123,7 @@ class HealthWatch:
             window, seen_late = self._close_window(item)
         problems = health_problems(window, self.section) + seen_late
         if problems:
-            pytest.fail("health: " + "\n".join(problems), pytrace=False)
+            fail_promise("health: " + "\n".join(problems))
         return result
 
     def _close_window(self, item) -> tuple[dict, list[str]]:

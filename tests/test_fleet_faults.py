@@ -80,8 +80,8 @@ CASES = {
         lambda t: t.replace('"errors_self": 0', '"errors_self": Infinity', 1), "unreadable", None,
         "holds a number that is not finite (Infinity"),
     "a schema version from the future": (
-        lambda t: t.replace('"schema_version": 3', '"schema_version": 4', 1), "unreadable", None,
-        "results format 4, newer than this pytest-gpufabric reads (up to 3)"),
+        lambda t: t.replace('"schema_version": 4', '"schema_version": 5', 1), "unreadable", None,
+        "results format 5, newer than this pytest-gpufabric reads (up to 4)"),
     "not JSON at all": (
         lambda t: "gpufabric-results: all good\n", "unreadable", None, "not valid JSON"),
     "empty": (lambda t: "", "unreadable", None, "not valid JSON"),

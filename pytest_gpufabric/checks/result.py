@@ -16,6 +16,14 @@ FAILED = "failed"
 #: ACCEPTED while it stays so (verdict.py)
 NOT_CHECKED = "not checked"
 
+#: the name of a record that judges without a measurement (promise.not_checked, promise.fail_promise): the verdict
+#: counts it; the report's rows and the remedies, which read measurements, leave it out and show the reason instead
+NO_MEASUREMENT = "no-measurement"
+
+
+def is_measurement(check: dict) -> bool:
+    return check.get("name") != NO_MEASUREMENT
+
 
 @dataclass
 class CheckResult:

@@ -42,7 +42,7 @@ __all__ = ["EMBEDDED_PROFILE", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "loa
 
 #: the results formats this reader knows (report/results.schema.json: 3; 2 before the promise list came from the
 #: profile; 1 before the verdict had promises)
-KNOWN_VERSIONS = (1, 2, 3)
+KNOWN_VERSIONS = (1, 2, 3, 4)
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 64
 

@@ -316,7 +316,7 @@ def _run_id(document: dict) -> str | None:
 def _judged_again(document: dict) -> list[str]:
     """The verdict a results document's own tests, checks and promise list give (rejudge.py), where its summary
     says another: digests anyone can recompute do not make an edited verdict true."""
-    if document.get("schema_version") not in (2, 3) or "tests" not in document:
+    if document.get("schema_version") not in (2, 3, 4) or "tests" not in document:
         return []
     claimed = _dict(document.get("summary")).get("verdict")
     if claimed is None and document.get("profile") is None:

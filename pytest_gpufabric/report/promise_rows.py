@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..checks.result import is_measurement
 from ..reference import ReferenceDataError, find_reference, load_references
 from ..reference_normal import BASIS_WORDS, judge_check, recorded_samples
 from .cells import _cell, _relative_paths, _short_nodeid
@@ -17,9 +18,15 @@ RESULTS_LABEL = {"passed": ("passed", "match"), "failed": ("failed", "mismatch")
                  "waived": ("waived", "unknown")}
 
 
+def _measurements(document: dict) -> list[dict]:
+    """The checks that measured something (a record of "not checked" or "failed" without one shows as its
+    promise's reason: records.NO_MEASUREMENT)."""
+    return [check for check in document.get("checks") or [] if is_measurement(check)]
+
+
 def _checks_by_test(document: dict) -> dict[str, list[dict]]:
     by_test: dict[str, list[dict]] = {}
-    for check in document.get("checks") or []:
+    for check in _measurements(document):
         by_test.setdefault(str(check.get("test")), []).append(check)
     return by_test
 
@@ -137,7 +144,7 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
 
 def promise_rows(document: dict, base: Path | None = None) -> dict:
     """One row per promise (and per check no promise judged: a user's own test's), in the document's order."""
-    checks = document.get("checks") or []
+    checks = _measurements(document)
     by_test = _checks_by_test(document)
     reference_of, no_reference = _references_for(document)
     rows, used = [], set()

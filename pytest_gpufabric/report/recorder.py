@@ -1,7 +1,9 @@
-"""RunRecorder: collects each test's outcome and checks from the test reports, and writes the results.
+"""RunRecorder: collects each test's outcome from the test reports, the check records from their own channel
+(records.py), and writes the results.
 
-It works from reports, not from test items, because under pytest-xdist the tests run in worker processes and
-only their reports reach the controller; workers record nothing themselves.
+Outcomes come from reports, not from test items, because under pytest-xdist the tests run in worker processes and
+only their reports reach the controller. The verdict rests on the check records alone: a report (its outcome, its
+user properties) is what any hook can rewrite, so no check travels in one.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..formats.clean import clean_line
 from ..paths import SUITES_DIR
 from ..promise import PROPERTY as PROMISE_PROPERTY  # the promise a test judges (promise.judge_promise)
 from ..promise import promise_of
+from ..records import JOURNAL_INPUT, ControllerJournal
 from ..selection import ignored_suites, selection_options, why_not_judged
 from ..verdict import EXIT_CODES, INCOMPLETE, verdict_words
 from .integrity import INTEGRITY_KEY, integrity_block
@@ -26,7 +29,6 @@ RESULTS_FILE = "gpufabric-results.json"
 #: the results so far go to disk after a test at most this often: a write costs about 10 ms (the document and its
 #: fsync), more than a trivial test, and a run killed in between loses at most this much of its record
 CHECKPOINT_EVERY_S = 1.0
-CHECK_PROPERTY = "gpufabric_check"
 
 
 class RunRecorder:
@@ -55,6 +57,7 @@ class RunRecorder:
         self.sign_key = None if self.is_worker else fabric_session.options.sign_key
         self._evidence: dict | None = None  # the bundle's digest: read once
         self._written_at = float("-inf")  # when the results were last checkpointed (monotonic seconds)
+        self.journal: ControllerJournal | None = None  # where pytest-xdist workers write their check records
         if not self.is_worker:  # after every burn-in chunk too: an hours-long burn-in runs inside one test
             fabric_session.follow_burn_in(lambda burn_in, record: self.checkpoint())
 
@@ -72,12 +75,26 @@ class RunRecorder:
         for name, value in report.user_properties:
             if name == PROMISE_PROPERTY:
                 self.promise_ids[report.nodeid] = str(value)
-        if report.when == "teardown":
-            for name, value in report.user_properties:
-                if name == CHECK_PROPERTY:
-                    self.fabric_session.record_check(report.nodeid, value)
-            if not self.is_worker and time.monotonic() - self._written_at >= CHECKPOINT_EVERY_S:
+        if report.when == "teardown" and not self.is_worker:
+            self._read_journal()
+            if time.monotonic() - self._written_at >= CHECKPOINT_EVERY_S:
                 self.checkpoint()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """pytest-xdist's controller: each worker gets the folder it writes its check records to (records.py)."""
+        if self.journal is None:
+            self.journal = ControllerJournal()
+        node.workerinput[JOURNAL_INPUT] = str(self.journal.folder)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        self._read_journal()
+
+    def _read_journal(self) -> None:
+        """The check records pytest-xdist workers appended since the last read, into the run's records."""
+        if self.journal is not None:
+            self.fabric_session.results.extend(self.journal.read_new())
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """A file that could not be collected (also from pytest-xdist workers): never a verdict of ACCEPTED."""
@@ -150,6 +167,12 @@ class RunRecorder:
         if self.is_worker:
             return
         self.session_finished = True
+        self._read_journal()
+        if self.journal is not None and self.journal.refused:  # a worker's usage error: nothing is judged
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            self.nothing_judged, self.stopped = True, "a usage error stopped the run"
+            print(f"ERROR: {self.journal.refused[0]}", file=sys.stderr)
+            return
         if self.ctrl_c and exitstatus != pytest.ExitCode.INTERRUPTED:
             exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
 
@@ -195,6 +218,8 @@ class RunRecorder:
         return written
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.journal is not None:
+            self.journal.remove()
         if self.ctrl_c and not self.session_finished and not self.is_worker:
             # Ctrl-C while the session began (the machine or bundle being read): pytest ends it with no summary
             print(f"gpufabric: the run was interrupted before a test ran, nothing judged; the results and report of "

@@ -17,6 +17,8 @@ from ..errors import GpuFabricError
 from ..units import finite_or_none
 
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
+#: 4: each check record names the promise it judges (``checks[].promise``), and the verdict is made from them
+RESULTS_SCHEMA_VERSION = 4
 
 
 def json_default(value: object) -> object:

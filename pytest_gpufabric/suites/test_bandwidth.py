@@ -20,7 +20,7 @@ from pytest_gpufabric.checks.bandwidth import (
     size_label,
 )
 from pytest_gpufabric.parametrize import over, promised_profile
-from pytest_gpufabric.promise import not_checked, promise
+from pytest_gpufabric.promise import fail_promise, not_checked, promise
 from pytest_gpufabric.units import parse_bytes
 
 
@@ -111,7 +111,7 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     bandwidth = _measurement(request, gpu_profile, "collective bandwidth", collective_threshold)
     op, threshold = collective_threshold
     if "collectives" in bandwidth.errors:
-        pytest.fail(bandwidth.errors["collectives"], pytrace=False)
+        fail_promise(bandwidth.errors["collectives"])
     if bandwidth.collectives is None:
         not_checked(bandwidth.tools_missing.get("collectives")
                     or f"{bandwidth.source} holds no torch.distributed collective measurements")
@@ -130,7 +130,7 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
     op, threshold = collective_threshold
     for part in ("nccl_tests", f"nccl_tests:{op}"):
         if part in bandwidth.errors:
-            pytest.fail(bandwidth.errors[part], pytrace=False)
+            fail_promise(bandwidth.errors[part])
     runs = _nccl_tests_runs(bandwidth, op, fabric, gpu_profile.gpu_count)
     unreadable = "; ".join(f"{name}: {why}" for name, why in bandwidth.unreadable.items())
     if not runs:
@@ -165,7 +165,7 @@ def _copy_rows(copy: dict, kind: str, source: str) -> list[dict]:
 def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check):
     bandwidth = _measurement(request, gpu_profile, "copy bandwidth", copy_kind)
     if "copy" in bandwidth.errors:
-        pytest.fail(bandwidth.errors["copy"], pytrace=False)
+        fail_promise(bandwidth.errors["copy"])
     if bandwidth.copy is None:
         not_checked(bandwidth.tools_missing.get("copy") or f"{bandwidth.source} holds no copy measurements")
     copy = bandwidth.copy
