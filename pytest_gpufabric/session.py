@@ -29,7 +29,7 @@ from .measurements import REGISTRY
 from .profile.model import Profile
 from .remedy import annotate
 from .report.metrics import MetricsExporter
-from .report.results import nccl_versions, write_json
+from .report.results import RESULTS_SCHEMA_VERSION, nccl_versions, write_json
 from .verdict import EXIT_CODES, HEALTH_WATCHDOG, Waiver, build_promises, judge
 from .verdict import counts as promise_counts
 from .workloads.burn_in import LOG_FILE, BurnIn, run_burn_in
@@ -302,7 +302,7 @@ class FabricSession:
                 reason += f"; {scope}: {'; '.join(promise_list.to_json()['left_out_why'].values())}"
         fabric = self._fabric
         document = {
-            "schema_version": 3,
+            "schema_version": RESULTS_SCHEMA_VERSION,
             "plugin_version": __version__,
             "started_at": self.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,

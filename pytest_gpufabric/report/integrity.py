@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..rejudge import derive_verdict
 from .results import json_text
+from .versions import NotJudgeable, judge_again
 
 FORMAT = "gpufabric-integrity/1"
 INTEGRITY_KEY = "integrity"
@@ -314,17 +314,14 @@ def _run_id(document: dict) -> str | None:
 
 
 def _judged_again(document: dict) -> list[str]:
-    """The verdict a results document's own tests, checks and promise list give (rejudge.py), where its summary
-    says another: digests anyone can recompute do not make an edited verdict true."""
-    if document.get("schema_version") not in (2, 3) or "tests" not in document:
-        return []
+    """The verdict a results document's own tests, checks and promise list give, by the rules of its format
+    (versions.py), where its summary says another; a format that cannot be judged again is refused: digests anyone
+    can recompute, and a version number the file states, do not make an edited verdict true."""
     claimed = _dict(document.get("summary")).get("verdict")
-    if claimed is None and document.get("profile") is None:
-        return []
     try:
-        verdict, reason, _ = derive_verdict(document)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        return [f"its promises cannot be judged again ({type(exc).__name__}: {exc})"]
-    if verdict != claimed:
+        verdict, reason, _ = judge_again(document)
+    except NotJudgeable as exc:
+        return [f"cannot be judged again: {exc}"]
+    if verdict != claimed and not (claimed is None and document.get("profile") is None):
         return [f"its summary says {claimed}, but its own tests, checks and promises say {verdict} ({reason})"]
     return []

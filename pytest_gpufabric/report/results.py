@@ -17,6 +17,8 @@ from ..errors import GpuFabricError
 from ..units import finite_or_none
 
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
+#: the results format a run writes (results.schema.json says what each version holds)
+RESULTS_SCHEMA_VERSION = 4
 
 
 def json_default(value: object) -> object:
