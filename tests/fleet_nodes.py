@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pytest_gpufabric.report.integrity import INTEGRITY_KEY, sign_document
+
 DATA = Path(__file__).parent / "data"
 RESULTS_FILE = "gpufabric-results.json"
 PLANTED_LOG = DATA / "results" / "burn-in-planted-fault-on-h200-x2.jsonl"
@@ -34,6 +36,8 @@ REPLAYS = {"accepted": ("h200-nvswitch-x2", DATA / "bundles" / "h200-nvswitch-x2
 #: check name prefix -> the found fields a node's speed scales (None: every number; time_us goes the other way)
 SCALED = {"bandwidth-": ("busbw_gbps", "algbw_gbps", "time_us"), "copy-": None, "burn-in-gpu": ("tflops",)}
 
+#: the fleet run every replayed node is of (--gpu-fleet-id)
+FLEET_ID = "fleet-tests"
 _CACHE: dict[str, dict] = {}
 _WORK: list[Path] = []
 
@@ -54,7 +58,8 @@ def replayed(kind: str, profile: Path | None = None) -> dict:
             shutil.copy(PLANTED_LOG, bundle / "gpufabric-burnin.jsonl")
         report_dir = work / "reports"
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--gpu-profile",
-                               profile, "--gpu-replay", str(bundle), "--gpu-report-dir", str(report_dir),
+                               profile, "--gpu-replay", str(bundle), "--gpu-fleet-id", FLEET_ID,
+                               "--gpu-report-dir", str(report_dir),
                                "--html", str(report_dir / "acceptance.html"), "--self-contained-html"],
                               cwd=_WORK[0], capture_output=True, text=True, timeout=600)
         path = report_dir / RESULTS_FILE
@@ -73,6 +78,7 @@ def derived(document: dict, host: str, factor: float = 1.0) -> dict:
     """DERIVED: the results of another host: hostname and GPU serials its own, every compared figure scaled by
     ``factor`` (below 1: slower), marked synthetic."""
     out = copy.deepcopy(document)
+    out.pop(INTEGRITY_KEY, None)
     out["synthetic"] = {"derived_from": (document.get("run") or {}).get("host"), "factor": factor}
     out["run"]["host"] = host
     if out.get("machine"):
@@ -90,7 +96,7 @@ def derived(document: dict, host: str, factor: float = 1.0) -> dict:
                 for key, value in found.items():
                     if isinstance(value, float) and (fields is None or key in fields):
                         found[key] = value / factor if key == "time_us" else value * factor
-    return out
+    return sign_document(out, None) if INTEGRITY_KEY in document else out  # its digests made again, unsigned
 
 
 def write_node(root: Path, name: str, document: dict | None, report: Path | None = None, indent: int = 2) -> Path:

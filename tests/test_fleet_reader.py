@@ -19,7 +19,7 @@ from pytest_gpufabric.fleet.report import build_fleet_document
 
 
 def _report(root: Path) -> dict:
-    return {n["name"]: n for n in build_fleet_document([root], None)["nodes"]}
+    return {n["name"]: n for n in build_fleet_document([root], None, allow_replays=True)["nodes"]}
 
 
 def _written(root: Path, name: str, text: str) -> None:
@@ -80,7 +80,7 @@ def test_the_same_invalid_part_in_two_nodes_is_refused_in_both(tmp_path):
     for name in ("node2", "node3"):
         assert (nodes[name]["state"], nodes[name]["verdict"]) == ("unreadable", None)
         assert nodes[name]["reason"] == (
-            "unreadable: gpufabric-results.json is not a valid results document (format 3): "
+            "unreadable: gpufabric-results.json is not a valid results document (format 4): "
             "data.tests.test_topology.py::test_affinity[GPU1] must be one of ['passed', 'failed', 'skipped', "
             "'error']")
 
