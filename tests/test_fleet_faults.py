@@ -210,7 +210,8 @@ def test_a_report_folder_inside_the_fleet_is_never_a_node(tmp_path, capsys):
     root = _fleet(tmp_path / "fleet")
     out = root / "report"
     assert main(["fleet", "report", "--allow-replays", str(root), "-o", str(out)]) == 0
-    assert main(["fleet", "report", "--allow-replays", str(root), "-o", str(tmp_path / "elsewhere")]) == 0  # a second report
+    # a second report
+    assert main(["fleet", "report", "--allow-replays", str(root), "-o", str(tmp_path / "elsewhere")]) == 0
     document = json.loads((tmp_path / "elsewhere" / "fleet-results.json").read_text(encoding="utf-8"))
     assert sorted(n["name"] for n in document["nodes"]) == HEALTHY
     capsys.readouterr()
@@ -244,7 +245,8 @@ def test_concurrent_reports_into_one_folder_leave_one_run_whole(tmp_path):
     and the JUnit are all of one run (its run id in each), and no temporary file is left."""
     root = _fleet(tmp_path / "fleet")
     out = tmp_path / "out"
-    runs = [subprocess.Popen([sys.executable, "-m", "pytest_gpufabric", "fleet", "report", "--allow-replays", str(root), "-o", str(out)],
+    runs = [subprocess.Popen([sys.executable, "-m", "pytest_gpufabric", "fleet", "report", "--allow-replays", str(root),
+                              "-o", str(out)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(20)]
     assert [run.wait(timeout=300) for run in runs] == [0] * 20, [run.stderr.read() for run in runs]
     assert_one_run(out)
@@ -286,7 +288,8 @@ def test_a_malformed_fabric_file_is_refused_with_its_problem(tmp_path, capsys, b
     breaks(result)
     fabric = tmp_path / "fabric.json"
     fabric.write_text(json.dumps(result), encoding="utf-8")
-    assert main(["fleet", "report", "--allow-replays", str(root), "--fabric", str(fabric), "-o", str(tmp_path / "out")]) == 4
+    assert main(["fleet", "report", "--allow-replays", str(root), "--fabric", str(fabric), "-o",
+                 str(tmp_path / "out")]) == 4
     err = capsys.readouterr().err
     assert f"{fabric}: not a valid fabric result: {words}" in err and "Traceback" not in err
 
@@ -299,7 +302,8 @@ def test_nan_pair_bandwidths_are_refused_not_passed(tmp_path, capsys):
     for pair in result["pairs"]:
         pair["busbw"] = float("nan")
     fabric.write_text(json.dumps(result), encoding="utf-8")  # json.dumps writes the NaN token
-    assert main(["fleet", "report", "--allow-replays", str(root), "--fabric", str(fabric), "-o", str(tmp_path / "out")]) == 4
+    assert main(["fleet", "report", "--allow-replays", str(root), "--fabric", str(fabric), "-o",
+                 str(tmp_path / "out")]) == 4
     assert "NaN, which JSON does not have (a number that is not finite)" in capsys.readouterr().err
 
 

@@ -236,7 +236,8 @@ def test_a_folder_named_like_a_url_is_linked_as_a_relative_path(tmp_path: Path):
     """A node's folder name reaches the page as an href: one named 'javascript:...' stays a relative path."""
     root = tmp_path / "nodes"
     _node(root, "javascript:alert(1)", replayed("accepted"), report_of("accepted"))
-    page = fleet_html(build_fleet_document([root], None, allow_replays=True), root)  # fleet.html beside the node folders
+    # fleet.html beside the node folders
+    page = fleet_html(build_fleet_document([root], None, allow_replays=True), root)
     assert 'href="javascript%3Aalert%281%29/acceptance.html"' in page
     assert 'href="javascript:' not in page
 

@@ -198,7 +198,8 @@ def test_the_margin_to_the_gpus_own_slowdown_threshold(tmp_path):
     fleet is flagged with its headroom (5 C); in a hall running at 80 C, a node 7 C over it (under the 10 C margin,
     past 5 MAD) is flagged because it is 2 C from slowing down."""
     spread = {f"h100n{i + 1:02d}": 68 + offset for i, offset in enumerate(SPREAD)}  # DERIVED around 68 C
-    document = build_fleet_document([_h100_fleet(tmp_path / "cool", {**spread, "h100hot": 84})], None, allow_replays=True)
+    document = build_fleet_document([_h100_fleet(tmp_path / "cool", {**spread, "h100hot": 84})], None,
+                                    allow_replays=True)
     validate_fleet_document(document)
     assert document["verdict"] == "ACCEPTED"
     assert sorted(n["name"] for n in document["nodes"] if n["outliers"]) == ["h100hot"]
@@ -209,7 +210,8 @@ def test_the_margin_to_the_gpus_own_slowdown_threshold(tmp_path):
                            "GPU's slowdown threshold (89 C)")
 
     warm_hall = {f"h100n{i + 1:02d}": 80 + offset for i, offset in enumerate(SPREAD)}  # DERIVED around 80 C
-    document = build_fleet_document([_h100_fleet(tmp_path / "warm", {**warm_hall, "h100edge": 87})], None, allow_replays=True)
+    document = build_fleet_document([_h100_fleet(tmp_path / "warm", {**warm_hall, "h100edge": 87})], None,
+                                    allow_replays=True)
     assert sorted(n["name"] for n in document["nodes"] if n["outliers"]) == ["h100edge"]
     edge = _outlier(document, "h100edge", "power-hold", "GPU0", "temperature_c_max")
     assert (edge["value"], edge["median"], edge["excess"], edge["headroom_c"]) == (87, 80, 7, 2)

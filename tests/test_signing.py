@@ -212,8 +212,8 @@ def test_fleet_results_signed_and_verified(tmp_path):
     key, pub = _key_pair(tmp_path, "vendor")
     _signed_fleet(tmp_path / "nodes", key)
     out = tmp_path / "out"
-    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(out), "--sign-key", str(key),
-                      "--require-signed", "--key", str(pub), cwd=tmp_path)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(out), "--sign-key",
+                      str(key), "--require-signed", "--key", str(pub), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))
     assert document["signatures"]["verified"] == 3
@@ -240,8 +240,8 @@ def test_fleet_report_refuses_unsigned_or_changed_nodes(tmp_path, unsigned, chan
     key, pub = _key_pair(tmp_path, "vendor")
     _signed_fleet(tmp_path / "nodes", key, unsigned=unsigned, changed=changed)
     out = tmp_path / "out"
-    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(out), "--require-signed", "--key",
-                      str(pub), cwd=tmp_path)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(out),
+                      "--require-signed", "--key", str(pub), cwd=tmp_path)
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
     assert "refused 1 node result(s) (--require-signed" in done.stderr and why in done.stderr
     assert not out.exists() or not (out / "fleet-results.json").exists()  # nothing written
@@ -342,8 +342,8 @@ def test_require_signed_refuses_a_node_file_that_is_not_regular(tmp_path):
     fifo = tmp_path / "nodes" / "gpu-02" / RESULTS
     fifo.unlink()
     os.mkfifo(fifo)
-    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(tmp_path / "out"), "--require-signed",
-                      "--key", str(pub), cwd=tmp_path, timeout=120)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(tmp_path / "out"),
+                      "--require-signed", "--key", str(pub), cwd=tmp_path, timeout=120)
     assert done.returncode == 4 and f"gpu-02: unreadable: {RESULTS} is not a regular file" in done.stderr
 
 

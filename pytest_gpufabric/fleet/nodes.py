@@ -231,11 +231,13 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
     node.file_sha256 = document.get(FILE_SHA256)
     node.signed = bool(document.get(FILE_SIGNED))
     node.schema_version = document["schema_version"]
+    checks = document["checks"]
     try:
         node.verdict, node.reason, node.promises = judge_again(document, document.get(EMBEDDED_PROFILE, CHECK_HERE))
-    except NotJudgeable as exc:
-        node.state, node.error = "unreadable", f"refused: {exc}"
-        return node
+    except NotJudgeable as exc:  # never accepted; a failed check is a failure under every format's rules
+        failed = any(c["verdict"] == "failed" for c in checks)
+        node.verdict = "REJECTED" if failed else "INCOMPLETE"
+        node.reason = f"not judged again: {exc}" + ("; a check failed" if failed else "")
     claimed = (document.get("summary") or {}).get("verdict")
     if claimed != node.verdict:
         node.reason += f" (its own summary says {claimed or 'no verdict'}: not trusted)"
@@ -249,7 +251,6 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
     node.profile, node.profile_sha256 = _shared(_text(profile.get("name"))), _shared(_text(profile.get("sha256")))
     run = document.get("run") or {}
     node.fleet_id, node.host = _text(run.get("fleet_id")), _text(run.get("host"))
-    checks = document["checks"]
     node.failed = [{"check": c["name"], "subject": c["subject"], "message": c["message"][:2000]}
                    for c in checks if c["verdict"] == "failed"]
     node.remedies = remedies_by_class(document.get("promises") or [])

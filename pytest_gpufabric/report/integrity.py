@@ -297,15 +297,29 @@ def verify_document(document: dict, public_key=None, path: str = "results", what
                                "older pytest-gpufabric)")
         return result
     plain = {k: v for k, v in document.items() if k != INTEGRITY_KEY}
-    result.run_id = _run_id(plain)
+    fleet = is_fleet_results(plain)
+    result.run_id = fleet_run_id(block.get("results_sha256")) if fleet else _run_id(plain)
     if results_digest(plain) != block.get("results_sha256"):
         changed = changed_parts(_dict(block.get("parts")), part_digests(plain), _labels(plain))
         result.problems.append(f"{what} changed after {'they were' if _are(what) == 'are' else 'it was'} written: "
                                + ("; ".join(changed) if changed else "the digest differs"))
     _check_signature(block, public_key, result, what)
-    if what == "the results":
+    if what == "the results" and not fleet:
         result.problems += _judged_again(plain)
     return result
+
+
+def is_fleet_results(document: dict) -> bool:
+    """Whether a document is a fleet report's results (fleet-results.json): its nodes and counts, and none of a
+    node's tests, checks or summary. Its verdict is the fleet's over node files it does not hold: not judged again
+    here (the fleet report judges each node file)."""
+    return isinstance(document.get("nodes"), list) and isinstance(document.get("counts"), dict) and \
+        not any(key in document for key in ("tests", "checks", "summary", "promises", "promised"))
+
+
+def fleet_run_id(results_sha256: object) -> str:
+    """What ties a fleet page to its fleet-results.json: the sha256 of the results the page names (it embeds none)."""
+    return f"fleet results sha256:{str(results_sha256)[:16]}"
 
 
 def _run_id(document: dict) -> str | None:
