@@ -78,7 +78,6 @@ def derived(document: dict, host: str, factor: float = 1.0) -> dict:
     """DERIVED: the results of another host: hostname and GPU serials its own, every compared figure scaled by
     ``factor`` (below 1: slower), marked synthetic."""
     out = copy.deepcopy(document)
-    out.pop(INTEGRITY_KEY, None)
     out["synthetic"] = {"derived_from": (document.get("run") or {}).get("host"), "factor": factor}
     out["run"]["host"] = host
     if out.get("machine"):
@@ -96,13 +95,19 @@ def derived(document: dict, host: str, factor: float = 1.0) -> dict:
                 for key, value in found.items():
                     if isinstance(value, float) and (fields is None or key in fields):
                         found[key] = value / factor if key == "time_us" else value * factor
-    return sign_document(out, None) if INTEGRITY_KEY in document else out  # its digests made again, unsigned
+    return out
 
 
-def write_node(root: Path, name: str, document: dict | None, report: Path | None = None, indent: int = 2) -> Path:
-    """A node folder holding the results (as the plugin writes them: indent 2) and, if given, its own report."""
+def write_node(root: Path, name: str, document: dict | None, report: Path | None = None, indent: int = 2,
+               seal: bool = True) -> Path:
+    """A node folder holding the results (as the plugin writes them: indent 2) and, if given, its own report.
+    ``seal``: an unsigned document's digests made again from what it holds now (it is DERIVED: the fleet checks
+    digests as `gpufabric verify` does); a signed one is written as it is."""
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
+    block = (document or {}).get(INTEGRITY_KEY)
+    if seal and isinstance(block, dict) and block.get("signature") is None:
+        document = sign_document(document, None)
     if document is not None:
         (folder / RESULTS_FILE).write_text(json.dumps(document, indent=indent) + "\n", encoding="utf-8")
     if report is not None:
