@@ -59,6 +59,8 @@ WANTED = ("schema_version", "plugin_version", "started_at", "finished_at", "run"
 #: a top-level key as the plugin writes it (indent 2): at the start of a line, two spaces in
 _PART = re.compile(b'\n  "')
 _KEY_NAME = re.compile(rb'"([A-Za-z_]+)": ')
+#: the evidence part's key as the plugin writes it (a string holds no newline: only a top-level key is found)
+_EVIDENCE = b'\n  "evidence": '
 #: a NaN or Infinity token where JSON has a value (after ':', '[' or ','): Python writes them, JSON has none
 _NON_FINITE = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\b")
 #: nesting past MAX_DEPTH levels in a row, as a hostile or broken file holds it ("[[[[..."): refused before any
@@ -114,7 +116,7 @@ def _integrity(data: bytes, name: str) -> tuple[bool, list[str]]:
     if not isinstance(document, dict) or not isinstance(document.get(INTEGRITY_KEY), dict):
         return False, []
     result = verify_document(document, None, name, "its results")
-    return result.signed, result.problems
+    return result.signed and not result.problems, result.problems  # a signature over other content signs nothing
 
 
 def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
@@ -227,6 +229,12 @@ def _split(data: bytes, name: str) -> dict[str, bytes] | None:
         keys.append((m.group(1).decode(), m.end()))
         if len(keys) > 1 and keys[-2][0] == "summary":
             break
+    evidence = data.rfind(_EVIDENCE)  # written after the health timeline: found from the end, never walked to
+    if evidence >= 0 and all(key != "evidence" for key, _ in keys):
+        following = _PART.search(data, evidence + len(_EVIDENCE))
+        keys.append(("evidence", evidence + len(_EVIDENCE)))
+        if following is not None:  # the key after it: where its part ends
+            keys.append(("", following.end() - 1))
     ends = [data.rfind(b"\n", 0, start) for _, start in keys[1:]]
     if len(ends) < len(keys):
         ends.append(data.rstrip().rindex(b"\n}"))
