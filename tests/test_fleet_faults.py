@@ -21,6 +21,7 @@ from fleet_nodes import RESULTS_FILE, derived, replayed, write_node
 from pytest_gpufabric.cli import main
 from pytest_gpufabric.fleet.report import validate_fleet_document
 from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.report.integrity import sign_document
 
 HEALTHY = [f"node{i:02d}" for i in range(1, 10)]
 BROKEN = "node10"
@@ -34,8 +35,9 @@ def _fleet(root: Path) -> Path:
 
 
 def _text() -> str:
-    """The broken node's results as the plugin writes them, before they are broken."""
-    return json.dumps(derived(replayed("accepted"), BROKEN), indent=2) + "\n"
+    """The broken node's results as the plugin writes them (its digests made again: DERIVED), before they are
+    broken."""
+    return json.dumps(sign_document(derived(replayed("accepted"), BROKEN), None), indent=2) + "\n"
 
 
 def _report(root: Path, out: Path, capsys, *args: str) -> tuple[int, dict, str]:
