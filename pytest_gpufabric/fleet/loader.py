@@ -102,10 +102,11 @@ def load_results(path: Path, max_bytes: int = MAX_BYTES, digest: bool = False) -
 
 def _integrity(data: bytes, name: str) -> tuple[bool, list[str]]:
     """(whether the file's signature verifies against the key it names, what is wrong with its digests or
-    signature), checked as `gpufabric verify` checks a file without --key (report/integrity.py): a node changed
-    after it was signed is found here, whether or not the fleet was given a key. A file without an integrity block
-    is unsigned, with nothing to check (its verdict is judged again from its content all the same)."""
-    if f'"{INTEGRITY_KEY}": {{'.encode() not in data:
+    signature), checked as `gpufabric verify` checks a file without --key (report/integrity.py): a signed node
+    changed after it was signed is found here, whether or not the fleet was given a key. An unsigned file is
+    counted as unsigned and not checked here: its digests, which anyone can recompute, show nothing (its verdict
+    is judged again from its content all the same; --require-signed refuses it)."""
+    if not _carries_signature(data):
         return False, []
     try:
         document = loads(data.decode("utf-8-sig").replace("\r\n", "\n"))
@@ -117,6 +118,13 @@ def _integrity(data: bytes, name: str) -> tuple[bool, list[str]]:
         return False, []
     result = verify_document(document, None, name, "its results")
     return result.signed and not result.problems, result.problems  # a signature over other content signs nothing
+
+
+def _carries_signature(data: bytes) -> bool:
+    """Whether the file's integrity block (its last key) holds a signature entry."""
+    block = data.rfind(f'"{INTEGRITY_KEY}": {{'.encode())
+    signature = data.rfind(b'"signature": ', block) if block >= 0 else -1  # its last key: found from the end
+    return signature >= 0 and data.startswith(b"{", signature + len(b'"signature": '))
 
 
 def read_results_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
