@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -76,11 +77,15 @@ def rejected_run(tmp_path_factory) -> dict:
 
 def test_results_say_where_their_evidence_came_from():
     """A replay names its bundle and the bundle's digest, and no host or boot; a live run names this host and this
-    boot (read here, on the machine the tests run on)."""
+    boot (read here, on the machine the tests run on). verify says a replay is one."""
     replay = replayed("accepted")
     assert replay["schema_version"] == RESULTS_SCHEMA_VERSION == 4
     assert {k: replay["evidence"][k] for k in ("kind", "bundle", "bundle_sha256", "host", "boot_id")} == {
         "kind": "replay", "bundle": BUNDLE.name, "bundle_sha256": bundle_digest(BUNDLE), "host": None, "boot_id": None}
+    path = _write(Path(tempfile.mkdtemp()) / RESULTS, replay)
+    code, lines = verify_command([str(path)], None, allow_unsigned=True)
+    assert code == 0 and f"  note: its evidence is a replay of bundle {BUNDLE.name} (sha256 " \
+        f"{bundle_digest(BUNDLE)[:12]}): recorded evidence, not a live run of a machine" in lines
     live = evidence_record(SimpleNamespace(replay=None, bundle_dir=None), {"run": {"host": os.uname().nodename}})
     assert live["kind"] == "live" and live["host"] == os.uname().nodename
     assert live["boot_id"] == Path(BOOT_ID_PATH).read_text(encoding="ascii").strip()

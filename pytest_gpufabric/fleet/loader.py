@@ -96,28 +96,32 @@ def load_results(path: Path, max_bytes: int = MAX_BYTES, digest: bool = False) -
     document = parse_results(data, path.name)
     if digest:
         document[FILE_SHA256] = hashlib.sha256(data).hexdigest()
-    document[FILE_SIGNED], document[FILE_INTEGRITY] = _integrity(data, path.name)
+    document[FILE_SIGNED], document[FILE_INTEGRITY], whole = _integrity(data, path.name)
+    if whole is not None and "evidence" in whole:  # as every JSON reader sees it, not as its layout suggests
+        document["evidence"] = _valid(document["schema_version"], "evidence", whole["evidence"], path.name)
     return document
 
 
-def _integrity(data: bytes, name: str) -> tuple[bool, list[str]]:
+def _integrity(data: bytes, name: str) -> tuple[bool, list[str], dict | None]:
     """(whether the file's signature verifies against the key it names, what is wrong with its digests or
     signature), checked as `gpufabric verify` checks a file without --key (report/integrity.py): a signed node
     changed after it was signed is found here, whether or not the fleet was given a key. An unsigned file is
     counted as unsigned and not checked here: its digests, which anyone can recompute, show nothing (its verdict
-    is judged again from its content all the same; --require-signed refuses it)."""
+    is judged again from its content all the same; --require-signed refuses it). The third value: the whole
+    document as parsed for the check (None where it was not)."""
     if not _carries_signature(data):
-        return False, []
+        return False, [], None
     try:
         document = loads(data.decode("utf-8-sig").replace("\r\n", "\n"))
     except DuplicateKey as exc:
-        return False, [f"its results changed after they were written: {exc}"]
+        return False, [f"its results changed after they were written: {exc}"], None
     except (ValueError, RecursionError) as exc:
-        return False, [f"its integrity cannot be checked ({type(exc).__name__})"]
+        return False, [f"its integrity cannot be checked ({type(exc).__name__})"], None
     if not isinstance(document, dict) or not isinstance(document.get(INTEGRITY_KEY), dict):
-        return False, []
+        return False, [], None
     result = verify_document(document, None, name, "its results")
-    return result.signed and not result.problems, result.problems  # a signature over other content signs nothing
+    # a signature over other content signs nothing
+    return result.signed and not result.problems, result.problems, document
 
 
 def _carries_signature(data: bytes) -> bool:

@@ -306,6 +306,12 @@ def verify_document(document: dict, public_key=None, path: str = "results", what
     _check_signature(block, public_key, result, what)
     if what == "the results" and not fleet:
         result.problems += _judged_again(plain)
+        evidence = _dict(plain.get("evidence"))
+        if evidence.get("kind") == "replay":
+            digest = evidence.get("bundle_sha256")
+            result.notes.append(f"its evidence is a replay of bundle {evidence.get('bundle')}"
+                                + (f" (sha256 {str(digest)[:12]})" if digest else "")
+                                + ": recorded evidence, not a live run of a machine")
     return result
 
 
