@@ -191,6 +191,19 @@ NOT_CHECKED = ("4 promise(s) not checked: nvlinks[GPU0], nvlinks[GPU1], nvlink-t
                "nvlink-traffic-volume[GPU1]")
 
 
+@pytest.mark.parametrize("removed", ["tests", "checks"])
+def test_a_file_without_its_tests_or_checks_is_not_waved_through(rejected_run, tmp_path, removed):
+    """The REJECTED results edited to ACCEPTED with their tests (or checks) removed, signed again: nothing to judge
+    the promises by is no reason to take the summary's word."""
+    key, _ = _key_pair(tmp_path, "attacker")
+    document = json.loads(json.dumps(rejected_run["results"]))
+    document["summary"].update(verdict="ACCEPTED", exit_code=0)  # DERIVED
+    del document[removed]  # DERIVED
+    path = _write(tmp_path / RESULTS, sign_document(document, load_private_key(key)))
+    assert verify_path(path).problems == ["cannot be judged again: it holds no tests and checks to judge its promises "
+                                          "by"]
+
+
 def _without_promise_list(document: dict, version: int, embed_profile: bool = True) -> dict:
     """DERIVED: the accepted replay with its NVLink-state test and check removed, told as format ``version`` without
     its promise list (promised)."""
