@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pytest_gpufabric.report.integrity import INTEGRITY_KEY, sign_document
+
 DATA = Path(__file__).parent / "data"
 RESULTS_FILE = "gpufabric-results.json"
 PLANTED_LOG = DATA / "results" / "burn-in-planted-fault-on-h200-x2.jsonl"
@@ -34,6 +36,8 @@ REPLAYS = {"accepted": ("h200-nvswitch-x2", DATA / "bundles" / "h200-nvswitch-x2
 #: check name prefix -> the found fields a node's speed scales (None: every number; time_us goes the other way)
 SCALED = {"bandwidth-": ("busbw_gbps", "algbw_gbps", "time_us"), "copy-": None, "burn-in-gpu": ("tflops",)}
 
+#: the fleet run every replayed node is of (--gpu-fleet-id)
+FLEET_ID = "fleet-tests"
 _CACHE: dict[str, dict] = {}
 _WORK: list[Path] = []
 
@@ -54,7 +58,8 @@ def replayed(kind: str, profile: Path | None = None) -> dict:
             shutil.copy(PLANTED_LOG, bundle / "gpufabric-burnin.jsonl")
         report_dir = work / "reports"
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--gpu-profile",
-                               profile, "--gpu-replay", str(bundle), "--gpu-report-dir", str(report_dir),
+                               profile, "--gpu-replay", str(bundle), "--gpu-fleet-id", FLEET_ID,
+                               "--gpu-report-dir", str(report_dir),
                                "--html", str(report_dir / "acceptance.html"), "--self-contained-html"],
                               cwd=_WORK[0], capture_output=True, text=True, timeout=600)
         path = report_dir / RESULTS_FILE
@@ -93,10 +98,16 @@ def derived(document: dict, host: str, factor: float = 1.0) -> dict:
     return out
 
 
-def write_node(root: Path, name: str, document: dict | None, report: Path | None = None, indent: int = 2) -> Path:
-    """A node folder holding the results (as the plugin writes them: indent 2) and, if given, its own report."""
+def write_node(root: Path, name: str, document: dict | None, report: Path | None = None, indent: int = 2,
+               seal: bool = True) -> Path:
+    """A node folder holding the results (as the plugin writes them: indent 2) and, if given, its own report.
+    ``seal``: an unsigned document's digests made again from what it holds now (it is DERIVED: the fleet checks
+    digests as `gpufabric verify` does); a signed one is written as it is."""
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
+    block = (document or {}).get(INTEGRITY_KEY)
+    if seal and isinstance(block, dict) and block.get("signature") is None:
+        document = sign_document(document, None)
     if document is not None:
         (folder / RESULTS_FILE).write_text(json.dumps(document, indent=indent) + "\n", encoding="utf-8")
     if report is not None:

@@ -182,7 +182,7 @@ def test_a_fleet_of_two_scopes_drifts(pytester: pytest.Pytester, tmp_path: Path)
         assert _run(pytester, "--gpu-report-dir", str(nodes / name), bundle=bundle).ret == 0
     from pytest_gpufabric.fleet.report import build_fleet_document
 
-    fleet = build_fleet_document([nodes], None)
+    fleet = build_fleet_document([nodes], None, allow_replays=True)
     drift = {n["name"]: n["drift"] for n in fleet["nodes"]}
     assert drift["node3"] == [{"field": "scope", "value": "without the burn-in the profile promises",
                                "majority": "whole acceptance"}]
@@ -248,7 +248,7 @@ def test_the_fleet_judges_a_promise_list_edited_shorter(pytester: pytest.Pyteste
     (node / "gpufabric-results.json").write_text(json_text(_redigest(document)))
     from pytest_gpufabric.fleet.report import build_fleet_document
 
-    fleet = build_fleet_document([tmp_path / "fleet"], None)
+    fleet = build_fleet_document([tmp_path / "fleet"], None, allow_replays=True)
     (judged,) = fleet["nodes"]
     assert judged["verdict"] == "INCOMPLETE" and judged["promises"]["not_checked"] == 2
     assert "its own summary says ACCEPTED: not trusted" in judged["reason"]
@@ -266,6 +266,6 @@ def test_the_fleet_refuses_a_profile_edited_under_its_digest(pytester: pytest.Py
     (node / "gpufabric-results.json").write_text(json_text(_redigest(document)))
     from pytest_gpufabric.fleet.report import build_fleet_document
 
-    (judged,) = build_fleet_document([tmp_path / "fleet"], None)["nodes"]
+    (judged,) = build_fleet_document([tmp_path / "fleet"], None, allow_replays=True)["nodes"]
     assert judged["verdict"] == "INCOMPLETE"
     assert "profile-integrity" in judged["reason"]

@@ -110,8 +110,8 @@ def test_a_rate_limited_node_is_named_and_fails_the_fleet(tmp_path, capsys):
         accepted = replayed("accepted", tmp_path / "netns-fleet.yaml")
         write_node(tmp_path / "fleet", f"node{i}", derived(accepted, f"node{i}"))
     out = tmp_path / "report"
-    assert main(["fleet", "report", str(tmp_path / "fleet"), "--profile", str(tmp_path / "netns-fleet.yaml"),
-                 "-o", str(out)]) == 1
+    assert main(["fleet", "report", "--allow-replays", str(tmp_path / "fleet"), "--profile",
+                 str(tmp_path / "netns-fleet.yaml"), "-o", str(out)]) == 1
     printed = capsys.readouterr().out
     document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))
     assert document["counts"]["accepted"] == COUNT
@@ -220,7 +220,8 @@ def test_a_fabric_run_of_other_machines_is_refused(tmp_path, capsys):
                            ("h200c", "h200-nvswitch-x2-live-on-h200-x2.json")):
         (fleet / name).mkdir(parents=True)
         shutil.copy(RESULTS / recorded, fleet / name / "gpufabric-results.json")
-    assert main(["fleet", "report", str(fleet), "--fabric", str(RECORDED_FABRIC), "-o", str(tmp_path / "out")]) == 4
+    assert main(["fleet", "report", "--allow-replays", str(fleet), "--fabric", str(RECORDED_FABRIC), "-o",
+                 str(tmp_path / "out")]) == 4
     err = capsys.readouterr().err
     assert ("the fabric run's nodes (node0, node1, node2, node3, node4, node5, node6) are not this fleet's "
             "(h200a, h200b, h200c)") in err

@@ -21,6 +21,7 @@ from fleet_nodes import RESULTS_FILE, derived, replayed, write_node
 from pytest_gpufabric.cli import main
 from pytest_gpufabric.fleet.report import validate_fleet_document
 from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.report.integrity import sign_document
 
 HEALTHY = [f"node{i:02d}" for i in range(1, 10)]
 BROKEN = "node10"
@@ -34,12 +35,13 @@ def _fleet(root: Path) -> Path:
 
 
 def _text() -> str:
-    """The broken node's results as the plugin writes them, before they are broken."""
-    return json.dumps(derived(replayed("accepted"), BROKEN), indent=2) + "\n"
+    """The broken node's results as the plugin writes them (its digests made again: DERIVED), before they are
+    broken."""
+    return json.dumps(sign_document(derived(replayed("accepted"), BROKEN), None), indent=2) + "\n"
 
 
 def _report(root: Path, out: Path, capsys, *args: str) -> tuple[int, dict, str]:
-    code = main(["fleet", "report", str(root), "-o", str(out), *args])
+    code = main(["fleet", "report", "--allow-replays", str(root), "-o", str(out), *args])
     captured = capsys.readouterr()
     assert "Traceback" not in captured.out + captured.err
     document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))
@@ -152,7 +154,7 @@ def test_a_folder_that_cannot_be_listed_is_said_and_the_rest_judged(tmp_path, ca
         return real_iterdir(path)
 
     monkeypatch.setattr(Path, "iterdir", iterdir)
-    code = main(["fleet", "report", str(root), str(other), "-o", str(tmp_path / "out")])
+    code = main(["fleet", "report", "--allow-replays", str(root), str(other), "-o", str(tmp_path / "out")])
     document = json.loads((tmp_path / "out" / "fleet-results.json").read_text(encoding="utf-8"))
     assert document["unlisted"] == [f"{other}: Permission denied"]
     assert document["counts"]["accepted"] == len(HEALTHY)
@@ -181,7 +183,8 @@ def test_a_lenient_profile_named_by_a_node_is_never_the_yardstick(tmp_path, caps
     lenient.parent.mkdir()
     lenient.write_text("name: h200-nvswitch-x2\nextends: h200-nvswitch-x2\nfleet: {min_deviation: 0.9, k: 1000}\n")
     slow = derived(replayed("accepted"), BROKEN, 0.6)
-    slow["profile"] = {"name": "h200-nvswitch-x2", "path": str(lenient), "sha256": load_profile(str(lenient)).sha256}
+    slow["profile"] = {"name": "h200-nvswitch-x2", "path": str(lenient), "sha256": load_profile(str(lenient)).sha256,
+                       "data": load_profile(str(lenient)).data}
     write_node(root, BROKEN, slow)
     _, document, _ = _report(root, tmp_path / "out", capsys)
     node = _broken(document)
@@ -208,8 +211,9 @@ def test_nodes_of_two_profiles_without_a_majority_say_so(tmp_path, capsys):
 def test_a_report_folder_inside_the_fleet_is_never_a_node(tmp_path, capsys):
     root = _fleet(tmp_path / "fleet")
     out = root / "report"
-    assert main(["fleet", "report", str(root), "-o", str(out)]) == 0
-    assert main(["fleet", "report", str(root), "-o", str(tmp_path / "elsewhere")]) == 0  # a second report
+    assert main(["fleet", "report", "--allow-replays", str(root), "-o", str(out)]) == 0
+    # a second report
+    assert main(["fleet", "report", "--allow-replays", str(root), "-o", str(tmp_path / "elsewhere")]) == 0
     document = json.loads((tmp_path / "elsewhere" / "fleet-results.json").read_text(encoding="utf-8"))
     assert sorted(n["name"] for n in document["nodes"]) == HEALTHY
     capsys.readouterr()
@@ -243,7 +247,8 @@ def test_concurrent_reports_into_one_folder_leave_one_run_whole(tmp_path):
     and the JUnit are all of one run (its run id in each), and no temporary file is left."""
     root = _fleet(tmp_path / "fleet")
     out = tmp_path / "out"
-    runs = [subprocess.Popen([sys.executable, "-m", "pytest_gpufabric", "fleet", "report", str(root), "-o", str(out)],
+    runs = [subprocess.Popen([sys.executable, "-m", "pytest_gpufabric", "fleet", "report", "--allow-replays", str(root),
+                              "-o", str(out)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(20)]
     assert [run.wait(timeout=300) for run in runs] == [0] * 20, [run.stderr.read() for run in runs]
     assert_one_run(out)
@@ -285,7 +290,8 @@ def test_a_malformed_fabric_file_is_refused_with_its_problem(tmp_path, capsys, b
     breaks(result)
     fabric = tmp_path / "fabric.json"
     fabric.write_text(json.dumps(result), encoding="utf-8")
-    assert main(["fleet", "report", str(root), "--fabric", str(fabric), "-o", str(tmp_path / "out")]) == 4
+    assert main(["fleet", "report", "--allow-replays", str(root), "--fabric", str(fabric), "-o",
+                 str(tmp_path / "out")]) == 4
     err = capsys.readouterr().err
     assert f"{fabric}: not a valid fabric result: {words}" in err and "Traceback" not in err
 
@@ -298,7 +304,8 @@ def test_nan_pair_bandwidths_are_refused_not_passed(tmp_path, capsys):
     for pair in result["pairs"]:
         pair["busbw"] = float("nan")
     fabric.write_text(json.dumps(result), encoding="utf-8")  # json.dumps writes the NaN token
-    assert main(["fleet", "report", str(root), "--fabric", str(fabric), "-o", str(tmp_path / "out")]) == 4
+    assert main(["fleet", "report", "--allow-replays", str(root), "--fabric", str(fabric), "-o",
+                 str(tmp_path / "out")]) == 4
     assert "NaN, which JSON does not have (a number that is not finite)" in capsys.readouterr().err
 
 
@@ -308,7 +315,7 @@ def test_golden_floors_from_a_fleet_with_broken_files(tmp_path, capsys):
     (root / BROKEN).mkdir()
     (root / BROKEN / RESULTS_FILE).write_text(_text().replace('"errors_self": 0', '"errors_self": Infinity', 1))
     output = tmp_path / "golden.yaml"
-    assert main(["profile", "init", "--from-fleet", str(root), "-o", str(output)]) == 0
+    assert main(["profile", "init", "--allow-replays", "--from-fleet", str(root), "-o", str(output)]) == 0
     assert f"# Left out, not accepted: {BROKEN} (unreadable)." in output.read_text(encoding="utf-8")
     captured = capsys.readouterr()
     assert f"floors from {len(HEALTHY)} accepted node(s)" in captured.out and "Traceback" not in captured.err

@@ -85,7 +85,7 @@ def _fleet(tmp_path: Path, marked_up: bool = True) -> tuple[dict, Path]:
         _node(root, MARKED_UP, marked, report_of("planted"))
 
     expected = [*NODES, *RECORDED, SILENT, ABSENT, SLOW]  # the marked-up node is not on it: unexpected
-    document = build_fleet_document([root], expected)
+    document = build_fleet_document([root], expected, allow_replays=True)
     return document, tmp_path / "fleet-out"
 
 
@@ -203,7 +203,7 @@ def test_the_burn_in_column_counts_each_nodes_wrong_results(tmp_path: Path):
                 "healthy": "acceptance-with-10min-burn-in-on-h200-x2"}
     for name, results in recorded.items():
         _node(root, name, _results(results))
-    page = fleet_html(build_fleet_document([root], None), tmp_path / "out")
+    page = fleet_html(build_fleet_document([root], None, allow_replays=True), tmp_path / "out")
     burn_in = {name: cells[_NODE_HEADER.index("Burn-in")] for name, cells in _node_rows(page).items()}
     assert burn_in == {
         "host-1": ("1,682 check(s), 1,682 wrong (GPU1)", "GPU0: 841 check(s), 0 wrong, 616.11 TFLOP/s\n"
@@ -236,7 +236,8 @@ def test_a_folder_named_like_a_url_is_linked_as_a_relative_path(tmp_path: Path):
     """A node's folder name reaches the page as an href: one named 'javascript:...' stays a relative path."""
     root = tmp_path / "nodes"
     _node(root, "javascript:alert(1)", replayed("accepted"), report_of("accepted"))
-    page = fleet_html(build_fleet_document([root], None), root)  # fleet.html beside the node folders
+    # fleet.html beside the node folders
+    page = fleet_html(build_fleet_document([root], None, allow_replays=True), root)
     assert 'href="javascript%3Aalert%281%29/acceptance.html"' in page
     assert 'href="javascript:' not in page
 
@@ -323,7 +324,7 @@ def synthetic_fleet(tmp_path: Path, count: int, slow_every: int = 500, with_valu
     100th one of the rejected nodes; two expected nodes never report. ``with_values``: each measurement also lists
     the passing nodes' values (``values``), which the plots draw where the document has them."""
     _fleet(tmp_path)
-    real = {n.name: n for n in judged_nodes([tmp_path / "nodes"])[0]}
+    real = {n.name: n for n in judged_nodes([tmp_path / "nodes"], allow_replays=True)[0]}
     pools = [[real[name] for name in ("gpu-a02", "gpu-a03", "gpu-a05", "gpu-a06")],
              [real["gpu-b01"], real["gpu-b02"]], [real["gpu-a01"], real["gpu-b03"]]]
     rng = random.Random(7)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from fleet_nodes import derived, replayed, write_node
 
-from pytest_gpufabric.fleet.analysis import FleetSettings, natural_key
+from pytest_gpufabric.fleet.analysis import FleetSettings, analyse, natural_key
 from pytest_gpufabric.fleet.html import fleet_html
-from pytest_gpufabric.fleet.report import build_fleet_document, validate_fleet_document
+from pytest_gpufabric.fleet.report import build_fleet_document, judged_nodes, validate_fleet_document
 
 H100_RUN = Path(__file__).parent / "data" / "results" / "single-gpu-on-h100-x1" / "run-2" / "acceptance-results.json"
 #: DERIVED: healthy spread of burn-in maximum temperatures around the recorded one, C (median 0, MAD 1)
@@ -73,7 +73,7 @@ def test_hot_warm_slow_and_noisy_nodes_each_judged_in_their_own_terms(tmp_path):
     write_node(root, "h200hot", _with_temperatures(derived(accepted, "h200hot"), gpu0 + 16, gpu1))  # DERIVED +16 C
     write_node(root, "h200slow", _with_temperatures(derived(accepted, "h200slow", 0.88), gpu0, gpu1))  # DERIVED 12 %
     write_node(root, "h200bit", _with_temperatures(derived(accepted, "h200bit", 0.99), gpu0, gpu1))  # DERIVED 1 %
-    document = build_fleet_document([root], None)
+    document = build_fleet_document([root], None, allow_replays=True)
     validate_fleet_document(document)
     assert document["verdict"] == "ACCEPTED" and document["groups"] == []
     flagged = sorted(n["name"] for n in document["nodes"] if n["outliers"])
@@ -117,7 +117,7 @@ def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path, capsy
         name = f"r02n{i + 1:02d}"
         write_node(root, name, _with_temperatures(derived(accepted, name), gpu0 + 6 + offset, gpu1 + 6 + offset))
     write_node(root, "r02n07", _with_temperatures(derived(accepted, "r02n07"), gpu0 + 6 + 16, gpu1 + 6))
-    document = build_fleet_document([root], None)
+    document = build_fleet_document([root], None, allow_replays=True)
     validate_fleet_document(document)
 
     rack = [f"r02n{i:02d}" for i in range(1, 8)]
@@ -158,7 +158,7 @@ def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path, capsy
     # the terminal: the group on one line of its own, the hot node as an outlier
     from pytest_gpufabric.cli import main
 
-    main(["fleet", "report", str(root), "-o", str(tmp_path / "cli-out")])
+    main(["fleet", "report", "--allow-replays", str(root), "-o", str(tmp_path / "cli-out")])
     out = capsys.readouterr().out
     assert f"  group 1: {group['summary']}" in out.splitlines()
     assert "  outlier r02n07: burn-in-gpu GPU0 max_temperature_c" in out
@@ -193,13 +193,21 @@ def _h100_fleet(root: Path, temperatures: dict[str, int]) -> Path:
     return root
 
 
+def _h100_judged(root: Path, temperatures: dict[str, int]) -> dict:
+    """The fleet's findings over copies of the H100 run. DERIVED: each node taken as accepted; the run is results
+    format 2, which embeds no profile to judge its promises by again, so the fleet itself never accepts it."""
+    nodes = judged_nodes([_h100_fleet(root, temperatures)], allow_replays=True)[0]
+    for node in nodes:
+        node.verdict = "ACCEPTED"
+    return analyse(nodes, None, FleetSettings())
+
+
 def test_the_margin_to_the_gpus_own_slowdown_threshold(tmp_path):
     """On the H100 run, whose power-hold check recorded NVML's slowdown threshold (89 C): a node 16 C over its
     fleet is flagged with its headroom (5 C); in a hall running at 80 C, a node 7 C over it (under the 10 C margin,
     past 5 MAD) is flagged because it is 2 C from slowing down."""
     spread = {f"h100n{i + 1:02d}": 68 + offset for i, offset in enumerate(SPREAD)}  # DERIVED around 68 C
-    document = build_fleet_document([_h100_fleet(tmp_path / "cool", {**spread, "h100hot": 84})], None)
-    validate_fleet_document(document)
+    document = _h100_judged(tmp_path / "cool", {**spread, "h100hot": 84})
     assert document["verdict"] == "ACCEPTED"
     assert sorted(n["name"] for n in document["nodes"] if n["outliers"]) == ["h100hot"]
     hot = _outlier(document, "h100hot", "power-hold", "GPU0", "temperature_c_max")
@@ -209,7 +217,7 @@ def test_the_margin_to_the_gpus_own_slowdown_threshold(tmp_path):
                            "GPU's slowdown threshold (89 C)")
 
     warm_hall = {f"h100n{i + 1:02d}": 80 + offset for i, offset in enumerate(SPREAD)}  # DERIVED around 80 C
-    document = build_fleet_document([_h100_fleet(tmp_path / "warm", {**warm_hall, "h100edge": 87})], None)
+    document = _h100_judged(tmp_path / "warm", {**warm_hall, "h100edge": 87})
     assert sorted(n["name"] for n in document["nodes"] if n["outliers"]) == ["h100edge"]
     edge = _outlier(document, "h100edge", "power-hold", "GPU0", "temperature_c_max")
     assert (edge["value"], edge["median"], edge["excess"], edge["headroom_c"]) == (87, 80, 7, 2)

@@ -19,7 +19,7 @@ from pytest_gpufabric.fleet.report import build_fleet_document
 
 
 def _report(root: Path) -> dict:
-    return {n["name"]: n for n in build_fleet_document([root], None)["nodes"]}
+    return {n["name"]: n for n in build_fleet_document([root], None, allow_replays=True)["nodes"]}
 
 
 def _written(root: Path, name: str, text: str) -> None:

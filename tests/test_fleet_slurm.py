@@ -56,7 +56,8 @@ def test_a_fleet_accepted_through_slurm(slurm, tmp_path):
         assert results["run"]["fleet_id"] and results["run"]["fleet_id"].isdigit()  # Slurm's job id
 
     out = tmp_path / "report"
-    report = slurm.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "report", str(fleet), "--expect",
+    report = slurm.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "report", "--allow-replays", str(fleet),
+                        "--expect",
                         ",".join([*(name for name, _ in NODES), "h200h"]), "-o", str(out)], timeout=300)
     assert report.returncode == 1, report.stdout + report.stderr  # rejected
     document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))

@@ -354,7 +354,7 @@ def test_the_fleet_page_names_each_nodes_remedies(tmp_path: Path):
     root = tmp_path / "nodes"
     write_node(root, "gpu-a01", replayed("planted"))
     write_node(root, "gpu-a02", replayed("accepted"))
-    document = build_fleet_document([root], None)
+    document = build_fleet_document([root], None, allow_replays=True)
     validate_fleet_document(document)
     nodes = {n["name"]: n for n in document["nodes"]}
     (promise,) = [p for p in replayed("planted")["promises"] if p["outcome"] == "failed"]

@@ -68,7 +68,7 @@ def test_untouched_signed_results_and_report_are_valid(signed_run):
     done = _gpufabric("verify", str(signed_run["results"]), str(signed_run["report"]), "--key",
                       str(signed_run["pub"]), cwd=signed_run["work"])
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("  note: its evidence is a replay")]
     key_id = json.loads(signed_run["results"].read_text())[INTEGRITY_KEY]["signature"]["key_id"]
     assert lines[0] == f"{signed_run['results']}: valid: the results are as the run wrote them, signed by key {key_id}"
     assert lines[1] == f"{signed_run['report']}: valid: the report is as the run wrote it, signed by key {key_id}"
@@ -212,8 +212,8 @@ def test_fleet_results_signed_and_verified(tmp_path):
     key, pub = _key_pair(tmp_path, "vendor")
     _signed_fleet(tmp_path / "nodes", key)
     out = tmp_path / "out"
-    done = _gpufabric("fleet", "report", str(tmp_path / "nodes"), "-o", str(out), "--sign-key", str(key),
-                      "--require-signed", "--key", str(pub), cwd=tmp_path)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(out), "--sign-key",
+                      str(key), "--require-signed", "--key", str(pub), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     document = json.loads((out / "fleet-results.json").read_text(encoding="utf-8"))
     assert document["signatures"]["verified"] == 3
@@ -240,15 +240,15 @@ def test_fleet_report_refuses_unsigned_or_changed_nodes(tmp_path, unsigned, chan
     key, pub = _key_pair(tmp_path, "vendor")
     _signed_fleet(tmp_path / "nodes", key, unsigned=unsigned, changed=changed)
     out = tmp_path / "out"
-    done = _gpufabric("fleet", "report", str(tmp_path / "nodes"), "-o", str(out), "--require-signed", "--key",
-                      str(pub), cwd=tmp_path)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(out),
+                      "--require-signed", "--key", str(pub), cwd=tmp_path)
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
     assert "refused 1 node result(s) (--require-signed" in done.stderr and why in done.stderr
     assert not out.exists() or not (out / "fleet-results.json").exists()  # nothing written
 
 
 def test_require_signed_without_a_key_is_a_usage_error(tmp_path):
-    done = _gpufabric("fleet", "report", str(tmp_path), "--require-signed", cwd=tmp_path)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path), "--require-signed", cwd=tmp_path)
     assert done.returncode == 4 and "--require-signed needs --key PUB.pem" in done.stderr
 
 
@@ -342,8 +342,8 @@ def test_require_signed_refuses_a_node_file_that_is_not_regular(tmp_path):
     fifo = tmp_path / "nodes" / "gpu-02" / RESULTS
     fifo.unlink()
     os.mkfifo(fifo)
-    done = _gpufabric("fleet", "report", str(tmp_path / "nodes"), "-o", str(tmp_path / "out"), "--require-signed",
-                      "--key", str(pub), cwd=tmp_path, timeout=120)
+    done = _gpufabric("fleet", "report", "--allow-replays", str(tmp_path / "nodes"), "-o", str(tmp_path / "out"),
+                      "--require-signed", "--key", str(pub), cwd=tmp_path, timeout=120)
     assert done.returncode == 4 and f"gpu-02: unreadable: {RESULTS} is not a regular file" in done.stderr
 
 
@@ -358,14 +358,14 @@ def test_a_node_file_changed_between_its_signature_check_and_its_reading_is_not_
     _signed_fleet(root, key)
     signatures, refused, signed = check_node_signatures([root], str(pub))
     assert refused == [] and signatures["verified"] == 3 and len(signed) == 3
-    untouched = build_fleet_document([root], None, signed=signed)
+    untouched = build_fleet_document([root], None, signed=signed, allow_replays=True)
     assert {n["name"]: n["state"] for n in untouched["nodes"]} == dict.fromkeys(("gpu-01", "gpu-02", "gpu-03"),
                                                                               "reported")
     results = root / "gpu-02" / RESULTS
     document = json.loads(results.read_text(encoding="utf-8"))
     document["checks"][0]["found"] = {"edited": True}  # after the check, before the reading
     results.write_text(json.dumps(document), encoding="utf-8")
-    changed = build_fleet_document([root], None, signed=signed)
+    changed = build_fleet_document([root], None, signed=signed, allow_replays=True)
     node = next(n for n in changed["nodes"] if n["name"] == "gpu-02")
     assert node["state"] == "unreadable" and node["verdict"] is None
     assert "changed between the check of their signature and their reading" in node["reason"]

@@ -146,7 +146,8 @@ LIVE = RECORDED / "run-4" / "live"
 
 def test_the_report_signed_live_on_the_machine_verifies_and_a_changed_digit_does_not(tmp_path):
     """`gpufabric accept --sign-key` on 1x H100 SXM 80GB wrote these with a key made for that run; its public half
-    came back with them."""
+    came back with them. They are whole and signed by that key, but results format 2 that embeds no profile cannot
+    be judged again, and neither names a run id: verify does not call them valid (docs/verdict.md)."""
     import shutil
     import subprocess
     import sys
@@ -156,8 +157,10 @@ def test_the_report_signed_live_on_the_machine_verifies_and_a_changed_digit_does
                                str(LIVE / "run-pub.pem")], capture_output=True, text=True, timeout=120)
 
     done = verify(LIVE / "gpufabric-results.json", LIVE / "acceptance.html")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count(": valid: ") == 2 and "sha256:cec043919be021c6" in done.stdout
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count(": INVALID") == 2 and "the signature" not in done.stdout and "changed" not in done.stdout
+    assert done.stdout.count("  cannot be judged again: it is results format 2 and embeds no profile: ") == 2
+    assert done.stdout.count("NOT VALID TOGETHER: cannot show they are one run: no run id") == 2
     document = json.loads((LIVE / "gpufabric-results.json").read_text())
     assert document["summary"]["verdict"] == "ACCEPTED" and document["run"]["mode"] == "live"
     page = (LIVE / "acceptance.html").read_text(encoding="utf-8")

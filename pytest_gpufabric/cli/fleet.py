@@ -51,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--key; each such node is named")
     report.add_argument("--key", metavar="PUB.pem", help="with --require-signed: the Ed25519 public key every "
                         "node's results must be signed with (--gpu-sign-key's pair)")
+    report.add_argument("--fleet-id", metavar="ID", help="the fleet run every node must be of (the pytest runs' "
+                        "--gpu-fleet-id, or their Slurm job id); a node of no fleet run or of another is not "
+                        "accepted (default: the fleet id a strict majority of the nodes name)")
+    report.add_argument("--allow-replays", action="store_true", help="judge nodes whose results are replays of "
+                        "recorded bundles as their evidence says (a rehearsal on recorded bundles; the verdict says "
+                        "how many were replays); without it a replayed node is never accepted")
     report.add_argument("--sign-key", metavar="KEY.pem", help="sign fleet-results.json and fleet.html with this "
                         "Ed25519 private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`); `gpufabric verify` "
                         "checks them")
@@ -104,7 +110,8 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
         expected = expected_nodes(args.expect, dict(os.environ))
         document = build_fleet_document([Path(d) for d in args.dirs], expected, args.profile,
                                         Path(args.fabric) if args.fabric else None, out=out,
-                                        max_bytes=int(args.max_node_mb * 1e6), signed=signed)
+                                        max_bytes=int(args.max_node_mb * 1e6), signed=signed,
+                                        fleet_id=args.fleet_id, allow_replays=args.allow_replays)
     except (ValueError, GpuFabricError) as exc:
         print(f"gpufabric fleet report: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE

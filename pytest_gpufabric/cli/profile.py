@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "file's name without .yaml)")
     init.add_argument("--from-fleet", metavar="DIR", help="floors from a fleet's results (the folder `gpufabric "
                       "fleet report` read): the profile extends the one the nodes ran")
+    init.add_argument("--allow-replays", action="store_true", help="with --from-fleet: take floors from nodes whose "
+                      "results are replays of recorded bundles too (as `fleet report --allow-replays`)")
     init.add_argument("--measure", action="store_true", help="also run every measurement this machine supports "
                       "(copies, collectives, HBM bandwidth, the GEMM rate, the power hold, the PCIe link under load, "
                       "memory behaviour; with --replay: the bundle's recordings) and write floors at --margin below "
@@ -129,7 +131,8 @@ def _profile_from_fleet(args: argparse.Namespace) -> int:
     _refuse_to_overwrite(output, args.force)
     try:
         margin = 0.95 if args.margin is None else args.margin
-        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), name, args.percentile, margin)
+        text, document, used, left_out = golden_profile_yaml(Path(args.from_fleet), name, args.percentile, margin,
+                                                            args.allow_replays)
     except ValueError as exc:
         raise GpuFabricError(str(exc)) from None
     validate_document(load_yaml_text(text, str(output)), output, partial=True)  # nothing is written for a bad document

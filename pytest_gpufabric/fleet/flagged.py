@@ -65,9 +65,9 @@ def _not_accepted(nodes: list[dict], link: _Links) -> dict | None:
         directory = node.get("directory")
         if directory and os.path.isabs(str(directory)):  # the node's folder as the page shows folders: relative
             reason = reason.replace(str(directory), _where(str(directory), link.out_dir))
-        if wrong:
-            reason += ("; " if reason else "") + "burn-in wrong elements: " + ", ".join(
-                f"{gpu} {count:,}" for gpu, count in wrong.items())
+        if wrong:  # first: the cell shows the reason's first 300 characters
+            reason = "burn-in wrong elements: " + ", ".join(f"{gpu} {count:,}" for gpu, count in wrong.items()) + (
+                f"; {reason}" if reason else "")
         verdict = _verdict_text(node)
         rows.append([link(node), _cell(verdict, _VERDICT_CSS.get(verdict, "unknown")),
                      _cell(short(reason, 300), "note", reason), _cell("\n".join(lines), "lines", whole),

@@ -41,8 +41,8 @@ def _values(nodes: list[Node], check: str, subject: str | None, metric: str | No
     return out
 
 
-def golden_profile_yaml(directory: Path, name: str, percentile: float,
-                        margin: float) -> tuple[str, dict, list[str], list[str]]:
+def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: float,
+                        allow_replays: bool = False) -> tuple[str, dict, list[str], list[str]]:
     """(the YAML text, the parsed document, the nodes its floors come from, the nodes left out as not accepted) of
     a profile named ``name`` extending the profile the fleet's accepted nodes ran. Raises ValueError when there is
     nothing to derive or nothing to trust: GPU serials on two nodes, no accepted node, nodes of several profiles,
@@ -51,7 +51,7 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float,
 
     if not 0 < percentile < 50 or not 0 < margin <= 1:
         raise ValueError(f"--percentile must be in (0, 50) and --margin in (0, 1], got {percentile:g} and {margin:g}")
-    nodes, yardstick, unlisted = judged_nodes([directory])
+    nodes, yardstick, unlisted, _ = judged_nodes([directory], allow_replays=allow_replays)
     if unlisted:
         raise ValueError(f"{directory}: folder(s) that could not be listed ({'; '.join(unlisted[:3])}): a golden "
                          "profile comes from a fleet read whole")

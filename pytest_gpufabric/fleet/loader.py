@@ -9,10 +9,13 @@ is not a whole, valid results document becomes ``Unreadable`` with the reason, f
   fails the parser or the schema in the parts that are read);
 - **strict**: UTF-8 throughout, no NaN or Infinity token anywhere, the whole document there (a file cut short does
   not end where its top-level object closes);
-- **versioned**: results formats 1 to 3; a newer one is refused with its number, an older reader must not guess;
+- **versioned**: results formats 1 to 4; a newer one is refused with its number, an older reader must not guess
+  (which formats can be judged again, and how: report/versions.py);
 - **validated**: the parts the fleet reads against the shipped JSON Schema (each part by its own compiled
   validator: fastjsonschema);
-- **judged again** (by the caller, rejudge.py): the node's verdict is derived from its tests, checks and promise
+- **checked** as ``gpufabric verify`` checks a file: its digests against its content and its signature against
+  the key it names (report/integrity.py); what fails is the caller's to refuse (FILE_INTEGRITY);
+- **judged again** (by the caller, report/versions.py): the node's verdict is derived from its tests, checks and promise
   list by the rules of a node run, never taken from the file's own summary; the profile the file embeds must be
   the one its sha256 names (catalogue.embedded_profile).
 
@@ -36,31 +39,35 @@ from typing import NamedTuple
 
 from ..catalogue import embedded_profile
 from ..formats.strict import load_json_text
-from ..report.results import results_schema
+from ..report.integrity import INTEGRITY_KEY, DuplicateKey, loads, verify_document
+from ..report.results import RESULTS_SCHEMA_VERSION, results_schema
 
-__all__ = ["EMBEDDED_PROFILE", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results", "parse_results"]
+__all__ = ["EMBEDDED_PROFILE", "FILE_INTEGRITY", "KNOWN_VERSIONS", "MAX_BYTES", "Unreadable", "load_results",
+           "parse_results"]
 
-#: the results formats this reader knows (report/results.schema.json: 3; 2 before the promise list came from the
-#: profile; 1 before the verdict had promises)
-KNOWN_VERSIONS = (1, 2, 3, 4)
+#: the results formats this reader knows (report/results.schema.json: 4; 3 before a live run named its boot; 2
+#: before the promise list came from the profile; 1 before the verdict had promises)
+KNOWN_VERSIONS = (1, 2, 3, RESULTS_SCHEMA_VERSION)
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 64
 
 #: what the fleet reads of a results document; the rest (the health timeline, the burn-in's chunks, per-test
 #: durations) is most of a long run's file and is only scanned
-WANTED = ("schema_version", "plugin_version", "started_at", "finished_at", "run", "profile", "machine",
+WANTED = ("schema_version", "plugin_version", "started_at", "finished_at", "run", "evidence", "profile", "machine",
           "machine_error", "software", "checks", "tests", "skip_reasons", "promises", "not_run", "waivers", "summary",
           "promised", "collection_errors")
 #: a top-level key as the plugin writes it (indent 2): at the start of a line, two spaces in
 _PART = re.compile(b'\n  "')
 _KEY_NAME = re.compile(rb'"([A-Za-z_]+)": ')
+#: the evidence part's key as the plugin writes it (a string holds no newline: only a top-level key is found)
+_EVIDENCE = b'\n  "evidence": '
 #: a NaN or Infinity token where JSON has a value (after ':', '[' or ','): Python writes them, JSON has none
 _NON_FINITE = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\b")
 #: nesting past MAX_DEPTH levels in a row, as a hostile or broken file holds it ("[[[[..."): refused before any
 #: parsing; deep nesting spread over lines fails the parser (RecursionError) or the schema in the parts that are read
 _TOO_DEEP = (b"[" * (MAX_DEPTH + 1), b"{" * (MAX_DEPTH + 1))
 #: the parts that differ from node to node (measurements, serials, times): never remembered
-_PER_NODE = frozenset({"checks", "machine", "run", "started_at", "finished_at"})
+_PER_NODE = frozenset({"checks", "machine", "run", "evidence", "started_at", "finished_at"})
 #: a part of at most this many bytes is remembered by its bytes (a fleet's shared parts are a few kilobytes; a
 #: bound, so that files of huge parts cannot fill the memory through the memo)
 _SHARED_MAX_BYTES = 256 << 10
@@ -71,10 +78,13 @@ class Unreadable(ValueError):
 
 
 #: the keys load_results adds to the parts it returns: the sha256 of the file's bytes as read (when asked), whether
-#: the file carries a signature, and the profile it embeds, checked against its sha256 (catalogue.embedded_profile:
-#: the Profile, or None when it is not the one the sha256 names; absent where the file embeds none)
+#: the file carries a signature that verifies against the key it names, what its integrity check found wrong (its
+#: digests against its content, its signature: a list of problems, empty when none), and the profile it embeds,
+#: checked against its sha256 (catalogue.embedded_profile: the Profile, or None when it is not the one the sha256
+#: names; absent where the file embeds none)
 FILE_SHA256 = "_file_sha256"
 FILE_SIGNED = "_file_signed"
+FILE_INTEGRITY = "_file_integrity"
 EMBEDDED_PROFILE = "_embedded_profile"
 
 
@@ -86,14 +96,37 @@ def load_results(path: Path, max_bytes: int = MAX_BYTES, digest: bool = False) -
     document = parse_results(data, path.name)
     if digest:
         document[FILE_SHA256] = hashlib.sha256(data).hexdigest()
-    document[FILE_SIGNED] = _carries_signature(data)
+    document[FILE_SIGNED], document[FILE_INTEGRITY], whole = _integrity(data, path.name)
+    if whole is not None and "evidence" in whole:  # as every JSON reader sees it, not as its layout suggests
+        document["evidence"] = _valid(document["schema_version"], "evidence", whole["evidence"], path.name)
     return document
 
 
+def _integrity(data: bytes, name: str) -> tuple[bool, list[str], dict | None]:
+    """(whether the file's signature verifies against the key it names, what is wrong with its digests or
+    signature), checked as `gpufabric verify` checks a file without --key (report/integrity.py): a signed node
+    changed after it was signed is found here, whether or not the fleet was given a key. An unsigned file is
+    counted as unsigned and not checked here: its digests, which anyone can recompute, show nothing (its verdict
+    is judged again from its content all the same; --require-signed refuses it). The third value: the whole
+    document as parsed for the check (None where it was not)."""
+    if not _carries_signature(data):
+        return False, [], None
+    try:
+        document = loads(data.decode("utf-8-sig").replace("\r\n", "\n"))
+    except DuplicateKey as exc:
+        return False, [f"its results changed after they were written: {exc}"], None
+    except (ValueError, RecursionError) as exc:
+        return False, [f"its integrity cannot be checked ({type(exc).__name__})"], None
+    if not isinstance(document, dict) or not isinstance(document.get(INTEGRITY_KEY), dict):
+        return False, [], None
+    result = verify_document(document, None, name, "its results")
+    # a signature over other content signs nothing
+    return result.signed and not result.problems, result.problems, document
+
+
 def _carries_signature(data: bytes) -> bool:
-    """Whether the file's integrity block (its last key) holds a signature: the fleet counts the unsigned nodes
-    (whether a signature is good is --require-signed's to check, with the key)."""
-    block = data.rfind(b'"integrity": {')
+    """Whether the file's integrity block (its last key) holds a signature entry."""
+    block = data.rfind(f'"{INTEGRITY_KEY}": {{'.encode())
     signature = data.rfind(b'"signature": ', block) if block >= 0 else -1  # its last key: found from the end
     return signature >= 0 and data.startswith(b"{", signature + len(b'"signature": '))
 
@@ -212,6 +245,12 @@ def _split(data: bytes, name: str) -> dict[str, bytes] | None:
         seen: set[str] = set()
         twice = next(key for key, _ in keys if key in seen or seen.add(key))
         raise Unreadable(f"{name}: the key {twice!r} appears twice at the top level: a file states each key once")
+    evidence = data.rfind(_EVIDENCE)  # written after the health timeline: found from the end, never walked to
+    if evidence >= 0 and all(key != "evidence" for key, _ in keys):
+        following = _PART.search(data, evidence + len(_EVIDENCE))
+        keys.append(("evidence", evidence + len(_EVIDENCE)))
+        if following is not None:  # the key after it: where its part ends
+            keys.append(("", following.end() - 1))
     ends = [data.rfind(b"\n", 0, start) for _, start in keys[1:]]
     if len(ends) < len(keys):
         ends.append(data.rstrip().rindex(b"\n}"))

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from ..catalogue import CHECK_HERE
 from ..checks.limits import record_limits
-from ..rejudge import derive_verdict
 from ..remedy import remedies_by_class
-from .loader import EMBEDDED_PROFILE, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
+from ..report.versions import NotJudgeable, judge_again
+from .loader import EMBEDDED_PROFILE, FILE_INTEGRITY, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
+from .provenance import source_of
 
 __all__ = ["RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
@@ -57,7 +58,11 @@ class Node:
     error: str | None = None  # why the results could not be read
     file_sha256: str | None = None  # of the results file's bytes as read, with --require-signed (it checks
     # that they are the signed ones)
-    signed: bool | None = None  # its results carry a signature; None: not read
+    signed: bool | None = None  # its results carry a signature that verifies; None: not read
+    #: where its evidence came from (fleet/provenance.source_of): kind live (host, boot_id, machine_id) or replay
+    #: (bundle, bundle_sha256); and why that does not show a live run of one boot (None where it does)
+    source: dict = field(default_factory=dict)
+    source_problem: str | None = None
 
 
 #: what a fleet report writes into its OUT folder: a folder holding it is a report, never a node
@@ -226,16 +231,26 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
     node.file_sha256 = document.get(FILE_SHA256)
     node.signed = bool(document.get(FILE_SIGNED))
     node.schema_version = document["schema_version"]
-    node.verdict, node.reason, node.promises = derive_verdict(document, document.get(EMBEDDED_PROFILE, CHECK_HERE))
+    checks = document["checks"]
+    try:
+        node.verdict, node.reason, node.promises = judge_again(document, document.get(EMBEDDED_PROFILE, CHECK_HERE))
+    except NotJudgeable as exc:  # never accepted; a failed check is a failure under every format's rules
+        failed = any(c["verdict"] == "failed" for c in checks)
+        node.verdict = "REJECTED" if failed else "INCOMPLETE"
+        node.reason = f"not judged again: {exc}" + ("; a check failed" if failed else "")
     claimed = (document.get("summary") or {}).get("verdict")
     if claimed != node.verdict:
         node.reason += f" (its own summary says {claimed or 'no verdict'}: not trusted)"
+    broken = document.get(FILE_INTEGRITY) or []
+    if broken:  # changed since it was written or signed, as `gpufabric verify` finds: nothing in it is the run's
+        node.verdict = node.verdict if node.verdict == "REJECTED" else "INCOMPLETE"
+        node.reason = f"its results do not verify: {'; '.join(broken)}; {node.reason}"
+    node.source, node.source_problem = source_of(document)
     node.reason = _shared(node.reason)
     profile = document.get("profile") or {}
     node.profile, node.profile_sha256 = _shared(_text(profile.get("name"))), _shared(_text(profile.get("sha256")))
     run = document.get("run") or {}
     node.fleet_id, node.host = _text(run.get("fleet_id")), _text(run.get("host"))
-    checks = document["checks"]
     node.failed = [{"check": c["name"], "subject": c["subject"], "message": c["message"][:2000]}
                    for c in checks if c["verdict"] == "failed"]
     node.remedies = remedies_by_class(document.get("promises") or [])

@@ -30,6 +30,7 @@ from .hostlist import expand_hostlist
 from .html import fleet_html
 from .loader import MAX_BYTES, prepare
 from .nodes import Node, find_node_dirs, read_node
+from .provenance import FleetRun, fleet_run, hold_to_source, replayed_nodes
 
 __all__ = ["SCHEMA_PATH", "build_fleet_document", "write_fleet_report"]
 
@@ -131,12 +132,13 @@ def _fabric_result(paths: list[Path], fabric: Path | None) -> tuple[dict | None,
 
 
 def judged_nodes(paths: list[Path], profile_spec: str | None = None, out: Path | None = None,
-                 max_bytes: int = MAX_BYTES, signed: dict[str, str] | None = None) \
-        -> tuple[list[Node], Yardstick, list[str]]:
-    """(every node under ``paths``, each judged again from its own checks and held to the fleet's one profile; that
-    profile; the folders that could not be listed). ``out``: a report's own folder, never a node. ``signed``: with
-    --require-signed, each node folder -> the sha256 of the results bytes whose signature was checked; a node whose
-    file reads otherwise now was changed in between, and is unreadable."""
+                 max_bytes: int = MAX_BYTES, signed: dict[str, str] | None = None, fleet_id: str | None = None,
+                 allow_replays: bool = False) -> tuple[list[Node], Yardstick, list[str], FleetRun]:
+    """(every node under ``paths``, each judged again from its own checks and held to the fleet's one profile and
+    run; that profile; the folders that could not be listed; that run). ``out``: a report's own folder, never a node.
+    ``signed``: with --require-signed, each node folder -> the sha256 of the results bytes whose signature was
+    checked; a node whose file reads otherwise now was changed in between, and is unreadable. ``fleet_id``
+    (--fleet-id) and ``allow_replays`` (--allow-replays): fleet/provenance.py."""
     directories, unlisted = find_node_dirs(paths, exclude=[out] if out else None)
     nodes = read_nodes(directories, max_bytes, digest=signed is not None)
     for node in nodes if signed is not None else []:
@@ -146,7 +148,9 @@ def judged_nodes(paths: list[Path], profile_spec: str | None = None, out: Path |
                           "(--require-signed): not judged on bytes no signature covered")
     yardstick = fleet_profile(profile_spec, nodes)
     hold_to(yardstick, nodes)
-    return nodes, yardstick, unlisted
+    run = fleet_run(fleet_id, nodes)
+    hold_to_source(nodes, run, allow_replays)
+    return nodes, yardstick, unlisted, run
 
 
 @contextlib.contextmanager
@@ -165,18 +169,23 @@ def _no_cycle_collection():
 
 def build_fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None = None,
                          fabric: Path | None = None, out: Path | None = None, max_bytes: int = MAX_BYTES,
-                         signed: dict[str, str] | None = None) -> dict:
+                         signed: dict[str, str] | None = None, fleet_id: str | None = None,
+                         allow_replays: bool = False) -> dict:
     """Read every node under ``paths`` (and the fabric run's result) and judge the fleet. ``out``: the report's
-    own folder, never read as a node. Raises ValueError or GpuFabricError (usage errors: a path that is no folder,
-    a bad hostlist, profile or fabric file); a node's bad file is that node's finding, never an error."""
+    own folder, never read as a node. ``fleet_id``, ``allow_replays``: judged_nodes. Raises ValueError or
+    GpuFabricError (usage errors: a path that is no folder, a bad hostlist, profile or fabric file); a node's bad
+    file is that node's finding, never an error."""
     with _no_cycle_collection():
-        return _fleet_document(paths, expected, profile_spec, fabric, out, max_bytes, signed)
+        return _fleet_document(paths, expected, profile_spec, fabric, out, max_bytes, signed, fleet_id,
+                               allow_replays)
 
 
 def _fleet_document(paths: list[Path], expected: list[str] | None, profile_spec: str | None,
-                    fabric: Path | None, out: Path | None, max_bytes: int, signed: dict[str, str] | None) -> dict:
+                    fabric: Path | None, out: Path | None, max_bytes: int, signed: dict[str, str] | None,
+                    fleet_id: str | None, allow_replays: bool) -> dict:
     fabric_result, fabric_path = _fabric_result(paths, fabric)
-    nodes, yardstick, unlisted = judged_nodes(paths, profile_spec, out, max_bytes, signed)
+    nodes, yardstick, unlisted, run = judged_nodes(paths, profile_spec, out, max_bytes, signed, fleet_id,
+                                                   allow_replays)
     profile_data = yardstick.profile.data if yardstick.profile is not None else None
     settings = FleetSettings.from_section((profile_data or {}).get("fleet"))
     document = {"schema_version": 1, "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -185,6 +194,12 @@ def _fleet_document(paths: list[Path], expected: list[str] | None, profile_spec:
                 "unlisted": unlisted}
     document.update(analyse(nodes, expected, settings))
     document["duplicate_hosts"] = duplicate_hosts(nodes)
+    replayed = replayed_nodes(nodes)
+    document["provenance"] = {"fleet_id": run.fleet_id, "fleet_id_from": run.said, "replays_allowed": allow_replays,
+                              "replayed": replayed}
+    if replayed and allow_replays:
+        document["reason"] += (f"; {len(replayed)} node(s) judged from replays of recorded bundles (--allow-replays): "
+                               "recorded evidence, not live runs of these nodes")
     document["health"] = fleet_health(nodes)  # the nodes' last `gpufabric health` (fleet/health.py): shown, not judged
     if unlisted and document["verdict"] == "ACCEPTED":
         document["verdict"] = "INCOMPLETE"

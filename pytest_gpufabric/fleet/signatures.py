@@ -60,6 +60,8 @@ def _node_report_problem(directory: Path, public_key, run_id: str | None) -> str
         return f"its report {name}: {exc}"
     if not report.valid:
         return f"its report {name}: " + "; ".join(report.problems)
+    if report.run_id is None or run_id is None:
+        return f"its report {name} and its results: cannot show they are one run: no run id"
     if report.run_id != run_id:
         return (f"its report {name} is of another run ({report.run_id or 'no run id'}) than its results "
                 f"({run_id or 'no run id'})")

@@ -20,6 +20,7 @@ from .integrity import (
     _judged_again,
     _sign,
     changed_parts,
+    fleet_run_id,
     loads,
     sha256_hex,
     verify_document,
@@ -161,6 +162,7 @@ def verify_html(text: str, public_key=None, path: str = "report") -> Verificatio
                                + ("; ".join(changed) if changed else "the digest differs"))
     embedded = _embedded(page)
     if block.get("kind") == "fleet":  # the fleet page's results are fleet-results.json, checked on their own
+        result.run_id = fleet_run_id(block.get("results_sha256"))
         result.notes.append(f"the page shows the fleet results with sha256 {block.get('results_sha256')}; verify "
                             "fleet-results.json beside it too")
     elif embedded is None:

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..rejudge import derive_verdict
 from .results import json_text
+from .versions import NotJudgeable, judge_again
 
 FORMAT = "gpufabric-integrity/1"
 INTEGRITY_KEY = "integrity"
@@ -297,15 +297,35 @@ def verify_document(document: dict, public_key=None, path: str = "results", what
                                "older pytest-gpufabric)")
         return result
     plain = {k: v for k, v in document.items() if k != INTEGRITY_KEY}
-    result.run_id = _run_id(plain)
+    fleet = is_fleet_results(plain)
+    result.run_id = fleet_run_id(block.get("results_sha256")) if fleet else _run_id(plain)
     if results_digest(plain) != block.get("results_sha256"):
         changed = changed_parts(_dict(block.get("parts")), part_digests(plain), _labels(plain))
         result.problems.append(f"{what} changed after {'they were' if _are(what) == 'are' else 'it was'} written: "
                                + ("; ".join(changed) if changed else "the digest differs"))
     _check_signature(block, public_key, result, what)
-    if what == "the results":
+    if what == "the results" and not fleet:
         result.problems += _judged_again(plain)
+        evidence = _dict(plain.get("evidence"))
+        if evidence.get("kind") == "replay":
+            digest = evidence.get("bundle_sha256")
+            result.notes.append(f"its evidence is a replay of bundle {evidence.get('bundle')}"
+                                + (f" (sha256 {str(digest)[:12]})" if digest else "")
+                                + ": recorded evidence, not a live run of a machine")
     return result
+
+
+def is_fleet_results(document: dict) -> bool:
+    """Whether a document is a fleet report's results (fleet-results.json): its nodes and counts, and none of a
+    node's tests, checks or summary. Its verdict is the fleet's over node files it does not hold: not judged again
+    here (the fleet report judges each node file)."""
+    return isinstance(document.get("nodes"), list) and isinstance(document.get("counts"), dict) and \
+        not any(key in document for key in ("tests", "checks", "summary", "promises", "promised"))
+
+
+def fleet_run_id(results_sha256: object) -> str:
+    """What ties a fleet page to its fleet-results.json: the sha256 of the results the page names (it embeds none)."""
+    return f"fleet results sha256:{str(results_sha256)[:16]}"
 
 
 def _run_id(document: dict) -> str | None:
@@ -314,17 +334,14 @@ def _run_id(document: dict) -> str | None:
 
 
 def _judged_again(document: dict) -> list[str]:
-    """The verdict a results document's own tests, checks and promise list give (rejudge.py), where its summary
-    says another: digests anyone can recompute do not make an edited verdict true."""
-    if document.get("schema_version") not in (2, 3, 4) or "tests" not in document:
-        return []
+    """The verdict a results document's own tests, checks and promise list give, by the rules of its format
+    (versions.py), where its summary says another; a format that cannot be judged again is refused: digests anyone
+    can recompute, and a version number the file states, do not make an edited verdict true."""
     claimed = _dict(document.get("summary")).get("verdict")
-    if claimed is None and document.get("profile") is None:
-        return []
     try:
-        verdict, reason, _ = derive_verdict(document)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        return [f"its promises cannot be judged again ({type(exc).__name__}: {exc})"]
-    if verdict != claimed:
+        verdict, reason, _ = judge_again(document)
+    except NotJudgeable as exc:
+        return [f"cannot be judged again: {exc}"]
+    if verdict != claimed and not (claimed is None and document.get("profile") is None):
         return [f"its summary says {claimed}, but its own tests, checks and promises say {verdict} ({reason})"]
     return []

@@ -56,16 +56,41 @@ def _manifest(bundle_dir: Path | None) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+#: where a live run reads which boot of which machine it measured
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+MACHINE_ID_PATHS = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+
+
+def _first_line(paths: tuple[str, ...]) -> str | None:
+    """The first line of the first of ``paths`` that can be read and is not empty; None where none is."""
+    for path in paths:
+        try:
+            value = Path(path).read_text(encoding="ascii", errors="replace").strip().splitlines()
+        except OSError:
+            continue
+        if value and value[0].strip():
+            return value[0].strip()[:128]
+    return None
+
+
+def live_source() -> dict[str, str | None]:
+    """This host and this boot: the kernel's host name, its boot id and the machine id where readable. The fleet
+    holds a node to them: a live run says which boot of which machine it measured."""
+    return {"host": os.uname().nodename or None, "boot_id": _first_line((BOOT_ID_PATH,)),
+            "machine_id": _first_line(MACHINE_ID_PATHS)}
+
+
 def evidence_record(fabric_session, document: dict) -> dict:
-    """What the verdict rests on: ``kind`` live or replay; for a replay the bundle's name and sha256, and when and
-    on which host it was recorded (its manifest.json); ``measured_at`` the date the machine was measured (a live
-    run: when it started) and ``judged_at`` when this run judged it."""
+    """What the verdict rests on: ``kind`` live or replay; for a live run this host and boot (live_source); for a
+    replay the bundle's name and sha256, and when and on which host it was recorded (its manifest.json);
+    ``measured_at`` the date the machine was measured (a live run: when it started) and ``judged_at`` when this
+    run judged it."""
     replay = getattr(fabric_session, "replay", None)
     bundle_dir = getattr(fabric_session, "bundle_dir", None)
     if not replay:
         return {"kind": "live", "bundle": None, "bundle_sha256": None, "measured_at": document.get("started_at"),
                 "measured_on": (document.get("machine") or {}).get("hostname") or (document.get("run") or {}).get(
-                    "host"), "recorded_by": None, "judged_at": document.get("finished_at")}
+                    "host"), "recorded_by": None, "judged_at": document.get("finished_at"), **live_source()}
     manifest = _manifest(bundle_dir)
     try:
         digest = bundle_digest(bundle_dir) if bundle_dir is not None else None
@@ -73,7 +98,8 @@ def evidence_record(fabric_session, document: dict) -> dict:
         digest = None
     return {"kind": "replay", "bundle": bundle_name(replay, bundle_dir), "bundle_sha256": digest,
             "measured_at": manifest.get("recorded_at"), "measured_on": manifest.get("hostname"),
-            "recorded_by": manifest.get("gpufabric_version"), "judged_at": document.get("finished_at")}
+            "recorded_by": manifest.get("gpufabric_version"), "judged_at": document.get("finished_at"),
+            "host": None, "boot_id": None, "machine_id": None}
 
 
 def _clean(value: str | None) -> str | None:

@@ -17,7 +17,8 @@ from ..errors import GpuFabricError
 from ..units import finite_or_none
 
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
-#: 4: each check record names the promise it judges (``checks[].promise``), and the verdict is made from them
+#: the results format a run writes (results.schema.json says what each version holds); 4: each check record
+#: names the promise it judges and the verdict is made from them, and a live run names its host and boot
 RESULTS_SCHEMA_VERSION = 4
 
 

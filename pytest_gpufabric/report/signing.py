@@ -175,23 +175,27 @@ def verify_command(paths: list[str], key: str | None, allow_unsigned: bool = Fal
     return code, lines
 
 
+#: said of a results file and a report given together when either names no run
+NO_RUN_ID = "cannot show they are one run: no run id"
+
+
 def _other_runs(runs: list[tuple[str, Verification]]) -> list[str]:
-    """Results and reports given together must be of one run (the run id each carries under its signature)."""
+    """Results and reports given together must be of one run (the run id each carries under its signature); a
+    file that names no run (written before run ids were) cannot be shown to be of its partner's run."""
     results = [(path, r) for path, r in runs if r.kind == "results"]
-    reports = [(path, r) for path, r in runs if r.kind == "report" and r.run_id is not None]
+    reports = [(path, r) for path, r in runs if r.kind == "report"]
     if not results or not reports:
         return []
     lines = []
-    result_runs = {r.run_id for _, r in results}
-    report_runs = {r.run_id for _, r in reports}
+    result_runs = {r.run_id for _, r in results if r.run_id is not None}
+    report_runs = {r.run_id for _, r in reports if r.run_id is not None}
     for path, r in results + reports:
         partners = report_runs if r.kind == "results" else result_runs
         if r.run_id is None:
-            lines.append(f"{path}: OF ANOTHER RUN?: it names no run id (written before run ids were): cannot tell "
-                         "whether the files given are of one run")
+            lines.append(f"{path}: NOT VALID TOGETHER: {NO_RUN_ID} (written before run ids were): the results and "
+                         "reports given cannot be shown to be of one run")
         elif r.run_id not in partners:
             other = "report" if r.kind == "results" else "results"
             lines.append(f"{path}: OF ANOTHER RUN: run {r.run_id}, and no {other} given is of that run "
-                         f"({', '.join(sorted(str(p) for p in partners))})")
+                         f"({', '.join(sorted(str(p) for p in partners)) or NO_RUN_ID})")
     return lines
-
