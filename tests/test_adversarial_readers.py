@@ -388,7 +388,7 @@ def test_escape_sequences_in_a_fleet_node_reach_no_fleet_output(tmp_path, capsys
     forged["machine"]["gpus"][0]["name"] += FORGED
     write_node(root, "h200b" + FORGED, forged)
     out = tmp_path / "out"
-    main(["fleet", "report", str(root), "-o", str(out)])
+    main(["fleet", "report", str(root), "-o", str(out), "--allow-replays"])  # the nodes are replays of a bundle
     printed = capsys.readouterr()
     assert "\x1b" not in printed.out + printed.err
     assert printed.out.startswith("fleet: ACCEPTED: all 2 node(s) accepted")
@@ -412,7 +412,8 @@ def test_a_fleet_folder_name_cannot_add_a_key_to_a_golden_profile(tmp_path, caps
             write_node(root, name, derived(accepted, name))
         write_node(root, third, derived(accepted, "h200c"))
         output = tmp_path / f"{case}.yaml"
-        assert main(["profile", "init", "--from-fleet", str(root), "-o", str(output), "--name", "golden"]) == 0
+        assert main(["profile", "init", "--from-fleet", str(root), "-o", str(output), "--name", "golden",
+                     "--allow-replays"]) == 0
         profiles[case] = output.read_text(encoding="utf-8")
     capsys.readouterr()
     control, written = (yaml.safe_load(profiles[c]) for c in ("control", "injected"))
