@@ -85,6 +85,10 @@ def cmd_accept(args: argparse.Namespace, pytest_args: list[str]) -> int:
     # this command has imported the package before pytest loads it as a plugin; pytest says so once, harmlessly
     quiet = "ignore:Module already imported so cannot be rewritten; pytest_gpufabric:pytest.PytestAssertRewriteWarning"
     argv = ["--gpu-profile", args.profile, "--html", str(html), "--self-contained-html", "-W", quiet]
+    # the verdict block names every failure once, grouped by cause: pytest's own list of them (46 lines for seven
+    # missing GPUs) is left out unless asked for
+    if not any(arg.startswith(("-r", "--tb")) for arg in pytest_args):
+        argv += ["-rN", "--tb=no"]
     if not any("cache_dir" in arg or "cacheprovider" in arg for arg in pytest_args):
         argv += ["-o", f"cache_dir={html.parent / '.pytest_cache'}"]  # beside the report, not where it was started
     if args.sign_key:

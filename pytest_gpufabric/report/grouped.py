@@ -66,9 +66,9 @@ def grouped(promises: list[dict], outcomes: tuple[str, ...] = ("failed", "not ch
     return out
 
 
-def summary_lines(promises: list[dict], width: int = 500) -> list[str]:
-    """The terminal's lines under the verdict: one per cause (failures first), then how many passed and were
-    waived. A line keeps its remedy at its end whatever of its text the width keeps."""
+def cause_lines(promises: list[dict], width: int = 500) -> list[str]:
+    """The terminal's lines under the verdict: one per cause, failures first. A line keeps its remedy at its end
+    whatever of its text the width keeps."""
     lines = []
     for group in grouped(promises):
         remedy = f" -> {group['remedy']}" if group["remedy"] else ""
@@ -78,8 +78,11 @@ def summary_lines(promises: list[dict], width: int = 500) -> list[str]:
         else:
             line = f"  {group['outcome']} ({len(ids)} promises: {_kinds(ids)}): {group['text']}"
         lines.append(line[:width - len(remedy)] + remedy)
+    return lines
+
+
+def tally_line(promises: list[dict]) -> str | None:
+    """'  33 passed, 2 waived': what the cause lines do not name; None when nothing passed or was waived."""
     tally = {outcome: sum(p["outcome"] == outcome for p in promises) for outcome in ("passed", "waived")}
     said = [f"{n} {outcome}" for outcome, n in tally.items() if n]
-    if said:
-        lines.append(f"  {', '.join(said)}")
-    return lines
+    return f"  {', '.join(said)}" if said else None

@@ -20,6 +20,7 @@ from ..promise import promise_of
 from ..records import JOURNAL_INPUT, ControllerJournal
 from ..selection import ignored_suites, selection_options, why_not_judged
 from ..verdict import EXIT_CODES, INCOMPLETE, verdict_words
+from .grouped import cause_lines, tally_line
 from .integrity import INTEGRITY_KEY, integrity_block
 from .provenance import display_path, evidence_record, operator, system_record
 from .results import write_json
@@ -224,6 +225,14 @@ class RunRecorder:
             # Ctrl-C while the session began (the machine or bundle being read): pytest ends it with no summary
             print(f"gpufabric: the run was interrupted before a test ran, nothing judged; the results and report of "
                   f"the last run, if any, are kept: {self.fabric_session.report_dir / RESULTS_FILE}", file=sys.stderr)
+        elif self.verdict is not None and not self.is_worker:
+            # the run's last line, after pytest's own tally and pytest-html's: the verdict and where it is written
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            where = f"results: {self.results_path}" if self.results_path is not None else "results not written"
+            line = f"gpufabric: {verdict_words(self.verdict, self.scope)}; {where}"
+            if reporter is not None:
+                reporter.write_line(line, bold=True, red=self.verdict == "REJECTED", green=self.verdict == "ACCEPTED",
+                                    yellow=self.verdict in ("INCOMPLETE", "NOT TESTED"))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.is_worker:
@@ -247,29 +256,20 @@ class RunRecorder:
                                    yellow=self.verdict in ("INCOMPLETE", "NOT TESTED"))
         if self.verdict is not None:
             terminalreporter.write_line(clean_line(f"{self.verdict}: {self.reason}"))
-            # what failed first, then what could not be checked, as on the report's cover
-            shown = [p for outcome in ("failed", "not checked") for p in self.promises if p["outcome"] == outcome]
-            for promise in shown[:20]:
-                reason = clean_line(one_line(promise["reason"]))  # machine text: no terminal control bytes
-                # what to do next ends the line, whatever of the reason a 500-character line keeps (remedy.py)
-                remedy = f" -> {promise['remedy']['class']}" if promise.get("remedy") else ""
-                line = f"  {promise['outcome']}: {promise['id']}: {reason}"
-                terminalreporter.write_line(line[:500 - len(remedy)] + remedy)
-            if len(shown) > 20:
-                terminalreporter.write_line(f"  ... {len(shown) - 20} more in the results file")
+            # what failed first, then what could not be checked, one line per cause (grouped.py), then the tally
+            causes, tally = cause_lines(self.promises), tally_line(self.promises)
+            for line in causes[:20]:
+                terminalreporter.write_line(clean_line(line))  # machine text: no terminal control bytes
+            if len(causes) > 20:
+                terminalreporter.write_line(f"  ... {len(causes) - 20} more causes in the results file")
+            if tally:
+                terminalreporter.write_line(tally)
         if self.results_path is not None:
             terminalreporter.write_line(f"results: {self.results_path}")
         if self.write_error is not None:
             unwritten = (f" (the run's own results are not on disk: exit status {self.exit_status})"
                          if self.results_path is None else "")
             terminalreporter.write_line(f"gpufabric: {self.write_error}{unwritten}", red=True, bold=True)
-
-
-def one_line(reason: str) -> str:
-    """A reason of several lines on one terminal line: "; " between them, a space after a line ending in ":"."""
-    lines = [line.strip() for line in reason.splitlines() if line.strip()]
-    return "".join(line + ("" if index == len(lines) - 1 else " " if line.endswith(":") else "; ")
-                   for index, line in enumerate(lines))
 
 
 def _why_stopped(session: pytest.Session, exitstatus: int) -> str | None:
