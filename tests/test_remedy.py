@@ -301,7 +301,17 @@ def test_the_watchdogs_health_window_of_a_failed_test():
 
 
 def test_memory_promised_in_gib_for_a_board_sold_in_gb_is_the_profile(pytester: pytest.Pytester):
+    """`141 GiB` for an H200 sold as 141 GB is refused when the profile loads (profile/loader.py); where the model is
+    not in the catalogue the accept-time remedy says the same."""
     profile = _profile(pytester, "h200-141gib", gpus={"memory": "141 GiB"})  # DERIVED: sold as 141 GB
+    result = pytester.runpytest("--gpu-profile", str(profile), "--gpu-replay", "h200-nvswitch-x2")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*'141 GiB' is more than a healthy NVIDIA H200 SXM 141GB has*promise memory as "
+                                 "sold, `memory: 141 GB`, not GiB."])
+    from pytest_gpufabric.reference import find_reference
+
+    assert find_reference("VIDIA H20") is None  # a substring of "NVIDIA H200" that names no one model
+    profile = _profile(pytester, "h200-141gib-h", gpus={"memory": "141 GiB", "model": "VIDIA H20"})  # DERIVED
     pytester.runpytest("--gpu-profile", str(profile), "--gpu-replay", "h200-nvswitch-x2", "-k", "test_gpu_memory")
     assert _remedies(_results(pytester))["gpu-memory[GPU0]"] == (
         SOFTWARE, "GPU0 has 140.40 GiB, all of the 141 GB it is sold as: the profile promises GiB where the board is "

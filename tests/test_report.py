@@ -331,9 +331,12 @@ def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pyte
         ("topology-matrix", "failed"), ("nvlinks[GPU0]", "failed"), ("nvlinks[GPU1]", "failed"),
         ("affinity[GPU0]", "failed"), ("affinity[GPU1]", "failed"),
         ("gpu-model[GPU0]", "not checked"), ("gpu-model[GPU1]", "not checked"),
-        ("nvlink-traffic[GPU0]", "not checked"), ("nvlink-traffic[GPU1]", "not checked"),
-        ("nvlink-traffic-volume[GPU0]", "not checked"), ("nvlink-traffic-volume[GPU1]", "not checked")]
+        ("4 promises", "not checked")]  # one cause, one row (report/grouped.py), as on the terminal
     why = dict((pid, reason) for pid, _, reason, _ in rows)
+    assert why["4 promises"] == (
+        "the bundle holds no NVLink counter samples taken during training (nvlink-traffic.json or "
+        "nvidia-smi-nvlink-*.sample<N>.txt)\nThe 4 promises: nvlink-traffic[GPU0], nvlink-traffic[GPU1], "
+        "nvlink-traffic-volume[GPU0], nvlink-traffic-volume[GPU1]")
     assert why["topology-matrix"] == (
         "1 topology cell(s) differ from profile titan-rtx-nvlink:\n  GPU0-GPU1: expected NV2, found PHB\nUsual causes: "
         "NVLinks expected but the pair talks over PCIe: a missing or badly seated NVLink bridge, links down "

@@ -277,19 +277,25 @@ def _floors(doc: dict) -> list[tuple[str, object, object]]:
 
 
 def _more_memory_than_the_model_has(model: str, memory: str) -> str | None:
-    """Why a memory promise fails every healthy board of the model (the reference catalogue's NVML total), as the
-    accept-time check says it: `80 GiB` on an H100 sold as 80 GB (79.65 GiB as NVML counts). None when it does not."""
+    """Why a memory promise in GiB fails every healthy board of the model because of its unit, as the accept-time
+    check says it: `80 GiB` on an H100 sold as 80 GB (79.65 GiB as NVML counts, the reference catalogue's total).
+    None for any other promise: a figure that is not the sold number may be another SKU's (an H100 NVL's 94 GB)."""
     from ..reference import find_reference
 
     ref = find_reference(model)
-    has = getattr(ref, "memory_bytes_nvml", None)
-    if not isinstance(has, int) or parse_bytes(memory) <= has:
+    has, sold = getattr(ref, "memory_bytes_nvml", None), getattr(ref, "memory_gb_sold", None)
+    number, _, unit = memory.strip().partition(" ")
+    if not isinstance(has, int) or not isinstance(sold, (int, float)) or unit.strip() != "GiB":
         return None
-    sold = ref.memory_gb_sold
-    hint = (f" The board is sold as {sold:g} GB (1e9 bytes each), which it has: promise memory as sold, "
-            f"`memory: {sold:g} GB`, not GiB." if isinstance(sold, (int, float)) and sold * 1e9 <= has else "")
+    try:
+        in_gib = float(number)
+    except ValueError:
+        return None
+    if in_gib != sold or parse_bytes(memory) <= has or sold * 1e9 > has:
+        return None
     return (f"{memory!r} is more than a healthy {ref.name} has ({has} bytes, {has / (1 << 30):.2f} GiB as NVML "
-            f"reports it): every such board would fail this promise.{hint}")
+            f"reports it): every such board would fail this promise. The board is sold as {sold:g} GB (1e9 bytes "
+            f"each), which it has: promise memory as sold, `memory: {sold:g} GB`, not GiB.")
 
 
 def _check_semantics(doc: dict, path: Path) -> None:

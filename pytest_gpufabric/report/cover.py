@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..verdict import verdict_words
 from .cells import _cell, _relative_paths, _text, _when
+from .grouped import grouped
 from .promise_rows import RESULTS_LABEL, _checks_by_test, remedy_text, whole_reason
 from .provenance import bundle_name, display_path
 
@@ -67,25 +68,34 @@ def _gpus(machine: dict) -> tuple[dict | None, str]:
     return {"header": ["GPU", "Model", "Serial", "UUID", "VBIOS", "PCI bus id"], "rows": rows}, ""
 
 
-#: the order a signer reads the open promises in: what failed first, then what could not be shown, then waivers
-_OPEN_ORDER = {"failed": 0, "not checked": 1, "unknown": 1, "waived": 2}
-
-
 def _open_promises(document: dict, base: Path | None = None) -> list[list]:
     """Every promise that failed, was not checked or was waived, with why in full and what to do next: what a
-    customer must read first, failures first."""
+    customer must read first, failures first; a cause that several promises share is one row (grouped.py), as on the
+    terminal: seven missing GPUs are one row naming them, not 46."""
     by_test = _checks_by_test(document)
-    open_promises = sorted((p for p in document.get("promises") or [] if p.get("outcome") != "passed"),
-                           key=lambda p: _OPEN_ORDER.get(str(p.get("outcome")), 1))
-    rows = [[p["id"], _cell(*RESULTS_LABEL.get(p["outcome"], (p["outcome"], ""))),
-             _relative_paths(whole_reason(p, [c for t in p.get("tests") or [] for c in by_test.get(t, [])]), base),
-             _cell(remedy_text(p, base) or "—", "remedy")]
-            for p in open_promises]
-    by_id = {p.get("id"): p for p in document.get("promises") or []}
+    promises = document.get("promises") or []
+
+    def row(p: dict) -> list:
+        return [p["id"], _cell(*RESULTS_LABEL.get(p["outcome"], (p["outcome"], ""))),
+                _relative_paths(whole_reason(p, [c for t in p.get("tests") or [] for c in by_test.get(t, [])]), base),
+                _cell(remedy_text(p, base) or "—", "remedy")]
+
+    rows = []
+    for group in grouped(promises):
+        first = group["first"]
+        if len(group["ids"]) == 1:
+            rows.append(row(first))
+            continue
+        why = f"{group['text']}\nThe {len(group['ids'])} promises: {', '.join(group['ids'])}"
+        result = _cell(*RESULTS_LABEL.get(first["outcome"], (first["outcome"], "")))
+        rows.append([f"{len(group['ids'])} promises", result, _relative_paths(why, base),
+                     _cell(remedy_text(first, base) or "—", "remedy")])
+    failed = sum(1 for group in grouped(promises, ("failed",)))
+    rows += [row(p) for p in promises if p.get("outcome") not in ("passed", "failed", "not checked")]
+    by_id = {p.get("id"): p for p in promises}
     not_run = [[f"{pid} (not run)", _cell("not checked", "unknown"), why,
                 _cell(remedy_text(by_id.get(pid), base) or "—", "remedy")]
                for pid, why in (document.get("not_run") or {}).items()]
-    failed = sum(1 for p in open_promises if p.get("outcome") == "failed")
     return rows[:failed] + not_run + rows[failed:] if not_run else rows
 
 

@@ -45,6 +45,10 @@ def _kinds(ids: list[str]) -> str:
     return ", ".join(kind if n == 1 or len(counts) > 3 else f"{kind} x{n}" for kind, n in counts.items())
 
 
+#: a cause shared by this many promises is said once; fewer keep a line each (a pair's two failures stay two)
+MIN_GROUP = 3
+
+
 def grouped(promises: list[dict], outcomes: tuple[str, ...] = ("failed", "not checked")) -> list[dict]:
     """The promises of ``outcomes`` (in that order) grouped by cause: each group's outcome, its one-line text (the
     boards it covers named as a range where its reason names a board), its promise ids, and its remedy class."""
@@ -53,8 +57,13 @@ def grouped(promises: list[dict], outcomes: tuple[str, ...] = ("failed", "not ch
         for promise in promises:
             if promise["outcome"] == outcome:
                 groups.setdefault(_cause(promise), []).append(promise)
+    split = [(cause, [member]) for cause, members in groups.items() for member in members
+             if len(members) < MIN_GROUP]
+    kept = [(cause, members) for cause, members in groups.items() if len(members) >= MIN_GROUP]
+    order = {p["id"]: n for n, p in enumerate(promises)}
+    rank = {outcome: n for n, outcome in enumerate(outcomes)}
     out = []
-    for (outcome, _, remedy), members in groups.items():
+    for (outcome, _, remedy), members in sorted(split + kept, key=lambda g: (rank[g[0][0]], order[g[1][0]["id"]])):
         text = one_line(members[0].get("reason") or "")
         if len(members) > 1:
             boards = [int(m.group(1)) for p in members if (m := _BOARD.search(p.get("reason") or ""))]
@@ -62,7 +71,8 @@ def grouped(promises: list[dict], outcomes: tuple[str, ...] = ("failed", "not ch
                 serials = [m.group(1) for p in members if (m := _SERIAL_OF.search(p.get("reason") or ""))]
                 named = board_range(boards) + (f" (serials {', '.join(dict.fromkeys(serials))})" if serials else "")
                 text = _BOARD.sub(named, _SERIAL.sub("", text), count=1)
-        out.append({"outcome": outcome, "text": text, "ids": [p["id"] for p in members], "remedy": remedy})
+        out.append({"outcome": outcome, "text": text, "ids": [p["id"] for p in members], "remedy": remedy,
+                    "first": members[0]})
     return out
 
 
