@@ -168,8 +168,8 @@ def check_xid_events(profile, arrival: ArrivalRecord | None, nothing_recorded: s
     node = arrival.node
     if node.kernel_log.error is not None:
         return unknown(XID_EVENTS, subject, EXPECTED_XIDS,
-                       f"Xid events cannot be told: {node.source} holds no kernel log ({node.kernel_log.error}); a "
-                       "bundle keeps one in health.json from gpufabric snapshot (read live from /dev/kmsg, as root)")
+                       f"Xid events cannot be told from {node.source}: its kernel log is {node.kernel_log.error}; "
+                       "gpufabric snapshot keeps the kernel log in health.json (read live from /dev/kmsg, as root)")
     checker = _Checker(node, _baseline(profile), DEFAULT_XID_WINDOW_S)
     checker.xids()
     drains, _, warns = _split(checker.findings)
