@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.cli import main
+from pytest_gpufabric.report.phrases import phrase
 
 BUNDLES = Path(__file__).parent / "data" / "bundles"
 X4_SERIALS = ["1653724049829", "1653824128984", "1653724066364", "1653724034047"]
@@ -101,6 +102,14 @@ def test_a_machine_the_health_check_drains_is_rejected(pytester: pytest.Pytester
     assert reason.startswith("GPU2 (serial 1653724066364): Xid 48 double-bit ECC error in "
                              f"{bundle / 'health.json'}: the health check drains this machine.")
     assert [promises[f"gpu-health[GPU{i}]"][0] for i in (0, 1, 3)] == ["passed"] * 3
+    # the remedy is the health check's own for each finding; the report's Found column names the figures
+    document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text(encoding="utf-8"))
+    remedy = next(p["remedy"] for p in document["promises"] if p["id"] == "gpu-health[GPU2]")
+    assert (remedy["class"], remedy["why"]) == ("return to the vendor", "GPU2: row remapping failed")
+    check = next(c for c in document["checks"] if c["name"] == "gpu-health" and c["subject"] == "GPU2")
+    assert phrase(check)[1] == "12 uncorrectable ECC errors; row remapping failed; rows pending remapping"
+    check = next(c for c in document["checks"] if c["name"] == "xid-events")
+    assert phrase(check)[1] == "GPU2: Xid 48 double-bit ECC error"
 
 
 @pytest.mark.parametrize("edit,what", [
