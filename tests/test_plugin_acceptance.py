@@ -27,8 +27,8 @@ def test_titan_profile_on_titan_bundle_is_incomplete(judged, pytester: pytest.Py
     assert result.ret == 6
     result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile titan-rtx-nvlink*",
                                  "INCOMPLETE: 7 promise(s) not checked: gpu-health[[]GPU0[]], gpu-health[[]GPU1[]], "
-                                 "xid-events, gpu-model[[]GPU0[]], gpu-model[[]GPU1[]], nvlink-traffic-volume[[]GPU0[]] "
-                                 "and 1 more"])
+                                 "xid-events, gpu-model[[]GPU0[]], gpu-model[[]GPU1[]], "
+                                 "nvlink-traffic-volume[[]GPU0[]] and 1 more"])
     # what the bundle cannot tell is skipped with the reason, not passed
     result.stdout.fnmatch_lines(["*not checked: not recorded by bundle*nvml.json (gpufabric snapshot) or "
                                  "nvidia-smi-q.xml*"])
