@@ -116,11 +116,12 @@ def test_h100_failure_names_count_and_topology(pytester: pytest.Pytester):
 
 
 def test_profile_init_on_the_machine_passes_its_own_bundle(judged, pytester: pytest.Pytester):
-    """The profile `gpufabric profile init` wrote on the H200 machine accepts the bundle recorded there."""
+    """The profile `gpufabric profile init` wrote on the H200 machine passes every test of the bundle recorded
+    there."""
     result = pytester.runpytest("--gpu-profile", str(RESULTS / "profile-init-on-h200-x2.yaml"),
                                 "--gpu-replay", "h200-nvswitch-x2")
-    # NVLink traffic: not in this bundle (4); bandwidth: not in the written profile (3)
-    judged(result, passed=14)
+    # NVLink traffic: not in this bundle (4); bandwidth: not in the written profile (3); the GPUs arrived healthy (2)
+    judged(result, passed=16)
 
 
 def test_the_four_gpu_machine_replays_to_its_live_run(pytester: pytest.Pytester):

@@ -327,7 +327,7 @@ def _open_promises(section: str) -> list[tuple[str, str, str, str]]:
 
 
 def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pytester: pytest.Pytester):
-    """The TITAN RTX profile against the RTX 2080 Ti bundle: the five failures come before the six promises the
+    """The TITAN RTX profile against the RTX 2080 Ti bundle: the five failures come before the nine promises the
     bundle cannot show, and each failure's reason is whole (the topology's was cut after its first line, "...differ
     from profile titan-rtx-nvlink:", leaving out the cell that differs)."""
     html, document = _html_run(pytester, "--gpu-profile", "titan-rtx-nvlink", "--gpu-replay", "rtx-2080ti-pcie")
@@ -335,6 +335,7 @@ def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pyte
     assert [(pid, result) for pid, result, _, _ in rows] == [
         ("topology-matrix", "failed"), ("nvlinks[GPU0]", "failed"), ("nvlinks[GPU1]", "failed"),
         ("affinity[GPU0]", "failed"), ("affinity[GPU1]", "failed"),
+        ("gpu-health[GPU0]", "not checked"), ("gpu-health[GPU1]", "not checked"), ("xid-events", "not checked"),
         ("gpu-model[GPU0]", "not checked"), ("gpu-model[GPU1]", "not checked"),
         ("nvlink-traffic[GPU0]", "not checked"), ("nvlink-traffic[GPU1]", "not checked"),
         ("nvlink-traffic-volume[GPU0]", "not checked"), ("nvlink-traffic-volume[GPU1]", "not checked")]
