@@ -1,11 +1,11 @@
 """Property: a mutation that removes or corrupts evidence never leaves the verdict ACCEPTED (issue 29).
 
 Hypothesis draws mutations of a whole acceptance run recorded on a real 2x H200 SXM machine (the shipped bundle
-``h200-nvswitch-x2-acceptance``, ACCEPTED as it is, its missing kernel log waived): drop a measured row or sample, swap a board's serial, reorder
+``h200-nvswitch-x2-acceptance``, ACCEPTED as it is): drop a measured row or sample, swap a board's serial, reorder
 counter samples, put a non-finite, negative or out-of-range value where a judged figure is, cut the burn-in log
 short or tear one of its lines. Each mutated copy is replayed against its profile; the verdict may be anything but
 ACCEPTED (INCOMPLETE where the evidence no longer shows a promise, REJECTED where it shows one broken), and the run
-never ends in a traceback.
+never ends in a traceback. The bundle holds no kernel log: every run waives xid-events (NO_KERNEL_LOG).
 """
 
 from __future__ import annotations
