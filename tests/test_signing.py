@@ -54,7 +54,8 @@ def signed_run(tmp_path_factory) -> dict[str, Path]:
     key, pub = _key_pair(work, "vendor")
     _, other = _key_pair(work, "someone-else")
     done = _gpufabric("accept", "--sign-key", str(key), "--customer", "ACME Compute", cwd=work, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # INCOMPLETE (6): the default replay's bundle holds no kernel log, so xid-events is not checked
+    assert done.returncode == 6, done.stdout[-3000:] + done.stderr[-3000:]
     return {"work": work, "key": key, "pub": pub, "other": other, "results": work / "reports" / RESULTS,
             "report": work / "reports" / REPORT}
 
