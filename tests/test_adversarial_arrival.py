@@ -207,3 +207,14 @@ def test_a_record_of_another_board_shows_nothing_of_this_one(pytester: pytest.Py
     assert promises["gpu-health[GPU2]"] == (
         "not checked", f"{bundle / 'health.json'}'s GPU2 is serial 1653724099999, this machine's GPU2 (serial "
                        f"{X4_SERIALS[2]}): a record of another board shows nothing of this one")
+
+
+def test_a_kernel_log_recorded_live_is_judged(pytester: pytest.Pytester, capsys):
+    """h100-x2-health's health.json was written by the live reader on 2x H100 (not derived): its kernel log was read
+    (no Xid), so xid-events passes, and both boards' counters pass; the profile is the one `profile init` writes."""
+    profile = pytester.path / "h100-x2.yaml"
+    assert main(["profile", "init", "--replay", "h100-x2-health", "-o", str(profile)]) == 0
+    bundle = BUNDLES / "h100-x2-health"
+    _, _, promises = _judge(pytester, str(profile), bundle)
+    assert promises["xid-events"] == ("passed", f"no Xid that drains a node in {bundle / 'health.json'}")
+    assert [promises[f"gpu-health[GPU{i}]"][0] for i in (0, 1)] == ["passed", "passed"]
