@@ -177,8 +177,13 @@ def _has_section(key: str) -> Callable[..., bool]:
 _TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
 _DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_nvlink_traffic.py"
 _PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
+_ARRIVAL = "test_arrival.py"
 
 KINDS: dict[str, PromiseKind] = {kind.name: kind for kind in (
+    # the state the machine arrives in, by the health check's reader and limits (nodehealth/arrival.py)
+    PromiseKind("gpu-health", "arrival state of this GPU (ECC errors, row remapping, fabric, recovery action)",
+                _ARRIVAL, _gpus),
+    PromiseKind("xid-events", "no Xid in the kernel log on arrival", _ARRIVAL, lambda profile: [""]),
     PromiseKind("gpu-count", "GPU count", _TOPOLOGY, lambda profile: [""]),
     PromiseKind("gpu-model", "GPU model", _TOPOLOGY, _each_gpu(lambda p: p.gpu_model)),
     PromiseKind("gpu-memory", "GPU memory size", _TOPOLOGY, _each_gpu(lambda p: p.gpu_memory_bytes)),

@@ -246,6 +246,30 @@ register(Measurement(
     check="checks/platform.py", suite="suites/test_platform.py", needs_machine=False))
 
 
+def _arrival_live(fabric_session):
+    from .nodehealth.arrival import read_arrival_live
+
+    return read_arrival_live()
+
+
+def _arrival_replay(directory: Path, fabric_session):
+    from .nodehealth.arrival import read_arrival_bundle
+
+    return read_arrival_bundle(directory)
+
+
+register(Measurement(
+    name="arrival", fixture="arrival_health",
+    doc="The state the machine arrives in, by `gpufabric health`'s reader: NVML and the kernel log read once per run "
+        "(and written to health.json), or the bundle's health.json, else its nvml.json with nvidia-smi-q.xml.",
+    why_not_promised=lambda profile: None,  # every profile promises a machine that arrives healthy
+    live=_arrival_live, replay=_arrival_replay,
+    nothing_recorded="the bundle holds no health record (health.json from gpufabric snapshot) and no nvml.json with "
+                     "nvidia-smi-q.xml to read the GPUs' counters from",
+    record_file="health.json", to_json=lambda arrival: arrival.to_json(),
+    check="nodehealth/arrival.py", suite="suites/test_arrival.py", spare_imports=(), processes=lambda gpus: 0))
+
+
 # --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py): one entry per descriptor --
 
 

@@ -31,8 +31,13 @@ def _results(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / RESULTS).read_text())
 
 
+#: the recordings hold no kernel log (made before gpufabric snapshot kept one), so xid-events cannot be shown; these
+#: tests are about what bends a verdict, and their runs waive it as customer and vendor may (docs/verdict.md)
+NO_KERNEL_LOG = "xid-events=the recording holds no kernel log; agreed for the verdict's own tests"
+
+
 def _run(pytester: pytest.Pytester, *args: str, bundle: str = ACCEPTED_BUNDLE):
-    return pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", bundle, *args)
+    return pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", bundle, "--gpu-waive", NO_KERNEL_LOG, *args)
 
 
 def _outcome(document: dict, promise_id: str) -> tuple[str, str]:
@@ -47,7 +52,8 @@ def test_control_the_whole_recorded_run_is_accepted(pytester: pytest.Pytester):
     assert document["summary"]["scope"] == "" and document["promised"]["left_out"] == []
     # every promise the profile makes was judged: the list came from the profile, not the tests that ran
     assert [p["id"] for p in document["promised"]["promised"]] == [p["id"] for p in document["promises"]]
-    assert all(p["outcome"] == "passed" for p in document["promises"])
+    assert all(p["outcome"] == "passed" for p in document["promises"] if p["id"] != "xid-events")
+    assert _outcome(document, "xid-events")[0] == "waived"
 
 
 def test_deselecting_a_promise_with_k_is_incomplete(pytester: pytest.Pytester):
@@ -66,7 +72,7 @@ def test_deselecting_under_xdist_is_incomplete(pytester: pytest.Pytester):
     assert result.ret == 6 and document["summary"]["verdict"] == "INCOMPLETE"
     assert _outcome(document, "ecc-mode[GPU1]") == (
         "not checked", "its test did not run in this selection (-k 'not ecc')")
-    assert document["summary"]["promises"] == {"passed": 33, "failed": 0, "not_checked": 2, "waived": 0}
+    assert document["summary"]["promises"] == {"passed": 35, "failed": 0, "not_checked": 2, "waived": 1}
 
 
 def test_the_whole_run_under_xdist_is_accepted(pytester: pytest.Pytester):

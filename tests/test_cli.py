@@ -131,13 +131,15 @@ def test_accept_without_driver_replays_the_shipped_bundle(tmp_path):
     2x H200 SXM 141GB machine (every suite, the 10-minute burn-in)."""
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-q", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # INCOMPLETE: every promise the recording shows passed; it holds no kernel log, so xid-events is not checked
+    assert done.returncode == 6, done.stdout + done.stderr
     assert "replaying the shipped bundle h200-nvswitch-x2-acceptance instead" in done.stderr
-    assert "gpufabric: ACCEPTED (profile h200-nvswitch-x2" in done.stdout
+    assert "gpufabric: INCOMPLETE (profile h200-nvswitch-x2" in done.stdout
+    assert "INCOMPLETE: 1 promise(s) not checked: xid-events" in done.stdout
     assert " warning" not in done.stdout  # pytest's note that this command imported the plugin first is dropped
     assert (tmp_path / "reports" / "acceptance.html").is_file()
     results = json.loads((tmp_path / "reports" / "gpufabric-results.json").read_text())
-    assert results["summary"]["verdict"] == "ACCEPTED" and results["summary"]["passed"] == 35
+    assert results["summary"]["verdict"] == "INCOMPLETE" and results["summary"]["passed"] == 37
     assert results["burn_in"]["finished"] and len(results["burn_in"]["chunks"]) == 9
 
 
@@ -145,7 +147,7 @@ def test_accept_without_driver_replays_the_shipped_bundle(tmp_path):
 def test_accept_without_driver_replays_the_bundle_of_the_profiles_name(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", "h200-nvswitch-x4",
                            "-q", "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 6, done.stdout + done.stderr  # its bundle holds no kernel log: xid-events not checked
     assert "replaying the shipped bundle h200-nvswitch-x4 instead" in done.stderr
 
 

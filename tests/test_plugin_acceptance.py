@@ -26,14 +26,16 @@ def test_titan_profile_on_titan_bundle_is_incomplete(judged, pytester: pytest.Py
     judged(result, passed=8)
     assert result.ret == 6
     result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile titan-rtx-nvlink*",
-                                 "INCOMPLETE: 4 promise(s) not checked: gpu-model[[]GPU0[]], gpu-model[[]GPU1[]], "
-                                 "nvlink-traffic-volume[[]GPU0[]], nvlink-traffic-volume[[]GPU1[]]"])
+                                 "INCOMPLETE: 7 promise(s) not checked: gpu-health[[]GPU0[]], gpu-health[[]GPU1[]], "
+                                 "xid-events, gpu-model[[]GPU0[]], gpu-model[[]GPU1[]], "
+                                 "nvlink-traffic-volume[[]GPU0[]] and 1 more"])
     # what the bundle cannot tell is skipped with the reason, not passed
     result.stdout.fnmatch_lines(["*not checked: not recorded by bundle*nvml.json (gpufabric snapshot) or "
                                  "nvidia-smi-q.xml*"])
     results = _results(pytester)
     assert results["summary"]["verdict"] == "INCOMPLETE" and results["summary"]["exit_code"] == 6
-    assert results["summary"]["promises"] == {"passed": 8, "failed": 0, "not_checked": 4, "waived": 0}
+    # the write-up recorded no GPU counters and no kernel log: the arrival state is not checked either
+    assert results["summary"]["promises"] == {"passed": 8, "failed": 0, "not_checked": 7, "waived": 0}
     unchecked = {p["id"]: p["reason"] for p in results["promises"] if p["outcome"] == "not checked"}
     assert unchecked["gpu-model[GPU0]"].startswith("not recorded by bundle")
     assert "holds no workload result" in unchecked["nvlink-traffic-volume[GPU1]"]
@@ -55,7 +57,7 @@ def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Py
     assert "Traceback" not in result.stdout.str()
     # the verdict's list: each promise on one line, what failed before what could not be checked
     listed = [line for line in result.outlines if line.startswith(("  failed: ", "  not checked: "))]
-    assert [line.split(":")[0].strip() for line in listed] == ["failed"] * 5 + ["not checked"] * 6
+    assert [line.split(":")[0].strip() for line in listed] == ["failed"] * 5 + ["not checked"] * 9
     assert listed[0].startswith("  failed: topology-matrix: 1 topology cell(s) differ from profile "
                                 "titan-rtx-nvlink: GPU0-GPU1: expected NV2, found PHB; Usual causes: ")
     results = _results(pytester)
@@ -66,7 +68,7 @@ def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Py
 
 def test_h200_profile_passes_on_h200_bundle(judged, pytester: pytest.Pytester):
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2", "-rs")
-    judged(result, passed=14)
+    judged(result, passed=16)  # with gpu-health of both GPUs, from the bundle's health.json
     result.stdout.fnmatch_lines(["*the bundle holds no NVLink counter samples taken during training*"])
     result.stdout.fnmatch_lines(["*the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)*"])
 
@@ -298,7 +300,7 @@ def test_gpu_pair_is_parametrized_over_the_profile_pairs(judged, pytester: pytes
     result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", "h200-nvswitch-x2",
                                 "-v", "test_gpu_pair_is_parametrized_over_the_profile_pairs.py")
     result.stdout.fnmatch_lines(["*test_pair?GPU0-GPU1? PASSED*"])
-    judged(result, passed=15)  # topology and this one; no traffic or bandwidth recorded
+    judged(result, passed=17)  # topology, the GPUs' arrival state and this one; no traffic or bandwidth recorded
 
 
 def test_single_gpu_machine_fails_the_two_gpu_profile(pytester: pytest.Pytester, bundles):

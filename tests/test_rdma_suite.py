@@ -96,12 +96,12 @@ def test_roce_bundle_replay_passes_ib_write_bw_and_is_incomplete(pytester: pytes
     # a bare client output has no counters read around the run
     result.stdout.fnmatch_lines(["SKIPPED*the recording holds no port counters read around the run*"])
     result.stdout.fnmatch_lines(["*gpufabric: INCOMPLETE (profile a100-pcie-roce*",
-                                 "INCOMPLETE: 4 promise(s) not checked: gpu-count, gpu-model[[]GPU0[]], "
-                                 "rdma-port[[]irdma0:1[]], rdma-counters"])
+                                 "INCOMPLETE: 6 promise(s) not checked: gpu-health[[]GPU0[]], xid-events, gpu-count, "
+                                 "gpu-model[[]GPU0[]], rdma-port[[]irdma0:1[]], rdma-counters"])
 
     results = _results(pytester)
     assert results["summary"]["verdict"] == "INCOMPLETE"
-    assert results["summary"]["promises"] == {"passed": 1, "failed": 0, "not_checked": 4, "waived": 0}
+    assert results["summary"]["promises"] == {"passed": 1, "failed": 0, "not_checked": 6, "waived": 0}
     outcomes = _outcomes(results)
     assert outcomes["test_ib_write_bw"] == "passed"
     assert outcomes["test_rdma_port[irdma0:1]"] == "skipped"
@@ -213,7 +213,8 @@ def test_sysfs_bundle_accepts_a_port_that_is_there(pytester: pytest.Pytester):
     # not checked, each saying what the bundle lacks
     assert results["summary"]["verdict"] == "INCOMPLETE" and result.ret == 6
     unchecked = {p["id"]: p["reason"] for p in results["promises"] if p["outcome"] == "not checked"}
-    assert set(unchecked) == {"ib-write-bw", "rdma-counters", "gpu-count", "gpu-model[GPU0]"}
+    assert set(unchecked) == {"ib-write-bw", "rdma-counters", "gpu-count", "gpu-model[GPU0]", "gpu-health[GPU0]",
+                              "xid-events"}
     assert unchecked["ib-write-bw"] == "the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)"
 
 

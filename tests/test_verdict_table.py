@@ -58,6 +58,8 @@ def test_the_verdict_table_of_profiles_against_bundles(pytester: pytest.Pytester
     else:
         assert rest.split(END, 1)[0].strip() == table, ("docs/verdict.md's verdict table is out of date; rerun "
                                                          "with GPUFABRIC_WRITE_VERDICT_TABLE=1:\n" + table)
-    # only the two bundles of whole runs are accepted, each by the profile it was recorded for and by no other
-    accepted = sorted(pairing for pairing, cell in cells.items() if cell.startswith("ACCEPTED"))
-    assert accepted == [("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2"), ("h200-nvswitch-x4", "h200-nvswitch-x4")]
+    # no shipped bundle holds the kernel log of its run, so none is ACCEPTED: the two bundles of whole runs lack only
+    # that (xid-events), each under the profile it was recorded for
+    assert not [pairing for pairing, cell in cells.items() if cell.startswith("ACCEPTED")]
+    whole = sorted(pairing for pairing, cell in cells.items() if cell == "INCOMPLETE (1 not checked)")
+    assert whole == [("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2"), ("h200-nvswitch-x4", "h200-nvswitch-x4")]

@@ -77,6 +77,24 @@ class _Checker:
         """The GPUs NVML could read (not lost, with a handle)."""
         return [g for g in self.node.gpus if g.lost is None and "handle" not in g.unreadable]
 
+    def described(self, count: int) -> bool:
+        """Whether the record describes every GPU it counts (gpu_count): each one counted and not described is an
+        unknown finding of its own (a board announced and not described is never healthy)."""
+        node = self.node
+        listed = {g.index for g in node.gpus}
+        for index in sorted(set(range(count)) - listed):
+            self.findings.append(Finding(
+                "gpu-record", UNKNOWN, f"counted, not described ({len(listed)} of {count} GPUs)", index, None, RERUN,
+                {"gpu_count": count, "described": len(listed), "source": node.source},
+                f"{node.source}: gpu_count says {count} GPUs, gpus describes {len(listed)}: GPU{index} is not "
+                "described, its health cannot be told"))
+        extra = sorted(i for i in listed if i >= count)
+        if extra:
+            self.add(UNKNOWN, "gpu-record", f"{len(listed)} GPUs described, {count} counted", None, RERUN,
+                     f"{node.source}: gpus describes GPU{', GPU'.join(map(str, extra))}, beyond the {count} GPUs "
+                     "gpu_count says: the record does not add up", gpu_count=count, described=len(listed))
+        return set(range(count)) <= listed and not extra
+
     # -- the checks ---------------------------------------------------------------------------------------------
 
     def gpus_present(self) -> None:
@@ -99,11 +117,19 @@ class _Checker:
             self.add(UNKNOWN, "gpu-count", "GPU count not readable", None, RERUN, node.unreadable["gpu_count"])
             return
         count = node.gpu_count
+        complete = self.described(count)
         nvml_bus = {g.pci_bus_id for g in node.gpus if g.pci_bus_id}
-        for bus in [b for b in node.pci_gpus or [] if b not in nvml_bus] if len(nvml_bus) == len(node.gpus) else []:
-            self.add(DRAIN, "gpu-not-in-nvml", f"PCI {bus} not in NVML", None, RESET,
-                     f"the PCI bus lists an NVIDIA GPU at {bus} that NVML does not: it fell off the bus or its "
-                     "driver did not take it (dmesg: Xid 79, RmInitAdapter failed)", pci_bus_id=bus)
+        for bus in [b for b in node.pci_gpus or [] if b not in nvml_bus]:
+            if complete and len(nvml_bus) == len(node.gpus):
+                self.add(DRAIN, "gpu-not-in-nvml", f"PCI {bus} not in NVML", None, RESET,
+                         f"the PCI bus lists an NVIDIA GPU at {bus} that NVML does not: it fell off the bus or its "
+                         "driver did not take it (dmesg: Xid 79, RmInitAdapter failed)", pci_bus_id=bus)
+            else:  # a GPU the record counts but does not describe, or one whose bus id it lacks, may be that one
+                self.add(UNKNOWN, "gpu-record", f"PCI {bus} not matched", None, RERUN,
+                         f"{node.source}: pci_gpus lists an NVIDIA GPU at {bus} that no GPU the record describes is "
+                         "at, and the record does not describe every GPU it holds (a GPU without its pci_bus_id, "
+                         "or one gpu_count counts that gpus lacks): whether NVML has it cannot be told",
+                         pci_bus_id=bus)
         if count > promised:
             self.add(UNKNOWN, "gpu-count", f"{count} GPUs, profile has {promised}", None, SOFTWARE,
                      f"{count} GPUs answer NVML where profile {self.profile.name} promises {promised}: the node is "

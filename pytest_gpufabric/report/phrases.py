@@ -486,7 +486,19 @@ def _affinity(check: dict) -> tuple[str, str]:
     return words(expected), words(found) if isinstance(found, dict) else "not recorded"
 
 
+def _arrival(check: dict) -> tuple[str, str]:
+    """gpu-health, xid-events: what the health check found on arrival (nodehealth/arrival.py), board by board."""
+    found = check.get("found")
+    findings = found.get("findings") if isinstance(found, dict) else None
+    if not isinstance(findings, list):
+        return format_value(check.get("expected")), format_value(found)
+    seen = [(f"GPU{f['gpu']}: " if check.get("name") == "xid-events" and f.get("gpu") is not None else "")
+            + str(f.get("what")) for f in findings if isinstance(f, dict) and f.get("severity") in ("drain", "warn")]
+    return str(check.get("expected")), "; ".join(seen) or "healthy"
+
+
 _PHRASES = {
+    "gpu-health": _arrival, "xid-events": _arrival,
     "copy-host_to_device": _copy, "copy-device_to_host": _copy, "copy-gpu_to_gpu": _copy,
     "copy-gpu_to_gpu_bidirectional": _copy, "hbm-bandwidth": _hbm, "pcie-under-load": _pcie_load,
     "power-hold": _power, "memory-pattern": _pattern, "gpu-memory": _gpu_memory, "nvlink-links": _nvlink_links,
