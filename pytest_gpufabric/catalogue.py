@@ -279,6 +279,17 @@ PROFILE_INTEGRITY = "profile-integrity"
 CHECK_HERE = object()
 
 
+#: kinds a results format made first: a file of an earlier format was judged before they existed, and is not held to
+#: them when it is judged again (versions.py keeps the format from deciding *whether* a file is judged)
+ADDED_IN_FORMAT = {"gpu-health": 4, "xid-events": 4}
+
+
+def _made_before(promise_id: str, version: object) -> bool:
+    """Whether a results file of format ``version`` was written before the kind of ``promise_id`` existed."""
+    since = ADDED_IN_FORMAT.get(promise_id.split("[", 1)[0])
+    return since is not None and isinstance(version, int) and not isinstance(version, bool) and version < since
+
+
 def expected_promises(document: dict, embedded=CHECK_HERE) -> tuple[list[str] | None, str, dict[str, str]]:
     """(the ids a results document must have judged, its scope, why for those it lacks on its own list).
 
@@ -302,8 +313,9 @@ def expected_promises(document: dict, embedded=CHECK_HERE) -> tuple[list[str] | 
         else:
             asked = frozenset(p.get("asked") for p in block.get("promised") or [] if p.get("asked"))
             listed = set(ids)
+            version = document.get("schema_version")
             for pid in _profile_ids(profile, asked):
-                if pid not in listed:
+                if pid not in listed and not _made_before(pid, version):
                     ids.append(pid)
                     why[pid] = ("the profile these results embed is not a profile" if pid == PROFILE_INTEGRITY else
                                 "the profile promises it, but the results' own promise list lacks it")
