@@ -126,6 +126,8 @@ def check_acs(want: str, platform: Platform) -> CheckResult:
     expected = {"acs": want}
     bits_text = "no ACS control bit set" if strict else "no peer-to-peer redirect (ReqRedir- CmpltRedir- " \
                                                         "UpstreamFwd- EgressCtrl-)"
+    if platform.pci_foreign:
+        return unknown("platform-acs", "machine", expected, platform.pci_foreign)
     bad, unreadable, judged = acs_state(platform, strict=strict)
     unreadable += [f"line {e['line']} of {e['source']}: {e['unreadable']}" for e in platform.loose_acs
                    if e.get("acs_control") is None]  # a grepped ACSCtl line cut short: not "off"
@@ -360,6 +362,8 @@ def check_hugepages(spec: dict, platform: Platform) -> CheckResult:
 def check_pcie_sizes(spec: dict, label: str, platform: Platform) -> CheckResult:
     """The Device Control register of a GPU or NIC: MaxPayload and MaxReadReq at least the profile's."""
     expected = dict(spec)
+    if platform.pci_foreign:
+        return unknown("platform-pcie", label, expected, platform.pci_foreign)
     endpoint: Endpoint | None = platform.endpoint(label)
     if endpoint is None:
         live = platform.source == "this machine"
@@ -413,7 +417,8 @@ def bandwidth_findings(platform: Platform) -> list[str]:
     translated = {label: evidence for label, (mode, evidence) in iommu_modes(platform).items()
                   if mode == "translated"}
     if translated:
-        lines.append(f"IOMMU translated for {', '.join(translated)} ({next(iter(translated.values()))}): DMA goes "
+        whom = "the machine" if list(translated) == ["machine"] else ", ".join(translated)
+        lines.append(f"IOMMU translated for {whom} ({next(iter(translated.values()))}): DMA goes "
                      "through IOMMU page tables")
     nics = [e for e in platform.endpoints if e.kind == "nic"] or list(platform.nic_firmware)
     loaded, evidence = peer_memory_loaded(platform)
