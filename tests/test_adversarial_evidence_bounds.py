@@ -83,3 +83,76 @@ def test_control_an_lspci_that_shows_every_gpu_is_judged(pytester: pytest.Pytest
     (check,) = [c for c in document["checks"] if c["name"] == "platform-acs"]
     assert check["message"] == ("no peer-to-peer redirect (ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl-) on the 1 "
                                 f"bridge(s) above GPU0 [{bundle}/lspci-vvv.txt]")
+
+
+# --- 2. a perftest row is judged only where its figures agree with each other and with the port -----------------
+
+ROCE = BUNDLES / "a100-pcie-roce"
+ROW = "65536      1324156          0.00               23.14              0.044138"
+
+
+def _floor_profile(pytester: pytest.Pytester) -> Path:
+    """DERIVED: the shipped a100-pcie-roce profile with an absolute floor instead of a promised line rate, so that
+    only the figures themselves and the port can bound the reading."""
+    return _profile(pytester, "a100-roce-floor", {"extends": "a100-pcie-roce", "rdma": {
+        "devices": [{"name": "irdma0", "port": 1, "link_layer": "Ethernet", "mtu": 1024}],
+        "ib_write_bw": {"device": "irdma0", "peer": "10.100.100.1", "gid_index": 1, "size": "64 KiB",
+                        "duration_s": 10, "extra_args": ["-R"], "min": "20 Gb/s"}}})
+
+
+def _edited_row(pytester: pytest.Pytester, row: str) -> Path:
+    bundle = copy_bundle(pytester, ROCE)
+    path = bundle / "ib_write_bw.txt"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(ROW) == 1
+    path.write_text(text.replace(ROW, row), encoding="utf-8")
+    return bundle
+
+
+def test_control_the_roce_capture_passes_the_floor_as_before(pytester: pytest.Pytester):
+    code, document = replay(pytester, _floor_profile(pytester), copy_bundle(pytester, ROCE))
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
+    assert _promises(document)["ib-write-bw"] == ("passed", "")
+    (check,) = [c for c in document["checks"] if c["name"] == "ib-write-bw"]
+    assert check["message"] == ("ib_write_bw irdma0: 23.14 Gb/s average at 64.00 KiB messages, 1324156 iterations, "
+                                f"MTU 1024 [{pytester.path}/a100-pcie-roce-edited/"
+                                "ib_write_bw.txt]")
+
+
+def test_a_perftest_row_ten_times_its_own_message_rate_is_not_judged(pytester: pytest.Pytester):
+    """DERIVED: the captured row with its BW average ten times over (231.40 Gb/s), its #bytes and MsgRate as
+    printed: 65536 B x 0.044138 Mpps is 23.14 Gb/s, and the port (4X at 25 Gbps: 100 Gb/s reported) cannot carry
+    231.40 either."""
+    bundle = _edited_row(pytester, "65536      1324156          0.00               231.40             0.044138")
+    code, document = replay(pytester, _floor_profile(pytester), bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")  # the port itself passes
+    assert _promises(document)["ib-write-bw"] == ("not checked", (
+        f"{bundle}/ib_write_bw.txt: the row at 64.00 KiB: its BW average 231.40 Gb/s is not #bytes x MsgRate = "
+        "65536 B x 0.044138 Mpps = 23.14 Gb/s: perftest computes both from one count of iterations and cycles, so "
+        "they agree within the rounding of the printed figures and 1%; a row that does not was not printed by one "
+        "run; not judged"))
+
+
+def test_a_perftest_row_above_the_ports_reported_rate_is_not_judged(pytester: pytest.Pytester):
+    """DERIVED: BW average and MsgRate both ten times the capture's (231.40 Gb/s, 0.441380 Mpps: consistent with
+    each other), more than the 100 Gb/s the port reports (ibv_devinfo: active_width 4X, active_speed 25.0 Gbps)."""
+    bundle = _edited_row(pytester, "65536      1324156          0.00               231.40             0.441380")
+    code, document = replay(pytester, _floor_profile(pytester), bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")  # the port itself passes
+    assert _promises(document)["ib-write-bw"] == ("not checked", (
+        f"{bundle}/ib_write_bw.txt: the row at 64.00 KiB: 231.40 Gb/s is more than the 100 Gb/s irdma0 port 1 "
+        "carries (the rate it reports: 100 Gb/sec (4X, ibv_devinfo: 25.0 Gbps)): not a reading of this port, "
+        "not judged"))
+
+
+def test_a_perftest_run_over_another_link_type_than_the_port_is_not_judged(pytester: pytest.Pytester):
+    """DERIVED: the header's `Link type : Ethernet` made `IB`; the port irdma0 is Ethernet (RoCE)."""
+    bundle = copy_bundle(pytester, ROCE)
+    path = bundle / "ib_write_bw.txt"
+    path.write_text(path.read_text(encoding="utf-8").replace("Link type       : Ethernet", "Link type       : IB"),
+                    encoding="utf-8")
+    code, document = replay(pytester, _floor_profile(pytester), bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")  # the port itself passes
+    assert _promises(document)["ib-write-bw"] == ("not checked", (
+        f"{bundle}/ib_write_bw.txt: the row at 64.00 KiB: perftest ran over Link type IB, but irdma0 port 1 is "
+        "Ethernet: not a reading of this port, not judged"))
