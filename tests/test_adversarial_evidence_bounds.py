@@ -156,3 +156,72 @@ def test_a_perftest_run_over_another_link_type_than_the_port_is_not_judged(pytes
     assert _promises(document)["ib-write-bw"] == ("not checked", (
         f"{bundle}/ib_write_bw.txt: the row at 64.00 KiB: perftest ran over Link type IB, but irdma0 port 1 is "
         "Ethernet: not a reading of this port, not judged"))
+
+
+# --- 3. a record that announces more boards or ranks than it describes: the others are unknown -------------------
+
+ACCEPTANCE = BUNDLES / "h200-nvswitch-x2-acceptance"
+
+
+def _not_passed(document: dict) -> dict[str, tuple[str, str]]:
+    return {pid: value for pid, value in _promises(document).items() if value[0] != "passed"}
+
+
+def test_control_the_acceptance_bundle_is_accepted(pytester: pytest.Pytester):
+    code, document = replay(pytester, "h200-nvswitch-x2", copy_bundle(pytester, ACCEPTANCE))
+    assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")
+
+
+def test_an_nvml_record_announcing_two_gpus_and_describing_one(pytester: pytest.Pytester):
+    """DERIVED: nvml.json alone (the nvidia-smi texts removed), its `gpus` cut to GPU0 while `gpu_count` still says
+    2: GPU1 is announced and not described. Its promises are unknown, never failed as a GPU the machine lacks."""
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    for name in ("nvidia-smi-topo-m.txt", "nvidia-smi-q.xml", "nvidia-smi-nvlink-s.txt"):
+        (bundle / name).unlink()
+    edit_json(bundle / "nvml.json", lambda d: d.update(gpus=d["gpus"][:1], pairs=[]))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
+    why = ("nvml.json announces 2 GPU(s) (gpu_count) but describes 1 (gpus): GPU1 is not described, so "
+           "nothing of it is known")
+    not_passed = _not_passed(document)
+    assert not [p for p, (outcome, _) in not_passed.items() if outcome != "not checked"]
+    for promise in ("gpu-model[GPU1]", "gpu-memory[GPU1]", "pcie-link[GPU1]", "ecc-mode[GPU1]", "nvlinks[GPU1]",
+                    "affinity[GPU1]", "nvlink-traffic[GPU1]", "nvlink-traffic-volume[GPU1]"):
+        assert not_passed[promise] == ("not checked", why), promise
+    assert not_passed["gpu-count"] == ("not checked", "GPU count 2 in nvml.json (gpu_count) disagrees with "
+                                                      "the 1 GPU(s) it lists (gpus): the record is not whole")
+    assert not_passed["topology-matrix"][1].endswith(
+        "GPU0-GPU1: expected NV18, not readable (nvml.json announces 2 GPU(s) (gpu_count) but describes 1 (gpus): "
+        "GPU1 is not described, so nothing of it is known)")
+    assert _promises(document)["gpu-model[GPU0]"] == ("passed", "")
+
+
+def test_collectives_announcing_two_ranks_and_naming_one_device(pytester: pytest.Pytester):
+    """DERIVED: bandwidth.json's collectives keep `world_size: 2` and their rows, `devices` cut to one: rank 1's
+    board is not described, so the collective figures of both ranks show nothing of this machine."""
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    edit_json(bundle / "bandwidth.json", lambda d: d["collectives"].update(devices=d["collectives"]["devices"][:1]))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
+    not_passed = _not_passed(document)
+    assert set(not_passed) == {f"collective-bandwidth[{c}]" for c in (
+        "all_reduce-1MiB", "all_reduce-256MiB", "all_reduce-1GiB", "all_reduce-4GiB", "sendrecv-1GiB")}
+    outcome, reason = not_passed["collective-bandwidth[all_reduce-1GiB]"]
+    assert outcome == "not checked"
+    assert reason.startswith(
+        "all_reduce at 1.00 GiB: bandwidth.json announces 2 rank(s) (collectives.world_size) but "
+        "describes the devices of 1 (collectives.devices): rank 1 is not described, so nothing of it is known "
+        "[torch.distributed nccl]")
+
+
+def test_nvlink_traffic_announcing_two_ranks_and_naming_one_device(pytester: pytest.Pytester):
+    """DERIVED: nvlink-traffic.json's training keeps `world_size: 2`, its `devices` cut to one: the volume each rank
+    sent is computed for two ranks, one of which the record does not describe."""
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    edit_json(bundle / "nvlink-traffic.json", lambda d: d["workload"].update(devices=d["workload"]["devices"][:1]))
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
+    why = (f"nvlink-traffic.json announces 2 rank(s) (workload.world_size) but describes the devices of "
+           f"1 (workload.devices): rank 1 is not described, so nothing of it is known [{bundle}/nvlink-traffic.json]")
+    assert _not_passed(document) == {f"nvlink-traffic{v}[GPU{i}]": ("not checked", why)
+                                     for v in ("", "-volume") for i in (0, 1)}

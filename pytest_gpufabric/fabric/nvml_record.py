@@ -10,6 +10,7 @@ the format's (``gpus`` not a list, a GPU without an index) raises ValueError nam
 
 from __future__ import annotations
 
+from ..formats.coverage import undescribed_members
 from ..formats.gpu import Gpu, NvLink
 from ..formats.typed import Reader, Unreadable
 from ..units import NA, NAType
@@ -184,9 +185,12 @@ def fabric_from_record(record: dict, *, source: str = "nvml", where: str = "nvml
     by_index = {g.index: g for g in gpus}
 
     count = r.get(record, "gpu_count", "", "GPU count", r.whole, 0, _MAX_GPUS, bad=damaged, field=GPU_LIST)
+    undescribed: dict[str, str] = {}
     if isinstance(count, int) and count != len(gpus):
         damaged[GPU_LIST] = (f"GPU count {count} in {where} (gpu_count) disagrees with the {len(gpus)} GPU(s) it "
                              "lists (gpus): the record is not whole")
+        undescribed = undescribed_members(where, count, by_index, announcement=f"{count} GPU(s) (gpu_count)",
+                                          description=f"{len(gpus)} (gpus)", name=lambda index: f"GPU{index}")
 
     levels: dict[tuple[int, int], object] = {}
     pairs = record.get("pairs") or []
@@ -288,4 +292,5 @@ def fabric_from_record(record: dict, *, source: str = "nvml", where: str = "nvml
         source=source,
         provenance=provenance,
         damaged=damaged,
+        undescribed=undescribed,
     )
