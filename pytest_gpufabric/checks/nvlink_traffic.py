@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 from ..formats.counters import LinkDelta, sample_problems
-from ..formats.coverage import undescribed_members
 from ..units import format_bytes, is_number
 from .limits import HIGHER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
@@ -44,12 +43,6 @@ def traffic_evidence_problems(samples: list, gpu: int, workload: dict | None, pr
         world = workload.get("world_size")
         if not isinstance(world, int) or isinstance(world, bool) or world != promised_gpus:
             problems.append(f"the training ran on {world!r} ranks; the profile promises {promised_gpus} GPUs")
-        elif isinstance(workload.get("devices"), list):
-            devices = workload["devices"]
-            problems += list(undescribed_members(
-                "nvlink-traffic.json", world, range(len(devices)), name=lambda rank: f"rank {rank}",
-                announcement=f"{world} rank(s) (workload.world_size)",
-                description=f"the devices of {len(devices)} (workload.devices)").values())[:1]
     return [f"{p} [{source}]" for p in problems]
 
 

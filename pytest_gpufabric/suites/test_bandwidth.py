@@ -19,7 +19,6 @@ from pytest_gpufabric.checks.bandwidth import (
     pcie_peak,
     size_label,
 )
-from pytest_gpufabric.formats.coverage import undescribed_members
 from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes
@@ -46,17 +45,6 @@ def _names_not_here(names: list, fabric) -> str | None:
     return f"it ran on {', '.join(theirs)}; this machine has {', '.join(sorted(mine))}"
 
 
-def _ranks_not_described(collectives: dict, ranks: int | None) -> str | None:
-    """Why the ranks the measurement announces (world_size) are not all described by the devices it ran on."""
-    devices = collectives.get("devices")
-    if ranks is None or not isinstance(devices, list):
-        return None
-    missing = undescribed_members("bandwidth.json", ranks, range(len(devices)), name=lambda rank: f"rank {rank}",
-                                  announcement=f"{ranks} rank(s) (collectives.world_size)",
-                                  description=f"the devices of {len(devices)} (collectives.devices)")
-    return next(iter(missing.values()), None)
-
-
 def _torch_run(collectives: dict, op: str, fabric) -> CollectiveRun:
     """torch.distributed's measurement as one run: its world size, host and GPU names bound to this machine."""
     world = collectives.get("world_size")
@@ -64,7 +52,7 @@ def _torch_run(collectives: dict, op: str, fabric) -> CollectiveRun:
     hosts = sorted({str(n) for n in collectives.get("nodes") or []})
     not_evidence = (None if ranks is not None else f"world_size {world!r} is not a rank count") or (
         f"its ranks ran on {len(hosts)} hosts ({', '.join(hosts)}), not on this machine alone" if len(hosts) > 1
-        else None) or _ranks_not_described(collectives, ranks) or _names_not_here(collectives.get("devices"), fabric)
+        else None) or _names_not_here(collectives.get("devices"), fabric)
     ops = collectives.get("ops") if isinstance(collectives.get("ops"), dict) else {}
     rows = ops.get(op) if isinstance(ops.get(op), list) else []
     return CollectiveRun([r for r in rows if isinstance(r, dict)], ranks, not_evidence=not_evidence)
