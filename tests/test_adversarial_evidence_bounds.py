@@ -72,11 +72,25 @@ def test_an_lspci_that_shows_only_some_of_the_gpus_judges_no_acs(pytester: pytes
         "machine, or of part of this one, shows nothing of this machine's PCIe path")
 
 
-def test_control_an_lspci_that_shows_every_gpu_is_judged(pytester: pytest.Pytester):
-    """DERIVED: the one-H100 bundle's GPU0 recorded at the capture's bus id 0000:02:00.0 (nvml.json): the capture
-    shows exactly the machine's GPUs, so the ACS of the root port above it is judged (off: passed)."""
+def test_an_lspci_of_another_device_at_the_gpus_bus_id_judges_no_acs(pytester: pytest.Pytester):
+    """DERIVED: the one-H100 bundle's GPU0 recorded at the capture's bus id 0000:02:00.0 (nvml.json), its PCI device
+    id left the H100's (0x233010DE): the capture's GP108M (10de:1d10) at that bus id is another device."""
     bundle = _with_lspci(pytester, BUNDLES / "h100-x1", GP108M)
     edit_json(bundle / "nvml.json", lambda d: d["gpus"][0].update(pci_bus_id="00000000:02:00.0"))
+    profile = _profile(pytester, "h100-acs", {"gpus": {"count": 1}, "platform": {"acs": "disabled"}})
+    code, document = replay(pytester, profile, bundle, "-k", "test_platform")
+    assert _promises(document)["platform-acs"] == ("not checked", (
+        f"{bundle}/lspci-vvv.txt shows 0000:02:00.0 as PCI device 10de:1d10; this machine's GPU0 at that bus id is "
+        "10de:2330 (NVML's PCI device id): an lspci of another machine shows nothing of this machine's PCIe path"))
+
+
+def test_control_an_lspci_that_shows_every_gpu_is_judged(pytester: pytest.Pytester):
+    """DERIVED: the one-H100 bundle's GPU0 recorded at the capture's bus id 0000:02:00.0 and device id 0x1D1010DE
+    (nvml.json): the capture shows exactly the machine's GPUs, so the ACS of the root port above it is judged (off:
+    passed)."""
+    bundle = _with_lspci(pytester, BUNDLES / "h100-x1", GP108M)
+    edit_json(bundle / "nvml.json", lambda d: d["gpus"][0].update(pci_bus_id="00000000:02:00.0",
+                                                                   pci_device_id="0x1D1010DE"))
     profile = _profile(pytester, "h100-acs", {"gpus": {"count": 1}, "platform": {"acs": "disabled"}})
     code, document = replay(pytester, profile, bundle, "-k", "test_platform")
     assert _promises(document)["platform-acs"] == ("passed", "")
