@@ -14,6 +14,8 @@ import pytest
 import yaml
 from replays import copy_bundle, edit_json, replay
 
+from pytest_gpufabric.formats.perftest import parse_perftest, row_disagreement
+
 DATA = Path(__file__).parent / "data"
 BUNDLES = DATA / "bundles"
 PUBLIC_PLATFORM = DATA / "captures" / "public" / "platform"
@@ -121,6 +123,13 @@ def _edited_row(pytester: pytest.Pytester, row: str) -> Path:
     assert text.count(ROW) == 1
     path.write_text(text.replace(ROW, row), encoding="utf-8")
     return bundle
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_the_real_captures_rows_agree_with_themselves(side):
+    """Both sides of the two-node capture: 65536 B x 0.044138 Mpps = 23.14 Gb/s, as printed."""
+    result = parse_perftest((DATA / "captures" / "a100-pcie-roce-2node" / f"ib_write_bw-{side}.txt").read_text())
+    assert [row_disagreement(row, result["units_printed"]) for row in result["results"]] == [None]
 
 
 def test_control_the_roce_capture_passes_the_floor_as_before(pytester: pytest.Pytester):
