@@ -241,3 +241,17 @@ def test_an_nvidia_smi_query_of_one_gpu_of_two(pytester: pytest.Pytester):
     for promise in ("gpu-model[GPU0]", "gpu-memory[GPU0]", "pcie-link[GPU0]", "ecc-mode[GPU0]", "topology-matrix"):
         assert promises[promise] == ("passed", ""), promise
     assert not [p for p, (outcome, _) in promises.items() if outcome == "failed"]
+
+
+def test_a_platform_record_of_one_gpus_path_of_two_judges_no_acs(pytester: pytest.Pytester):
+    """DERIVED: the 2x H100 bundle's platform.json with GPU1's endpoint dropped and its VM flag cleared (so that
+    GPU0 on the root bus reads as a path without a bridge): the record describes one of the machine's two GPUs'
+    PCI paths, and ACS above GPU1 is unknown."""
+    bundle = copy_bundle(pytester, BUNDLES / "h100-x2-health")
+    edit_json(bundle / "platform.json", lambda d: d.update(
+        endpoints=d["endpoints"][:1], hypervisor={**d["hypervisor"], "value": False}))
+    profile = _profile(pytester, "h100-acs", {"gpus": {"count": 2}, "platform": {"acs": "disabled"}})
+    code, document = replay(pytester, profile, bundle, "-k", "test_platform")
+    assert _promises(document)["platform-acs"] == ("not checked", (
+        f"{bundle}/platform.json records the PCI path of GPU0 and not of GPU1: the bridges above it are "
+        "unknown, so ACS over the machine is not shown"))

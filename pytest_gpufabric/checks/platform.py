@@ -118,10 +118,11 @@ def _acs_lines(platform: Platform, bad: dict[str, dict]) -> list[str]:
             for bdf, entry in bad.items()]
 
 
-def check_acs(want: str, platform: Platform) -> CheckResult:
+def check_acs(want: str, platform: Platform, gpus: list[str] | None = None) -> CheckResult:
     """``acs: disabled``: no bridge above a GPU or NIC redirects peer-to-peer traffic (ReqRedir, CmpltRedir,
     UpstreamFwd, EgressCtrl); ``acs: all_off``: no ACS control bit at all (NCCL's reading of ``lspci -vvv |
-    grep ACSCtl``)."""
+    grep ACSCtl``). ``gpus``: the machine's GPUs ("GPU0", ...); a record of the PCI paths that leaves one out
+    shows nothing of its bridges, so ACS is not passed over the machine on the others'."""
     strict = want == "all_off"
     expected = {"acs": want}
     bits_text = "no ACS control bit set" if strict else "no peer-to-peer redirect (ReqRedir- CmpltRedir- " \
@@ -153,6 +154,14 @@ def check_acs(want: str, platform: Platform) -> CheckResult:
             return unknown("platform-acs", "machine", expected, f"not readable here: {platform.pci_unreadable} "
                                                                 f"[{platform.pci_source or platform.source}]")
         return _not_readable("platform-acs", "machine", expected, "PCIe ACS", Reading(), platform, _FILES["acs"])
+    left_out = [label for label in gpus or [] if platform.endpoints and platform.endpoint(label) is None]
+    if left_out:
+        shown = ", ".join(e.label for e in platform.endpoints)
+        where = platform.source if platform.source.endswith(".json") else platform.pci_source or platform.source
+        return unknown("platform-acs", "machine", expected,
+                       f"{where} records the PCI path of {shown} and not of "
+                       f"{', '.join(left_out)}: the bridges above {'it' if len(left_out) == 1 else 'them'} are "
+                       "unknown, so ACS over the machine is not shown")
     if unreadable:
         return unknown("platform-acs", "machine", expected, "not readable here: PCIe ACS above the GPUs and NICs: "
                        + "; ".join(unreadable) + (f" (judged without a redirect: {', '.join(judged)})" if judged
