@@ -7,6 +7,7 @@ code and the promise's outcome and reason from gpufabric-results.json.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 from replays import copy_bundle, edit_json, replay
 
+from pytest_gpufabric.cli import main
 from pytest_gpufabric.formats.perftest import parse_perftest, row_disagreement
 
 DATA = Path(__file__).parent / "data"
@@ -255,3 +257,21 @@ def test_a_platform_record_of_one_gpus_path_of_two_judges_no_acs(pytester: pytes
     assert _promises(document)["platform-acs"] == ("not checked", (
         f"{bundle}/platform.json records the PCI path of GPU0 and not of GPU1: the bridges above it are "
         "unknown, so ACS over the machine is not shown"))
+
+
+def test_parse_perftest_calls_a_row_that_contradicts_itself_inconsistent(tmp_path, capsys):
+    """DERIVED: the captured row with MsgRate ten times lower (0.004414 Mpps): its 23.14 Gb/s is no longer
+    65536 B x MsgRate (2.31 Gb/s); `gpufabric parse perftest` says so instead of calling it normal."""
+    path = tmp_path / "ib_write_bw.txt"
+    path.write_text((ROCE / "ib_write_bw.txt").read_text(encoding="utf-8").replace(
+        ROW, "65536      1324156          0.00               23.14              0.004414"), encoding="utf-8")
+    code = main(["parse", "perftest", str(path), "--line-rate", "25Gb/s"])
+    captured = capsys.readouterr()
+    assert code == 0
+    (judgement,) = json.loads(captured.out)["reference"]["judgements"]
+    assert judgement["verdict"] == "inconsistent"
+    assert captured.err.splitlines() == [
+        "RDMA_Write BW Test at 64 KiB: 23.14 Gb/s average, 93 % of the 25 Gb/s line rate: not a measurement to judge: "
+        "its BW average 23.14 Gb/s is not #bytes x MsgRate = 65536 B x 0.004414 Mpps = 2.31 Gb/s: perftest computes "
+        "both from one count of iterations and cycles, so they agree within the rounding of the printed figures and "
+        "1%; a row that does not was not printed by one run"]
