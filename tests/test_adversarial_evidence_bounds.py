@@ -275,3 +275,24 @@ def test_parse_perftest_calls_a_row_that_contradicts_itself_inconsistent(tmp_pat
         "its BW average 23.14 Gb/s is not #bytes x MsgRate = 65536 B x 0.004414 Mpps = 2.31 Gb/s: perftest computes "
         "both from one count of iterations and cycles, so they agree within the rounding of the printed figures and "
         "1%; a row that does not was not printed by one run"]
+
+
+def test_a_users_gpu_marker_on_an_undescribed_gpu_is_not_checked(pytester: pytest.Pytester):
+    """The same nvml.json announcing two GPUs and describing one, under a user's test marked `gpu(count=2)`: the
+    second GPU is unknown, so the test is not checked rather than failed as a GPU the machine lacks."""
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    for name in ("nvidia-smi-topo-m.txt", "nvidia-smi-q.xml", "nvidia-smi-nvlink-s.txt"):
+        (bundle / name).unlink()
+    edit_json(bundle / "nvml.json", lambda d: d.update(gpus=d["gpus"][:1], pairs=[]))
+    pytester.makepyfile(test_mine="""
+        import pytest
+
+        @pytest.mark.gpu(count=2)
+        def test_two_gpus():
+            pass
+    """)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle, "test_mine.py")
+    outcome, reason = _promises(document)["test_mine.py::test_two_gpus"]
+    assert outcome == "not checked"
+    assert reason.endswith("nvml.json announces 2 GPU(s) (gpu_count) but describes 1 (gpus): GPU1 is not described, "
+                           "so nothing of it is known")
