@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from .formats.nccl_tests import row_groups, row_problems, wrong_count
+from .formats.perftest import row_disagreement
 from .reference import Reference, find_reference
 from .reference_normal import (
     ABOVE_LINE_RATE,
@@ -369,9 +370,12 @@ def judge_perftest(result: dict, line_rate_gbit: float | None, line_rate_from: s
     fraction = row["fraction_of_peak"]
     seen = (f"this project holds RDMA ports to {_pct(PERFTEST_NORMAL_OF_LINE_RATE)} of line rate; its A100/E810 "
             "capture ran at 93 %")
+    disagreement = row_disagreement(row, str(result.get("units_printed") or "Gb/sec"), scale == 2)
     if fraction > 1:
         verdict, words = ABOVE_LINE_RATE, ("above the line rate: more than the port can carry, an impossible reading "
                                            "(check --line-rate, and whether the run was bidirectional)")
+    elif disagreement:
+        verdict, words = INCONSISTENT, f"not a measurement to judge: {disagreement}"
     elif fraction >= PERFTEST_NORMAL_OF_LINE_RATE:
         verdict, words = NORMAL, f"normal ({seen})"
     else:

@@ -334,25 +334,23 @@ def _derived_bundle(root: Path, *, base: Path = H200_BUNDLE, text: dict[str, Pat
 
 
 def test_a_bundle_reads_the_text_a_customer_sends(tmp_path):
+    """The kernel log and the module list are read; the lspci (a Haswell-E host with a ConnectX-3 Pro and no NVIDIA
+    GPU) is another machine's than the H200's: its PCI functions are left out, saying why (issue 40)."""
     bundle = _derived_bundle(tmp_path, text={pr.LSPCI_FILE: ACS_ON, pr.KERNEL_LOG_FILE: IOMMU_LOG,
                                              pr.MODULES_FILE: NO_PEERMEM})
     platform = pf.load_platform(bundle, load_bundle(bundle))
-    assert [e.label for e in platform.endpoints] == ["NIC 0000:03:00.0 (Mellanox Technologies MT27520 Family "
-                                                     "[ConnectX-3 Pro])"]
+    assert platform.endpoints == [] and platform.devices == {}
+    assert platform.pci_foreign == (
+        f"{bundle / pr.LSPCI_FILE} shows no NVIDIA GPU; this machine's GPUs are GPU0 0000:00:06.0, GPU1 0000:00:07.0 "
+        "(PCI bus ids): it does not show GPU0 0000:00:06.0, GPU1 0000:00:07.0. An lspci of another machine, or of "
+        "part of this one, shows nothing of this machine's PCIe path")
     assert platform.kernel_cmdline.value.endswith("intel_iommu=on")
+    assert platform.modules.known
     assert {k: r.value for k, r in platform.persistence_mode.items()} == {"GPU0": True, "GPU1": True}
     assert checks.bandwidth_findings(platform) == [
-        "ACS on the root port 0000:00:02.0, Intel Corporation Haswell-E PCI Express Root Port 2 above NIC "
-        "0000:03:00.0 (Mellanox Technologies MT27520 Family [ConnectX-3 Pro]): ACSCtl ReqRedir+ CmpltRedir+ "
-        "UpstreamFwd+ (SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-) [lspci -vvv "
-        "text and hex dump (4096 bytes)]: peer-to-peer and GPUDirect RDMA traffic goes through the CPU",
-        f"IOMMU translated for NIC 0000:03:00.0 (Mellanox Technologies MT27520 Family [ConnectX-3 Pro]) "
-        f"({bundle / pr.KERNEL_LOG_FILE}: '[    0.440538] iommu: Default domain type: Translated'; kernel command "
-        f"line ({bundle / pr.KERNEL_LOG_FILE}, 'Kernel command line:'): intel_iommu=on): DMA goes through IOMMU "
-        "page tables",
-        f"GPUDirect RDMA peer-memory module not loaded (neither nvidia_peermem nor nv_peer_mem in "
-        f"{bundle / pr.MODULES_FILE} (its `grep nvidia_peermem` and `grep nv_peer_mem` printed nothing)): "
-        "inter-node traffic is staged through host memory",
+        f"IOMMU translated for the machine ({bundle / pr.KERNEL_LOG_FILE}: '[    0.440538] iommu: Default domain "
+        f"type: Translated'; kernel command line ({bundle / pr.KERNEL_LOG_FILE}, 'Kernel command line:'): "
+        "intel_iommu=on): DMA goes through IOMMU page tables",
     ]
 
 
@@ -400,22 +398,22 @@ def test_the_suite_fails_each_wrong_setting_with_its_message(pytester: pytest.Py
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     outcomes = {t.split("::")[-1]: o for t, o in _results(pytester)["tests"].items() if "test_platform" in t}
     assert outcomes == {
-        "test_acs": "failed", "test_iommu": "failed", "test_peer_memory": "failed",
+        "test_acs": "skipped", "test_iommu": "failed", "test_peer_memory": "failed",
         "test_persistence_mode[GPU0]": "passed", "test_persistence_mode[GPU1]": "passed",
         "test_driver_version": "passed", "test_vbios_version[GPU0]": "passed", "test_vbios_version[GPU1]": "passed",
         "test_nic_firmware": "skipped", "test_cpu_governor": "skipped", "test_numa_balancing": "skipped",
         "test_hugepages": "skipped", "test_pcie_payload[GPU0]": "skipped", "test_pcie_payload[GPU1]": "skipped"}
     result.stdout.fnmatch_lines_random([
-        "*ACS on the root port 0000:00:02.0, Intel Corporation Haswell-E PCI Express Root Port 2 above NIC*",
-        "*IOMMU translated for NIC 0000:03:00.0*Default domain type: Translated*expected passthrough*",
+        f"*{bundle}/lspci-vvv.txt shows no NVIDIA GPU; this machine's GPUs are GPU0 0000:00:06.0, GPU1 0000:00:07.0*",
+        "*IOMMU translated for the machine*Default domain type: Translated*expected passthrough*",
         "*GPUDirect RDMA peer-memory module not loaded*",
         f"*the CPU frequency governor: not recorded by bundle {bundle}: a bundle needs platform.json (gpufabric "
         "snapshot)*",
-        f"*GPU0's PCI function is not in {bundle}/lspci-vvv.txt (it shows NIC 0000:03:00.0 (Mellanox *",
+
         "*profile h200-platform promises no NUMA balancing*",
     ])
     judged = {c["name"]: c["verdict"] for c in _results(pytester)["checks"] if c["name"].startswith("platform-")}
-    assert judged["platform-acs"] == "failed" and judged["platform-persistence"] == "passed"
+    assert judged["platform-acs"] == "not checked" and judged["platform-persistence"] == "passed"
 
 
 def test_a_profile_without_a_platform_section_leaves_the_run_as_it_was(pytester: pytest.Pytester):
@@ -443,9 +441,10 @@ def test_a_failing_bandwidth_check_names_the_platform_findings(pytester: pytest.
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     (check,) = [c for c in _results(pytester)["checks"] if c["name"] == "bandwidth-all_reduce"]
     assert check["verdict"] == "failed"
-    assert "\nPlatform findings that explain it:\n  ACS on the root port 0000:00:02.0" in check["message"]
-    assert "IOMMU translated for NIC 0000:03:00.0" in check["message"]
-    assert check["details"][-2:] == [line for line in check["message"].split("\n  ")[-2:]]
+    # the lspci is another machine's (no NVIDIA GPU in it): its ACS explains nothing here (issue 40)
+    assert "\nPlatform findings that explain it:\n  IOMMU translated for the machine" in check["message"]
+    assert "ACS on the root port" not in check["message"]
+    assert check["details"][-1:] == [line for line in check["message"].split("\n  ")[-1:]]
 
 
 def test_a_passing_bandwidth_check_reads_no_platform(pytester: pytest.Pytester, bundles, tmp_path):

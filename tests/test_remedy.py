@@ -195,9 +195,10 @@ def test_a_bandwidth_the_platform_explains_is_configuration(pytester: pytest.Pyt
     remedies = _remedies(_bandwidth_run(pytester, tmp_path, "400 GB/s", True))
     cls, why = remedies["collective-bandwidth[all_reduce-256MiB]"]
     assert cls == SOFTWARE
-    assert why.startswith("all_reduce 256MiB: 297.43 GB/s below its 400 GB/s floor, and the platform explains it: ACS "
-                          "on the root port 0000:00:02.0")
-    assert why.endswith("peer-to-peer and GPUDirect RDMA traffic goes through the CPU (and 1 more)")
+    # the lspci is another machine's (no GPU of the bundle in it): its ACS explains nothing here (issue 40)
+    assert why.startswith("all_reduce 256MiB: 297.43 GB/s below its 400 GB/s floor, and the platform explains it: "
+                          "IOMMU translated for the machine")
+    assert why.endswith("DMA goes through IOMMU page tables")
 
 
 def test_a_bandwidth_a_little_short_with_nothing_to_explain_it_is_rerun(pytester: pytest.Pytester, tmp_path: Path):

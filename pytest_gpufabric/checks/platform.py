@@ -118,14 +118,17 @@ def _acs_lines(platform: Platform, bad: dict[str, dict]) -> list[str]:
             for bdf, entry in bad.items()]
 
 
-def check_acs(want: str, platform: Platform) -> CheckResult:
+def check_acs(want: str, platform: Platform, gpus: list[str] | None = None) -> CheckResult:
     """``acs: disabled``: no bridge above a GPU or NIC redirects peer-to-peer traffic (ReqRedir, CmpltRedir,
     UpstreamFwd, EgressCtrl); ``acs: all_off``: no ACS control bit at all (NCCL's reading of ``lspci -vvv |
-    grep ACSCtl``)."""
+    grep ACSCtl``). ``gpus``: the machine's GPUs ("GPU0", ...); a record of the PCI paths that leaves one out
+    shows nothing of its bridges, so ACS is not passed over the machine on the others'."""
     strict = want == "all_off"
     expected = {"acs": want}
     bits_text = "no ACS control bit set" if strict else "no peer-to-peer redirect (ReqRedir- CmpltRedir- " \
                                                         "UpstreamFwd- EgressCtrl-)"
+    if platform.pci_foreign:
+        return unknown("platform-acs", "machine", expected, platform.pci_foreign)
     bad, unreadable, judged = acs_state(platform, strict=strict)
     unreadable += [f"line {e['line']} of {e['source']}: {e['unreadable']}" for e in platform.loose_acs
                    if e.get("acs_control") is None]  # a grepped ACSCtl line cut short: not "off"
@@ -151,6 +154,14 @@ def check_acs(want: str, platform: Platform) -> CheckResult:
             return unknown("platform-acs", "machine", expected, f"not readable here: {platform.pci_unreadable} "
                                                                 f"[{platform.pci_source or platform.source}]")
         return _not_readable("platform-acs", "machine", expected, "PCIe ACS", Reading(), platform, _FILES["acs"])
+    left_out = [label for label in gpus or [] if platform.endpoints and platform.endpoint(label) is None]
+    if left_out:
+        shown = ", ".join(e.label for e in platform.endpoints)
+        where = platform.source if platform.source.endswith(".json") else platform.pci_source or platform.source
+        return unknown("platform-acs", "machine", expected,
+                       f"{where} records the PCI path of {shown} and not of "
+                       f"{', '.join(left_out)}: the bridges above {'it' if len(left_out) == 1 else 'them'} are "
+                       "unknown, so ACS over the machine is not shown")
     if unreadable:
         return unknown("platform-acs", "machine", expected, "not readable here: PCIe ACS above the GPUs and NICs: "
                        + "; ".join(unreadable) + (f" (judged without a redirect: {', '.join(judged)})" if judged
@@ -360,6 +371,8 @@ def check_hugepages(spec: dict, platform: Platform) -> CheckResult:
 def check_pcie_sizes(spec: dict, label: str, platform: Platform) -> CheckResult:
     """The Device Control register of a GPU or NIC: MaxPayload and MaxReadReq at least the profile's."""
     expected = dict(spec)
+    if platform.pci_foreign:
+        return unknown("platform-pcie", label, expected, platform.pci_foreign)
     endpoint: Endpoint | None = platform.endpoint(label)
     if endpoint is None:
         live = platform.source == "this machine"
@@ -413,7 +426,8 @@ def bandwidth_findings(platform: Platform) -> list[str]:
     translated = {label: evidence for label, (mode, evidence) in iommu_modes(platform).items()
                   if mode == "translated"}
     if translated:
-        lines.append(f"IOMMU translated for {', '.join(translated)} ({next(iter(translated.values()))}): DMA goes "
+        whom = "the machine" if list(translated) == ["machine"] else ", ".join(translated)
+        lines.append(f"IOMMU translated for {whom} ({next(iter(translated.values()))}): DMA goes "
                      "through IOMMU page tables")
     nics = [e for e in platform.endpoints if e.kind == "nic"] or list(platform.nic_firmware)
     loaded, evidence = peer_memory_loaded(platform)

@@ -7,6 +7,7 @@ import math
 
 from ..fabric.model import Fabric
 from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes, saturated_data_counters
+from ..formats.perftest import row_disagreement
 from ..units import format_bytes, is_number, parse_bytes, parse_gbit
 from .limits import HIGHER, Limit, figure, limits_of
 from .result import CheckResult, failed, passed, unknown
@@ -145,11 +146,35 @@ def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: perftest's ``Link type`` -> the link layer ibv_devinfo and sysfs name
+_LINK_TYPES = {"IB": "InfiniBand", "Ethernet": "Ethernet"}
+
+
+def _port_contradiction(result: dict, bw: float, both: int, port: RdmaPort | None) -> str | None:
+    """Why the run's figures are not of ``port`` (the promised port as ibv_devinfo or sysfs recorded it), or None:
+    more bandwidth than the port's rate carries (its netdev speed, else the rate the port reports, which a RoCE
+    driver may report above the wire's: an upper bound either way), or another link type than the port's."""
+    if port is None:
+        return None
+    rate, rate_source = line_rate(port)
+    if rate is None and port.rate_gbit is not None:
+        rate, rate_source = port.rate_gbit, f"the rate it reports: {port.rate_text or port.rate_gbit}"
+    if rate is not None and bw > rate * both:
+        return (f"{bw:.2f} Gb/s is more than the {rate * both:g} Gb/s {port.device} port {port.port} carries"
+                f"{' in both directions' if both == 2 else ''} ({rate_source})")
+    printed = _LINK_TYPES.get(str(result.get("link_type") or ""))
+    if printed and port.link_layer and printed != port.link_layer:
+        return (f"perftest ran over Link type {result.get('link_type')}, but {port.device} port {port.port} is "
+                f"{port.link_layer}")
+    return None
+
+
 def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, source: str,
-                      device: str | None = None) -> CheckResult:
+                      device: str | None = None, port: RdmaPort | None = None) -> CheckResult:
     """Average bandwidth at the promised message size against a fraction of the promised line rate (default 90 %)
     or an absolute floor, once the output is the promised run: RDMA_Write, one-way unless the profile says -b, on the
-    promised ``device``, with one reading at that size no higher than the line rate can carry."""
+    promised ``device``, with one reading at that size no higher than the line rate can carry. A row whose figures
+    contradict each other (formats.perftest.row_disagreement) or the promised ``port`` as recorded is not judged."""
     rows = result.get("results") or []
     subject = f"ib_write_bw {result.get('device')}"
     floors = []
@@ -193,6 +218,14 @@ def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, s
         if bw > line:
             return unknown("ib-write-bw", subject, expected, f"{summary} [{source}]: above the {line:g} Gb/s the "
                            "port's line rate can carry: an impossible reading, not judged")
+    disagreement = row_disagreement(best, str(result.get("units_printed") or "Gb/sec"), both == 2)
+    if disagreement:
+        return unknown("ib-write-bw", subject, expected, f"{source}: the row at {format_bytes(best['bytes'])}: "
+                       f"{disagreement}; not judged")
+    contradiction = _port_contradiction(result, bw, both, port)
+    if contradiction:
+        return unknown("ib-write-bw", subject, expected, f"{source}: the row at {format_bytes(best['bytes'])}: "
+                       f"{contradiction}: not a reading of this port, not judged")
     problems = [f"{bw:.2f} Gb/s < {text}{' in both directions' if both == 2 else ''} ({floor * both:.2f} Gb/s)"
                 for floor, text in floors if bw < floor * both]
     if problems:

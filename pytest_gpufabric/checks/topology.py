@@ -199,7 +199,8 @@ def matrix_cause(expected: str, found: str | None) -> str:
 def _damaged_cell(fabric: Fabric, row: str, col: str) -> str | None:
     """Why the text could not give this cell (the evidence is damaged there), or None."""
     return (fabric.damaged.get(f"{row}-{col}") or fabric.damaged.get(row)
-            or (fabric.damaged.get(MATRIX_CUT) if row not in fabric.matrix else None))
+            or (fabric.damaged.get(MATRIX_CUT) if row not in fabric.matrix else None)
+            or fabric.undescribed.get(row) or fabric.undescribed.get(col))
 
 
 def check_matrix(profile: Profile, fabric: Fabric) -> CheckResult:

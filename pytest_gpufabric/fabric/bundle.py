@@ -198,7 +198,8 @@ def load_bundle(spec: str | Path) -> Fabric:
         raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc!r})") from None
     if text_fabric is None or topo is None:
         return nvml_fabric
-    if len(text_fabric.gpus) != len(nvml_fabric.gpus):
+    # a GPU nvml.json announces and does not describe is still one of the machine's: the text may show it
+    if len(text_fabric.gpus) != len(nvml_fabric.gpus) + len(nvml_fabric.undescribed):
         raise BundleError(
             f"{directory}: {TOPO_FILE} shows {len(text_fabric.gpus)} GPUs but {NVML_FILE} "
             f"records {len(nvml_fabric.gpus)}: the files come from different machines"

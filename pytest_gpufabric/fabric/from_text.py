@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from ..formats.coverage import undescribed_members
 from ..formats.gpu import Gpu
 from ..formats.nvidia_smi_q import parse_nvidia_smi_q_xml
 from ..formats.nvlink import parse_nvlink_status
@@ -41,7 +42,15 @@ def fabric_from_text(
         fabric.cuda_driver_version = inventory.cuda_version
         fabric.damaged.update(inventory.damaged)
         fabric.provenance["inventory"] = "nvidia-smi -q -x"
-        counted.append(("nvidia-smi -q -x", len(inventory.gpus)))
+        attached = inventory.attached_gpus
+        if attached is not None and attached != len(inventory.gpus):
+            fabric.damaged[GPU_LIST] = (f"nvidia-smi -q -x of {source} says {attached} GPU(s) attached "
+                                        f"(attached_gpus) and lists {len(inventory.gpus)} (gpu): it is not whole")
+            fabric.undescribed = undescribed_members(
+                "nvidia-smi-q.xml", attached, [g.index for g in inventory.gpus], name=lambda index: f"GPU{index}",
+                announcement=f"{attached} GPU(s) (attached_gpus)", description=f"{len(inventory.gpus)} (gpu)")
+        # a GPU announced there and not described is still one of the machine's: another text may show it
+        counted.append(("nvidia-smi -q -x", len(inventory.gpus) + len(fabric.undescribed)))
     if matrix is not None:
         topo_gpus = [int(GPU_LABEL.match(label).group(1)) for label in matrix.gpus]
         counted.append(("nvidia-smi topo -m", len(topo_gpus)))
@@ -69,7 +78,7 @@ def fabric_from_text(
                 "were they recorded on the same machine?"
             )
 
-    known = {gpu.index for gpu in fabric.gpus}
+    known = {gpu.index for gpu in fabric.gpus} | {int(label.removeprefix("GPU")) for label in fabric.undescribed}
     for name, indices in (
         ("nvidia-smi topo -m", [int(GPU_LABEL.match(g).group(1)) for g in matrix.gpus] if matrix else []),
         ("nvidia-smi nvlink -s", list(status or {})),

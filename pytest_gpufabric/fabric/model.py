@@ -66,6 +66,9 @@ class Fabric:
     #: its header, GPU_LIST: the GPU list came from such a matrix, "driver_version"); checks say so instead of
     #: judging it
     damaged: dict[str, str] = field(default_factory=dict)
+    #: the GPUs the evidence announces but does not describe ("GPU1": nvml.json's gpu_count is 2, its gpus list
+    #: one), with why: each is unknown, its promises not checked (formats/coverage.py), never failed as missing
+    undescribed: dict[str, str] = field(default_factory=dict)
 
     def gpu(self, index: int) -> Gpu | None:
         for gpu in self.gpus:

@@ -10,7 +10,10 @@ the format's (``gpus`` not a list, a GPU without an index) raises ValueError nam
 
 from __future__ import annotations
 
+import re
+
 from ..formats.clean import clean_line
+from ..formats.coverage import undescribed_members
 from ..formats.gpu import Gpu, NvLink
 from ..formats.typed import Reader, Unreadable
 from ..units import NA, NAType
@@ -66,6 +69,7 @@ def _gpu(r: _RecordReader, rec: dict, position: int) -> Gpu:
         uuid=get("uuid", "UUID", r.text),
         serial=get("serial", "serial", r.text),
         pci_bus_id=_then(get("pci_bus_id", "PCI bus id", r.bus_id), normalize_bus_id),
+        pci_device_id=get("pci_device_id", "PCI device id", _device_id(r)),
         memory_bytes=get("memory_total_bytes", "memory total", r.whole, 1, _MAX_MEMORY_BYTES, " of bytes",
                          field="memory_bytes"),
         pcie_gen_max=get("pcie_gen_max", "PCIe max generation", r.whole, 1, 7),
@@ -86,6 +90,14 @@ def _gpu(r: _RecordReader, rec: dict, position: int) -> Gpu:
             bad["nvlinks"] = str(exc)
     gpu.unreadable = bad
     return gpu
+
+
+def _device_id(r: Reader):
+    def read(value, key: str, what: str) -> int:
+        if not isinstance(value, str) or not re.fullmatch(r"0x[0-9A-Fa-f]{8}", value.strip()):
+            raise Unreadable(f"{what} {value!r} in {r.where} ({key}) is not a PCI device id (such as 0x233010DE)")
+        return int(value.strip(), 16)
+    return read
 
 
 def _capability(r: Reader):
@@ -185,9 +197,12 @@ def fabric_from_record(record: dict, *, source: str = "nvml", where: str = "nvml
     by_index = {g.index: g for g in gpus}
 
     count = r.get(record, "gpu_count", "", "GPU count", r.whole, 0, _MAX_GPUS, bad=damaged, field=GPU_LIST)
+    undescribed: dict[str, str] = {}
     if isinstance(count, int) and count != len(gpus):
         damaged[GPU_LIST] = (f"GPU count {count} in {where} (gpu_count) disagrees with the {len(gpus)} GPU(s) it "
                              "lists (gpus): the record is not whole")
+        undescribed = undescribed_members(where, count, by_index, announcement=f"{count} GPU(s) (gpu_count)",
+                                          description=f"{len(gpus)} (gpus)", name=lambda index: f"GPU{index}")
 
     levels: dict[tuple[int, int], object] = {}
     pairs = record.get("pairs") or []
@@ -289,4 +304,5 @@ def fabric_from_record(record: dict, *, source: str = "nvml", where: str = "nvml
         source=source,
         provenance=provenance,
         damaged=damaged,
+        undescribed=undescribed,
     )

@@ -68,7 +68,14 @@ from .platform_record import (
     Reading,
     platform_from_record,
 )
-from .platform_text import _pci_readable, apply_lspci, kernel_log_reading, modules_reading, persistence_from_query_xml
+from .platform_text import (
+    _pci_readable,
+    apply_lspci,
+    bind_to_machine,
+    kernel_log_reading,
+    modules_reading,
+    persistence_from_query_xml,
+)
 from .sysfs_pci import _in_root, _natural_key, _read_text, _under, parse_pci_path
 
 SYMLINK_SUFFIX = ".symlink"
@@ -389,11 +396,15 @@ def load_platform(directory: Path, fabric=None) -> Platform | None:
                                  source=str(directory / PLATFORM_DIR))
     else:
         platform = Platform(source=f"bundle {directory}")
-    _apply_text_files(platform, directory, ids)
+    machine_gpus = {g.label: g.pci_bus_id if isinstance(g.pci_bus_id, str) else None
+                    for g in fabric.gpus} if fabric else {}
+    device_ids = {g.label: g.pci_device_id for g in fabric.gpus if isinstance(g.pci_device_id, int)} if fabric else {}
+    _apply_text_files(platform, directory, ids, machine_gpus, device_ids)
     return platform if platform.recorded() else None
 
 
-def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int, str]) -> None:
+def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int, str],
+                      machine_gpus: dict[str, str | None], device_ids: dict[str, int]) -> None:
     lspci = _read(directory, LSPCI_FILE)
     if lspci is not None and not _pci_readable(platform):
         nic_ids = {e.label: e.bdf for e in platform.endpoints if e.kind == "nic" and e.bdf}
@@ -401,6 +412,7 @@ def _apply_text_files(platform: Platform, directory: Path, gpu_bus_ids: dict[int
             apply_lspci(platform, lspci, str(directory / LSPCI_FILE), gpu_bus_ids, nic_ids)
         except ValueError as exc:
             raise BundleError(f"{directory / LSPCI_FILE}: {exc}") from None
+        bind_to_machine(platform, machine_gpus, str(directory / LSPCI_FILE), device_ids)
     modules = _read(directory, MODULES_FILE)
     if modules is not None and not platform.modules.known:
         try:

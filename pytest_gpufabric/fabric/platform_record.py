@@ -90,6 +90,9 @@ class Platform:
     endpoints: list[Endpoint] = field(default_factory=list)
     pci_source: str = ""  # where the PCI functions came from
     pci_unreadable: str | None = None  # why no PCI function could be read at all
+    #: why the PCI functions a text showed are not this machine's (an lspci of another machine, or of part of this
+    #: one: its NVIDIA GPUs are not the machine's GPUs by PCI bus id); its functions are then left out
+    pci_foreign: str | None = None
     loose_acs: list[dict] = field(default_factory=list)  # ACSCtl lines of a grep that names no device
     files: list[str] = field(default_factory=list)  # what was read, relative to the root (the snapshot copies them)
     links: dict[str, str] = field(default_factory=dict)  # symlinks followed: path -> target, as the machine names it
@@ -102,7 +105,8 @@ class Platform:
         readings = [self.hypervisor, self.kernel_cmdline, self.kernel_log, self.iommu_units, self.modules,
                     self.peer_memory_files, self.cpu_governors, self.numa_balancing, self.hugepages,
                     *self.persistence_mode.values(), *self.nic_firmware.values()]
-        return bool(self.devices or self.loose_acs or any(r.known or r.unreadable for r in readings))
+        return bool(self.devices or self.loose_acs or self.pci_foreign
+                    or any(r.known or r.unreadable for r in readings))
 
     def to_record(self) -> dict:
         record = {"format": FORMAT, **asdict(self)}
@@ -130,6 +134,7 @@ def platform_from_record(record: dict, *, source: str | None = None) -> Platform
         nic_firmware={k: reading(v) for k, v in (record.get("nic_firmware") or {}).items()},
         pci_source=record.get("pci_source", ""),
         pci_unreadable=record.get("pci_unreadable"),
+        pci_foreign=record.get("pci_foreign"),
         loose_acs=list(record.get("loose_acs") or []),
         files=list(record.get("files") or []),
         links=dict(record.get("links") or {}),

@@ -140,6 +140,56 @@ def apply_lspci(platform: Platform, text: str, source: str, gpu_bus_ids: dict[in
     platform.pci_unreadable = None if endpoints else f"{source} shows no NVIDIA GPU and no RDMA NIC"
 
 
+def bind_to_machine(platform: Platform, machine_gpus: dict[str, str | None], source: str,
+                    device_ids: dict[str, int] | None = None) -> None:
+    """Keep the PCI functions an lspci text filled only where the text is this machine's: the NVIDIA GPUs it shows
+    are exactly the machine's GPUs (``machine_gpus``: "GPU0" -> PCI bus id, as NVML recorded them), and each is
+    the PCI device the machine has there where both say which (``device_ids``: "GPU0" -> NVML's pciDeviceId,
+    device << 16 | vendor). A text of another machine, of part of this one, or beside a record without bus ids
+    shows nothing of this machine's PCIe path: its functions are dropped and ``pci_foreign`` names both sides."""
+    shown = sorted(e.bdf for e in platform.endpoints if e.kind == "gpu" and e.bdf)
+    mine = {normalize_bdf(bus_id): label for label, bus_id in machine_gpus.items() if bus_id}
+    unbound = [label for label, bus_id in machine_gpus.items() if not bus_id]
+    if mine and not unbound and set(shown) == set(mine):
+        why = _other_devices(platform, mine, device_ids or {}, source)
+        if why is None:
+            return
+        platform.devices, platform.endpoints, platform.loose_acs = {}, [], []
+        platform.pci_foreign = why
+        return
+    theirs = f"NVIDIA GPU(s) {', '.join(shown)}" if shown else "no NVIDIA GPU"
+    if not mine or unbound:
+        whose = f"{', '.join(unbound)}" if unbound else "its GPUs"
+        why = (f"{source} cannot be bound to this machine: the evidence records no PCI bus id for {whose} "
+               f"(nvml.json or nvidia-smi-q.xml), and the text shows {theirs}")
+    else:
+        ours = ", ".join(f"{label} {bdf}" for bdf, label in sorted(mine.items(), key=lambda item: item[1]))
+        missing = [f"{mine[bdf]} {bdf}" for bdf in sorted(mine) if bdf not in shown]
+        foreign = [bdf for bdf in shown if bdf not in mine]
+        parts = ([f"it does not show {', '.join(missing)}"] if missing else []) + (
+            [f"{', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} not among them"] if foreign else [])
+        why = (f"{source} shows {theirs}; this machine's GPUs are {ours} (PCI bus ids): {'; '.join(parts)}. An lspci "
+               "of another machine, or of part of this one, shows nothing of this machine's PCIe path")
+    platform.devices, platform.endpoints, platform.loose_acs = {}, [], []
+    platform.pci_foreign = why
+
+
+def _other_devices(platform: Platform, mine: dict[str, str], device_ids: dict[str, int], source: str) -> str | None:
+    """Why a GPU the text shows at one of this machine's bus ids is another PCI device than the one there, or None
+    (the same, or either side does not say)."""
+    for bdf, label in sorted(mine.items()):
+        node, recorded = platform.devices.get(bdf), device_ids.get(label)
+        facts = node.facts if node else None
+        if facts is None or facts.vendor_id is None or facts.device_id is None or recorded is None:
+            continue
+        theirs, ours = (facts.vendor_id, facts.device_id), (recorded & 0xFFFF, recorded >> 16)
+        if theirs != ours:
+            return (f"{source} shows {bdf} as PCI device {theirs[0]:04x}:{theirs[1]:04x}; this machine's {label} at "
+                    f"that bus id is {ours[0]:04x}:{ours[1]:04x} (NVML's PCI device id): an lspci of another machine "
+                    "shows nothing of this machine's PCIe path")
+    return None
+
+
 #: port types that sit on a root bus: nothing of the PCI tree is above them
 _ON_ROOT_BUS = ("root port", "root complex integrated endpoint", "root complex event collector")
 

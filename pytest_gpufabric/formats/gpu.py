@@ -32,6 +32,7 @@ class Gpu:
     uuid: Str = None
     serial: Str = None
     pci_bus_id: Str = None  # 00000000:00:06.0, upper case, 8-digit domain as NVML prints it
+    pci_device_id: Int = None  # NVML's pciDeviceId, device << 16 | vendor: 0x233010DE
     memory_bytes: Int = None
     pcie_gen_max: Int = None
     pcie_gen_current: Int = None

@@ -30,6 +30,8 @@ class XmlInventory:
     cuda_version: str | None = None  # the CUDA version the driver supports, "13.0"
     gpus: list[Gpu] = field(default_factory=list)
     damaged: dict[str, str] = field(default_factory=dict)  # "driver_version", "cuda_driver_version" -> why
+    #: ``<attached_gpus>``: the GPUs the driver has, of which ``-i`` may have printed fewer (None: not printed)
+    attached_gpus: int | None = None
 
 
 def _text(elem: ET.Element, path: str):
@@ -102,6 +104,8 @@ def parse_nvidia_smi_q_xml(text: str, where: str = "nvidia-smi-q.xml") -> XmlInv
     inventory.cuda_version = versions.get("cuda_version", "cuda_driver_version", "CUDA version", versions.version)
     inventory.driver_version = _no_na(inventory.driver_version)
     inventory.cuda_version = _no_na(inventory.cuda_version)
+    attached = versions.get("attached_gpus", "attached_gpus", "attached GPU count", versions.count, 0, 1024)
+    inventory.attached_gpus = attached if isinstance(attached, int) else None
     link = "pci/pci_gpu_link_info"
     for index, elem in enumerate(root.findall("gpu")):
         bad: dict[str, str] = {}

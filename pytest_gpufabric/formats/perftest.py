@@ -104,6 +104,39 @@ _COLUMNS = {
 }
 
 
+#: How far a row's ``BW average`` may be from what its own ``#bytes`` and ``MsgRate`` give, beyond the rounding of the
+#: printed figures, before the row contradicts itself. perftest computes both from one iteration count over one
+#: cycle count (perftest_parameters.c, print_report_bw: bw_avg = tsize * iters / (cycles * format_factor),
+#: msgRate_avg = iters / (cycles * 1e6)), so a real row agrees to the digits printed (BW 2 decimals, 6 below
+#: 0.1 Gb/s; MsgRate 6); the 1 % allows for a release that rounds or reports otherwise. A bidirectional row may
+#: also be twice ``#bytes x MsgRate``: older releases doubled ``tsize`` for a duplex run and not the message rate.
+ROW_TOLERANCE = 0.01
+_BW_HALF_DIGIT = 0.005  # half the last printed digit of BW (%.2f), in the printed unit
+_RATE_HALF_DIGIT = 0.0000005  # half the last printed digit of MsgRate (%.6f), in Mpps
+
+
+def row_disagreement(row: dict[str, Any], unit: str, bidirectional: bool = False) -> str | None:
+    """Why a result row (``parse_perftest``'s: bandwidths in Gb/s) contradicts itself, or None: its ``BW average``
+    is not ``#bytes x MsgRate`` (x 2 for a bidirectional row) within the rounding of what was printed and
+    ``ROW_TOLERANCE``. ``unit``: the unit the row was printed in (``units_printed``)."""
+    size, rate, bw = row.get("bytes"), row.get("msg_rate_mpps"), row.get("bw_avg_gbps")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (size, rate, bw)):
+        return None  # nothing to compare: the check refuses what is not a number
+    bw_half = to_gbps(_BW_HALF_DIGIT, unit)
+    low_bw, high_bw = bw - bw_half, bw + bw_half
+    # #bytes x MsgRate[Mpps] in Gb/s: bytes x 1e6 messages/s x 8 bits / 1e9
+    low_rate, high_rate = (size * max(rate - _RATE_HALF_DIGIT, 0) * 8e-3, size * (rate + _RATE_HALF_DIGIT) * 8e-3)
+    for factor in (1, 2) if bidirectional else (1,):
+        if low_bw <= factor * high_rate * (1 + ROW_TOLERANCE) and high_bw >= factor * low_rate * (1 - ROW_TOLERANCE):
+            return None
+    implied = size * rate * 8e-3
+    shown = f"{bw:.2f} Gb/s" if unit == "Gb/sec" else f"{bw:.3f} Gb/s (printed in {unit})"
+    return (f"its BW average {shown} is not #bytes x MsgRate = {size} B x {rate:g} Mpps = {implied:.2f} Gb/s"
+            + (" (or twice that, for a bidirectional run)" if bidirectional else "")
+            + f": perftest computes both from one count of iterations and cycles, so they agree within the rounding "
+              f"of the printed figures and {ROW_TOLERANCE:.0%}; a row that does not was not printed by one run")
+
+
 class NoRdmaDevice(ValueError):
     """perftest ran but found no usable RDMA device: a fact about the host, not unreadable input.
 

@@ -41,7 +41,8 @@ def _promise(profile, key: str):
 @_setting("acs")
 def test_acs(gpu_profile, request, gpufabric_check):
     want = _promise(gpu_profile, "acs")
-    gpufabric_check(checks.check_acs(want, request.getfixturevalue("platform_facts")))
+    gpus = [f"GPU{i}" for i in range(gpu_profile.gpu_count)]
+    gpufabric_check(checks.check_acs(want, request.getfixturevalue("platform_facts"), gpus))
 
 
 @_setting("iommu")

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpufabric.checks.rdma import check_counters_rise, check_gpu_locality, check_ib_write_bw, check_rdma_port
+from pytest_gpufabric.checks.rdma import (
+    check_counters_rise,
+    check_gpu_locality,
+    check_ib_write_bw,
+    check_rdma_port,
+    find_port,
+)
+from pytest_gpufabric.errors import GpuFabricError
 from pytest_gpufabric.fabric.rdma import RdmaPort
 from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import not_checked, promise
@@ -53,15 +60,27 @@ def _promised_device(profile) -> str | None:
     return settings.get("device") or next((d["name"] for d in profile.rdma_devices), None)
 
 
+def _recorded_port(fabric_session, profile, device: str | None) -> RdmaPort | None:
+    """The promised port as this machine's sysfs or the bundle records it, to hold ib_write_bw's figures to; None
+    where the devices were not recorded (the figures are then held to each other only)."""
+    number = next((d.get("port", 1) for d in profile.rdma_devices if d["name"] == device), 1)
+    try:
+        devices = fabric_session.measurement("rdma")
+    except GpuFabricError:
+        return None
+    return find_port(devices or [], device, number)[1] if device else None
+
+
 @promise("ib-write-bw")
-def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_check):
+def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_run, gpufabric_check):
     client = ib_write_bw_result.get("client")
     source = ib_write_bw_result.get("source", "ib_write_bw on this machine")
     if not isinstance(client, dict):
         not_checked(f"{source}: the recording holds no ib_write_bw client result")
     settings = gpu_profile.rdma["ib_write_bw"]
     device = _promised_device(gpu_profile)
-    gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source, device))
+    port = _recorded_port(gpufabric_run, gpu_profile, device)
+    gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source, device, port))
 
 
 @promise("rdma-counters")
