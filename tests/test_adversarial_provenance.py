@@ -105,8 +105,8 @@ def test_a_replayed_node_is_never_accepted_even_signed(tmp_path, capsys):
     assert (code, document["verdict"], document["counts"]["accepted"]) == (6, "INCOMPLETE", 0)
     assert document["signatures"]["verified"] == 3
     why = REPLAYED.format(sha=bundle_digest(BUNDLE)[:12])
-    assert _node(document, "gpu-01")["reason"] == f"{why}; all 35 promise(s) checked passed"
-    assert f"  not accepted gpu-02: INCOMPLETE: {why}; all 35 promise(s) checked passed" in printed
+    assert _node(document, "gpu-01")["reason"] == f"{why}; all 37 promise(s) checked passed, 1 waived: xid-events"
+    assert f"  not accepted gpu-02: INCOMPLETE: {why}; all 37 promise(s) checked passed, 1 waived: xid-events" in printed
     assert document["provenance"] == {"fleet_id": FLEET_ID, "fleet_id_from": f"fleet run {FLEET_ID} (named by 3 of 3 "
                                       "nodes)", "replays_allowed": False, "replayed": ["gpu-01", "gpu-02", "gpu-03"]}
 
@@ -130,10 +130,10 @@ def test_a_replay_told_as_live_needs_a_boot_of_its_own(tmp_path):
     assert document["counts"]["accepted"] == 0 and document["verdict"] == "INCOMPLETE"
     assert _node(document, "gpu-01")["reason"] == (
         f"its results (format {RESULTS_SCHEMA_VERSION}) do not name the host and boot they measured: they cannot show "
-        "a live run of this node (run the acceptance again); all 35 promise(s) checked passed")
+        "a live run of this node (run the acceptance again); all 37 promise(s) checked passed, 1 waived: xid-events")
     assert _node(document, "gpu-02")["reason"] == (
         "its boot (4f1c9a1e-boot) is also the one gpu-03 measured: one machine's results filed as several nodes; "
-        "all 35 promise(s) checked passed")
+        "all 37 promise(s) checked passed, 1 waived: xid-events")
 
 
 def test_nodes_of_no_fleet_run_or_of_another_are_not_accepted(tmp_path):
@@ -148,10 +148,10 @@ def test_nodes_of_no_fleet_run_or_of_another_are_not_accepted(tmp_path):
     write_node(root, "gpu-05", other)
     document = build_fleet_document([root], None, allow_replays=True)
     assert [n["name"] for n in document["nodes"] if n["verdict"] == "ACCEPTED"] == ["gpu-01", "gpu-02", "gpu-03"]
+    tally = "all 37 promise(s) checked passed, 1 waived: xid-events"
     assert _node(document, "gpu-04")["reason"] == ("of no fleet run: its results name no fleet id (--gpu-fleet-id, "
-                                                   "or SLURM_JOB_ID); all 35 promise(s) checked passed")
-    assert _node(document, "gpu-05")["reason"] == (f"of fleet run 31337, not this fleet's {FLEET_ID}; all 35 "
-                                                   "promise(s) checked passed")
+                                                   f"or SLURM_JOB_ID); {tally}")
+    assert _node(document, "gpu-05")["reason"] == f"of fleet run 31337, not this fleet's {FLEET_ID}; {tally}"
     assert document["verdict"] == "REJECTED"  # two fleet runs' results mixed, as before
     named = build_fleet_document([root], None, fleet_id="31337", allow_replays=True)
     assert [n["name"] for n in named["nodes"] if n["verdict"] == "ACCEPTED"] == ["gpu-05"]
