@@ -12,7 +12,8 @@ from .errors import BundleError, GpuFabricError, ToolMissing
 from .fabric.model import nvlink_count_of_label
 from .measurements import REGISTRY
 from .parametrize import built_session, over, per_gpu, promised_profile
-from .promise import fail_in_call, not_checked
+from .paths import SUITES_DIR
+from .promise import fail_in_call, not_checked, promise_of
 from .report.render import render
 from .run_options import fabric_session_of
 
@@ -269,7 +270,7 @@ def gpufabric_check(request: pytest.FixtureRequest):
     def check(result):
         result = finite_only(result, replay=bool(fabric_session_of(request.config).replay))
         # the record, not the test's outcome, judges the promise (records.py: never through the report stream)
-        record(request.node, result.to_dict())
+        record(request.node, promise_of(request.node, SUITES_DIR)[0], result.to_dict())
         if result.verdict == NOT_CHECKED:
             pytest.skip(NOT_CHECKED_PREFIX + result.message)
         if result.verdict == FAILED:

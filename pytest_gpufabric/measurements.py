@@ -247,13 +247,13 @@ register(Measurement(
 
 
 def _arrival_live(fabric_session):
-    from .nodehealth.arrival import read_arrival_live
+    from .nodehealth.arrival_record import read_arrival_live
 
     return read_arrival_live()
 
 
 def _arrival_replay(directory: Path, fabric_session):
-    from .nodehealth.arrival import read_arrival_bundle
+    from .nodehealth.arrival_record import read_arrival_bundle
 
     return read_arrival_bundle(directory)
 

@@ -64,7 +64,7 @@ def _record_own(verdict: str, reason: str) -> None:
     promise_id, _ = promise_of(item, SUITES_DIR)
     result = (failed(NO_MEASUREMENT, promise_id, None, None, reason) if verdict == "failed" else
               unknown(NO_MEASUREMENT, promise_id, None, reason))
-    record(item, result.to_dict())
+    record(item, promise_id, result.to_dict())
 
 
 def waived(reason: str) -> NoReturn:

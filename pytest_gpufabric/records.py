@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .paths import SUITES_DIR
+from .parametrize import SESSION_KEY
 
 #: the folder of the run's journals, handed from the pytest-xdist controller to its workers
 JOURNAL_INPUT = "gpufabric_records_journal"
@@ -46,15 +46,11 @@ def current_item() -> pytest.Item | None:
     return _running[-1] if _running else None
 
 
-def record(item: pytest.Item | None, result: dict) -> None:
-    """Record ``result`` (a CheckResult's dict) as a check of ``item``, bound to the promise ``item`` judges.
-    Nothing is recorded outside a test, or in a run without the plugin's session."""
-    from .promise import promise_of
-    from .run_options import SESSION_KEY
-
+def record(item: pytest.Item | None, promise_id: str, result: dict) -> None:
+    """Record ``result`` (a CheckResult's dict) as a check of ``item``, bound to ``promise_id``, the promise ``item``
+    judges (promise.promise_of). Nothing is recorded outside a test, or in a run without the plugin's session."""
     if item is None or SESSION_KEY not in item.config.stash:
         return
-    promise_id, _ = promise_of(item, SUITES_DIR)
     fabric_session = item.config.stash[SESSION_KEY]
     entry = {"test": item.nodeid, "promise": promise_id, **result}
     fabric_session.results.append(entry)
@@ -70,10 +66,8 @@ class WorkerJournal:
         self.path = folder / f"{worker_id}.jsonl"
 
     def append(self, entry: dict) -> None:
-        from .report.results import json_text
-
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json_text(entry, indent=None) + "\n")
+            handle.write(json.dumps(entry) + "\n")  # one line; a NaN a recording held reads back as NaN
 
 
 class ControllerJournal:

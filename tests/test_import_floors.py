@@ -18,19 +18,25 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 #: bottom up. A module may import its own layer and those below it. A name is a module or a package (all its
 #: modules); "" is the package's own __init__.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("", "units", "errors", "paths", "verdict", "selection", "hookspecs")),
+    # option_values.py: the checks of option values every command and the plugin share
+    # remedy_classes.py: the names of the remedies, which the health check's findings use too
+    ("base", ("", "units", "errors", "paths", "verdict", "selection", "hookspecs", "option_values", "remedy_classes")),
     # what other tools print and what the plugin records, with the machine's per-board records they fill;
     # evidence.py reads other tools' files of a bundle, reference.py the published GPU figures; diagnostics.py
     # declares each per-GPU diagnostic (formats/records.py reads its records by it)
     ("formats", ("formats", "evidence", "reference", "diagnostics")),
-    ("fabric", ("fabric",)),
+    # the health check's record of a node: read live or from a bundle (nodehealth/record.py, derive.py)
+    ("fabric", ("fabric", "nodehealth.record", "nodehealth.derive", "nodehealth.arrival_record")),
     ("workloads", ("workloads",)),
     ("measurements", ("measurements",)),
     ("profile", ("profile",)),
-    ("checks", ("checks", "reference_judge", "reference_normal")),
-    ("promises", ("catalogue", "promise", "rejudge", "markers", "watchdog", "parametrize")),
+    # the health check's findings, judged from the record (the acceptance's arrival promises judge with them)
+    ("checks", ("checks", "reference_judge", "reference_normal", "nodehealth.finding", "nodehealth.model",
+                "nodehealth.passive", "nodehealth.arrival")),
+    # records.py: each check record bound to its promise, into the session or a worker's journal
+    ("promises", ("catalogue", "promise", "rejudge", "markers", "watchdog", "parametrize", "records")),
     ("suites", ("suites",)),
-    ("report", ("report", "remedy", "remedy_rules", "remedy_classes")),
+    ("report", ("report", "remedy", "remedy_rules")),
     ("fleet", ("fleet",)),
     ("session", ("session", "run_options")),
     ("entry", ("plugin", "fixtures", "cli", "command", "__main__", "nodehealth")),

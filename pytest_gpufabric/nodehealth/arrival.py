@@ -14,19 +14,14 @@ board, or a board the record counts (``gpu_count``) but does not describe, leave
 
 from __future__ import annotations
 
-import json
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 from ..checks.result import CheckResult, failed, passed, unknown
-from ..errors import HardwareUnavailable
-from ..formats.typed import Unreadable
-from .baseline import Baseline
-from .derive import NVML_FILE, SMI_XML_FILE, can_derive, derive
+from .arrival_record import ArrivalRecord
 from .finding import DRAIN, UNKNOWN, WARN, Finding
+from .model import Baseline
 from .passive import DEFAULT_XID_WINDOW_S, _Checker
-from .record import HEALTH_FILE, GpuHealthRecord, NodeHealthRecord, health_from_record, load_health_file, read_live
+from .record import GpuHealthRecord, NodeHealthRecord
 
 GPU_HEALTH, XID_EVENTS = "gpu-health", "xid-events"
 #: the passive checks (passive._Checker's methods) a GPU's arrival state is judged by, and the findings of theirs it
@@ -38,50 +33,6 @@ _GPU_FINDINGS = frozenset({"gpu-lost", "gpu-handle", "ecc-uncorrected", "remappe
 EXPECTED_GPU = ("no uncorrectable ECC error since the driver loaded, no row remapping failed or pending, no page "
                 "retirement pending, registered with the NVSwitch fabric where there is one, no recovery action asked")
 EXPECTED_XIDS = f"no Xid that drains a node in the kernel log's last {DEFAULT_XID_WINDOW_S:g} s"
-
-
-@dataclass(frozen=True)
-class ArrivalRecord:
-    """The health record the acceptance judges: ``node`` typed, or ``why`` it cannot be had."""
-
-    node: NodeHealthRecord | None
-    raw: dict | None  # as read live (written to the report folder as health.json); None for a bundle's own file
-    why: str | None = None
-
-    def to_json(self) -> dict:
-        return self.raw if self.raw is not None else {"error": self.why}
-
-
-def read_arrival_live() -> ArrivalRecord:
-    """This machine's record, through the health check's own reader (NVML and /dev/kmsg, once)."""
-    try:
-        raw = read_live()
-    except HardwareUnavailable as exc:
-        return ArrivalRecord(None, None, f"NVML not available: {exc.why}")
-    try:
-        return ArrivalRecord(health_from_record(json.loads(json.dumps(raw)), "NVML"), raw)
-    except Unreadable as exc:
-        return ArrivalRecord(None, raw, str(exc))
-
-
-def read_arrival_bundle(directory: Path) -> ArrivalRecord | None:
-    """The bundle's health.json, else the record its nvml.json and nvidia-smi-q.xml give; None when it holds
-    neither."""
-    path = directory / HEALTH_FILE
-    if path.is_file():
-        try:
-            return ArrivalRecord(load_health_file(path), None)
-        except Unreadable as exc:
-            return ArrivalRecord(None, None, str(exc))
-    if not can_derive(directory):
-        return None
-    where = f"{directory / NVML_FILE} with {SMI_XML_FILE}"
-    try:
-        return ArrivalRecord(health_from_record(derive(directory), where), None)
-    except (OSError, ValueError, KeyError, TypeError, ET.ParseError) as exc:
-        return ArrivalRecord(None, None, f"{where}: cannot be read as a health record ({exc})")
-    except Unreadable as exc:
-        return ArrivalRecord(None, None, str(exc))
 
 
 def _baseline(profile) -> Baseline:

@@ -10,10 +10,10 @@ them the GPUs are counted, not named.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GpuFabricError
+from .model import AcceptedBoard, Baseline
 
 PROFILE_ENV, ACCEPTED_ENV = "GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED"
 #: the node's own folder (root-owned): the accepted results live there, never taken from the current folder
@@ -24,35 +24,6 @@ ACCEPTED_FILE = "gpufabric-results.json"
 def default_accepted(env: dict[str, str]) -> Path:
     """Where a node keeps the results it was accepted with: $GPUFABRIC_STATE_DIR/gpufabric-results.json."""
     return Path(env.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR) / ACCEPTED_FILE
-
-
-@dataclass(frozen=True)
-class AcceptedBoard:
-    index: int
-    serial: str | None
-    uuid: str | None
-    pcie_width_current: int | None
-    nvlinks_active: int | None
-
-
-@dataclass
-class Baseline:
-    profile: object  # profile.model.Profile
-    profile_from: str  # in words: "--profile", "the accepted results reports/gpufabric-results.json"
-    boards: list[AcceptedBoard] | None = None  # None: no accepted results to name the boards
-    accepted_from: str | None = None
-    accepted_driver: str | None = None
-    accepted_verdict: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"profile": {"name": self.profile.name, "sha256": self.profile.sha256, "path": str(self.profile.path),
-                            "from": self.profile_from},
-                "accepted": None if self.accepted_from is None else {
-                    "results": self.accepted_from, "verdict": self.accepted_verdict,
-                    "driver_version": self.accepted_driver,
-                    "boards": [{"index": b.index, "serial": b.serial} for b in self.boards or []]},
-                "notes": self.notes}
 
 
 def resolve_baseline(profile_spec: str | None, accepted_spec: str | None, env: dict[str, str] | None = None) \

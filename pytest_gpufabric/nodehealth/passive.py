@@ -15,8 +15,8 @@ from ..checks.platform import _version_ok
 from ..fabric.health import DEFAULT_FORBIDDEN_THROTTLE
 from ..fabric.nvml_format import normalize_bus_id
 from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
-from .baseline import Baseline
 from .finding import DRAIN, UNKNOWN, WARN, Finding
+from .model import Baseline
 from .record import GpuHealthRecord, NodeHealthRecord
 
 #: nvmlClocksEventReason* bits (nvml.h) a profile's health.forbid_throttle can name

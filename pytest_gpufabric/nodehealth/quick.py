@@ -29,8 +29,8 @@ from ..workloads.burn_in import gemm_command
 from ..workloads.diagnostics import hbm_command, mem_pattern_command
 from ..workloads.environment import require_torch, workload_environment
 from ..workloads.runner import SPARES, TORCH_ONLY, run_workload
-from .baseline import Baseline
 from .finding import DRAIN, UNKNOWN, WARN, Finding
+from .model import Baseline
 from .record import NodeHealthRecord
 
 QUICK_GEMM_S = 3.0
