@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .records import worker_journal
     from .report.recorder import RunRecorder
 
-    fabric_session.records_journal = worker_journal(config)
+    fabric_session.journal_records(worker_journal(config))
 
     # outcomes from the reports (pytest-xdist workers' too); check records by records.py's channel, never a report
     config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")

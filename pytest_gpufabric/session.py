@@ -147,6 +147,10 @@ class FabricSession:
         """Call ``listener`` at the start of the burn-in and after each chunk, after those already following."""
         self.burn_in_listeners.append(listener)
 
+    def journal_records(self, journal) -> None:
+        """A pytest-xdist worker's records also go to its journal (records.py), for its controller to read."""
+        self.records_journal = journal
+
     def record_burn_in(self, burn_in: BurnIn | None) -> None:
         """The burn-in the results carry: a replayed log whose plan is known (None: none to carry)."""
         self.burn_in = burn_in
