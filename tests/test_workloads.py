@@ -367,7 +367,10 @@ def test_the_registry_asks_for_the_spare_the_memory_workload_asks_for():
     from pytest_gpufabric.workloads.runner import TORCH_ONLY
 
     assert REGISTRY["memory"].spare_imports == SPARE_IMPORTS == ("torch", "torchvision")
-    assert all(entry.spare_imports == TORCH_ONLY for name, entry in REGISTRY.items() if name != "memory")
+    # the arrival state is read in the pytest process (NVML, /dev/kmsg): no workload, no spare
+    assert REGISTRY["arrival"].spare_imports == () and REGISTRY["arrival"].processes(4) == 0
+    assert all(entry.spare_imports == TORCH_ONLY for name, entry in REGISTRY.items()
+               if name not in ("memory", "arrival"))
 
 
 def test_the_runner_says_where_a_workloads_time_went(tmp_path):
