@@ -152,7 +152,7 @@ def test_memory_in_gib_that_no_healthy_board_has_is_refused(tmp_path, capsys):
 
 
 def test_the_output_is_grouped_by_cause_and_ends_with_the_verdict(tmp_path):
-    """The 4x H200 profile against the recorded 1x H100 SXM 80GB: three missing GPUs are one line naming them (18
+    """The 4x H200 profile against the recorded 1x H100 SXM 80GB: three missing GPUs are one line naming them (21
     promises), pytest's own FAILED list is left out, and the last line is the verdict with the results' path."""
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "--profile", "h200-nvswitch-x4",
                            "--replay", "h100-x1", "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True,
@@ -160,7 +160,7 @@ def test_the_output_is_grouped_by_cause_and_ends_with_the_verdict(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     missing = [line for line in lines if "GPU1-GPU3 is promised by profile h200-nvswitch-x4 but missing" in line]
-    assert len(missing) == 1 and missing[0].startswith("  failed (18 promises: gpu-model, gpu-memory, pcie-link, ")
+    assert len(missing) == 1 and missing[0].startswith("  failed (21 promises: gpu-health, gpu-model, gpu-memory, ")
     assert not [line for line in lines if line.startswith("FAILED ") or "GPU2 is promised" in line]
     assert lines[-1] == ("gpufabric: REJECTED without the burn-in the profile promises; results: "
                          f"{tmp_path / 'reports' / 'gpufabric-results.json'}")

@@ -55,9 +55,13 @@ def test_titan_profile_fails_on_2080ti_bundle_with_cell_diff(pytester: pytest.Py
     result.stdout.fnmatch_lines(["*GPU0: CPU affinity 0-35, expected 0-17,36-53*"])
     result.stdout.fnmatch_lines(["*gpufabric: REJECTED*"])
     assert "Traceback" not in result.stdout.str()
-    # the verdict's list: each promise on one line, what failed before what could not be checked
-    listed = [line for line in result.outlines if line.startswith(("  failed: ", "  not checked: "))]
-    assert [line.split(":")[0].strip() for line in listed] == ["failed"] * 5 + ["not checked"] * 9
+    # the verdict's list: one line per cause (three or more promises of one cause are one line), what failed before
+    # what could not be checked
+    listed = [line for line in result.outlines if line.startswith(("  failed", "  not checked"))]
+    assert [line.split(":")[0].strip() for line in listed] == ["failed"] * 5 + [
+        "not checked (3 promises", "not checked", "not checked", "not checked (4 promises"]
+    assert listed[5].startswith("  not checked (3 promises: gpu-health x2, xid-events): the bundle holds no health "
+                                "record")
     assert listed[0].startswith("  failed: topology-matrix: 1 topology cell(s) differ from profile "
                                 "titan-rtx-nvlink: GPU0-GPU1: expected NV2, found PHB; Usual causes: ")
     results = _results(pytester)
@@ -77,8 +81,9 @@ def test_unknown_profile_is_a_usage_error_listing_profiles(pytester: pytest.Pyte
     pytester.makepyfile("def test_never(): raise AssertionError('must not run')")
     result = pytester.runpytest("--gpu-profile", "titan-rtx")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown profile 'titan-rtx'; available profiles: a100-pcie-roce, "
-                                 "h200-nvswitch-x2, h200-nvswitch-x4, rtx-2080ti-pcie, titan-rtx-nvlink*"])
+    result.stderr.fnmatch_lines(["*unknown profile 'titan-rtx' (did you mean 'titan-rtx-nvlink'?); available "
+                                 "profiles: a100-pcie-roce, h200-nvswitch-x2, h200-nvswitch-x4, rtx-2080ti-pcie, "
+                                 "titan-rtx-nvlink*"])
     assert "must not run" not in result.stdout.str()
 
 

@@ -335,8 +335,7 @@ def test_the_rejected_cover_lists_failures_first_each_with_its_whole_reason(pyte
     assert [(pid, result) for pid, result, _, _ in rows] == [
         ("topology-matrix", "failed"), ("nvlinks[GPU0]", "failed"), ("nvlinks[GPU1]", "failed"),
         ("affinity[GPU0]", "failed"), ("affinity[GPU1]", "failed"),
-        ("gpu-health[GPU0]", "not checked"), ("gpu-health[GPU1]", "not checked"), ("xid-events", "not checked"),
-        ("gpu-model[GPU0]", "not checked"), ("gpu-model[GPU1]", "not checked"),
+        ("3 promises", "not checked"), ("gpu-model[GPU0]", "not checked"), ("gpu-model[GPU1]", "not checked"),
         ("4 promises", "not checked")]  # one cause, one row (report/grouped.py), as on the terminal
     why = dict((pid, reason) for pid, _, reason, _ in rows)
     assert why["4 promises"] == (
