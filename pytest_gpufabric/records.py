@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from .parametrize import SESSION_KEY
+from .paths import SUITES_DIR
 
 #: the folder of the run's journals, handed from the pytest-xdist controller to its workers
 JOURNAL_INPUT = "gpufabric_records_journal"
@@ -52,11 +53,26 @@ def record(item: pytest.Item | None, promise_id: str, result: dict) -> None:
     if item is None or SESSION_KEY not in item.config.stash:
         return
     fabric_session = item.config.stash[SESSION_KEY]
-    entry = {"test": item.nodeid, "promise": promise_id, **result}
+    entry = {"test": item.nodeid, "promise": promise_id, "judge": judge_of(item, promise_id, fabric_session),
+             **result}
     fabric_session.results.append(entry)
     journal = fabric_session.records_journal
     if journal is not None:
         journal.append(entry)
+
+
+#: who made a record: a shipped suite's test, the test of a site's registered kind, or a test of the user's own
+SUITE, SITE, USER = "suite", "site", "user"
+
+
+def judge_of(item: pytest.Item, promise_id: str, fabric_session) -> str:
+    """Who judges, read off the test item itself (its file, not its node id or markers, which hooks can rewrite):
+    only a suite's or a site kind's record can judge a promise of the profile's list (verdict.record_rows)."""
+    if getattr(item, "path", None) is not None and item.path.parent == SUITES_DIR:
+        return SUITE
+    if promise_id.split("[", 1)[0] in {kind.name for kind in fabric_session.site_kinds}:
+        return SITE
+    return USER
 
 
 class WorkerJournal:

@@ -91,6 +91,17 @@ def _refuse_control_characters(config: pytest.Config) -> None:
                                     "escape sequence); give plain text")
 
 
+def _refuse_shadowing(site_kinds) -> None:
+    """A site's kind named as a shipped kind would let the site's own test judge a shipped promise: refused."""
+    from .catalogue import KINDS
+
+    for kind in site_kinds:
+        if getattr(kind, "name", None) in KINDS:
+            raise pytest.UsageError(f"pytest_gpufabric_promise_kinds: the site kind {kind.name!r} has the name of a "
+                                    "kind pytest-gpufabric's shipped suites judge; give the site's kind a name of its "
+                                    "own (site-...)")
+
+
 def _evidence_files(config: pytest.Config) -> tuple[Path, ...]:
     """--gpu-evidence FILE: each an existing file, checked now (its content is read when the session opens)."""
     files = tuple(Path(p) for p in config.getoption("gpu_evidence") or [])
@@ -200,6 +211,7 @@ def open_session(config: pytest.Config, options: RunOptions) -> FabricSession:
     profile = options.profile
     site_kinds = tuple(kind for kinds in config.hook.pytest_gpufabric_promise_kinds(profile=profile)
                        for kind in kinds or ()) if profile is not None else ()
+    _refuse_shadowing(site_kinds)
     fabric_session = FabricSession(options, site_kinds=site_kinds,
                                    burn_in_listeners=[_terminal_progress(config)] if options.burn_in_s else [])
     if options.replay:

@@ -185,6 +185,19 @@ def _by_records(records: list[dict]) -> tuple[str, str]:
     return "passed", ""
 
 
+def judges_listed(record: dict) -> bool:
+    """Whether a check record may judge a promise of the profile's list: made by a shipped suite's test or by the
+    test of a kind a site's plugin registered, never by a test of the user's own (records.judge_of)."""
+    return record.get("judge") in ("suite", "site")
+
+
+def user_claims(records: Iterable[dict], listed: Iterable[str]) -> list[str]:
+    """The tests of the user's own that recorded a check of a promise of the profile's list: refused."""
+    listed = set(listed)
+    return sorted({str(r.get("test")) for r in records
+                   if r.get("promise") in listed and not judges_listed(r)})
+
+
 def record_rows(tests: Iterable[tuple[str, str | None, str, str]], records: Iterable[dict],
                 judged_by_records: Iterable[str], waivers: Iterable[Waiver] = ()
                 ) -> list[tuple[str, str | None, str, str]]:
@@ -198,11 +211,12 @@ def record_rows(tests: Iterable[tuple[str, str | None, str, str]], records: Iter
     (``waivers``: --gpu-waive and the profile's, never a skip's text) names its promise. A test of the user's own
     without records, a file that could not be collected and the health watchdog count as reported. A record
     whose test sent no report (a hook swallowed it) still counts."""
+    listed, waivers = set(judged_by_records), list(waivers)
     by_test: dict[str, list[dict]] = {}
     for entry in records:
-        if entry.get("promise") is not None:
+        # a record of a listed promise counts only from its shipped suite's test or a site kind's (records.py)
+        if entry.get("promise") is not None and (entry["promise"] not in listed or judges_listed(entry)):
             by_test.setdefault(str(entry.get("test")), []).append(entry)
-    listed, waivers = set(judged_by_records), list(waivers)
     rows: list[tuple[str, str | None, str, str]] = []
     for nodeid, promise_id, outcome, reason in tests:
         mine = by_test.pop(nodeid, None)

@@ -19,7 +19,7 @@ from ..promise import PROPERTY as PROMISE_PROPERTY  # the promise a test judges 
 from ..promise import promise_of
 from ..records import JOURNAL_INPUT, ControllerJournal
 from ..selection import ignored_suites, selection_options, why_not_judged
-from ..verdict import EXIT_CODES, INCOMPLETE, verdict_words
+from ..verdict import EXIT_CODES, INCOMPLETE, user_claims, verdict_words
 from .grouped import cause_lines, tally_line
 from .integrity import INTEGRITY_KEY, integrity_block
 from .provenance import display_path, evidence_record, operator, system_record
@@ -30,6 +30,8 @@ RESULTS_FILE = "gpufabric-results.json"
 #: the results so far go to disk after a test at most this often: a write costs about 10 ms (the document and its
 #: fsync), more than a trivial test, and a run killed in between loses at most this much of its record
 CHECKPOINT_EVERY_S = 1.0
+#: why a run that a usage error stopped after its tests judged nothing
+USAGE_STOP = "a usage error stopped the run"
 
 
 class RunRecorder:
@@ -169,10 +171,16 @@ class RunRecorder:
             return
         self.session_finished = True
         self._read_journal()
-        if self.journal is not None and self.journal.refused:  # a worker's usage error: nothing is judged
+        refused = list(self.journal.refused) if self.journal is not None else []
+        if self.fabric_session.profile is not None:
+            listed = self.fabric_session.promises.ids()
+            refused += [f"{test}: a test of your own recorded a check of a promise on the profile's list, which only "
+                        "pytest-gpufabric's shipped suites (and a site plugin's own kinds) judge"
+                        for test in user_claims(self.fabric_session.results, listed)]
+        if refused:  # a usage error (a worker's, or a test of the user's own claiming a promise): nothing is judged
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
-            self.nothing_judged, self.stopped = True, "a usage error stopped the run"
-            print(f"ERROR: {self.journal.refused[0]}", file=sys.stderr)
+            self.nothing_judged, self.stopped = True, USAGE_STOP
+            print(f"ERROR: {refused[0]}", file=sys.stderr)
             return
         if self.ctrl_c and exitstatus != pytest.ExitCode.INTERRUPTED:
             exitstatus = session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -242,7 +250,8 @@ class RunRecorder:
         what = f"profile {profile.name}" if profile else "replay, no profile"
         source = clean_line(str(fabric.source)) if fabric else "no machine"  # a bundle's path: user's text
         if self.nothing_judged:
-            happened = f"{self.stopped} before a test ran" if self.stopped else "no test ran"
+            happened = (self.stopped if self.stopped == USAGE_STOP else
+                        f"{self.stopped} before a test ran" if self.stopped else "no test ran")
             terminalreporter.write_sep("=", f"gpufabric: {happened}, nothing judged ({what}, {source})", yellow=True)
             terminalreporter.write_line(f"the results and report of the last run, if any, are kept: "
                                         f"{self.fabric_session.report_dir / RESULTS_FILE}")
