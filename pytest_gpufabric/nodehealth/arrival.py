@@ -111,12 +111,19 @@ def check_gpu_health(profile, gpu, arrival: ArrivalRecord | None, nothing_record
                   f"{board}: arrived healthy in {node.source}{derived}{shown}")
 
 
-def check_xid_events(profile, arrival: ArrivalRecord | None, nothing_recorded: str = "") -> CheckResult:
-    """xid-events: the kernel log's Xid lines by the health check's own table and window; a drain fails it."""
+def check_xid_events(profile, arrival: ArrivalRecord | None, nothing_recorded: str = "", gpus=()) -> CheckResult:
+    """xid-events: the kernel log's Xid lines by the health check's own table and window; a drain fails it. The log
+    counts only where its record describes this machine's GPUs (``gpus``) by serial and UUID: another machine's
+    health.json shows nothing of this one's kernel."""
     subject = "machine"
     if arrival is None or arrival.node is None:
         return unknown(XID_EVENTS, subject, EXPECTED_XIDS, arrival.why if arrival else nothing_recorded)
     node = arrival.node
+    unbound = [why for gpu in gpus for found, why in [_bound(node, gpu)] if found is None]
+    if unbound or not gpus:
+        why = unbound[0] if unbound else "this machine's GPUs are not known"
+        return unknown(XID_EVENTS, subject, EXPECTED_XIDS,
+                       f"the kernel log in {node.source} is not bound to this machine ({why}): Xid events not judged")
     if node.kernel_log.error is not None:
         return unknown(XID_EVENTS, subject, EXPECTED_XIDS,
                        f"Xid events cannot be told from {node.source}: its kernel log is {node.kernel_log.error}; "

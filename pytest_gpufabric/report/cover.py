@@ -13,7 +13,7 @@ from .grouped import grouped
 from .promise_rows import RESULTS_LABEL, _checks_by_test, remedy_text, whole_reason
 from .provenance import bundle_name, display_path
 
-_VERDICT_CSS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
+VERDICT_CSS = {"ACCEPTED": "accepted", "REJECTED": "rejected", "INCOMPLETE": "incomplete",
                 "NOT TESTED": "not-tested"}
 
 
@@ -161,7 +161,7 @@ def cover_data(document: dict, customer: str | None, nccl: list[str], base: Path
     waivers = [[w["promise"], w["reason"], w["source"], ", ".join(w.get("matched") or []) or "none"]
                for w in document.get("waivers") or []]
     return {"title": "GPU server acceptance" + (f": {customer}" if customer else ""),
-            "verdict_css": _VERDICT_CSS.get(verdict or "", "none"),
+            "verdict_css": VERDICT_CSS.get(verdict or "", "none"),
             "verdict_text": f"Verdict: {verdict_words(verdict, summary.get('scope') or '')}" if verdict
             else "No verdict",
             "verdict_note": _replay_banner(document),

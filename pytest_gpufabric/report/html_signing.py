@@ -6,11 +6,14 @@ block of its own: the sha256 of the page, one digest per section the report drew
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 from pathlib import Path
 
+from ..verdict import verdict_words
+from .cover import VERDICT_CSS
 from .integrity import (
     INTEGRITY_KEY,
     DuplicateKey,
@@ -142,6 +145,24 @@ def _embedded(page: str) -> dict | None:
     return document if isinstance(document, dict) else None
 
 
+_COVER_VERDICT = re.compile(r'<div class="verdict ([^"]*)">Verdict: ([^<]*)<')
+
+
+def _cover_disagrees(page: str, embedded: dict) -> list[str]:
+    """The verdict the cover shows, a signer reads and signs, against the embedded results' (judged again above):
+    a page edited to show ACCEPTED over results that say REJECTED is not valid, whatever key signed it."""
+    summary = _dict(embedded.get("summary"))
+    if summary.get("verdict") is None:
+        return []
+    said = verdict_words(summary.get("verdict"), str(summary.get("scope") or ""))
+    colour = VERDICT_CSS.get(summary.get("verdict") or "", "none")
+    shown = [(m.group(1), html.unescape(m.group(2)).strip()) for m in _COVER_VERDICT.finditer(page)]
+    if shown != [(colour, said)]:
+        what = f"'Verdict: {shown[0][1]}' ({shown[0][0]})" if len(shown) == 1 else f"{len(shown)} verdicts"
+        return [f"its cover shows {what}, but its embedded results say {said}"]
+    return []
+
+
 def verify_html(text: str, public_key=None, path: str = "report") -> Verification:
     result = Verification(path, "report")
     try:
@@ -174,5 +195,6 @@ def verify_html(text: str, public_key=None, path: str = "report") -> Verificatio
         result.notes += [n for n in inner.notes if "not signed" not in n or block.get("signature") is None]
         if _dict(embedded.get(INTEGRITY_KEY)).get("results_sha256") != block.get("results_sha256"):
             result.problems.append("the report's embedded results are not the ones its integrity block names")
+        result.problems += _cover_disagrees(page, embedded)
     _check_signature(block, public_key, result, "the report")
     return result

@@ -19,4 +19,4 @@ def test_gpu_health(gpu_profile, fabric, promised_gpu, arrival_health, gpufabric
 
 @promise("xid-events")
 def test_xid_events(gpu_profile, fabric, arrival_health, gpufabric_check):
-    gpufabric_check(check_xid_events(gpu_profile, arrival_health, _NOTHING_RECORDED))
+    gpufabric_check(check_xid_events(gpu_profile, arrival_health, _NOTHING_RECORDED, gpus=fabric.gpus))

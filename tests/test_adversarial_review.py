@@ -1,0 +1,123 @@
+"""What an independent review of the verdict found after issue 40's first pass, each on a copy of a shipped bundle.
+
+Three ways a false ACCEPTED got through: a test of the user's own recording a pass for a promise of the profile's
+list (a marker added after the plugin's guard, a site kind named like a shipped one, a node id made equal to a
+promise id); another machine's kernel log passing ``xid-events``; and a report whose cover was edited to show
+ACCEPTED over embedded results that say REJECTED, signed again with another key.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+
+import pytest
+
+from pytest_gpufabric.paths import shipped_bundles_dir
+from pytest_gpufabric.report.html_signing import signed_page, split_signed_html, verify_html
+
+PROFILE, ACCEPTED_BUNDLE = "h200-nvswitch-x2", "h200-nvswitch-x2-acceptance"
+REJECTED_BUNDLE = "h200-nvswitch-x2-p2p-disabled"
+NO_KERNEL_LOG = "xid-events=the recording holds no kernel log; agreed for the review's tests"
+
+#: a test of the user's own that records a passed check; the conftest binds it to a listed promise too late for
+#: any collection-time guard (trylast)
+MINE = """
+    import pytest
+    from pytest_gpufabric.checks.result import passed
+
+    @pytest.mark.parametrize("x", ["k"])
+    def test_mine(x, gpufabric_check):
+        gpufabric_check(passed("kernel-log", "machine", "no Xid", "no Xid", "no Xid that drains in the kernel log"))
+"""
+LATE_MARKER = """
+    import pytest
+    from pytest_gpufabric.promise import promise
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(items):
+        for item in items:
+            if item.name.startswith("test_mine"):
+                item.add_marker(promise(lambda params: "xid-events"))
+"""
+SITE_KIND_NAMED_AS_SHIPPED = """
+    from pytest_gpufabric.catalogue import PromiseKind
+
+    def pytest_gpufabric_promise_kinds(profile):
+        return [PromiseKind("xid-events", "no Xid in the kernel log on arrival", "test_mine.py", lambda p: [""])]
+"""
+NODE_ID_AS_PROMISE_ID = """
+    import pytest
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(items):
+        for item in items:
+            if item.name.startswith("test_mine"):
+                item._nodeid = "xid-events"
+"""
+
+
+@pytest.mark.parametrize("conftest", [LATE_MARKER, NODE_ID_AS_PROMISE_ID], ids=["late-marker", "node-id"])
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_a_users_record_of_a_listed_promise_is_refused(pytester: pytest.Pytester, conftest, workers):
+    """Before: ACCEPTED (xid-events passed by the user's test). Now: a usage error, nothing judged."""
+    if workers:
+        pytest.importorskip("xdist")
+    pytester.makeconftest(textwrap.dedent(conftest))
+    pytester.makepyfile(test_mine=textwrap.dedent(MINE))
+    result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", ACCEPTED_BUNDLE, *workers, "test_mine.py")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: *: a test of your own recorded a check of a promise on the profile's list, "
+                                 "which only pytest-gpufabric's shipped suites*"])
+    results = pytester.path / "reports" / "gpufabric-results.json"  # at most the checkpoint of an unfinished run
+    if results.exists():
+        summary = json.loads(results.read_text())["summary"]
+        assert summary["verdict"] == "INCOMPLETE" and "had not finished" in summary["verdict_reason"]
+
+
+def test_a_site_kind_named_as_a_shipped_kind_is_refused(pytester: pytest.Pytester):
+    """Before: ACCEPTED (the site's test passed xid-events). Now: a usage error before anything runs."""
+    pytester.makeconftest(textwrap.dedent(SITE_KIND_NAMED_AS_SHIPPED))
+    pytester.makepyfile(test_mine=textwrap.dedent(MINE))
+    result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", ACCEPTED_BUNDLE, "test_mine.py")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: pytest_gpufabric_promise_kinds: the site kind 'xid-events' has the name of a "
+                                 "kind pytest-gpufabric's shipped suites judge*"])
+
+
+def test_another_machines_kernel_log_is_not_this_machines(pytester: pytest.Pytester, tmp_path):
+    """A copy of the 2x H200 acceptance bundle given the health.json that the live health check wrote on a 2x H100
+    machine (h100-x2-health): its GPUs are other boards, so neither their counters nor its kernel log are this
+    machine's. Before: xid-events passed on that file."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(shipped_bundles_dir() / ACCEPTED_BUNDLE, bundle)
+    shutil.copy(shipped_bundles_dir() / "h100-x2-health" / "health.json", bundle / "health.json")
+    result = pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", str(bundle))
+    assert result.ret == 6
+    document = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    xid = next(p for p in document["promises"] if p["id"] == "xid-events")
+    assert xid["outcome"] == "not checked"
+    assert xid["reason"].startswith(f"the kernel log in {bundle / 'health.json'} is not bound to this machine (")
+    assert "GPU0 is serial 1652024011167, this machine's GPU0 (serial 1654024030640)" in xid["reason"]
+
+
+def test_a_cover_edited_to_accepted_and_signed_again_is_invalid(pytester: pytest.Pytester):
+    """The REJECTED report of the p2p-disabled bundle, its cover changed to a green ACCEPTED and signed again with
+    a key of the editor's own: the embedded results still say REJECTED. Before: `valid`."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pytester.runpytest("--gpu-profile", PROFILE, "--gpu-replay", REJECTED_BUNDLE, "--gpu-waive", NO_KERNEL_LOG,
+                       "--html", "reports/acceptance.html", "--self-contained-html")
+    text = (pytester.path / "reports" / "acceptance.html").read_text(encoding="utf-8")
+    page, _ = split_signed_html(text)
+    forged = page.replace('<div class="verdict rejected">Verdict: REJECTED',
+                          '<div class="verdict accepted">Verdict: ACCEPTED')
+    assert forged != page
+    for key in (None, Ed25519PrivateKey.generate()):
+        result = verify_html(signed_page(forged, key), None, "acceptance.html")
+        said = ("its cover shows 'Verdict: ACCEPTED without the burn-in the profile promises' (accepted), but its "
+                "embedded results say REJECTED without the burn-in the profile promises")
+        assert said in result.problems
+    honest = verify_html(signed_page(page, None), None, "acceptance.html")
+    assert not [p for p in honest.problems if "cover" in p]
