@@ -187,8 +187,9 @@ def _by_records(records: list[dict]) -> tuple[str, str]:
 
 def judges_listed(record: dict) -> bool:
     """Whether a check record may judge a promise of the profile's list: made by a shipped suite's test or by the
-    test of a kind a site's plugin registered, never by a test of the user's own (records.judge_of)."""
-    return record.get("judge") in ("suite", "site")
+    test of a kind a site's plugin registered, never by a test of the user's own (records.judge_of). A record
+    without the field was written before it existed, when the run refused such tests at collection."""
+    return record.get("judge", "suite") in ("suite", "site")
 
 
 def user_claims(records: Iterable[dict], listed: Iterable[str]) -> list[str]:
