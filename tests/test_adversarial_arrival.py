@@ -116,7 +116,9 @@ def test_a_machine_the_health_check_drains_is_rejected(pytester: pytest.Pytester
     (lambda d: _gpu(d, 1).update(recovery_action=1), "driver asks for GPU reset"),
     (lambda d: _gpu(d, 3).update(fabric={"state": 2, "status": 0}), "NVSwitch fabric in progress"),
     (lambda d: d["gpus"].__setitem__(0, {"index": 0, "lost": "GPU_IS_LOST"}), "fell off the bus"),
-], ids=["recovery-action", "fabric-in-progress", "gpu-lost"])
+    # DERIVED: the x4 bundle's GPU2 at 91 C against its 89 C slowdown, idle (what the health check drains on)
+    (lambda d: _gpu(d, 2).update(temperature_c=91), "91 C, slowdown at 89 C"),
+], ids=["recovery-action", "fabric-in-progress", "gpu-lost", "temperature"])
 def test_each_arrival_fault_the_health_check_drains_fails_its_gpu(pytester: pytest.Pytester, capsys, edit, what):
     bundle = _copy(pytester.path, "h200-nvswitch-x4")
     _edit_health(bundle, edit)

@@ -26,12 +26,13 @@ from .record import GpuHealthRecord, NodeHealthRecord
 GPU_HEALTH, XID_EVENTS = "gpu-health", "xid-events"
 #: the passive checks (passive._Checker's methods) a GPU's arrival state is judged by, and the findings of theirs it
 #: keeps (ecc-mode is a promise of its own; the GPU count is gpu-count's)
-_GPU_CHECKS = ("gpus_present", "ecc", "memory_repair", "fabric", "recovery_action")
+_GPU_CHECKS = ("gpus_present", "ecc", "memory_repair", "fabric", "recovery_action", "clock_events", "temperature")
 _GPU_FINDINGS = frozenset({"gpu-lost", "gpu-handle", "ecc-uncorrected", "remapped-rows-failure",
                            "remapped-rows-pending", "retired-pages-pending", "retired-pages", "fabric",
-                           "recovery-action"})
+                           "recovery-action", "clock-events", "temperature"})
 EXPECTED_GPU = ("no uncorrectable ECC error since the driver loaded, no row remapping failed or pending, no page "
-                "retirement pending, registered with the NVSwitch fabric where there is one, no recovery action asked")
+                "retirement pending, registered with the NVSwitch fabric where there is one, no recovery action asked, "
+                "idle clocks not held down, below its slowdown temperature")
 EXPECTED_XIDS = f"no Xid that drains a node in the kernel log's last {DEFAULT_XID_WINDOW_S:g} s"
 
 
