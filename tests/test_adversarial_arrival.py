@@ -220,3 +220,14 @@ def test_a_kernel_log_recorded_live_is_judged(pytester: pytest.Pytester, capsys)
     _, _, promises = _judge(pytester, str(profile), bundle)
     assert promises["xid-events"] == ("passed", f"no Xid that drains a node in {bundle / 'health.json'}")
     assert [promises[f"gpu-health[GPU{i}]"][0] for i in (0, 1)] == ["passed", "passed"]
+
+
+def test_health_reads_a_bundle_without_health_json_as_the_acceptance_does(capsys):
+    """`gpufabric health --replay` of the acceptance bundle (no health.json): the counters its nvml.json and
+    nvidia-smi-q.xml recorded, judged as the acceptance judges them, not "could not tell"."""
+    from pytest_gpufabric.cli import main
+
+    assert main(["health", "--profile", "h200-nvswitch-x2", "--replay", "h200-nvswitch-x2-acceptance"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gpufabric: HEALTHY 2 GPUs, profile h200-nvswitch-x2\n")
+    assert "DERIVED from this bundle's nvml.json and nvidia-smi-q.xml" in out

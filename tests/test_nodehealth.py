@@ -326,7 +326,8 @@ def test_a_health_file_that_is_not_one_is_could_not_tell(capsys, tmp_path, damag
 
 
 def test_a_bundle_without_health_json_is_could_not_tell(capsys):
-    rc, out = x4(capsys, BUNDLES / "h200-nvswitch-x2-training")
+    """A bundle of nvidia-smi's topo -m alone (the TITAN RTX write-up's): no health record, no counters to read."""
+    rc, out = x4(capsys, BUNDLES / "titan-rtx-nvlink")
     assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no health.json in the bundle: rerun")
     assert "record the bundle with gpufabric snapshot" in out[1]
 
@@ -567,7 +568,7 @@ def test_the_npd_plugin_maps_our_exit_codes_onto_npds(tmp_path):
         0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4\n")
     assert npd("--profile h200-nvswitch-x4 --replay", str(faulty)) == (
         1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset\n")
-    assert npd("--profile h200-nvswitch-x4 --replay", str(BUNDLES / "h200-nvswitch-x2-training")) == (
+    assert npd("--profile h200-nvswitch-x4 --replay", str(BUNDLES / "titan-rtx-nvlink")) == (
         2, "gpufabric: UNKNOWN node no health.json in the bundle: rerun\n")
     rc, message = npd("--replay", str(X4))  # no profile: gpufabric's usage error, Unknown to NPD
     assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: no profile")

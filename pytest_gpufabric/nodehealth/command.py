@@ -24,7 +24,7 @@ from . import output
 from .baseline import ACCEPTED_ENV, PROFILE_ENV, resolve_baseline
 from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
-from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, load_health_file, read_live
+from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
 
 HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler can use, or HEALTHY (0)"
 
@@ -62,21 +62,27 @@ def add_health_parser(sub, func) -> None:
 
 
 def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | None]:
-    """The health record (live, or the bundle's health.json), or the finding that says why there is none."""
+    """The health record (live, or the bundle's: its health.json, else what its nvml.json and nvidia-smi-q.xml
+    recorded, as the acceptance reads it: arrival_record.py), or the finding that says why there is none."""
     if replay:
         from ..fabric.bundle import bundle_directory
+        from .arrival_record import read_arrival_bundle
 
-        path = bundle_directory(replay) / HEALTH_FILE  # a bundle that is not one: a usage error (BundleError)
-        if not path.is_file():
+        directory = bundle_directory(replay)  # a bundle that is not one: a usage error (BundleError)
+        arrival = read_arrival_bundle(directory)
+        if arrival is None:
             return None, Finding("health-record", UNKNOWN, "no health.json in the bundle", remedy=RERUN,
                                  evidence={"bundle": replay},
-                                 detail=f"{path} is missing: record the bundle with gpufabric snapshot (it writes "
-                                        "health.json)")
-        try:
-            return load_health_file(path), None
-        except Unreadable as exc:
-            return None, Finding("health-record", UNKNOWN, "health.json not readable", remedy=RERUN,
-                                 evidence={"file": str(path)}, detail=str(exc))
+                                 detail=f"{directory / HEALTH_FILE} is missing, and no nvml.json with "
+                                        "nvidia-smi-q.xml to read the counters from: record the bundle with gpufabric "
+                                        "snapshot (it writes health.json)")
+        if arrival.node is None:
+            path = directory / HEALTH_FILE
+            what = "health.json not readable" if path.is_file() else "health record not readable"
+            return None, Finding("health-record", UNKNOWN, what, remedy=RERUN,
+                                 evidence={"file": str(path)} if path.is_file() else {"bundle": replay},
+                                 detail=str(arrival.why))
+        return arrival.node, None
     try:
         return health_from_record(json.loads(json.dumps(read_live())), "NVML"), None
     except HardwareUnavailable as exc:
