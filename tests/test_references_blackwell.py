@@ -191,3 +191,14 @@ def test_parse_reference_holds_the_nvl72_rack_run_against_the_nvlink5_peak():
     [judgement] = reference["judgements"]
     assert (judgement["size_bytes"], judgement["busbw_gbps"]) == (8589934592, 834.57)
     assert judgement["fraction_of_peak"] == 0.9273
+
+
+def test_the_single_model_view_says_the_host_link(capsys):
+    """GB200 reaches its Grace CPU over NVLink-C2C, not PCIe: `gpufabric reference` says so, not only --json."""
+    from pytest_gpufabric.cli import main
+
+    assert main(["reference", "NVIDIA GB200"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  host link: NVLink-C2C, - GB/s per direction (900 GB/s both ways)" in lines
+    assert main(["reference", "h200"]) == 0
+    assert "host link" not in capsys.readouterr().out  # a PCIe part: its PCIe line is its host link

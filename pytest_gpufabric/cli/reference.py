@@ -79,6 +79,8 @@ def _reference_text(ref) -> str:
         f"  NVLink: {nvlink}",
         f"  PCIe: gen {_figure(ref.pcie_generation)} x{_figure(ref.pcie_width)}, "
         f"{_figure(ref.pcie_gbps_per_direction)} GB/s per direction",
+        *([f"  host link: {ref.host_link}, {_figure(ref.host_link_gbps_per_direction)} GB/s per direction "
+           f"({_figure(ref.host_link_gbps_bidirectional)} GB/s both ways)"] if ref.host_link else []),
         f"  power limit: {_figure(ref.power_limit_w)} W",
         f"  bf16 dense: {_figure(ref.bf16_tflops_dense)} TFLOP/s",
     ]
