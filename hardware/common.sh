@@ -8,3 +8,19 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 work=$(mktemp -d) && cd "$work" || exit 1
 step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
+# run_key PUB: an Ed25519 key of this run only, run-key.pem here and its public half at PUB (it travels with the
+# report, for `gpufabric verify --key`)
+run_key() {
+  python3 - "$1" <<'KEY'
+import sys
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+key = Ed25519PrivateKey.generate()
+open("run-key.pem", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+open(sys.argv[1], "wb").write(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                            serialization.PublicFormat.SubjectPublicKeyInfo))
+KEY
+}

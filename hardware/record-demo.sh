@@ -23,16 +23,7 @@ timed() { local started=$SECONDS; step "$@"; echo "### took $((SECONDS - started
   if [ -n "${PROFILE:-}" ]; then cp "$repo/$PROFILE" measured.yaml
   else timed python3 -m pytest_gpufabric profile init --measure -o measured.yaml; fi
   [ -f measured.yaml ] || { echo "### no measured profile: stopping"; exit 1; }
-  python3 - <<'KEY'
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-key = Ed25519PrivateKey.generate()  # a key of this run only: the public half travels with the report
-open("run-key.pem", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
-open("run-pub.pem", "wb").write(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                              serialization.PublicFormat.SubjectPublicKeyInfo))
-KEY
+  run_key run-pub.pem
   mkdir -p live && cp run-pub.pem live/
   timed python3 -m pytest_gpufabric accept --profile measured.yaml --burn-in "${BURN_IN:-150s}" --sign-key run-key.pem \
        --customer "ACME Labs" --operator "pytest-gpufabric maintainers" --report-dir live -p no:cacheprovider

@@ -34,16 +34,7 @@ source "$(dirname "$0")/common.sh"
        -p no:cacheprovider -q -rA --gpu-report-dir plant
   python3 -c "import json; print('memory phases', json.load(open('timing/acceptance/memory.json')).get('phase_seconds'))"
   cp measured.yaml bundle/
-  python3 - <<'KEY'
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-key = Ed25519PrivateKey.generate()  # a key of this run only: the public half travels with the report
-open("run-key.pem", "wb").write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
-open("live/run-pub.pem", "wb").write(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
-KEY
+  run_key live/run-pub.pem
   step python3 -m pytest_gpufabric accept --profile measured.yaml --sign-key run-key.pem --customer "ACME Labs" \
        --operator "pytest-gpufabric maintainers" --report-dir live --html live/acceptance.html -p no:cacheprovider -q
   step python3 -m pytest_gpufabric verify live/gpufabric-results.json live/acceptance.html --key live/run-pub.pem

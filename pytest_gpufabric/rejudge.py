@@ -44,14 +44,7 @@ def derive_verdict(document: dict, embedded=CHECK_HERE) -> tuple[str, str, dict]
     rows += [(nodeid, None, "error", f"could not be collected: {message}")
              for nodeid, message in (document.get("collection_errors") or {}).items()]
     expected, scope, lacking = expected_promises(document, embedded)
-    not_run = document.get("not_run") or {}
-    promises = build_promises(rows, expected, {**not_run, **lacking})
-    unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"
-    verdict, reason = judge(promises, document.get("machine_error"), unfinished,
-                            not_run if expected is None else None)
-    if scope:
-        reason += f"; {scope}"
-    return verdict, reason, counts(promises)
+    return _judged(document, rows, expected, scope, lacking)
 
 
 def _derive_from_records(document: dict, embedded) -> tuple[str, str, dict]:
@@ -72,6 +65,12 @@ def _derive_from_records(document: dict, embedded) -> tuple[str, str, dict]:
                for w in document.get("waivers") or [] if isinstance(w, dict)]
     if expected is not None:
         rows = record_rows(rows, document["checks"], expected, waivers)
+    return _judged(document, rows, expected, scope, lacking)
+
+
+def _judged(document: dict, rows: list, expected: list[str] | None, scope: str, lacking: dict) -> tuple[str, str, dict]:
+    """(verdict, reason, counts) of the rows, by either format's rules: the promises against the profile's list, a
+    run without its end INCOMPLETE, the scope the operator left out said."""
     not_run = document.get("not_run") or {}
     promises = build_promises(rows, expected, {**not_run, **lacking})
     unfinished = None if document.get("finished_at") else "the run had not finished when these results were written"

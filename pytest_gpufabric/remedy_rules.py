@@ -13,7 +13,7 @@ from functools import cached_property
 from .checks.limits import record_limits
 from .checks.power import REASON_MEANING
 from .checks.result import is_measurement
-from .checks.topology import matrix_cause, matrix_differences, memory_as_sold
+from .checks.topology import matrix_cause, matrix_differences
 from .fabric.health import COUNTERS, DEFAULT_FORBIDDEN, DEFAULT_FORBIDDEN_THROTTLE
 from .remedy_classes import (
     CLASSES,
@@ -28,7 +28,7 @@ from .remedy_classes import (
     Remedy,
 )
 from .report.phrases import number, short
-from .units import format_bytes, parse_gbit
+from .units import format_bytes, memory_as_sold, parse_gbit
 from .units import is_number as _number
 
 #: a bandwidth below this share of its floor is no noise: something steers the traffic onto a slower path

@@ -59,6 +59,16 @@ def is_na(value: object) -> bool:
     return value is NA or value == "N/A"
 
 
+def memory_as_sold(expected: object, found: object) -> int | None:
+    """The bytes a board sold as ``expected >> 30`` GB has (1e9 bytes each), where a promise written in whole GiB
+    fails a board that has them (an H100 "80 GB" shows 79.65 GiB): the profile's unit, not the board, is wrong.
+    None where that is not the difference."""
+    if not isinstance(expected, int) or expected % (1 << 30) or not isinstance(found, int) or is_na(found):
+        return None
+    as_sold = expected // (1 << 30) * 10**9
+    return as_sold if found >= as_sold else None
+
+
 def parse_bytes(text: str | int | float) -> int:
     """'24 GiB' -> 25769803776, '143771 MiB' -> bytes, a bare number is bytes. Raises ValueError."""
     if isinstance(text, (int, float)):

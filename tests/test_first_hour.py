@@ -146,6 +146,9 @@ def test_memory_in_gib_that_no_healthy_board_has_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{bad} at $.gpus.memory: '80 GiB' is more than a healthy NVIDIA H100 SXM5 80GB has (85520809984" in err
     assert "promise memory as sold, `memory: 80 GB`, not GiB." in err
+    bad.write_text("name: h100-gib\ngpus: {count: 1, model: NVIDIA H100 80GB HBM3, memory: 80GiB}\n")  # no space
+    assert main(["profile", "validate", str(bad)]) == EXIT_BAD_INPUT
+    assert "'80GiB' is more than a healthy NVIDIA H100 SXM5 80GB has" in capsys.readouterr().err
     good = tmp_path / "h100-gb.yaml"
     good.write_text("name: h100-gb\ngpus: {count: 1, model: NVIDIA H100 80GB HBM3, memory: 80 GB}\n")
     assert main(["profile", "validate", str(good)]) == 0

@@ -10,7 +10,7 @@ from ..fabric.model import GPU_LIST, MATRIX_CUT, Fabric, nvlink_count_of_label
 from ..formats.gpu import Gpu
 from ..formats.topo import normalize_label
 from ..profile.model import Profile
-from ..units import format_bytes, is_na, is_number, parse_cpu_list
+from ..units import format_bytes, is_na, is_number, memory_as_sold, parse_cpu_list
 from .limits import HIGHER, Limit, limits_of
 from .result import CheckResult, failed, passed, unknown
 
@@ -82,16 +82,6 @@ def check_gpu_memory(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
         f"{format_bytes(gpu.memory_bytes)}. " + _memory_hint(expected, gpu.memory_bytes),
         unit="bytes",
     )
-
-
-def memory_as_sold(expected: object, found: object) -> int | None:
-    """The bytes a board sold as ``expected >> 30`` GB has (1e9 bytes each), where a promise written in whole GiB
-    fails a board that has them (an H100 "80 GB" shows 79.65 GiB): the profile's unit, not the board, is wrong.
-    None where that is not the difference."""
-    if not isinstance(expected, int) or expected % (1 << 30) or not isinstance(found, int) or is_na(found):
-        return None
-    as_sold = expected // (1 << 30) * 10**9
-    return as_sold if found >= as_sold else None
 
 
 def _memory_hint(expected: int, found: object) -> str:

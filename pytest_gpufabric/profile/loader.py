@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import ProfileError
 from ..formats.strict import StrictReadError, load_yaml_text
 from ..paths import PROFILE_PATH_ENV, did_you_mean, name_search_dirs, shipped_profiles_dir
-from ..units import parse_bytes, parse_gbit, parse_gbps, parse_seconds
+from ..units import memory_as_sold, parse_bytes, parse_gbit, parse_gbps, parse_seconds
 from .model import Profile
 
 SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
@@ -278,20 +278,16 @@ def _floors(doc: dict) -> list[tuple[str, object, object]]:
 
 def _more_memory_than_the_model_has(model: str, memory: str) -> str | None:
     """Why a memory promise in GiB fails every healthy board of the model because of its unit, as the accept-time
-    check says it: `80 GiB` on an H100 sold as 80 GB (79.65 GiB as NVML counts, the reference catalogue's total).
-    None for any other promise: a figure that is not the sold number may be another SKU's (an H100 NVL's 94 GB)."""
+    check says it (units.memory_as_sold): `80 GiB` on an H100 sold as 80 GB (79.65 GiB as NVML counts, the reference
+    catalogue's total). None for any other promise: a figure that is not the sold number may be another SKU's (an
+    H100 NVL's 94 GB)."""
     from ..reference import find_reference
 
     ref = find_reference(model)
     has, sold = getattr(ref, "memory_bytes_nvml", None), getattr(ref, "memory_gb_sold", None)
-    number, _, unit = memory.strip().partition(" ")
-    if not isinstance(has, int) or not isinstance(sold, (int, float)) or unit.strip() != "GiB":
-        return None
-    try:
-        in_gib = float(number)
-    except ValueError:
-        return None
-    if in_gib != sold or parse_bytes(memory) <= has or sold * 1e9 > has:
+    promised = parse_bytes(memory)
+    if (not isinstance(has, int) or promised <= has or memory_as_sold(promised, has) is None
+            or promised >> 30 != sold):
         return None
     return (f"{memory!r} is more than a healthy {ref.name} has ({has} bytes, {has / (1 << 30):.2f} GiB as NVML "
             f"reports it): every such board would fail this promise. The board is sold as {sold:g} GB (1e9 bytes "

@@ -81,7 +81,8 @@ def _open_promises(document: dict, base: Path | None = None) -> list[list]:
                 _cell(remedy_text(p, base) or "—", "remedy")]
 
     rows = []
-    for group in grouped(promises):
+    groups = grouped(promises)
+    for group in groups:
         first = group["first"]
         if len(group["ids"]) == 1:
             rows.append(row(first))
@@ -90,7 +91,7 @@ def _open_promises(document: dict, base: Path | None = None) -> list[list]:
         result = _cell(*RESULTS_LABEL.get(first["outcome"], (first["outcome"], "")))
         rows.append([f"{len(group['ids'])} promises", result, _relative_paths(why, base),
                      _cell(remedy_text(first, base) or "—", "remedy")])
-    failed = sum(1 for group in grouped(promises, ("failed",)))
+    failed = sum(1 for group in groups if group["outcome"] == "failed")
     rows += [row(p) for p in promises if p.get("outcome") not in ("passed", "failed", "not checked")]
     by_id = {p.get("id"): p for p in promises}
     not_run = [[f"{pid} (not run)", _cell("not checked", "unknown"), why,
