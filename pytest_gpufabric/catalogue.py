@@ -20,25 +20,19 @@ from dataclasses import asdict, dataclass
 
 from .checks.bandwidth import size_label
 from .diagnostics import DIAGNOSTICS
+from .kinds import Kind, promise_kinds
+from .kinds.base import BURN_IN
 from .profile.loader import canonical_json
 from .profile.model import Profile
 from .units import parse_bytes
 
 __all__ = ["BURN_IN", "KINDS", "PromiseKind", "PromiseList", "Promised", "promise_list"]
 
-#: the part of the acceptance that the operator asks for (``--gpu-burn-in``, or a bundle holding a burn-in)
-BURN_IN = "burn_in"
+#: a kind of promise (kinds/base.py), by the name a site's plugin knows it
+PromiseKind = Kind
+
 #: how a verdict names a part the operator left out
 SCOPE_WORDS = {BURN_IN: "the burn-in"}
-
-
-@dataclass(frozen=True)
-class PromiseKind:
-    name: str  # the promise id without its parameters: gpu-memory
-    what: str  # in words: "GPU memory size"
-    suite: str  # the suite file that judges it
-    ids: Callable[..., list[str]]  # profile -> the ids of this kind it promises ([]: none)
-    asked: str | None = None  # the operator asks for it (BURN_IN), else it is always judged
 
 
 @dataclass(frozen=True)
@@ -177,13 +171,8 @@ def _has_section(key: str) -> Callable[..., bool]:
 _TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
 _DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_nvlink_traffic.py"
 _PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
-_ARRIVAL = "test_arrival.py"
 
-KINDS: dict[str, PromiseKind] = {kind.name: kind for kind in (
-    # the state the machine arrives in, by the health check's reader and limits (nodehealth/arrival.py)
-    PromiseKind("gpu-health", "arrival state of this GPU (ECC errors, row remapping, fabric, recovery action)",
-                _ARRIVAL, _gpus),
-    PromiseKind("xid-events", "no Xid in the kernel log on arrival", _ARRIVAL, lambda profile: [""]),
+_NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("gpu-count", "GPU count", _TOPOLOGY, lambda profile: [""]),
     PromiseKind("gpu-model", "GPU model", _TOPOLOGY, _each_gpu(lambda p: p.gpu_model)),
     PromiseKind("gpu-memory", "GPU memory size", _TOPOLOGY, _each_gpu(lambda p: p.gpu_memory_bytes)),
@@ -225,6 +214,9 @@ KINDS: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("burn-in-memory", "memory behaviour", _BURN_IN,
                 _once(lambda p: "memory" in p.data), asked=BURN_IN),
 )}
+
+#: every kind of promise, in promise order: the registry's (kinds/), then those not yet declared there
+KINDS: dict[str, PromiseKind] = {**promise_kinds(), **_NOT_YET_MOVED}
 
 #: the suite that judges another tool's results (evidence.py): its promises come from the evidence given
 _EVIDENCE = "test_evidence.py"
@@ -281,7 +273,7 @@ CHECK_HERE = object()
 
 #: kinds a results format made first: a file of an earlier format was judged before they existed, and is not held to
 #: them when it is judged again (versions.py keeps the format from deciding *whether* a file is judged)
-ADDED_IN_FORMAT = {"gpu-health": 4, "xid-events": 4}
+ADDED_IN_FORMAT = {kind.name: kind.added_in_format for kind in KINDS.values() if kind.added_in_format}
 
 
 def _made_before(promise_id: str, version: object) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .kinds import check_rule
 from .remedy_classes import CLASSES, RERUN, RESET, SOFTWARE, Remedy
 from .remedy_rules import RULES, Context, _first, _lead, _watchdog, _window
 from .verdict import HEALTH_WATCHDOG
@@ -39,7 +40,9 @@ def remedy_of_check(check: dict, ctx: Context | None = None) -> Remedy | None:
     if verdict != "failed":
         return None
     name = str(check.get("name", ""))
-    rule = next((r for key, r in RULES.items() if name == key or (key.endswith("-") and name.startswith(key))), None)
+    declared = check_rule(name)
+    rule = declared.remedy if declared is not None else next(
+        (r for key, r in RULES.items() if name == key or (key.endswith("-") and name.startswith(key))), None)
     if rule is None:  # a check of a user's own or another plugin's: nothing known of its evidence
         return RERUN, f"{_lead(check)}: no rule reads this check's evidence; its message says what failed"
     found = rule(check, ctx)

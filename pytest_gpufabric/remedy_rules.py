@@ -344,22 +344,9 @@ def _memory(check: dict, ctx: Context) -> Remedy:
     return SOFTWARE, f"{_lead(check)}: the memory behaviour is the CUDA, PyTorch and driver stack's: the image"
 
 
-def _arrival(check: dict, ctx: Context) -> list[Remedy]:
-    """gpu-health, xid-events: each finding that drains, with the remedy the health check gives it (passive.py)."""
-    found = check.get("found")
-    findings = found.get("findings") if isinstance(found, dict) else None
-    drains = [f for f in findings or [] if isinstance(f, dict) and f.get("severity") == "drain"
-              and f.get("remedy") in CLASSES]
-    out = [(f["remedy"], f"{'node' if f.get('gpu') is None else 'GPU' + str(f['gpu'])}: {f.get('what')}")
-           for f in drains]
-    return out or [(RESET, f"{_lead(check)}: the health check drains the machine; a reset clears most of it")]
-
-
 #: check name (ending in "-": every check so named) -> its rule. The table a reader checks against the docs'
 #: "What to do next" section (docs/acceptance-report.md)
 RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
-    "gpu-health": _arrival,  # the remedy the health check gives each finding (nodehealth/passive.py)
-    "xid-events": _arrival,
     "gpu-count": _gpu_count,  # fewer: RESEAT (RESET where XID 79 says it fell off the bus); more: SOFTWARE
     # the profile states what was sold: a board of another model is the vendor's to exchange (a profile of another
     # machine fails every board and every promise with them: the operator sees that before any remedy)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpufabric.cli import main
-from pytest_gpufabric.report.phrases import phrase
+from pytest_gpufabric.report.check_words import phrase
 
 BUNDLES = Path(__file__).parent / "data" / "bundles"
 X4_SERIALS = ["1653724049829", "1653824128984", "1653724066364", "1653724034047"]

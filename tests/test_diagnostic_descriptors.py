@@ -23,7 +23,7 @@ from pytest_gpufabric.formats import records
 from pytest_gpufabric.measurements import REGISTRY
 from pytest_gpufabric.profile import measure
 from pytest_gpufabric.promise import MARKER
-from pytest_gpufabric.report import phrases
+from pytest_gpufabric.report import check_words, phrases
 from pytest_gpufabric.report.figures import report_figures
 from pytest_gpufabric.suites import test_diagnostics as suite
 from pytest_gpufabric.units import parse_bytes
@@ -179,10 +179,10 @@ def test_the_report_and_the_fleet_follow_from_the_checks_limits(diagnostic: Diag
     limits = record_limits(record)
     assert limits, f"{diagnostic.check}.py states no limits for {diagnostic.name}"
     assert all(isinstance(limit, Limit) and limit.unit for limit in limits)
-    expected, found = phrases.phrase(record)
+    expected, found = check_words.phrase(record)
     assert (expected, found) != phrases._settings(record)  # its own words, not the generic ones
     bounded = [limit for limit in limits if limit.bound is not None]
-    assert (phrases.margin(record) is not None) == bool(bounded)
+    assert (check_words.margin(record) is not None) == bool(bounded)
     bars = [bar["label"] for group in report_figures({"checks": [record]}) if group["id"] == "floors"
             for chart in group["charts"] for bar in chart["bars"]]
     assert bars == list(dict.fromkeys(limit.bar for limit in bounded if limit.chart))
@@ -193,7 +193,7 @@ def test_the_report_and_the_fleet_follow_from_the_checks_limits(diagnostic: Diag
 
 def test_the_recorded_diagnostics_state_their_bounds():
     """HBM against its floors, the pattern's coverage, the power hold's clock: each a margin on the report."""
-    assert phrases.margin(_recorded(HBM.name))[0].startswith("+")
+    assert check_words.margin(_recorded(HBM.name))[0].startswith("+")
     assert [limit.label for limit in record_limits(_recorded(MEMORY_PATTERN.name))] == ["coverage"]
     assert [(limit.label, limit.bound) for limit in record_limits(_recorded(POWER_HOLD.name))
             if limit.bound is not None] == [("sm_clock_mhz_median_at_limit", 1215)]
@@ -202,11 +202,11 @@ def test_the_recorded_diagnostics_state_their_bounds():
 def test_a_diagnostic_without_a_phrase_of_its_own_is_phrased_from_its_limits(monkeypatch):
     record = {**_recorded(PCIE_LOAD.name), "expected": {**_recorded(PCIE_LOAD.name)["expected"], "min_gbps": 50}}
     monkeypatch.delitem(phrases._PHRASES, PCIE_LOAD.name)
-    expected, found = phrases.phrase(record)
+    expected, found = check_words.phrase(record)
     assert expected == "≥ 50 GB/s h2d; ≥ 50 GB/s d2h"
     assert found == "; ".join(f"{key}: {phrases.number(record['found'][f'{key}_gbps'], 'GB/s')}"
                               for key in ("h2d", "d2h"))
-    assert phrases.margin(record)[1].endswith("vs min 50 GB/s")
+    assert check_words.margin(record)[1].endswith("vs min 50 GB/s")
 
 
 def test_a_check_result_carries_its_limits():

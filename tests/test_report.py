@@ -25,7 +25,8 @@ from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
 from pytest_gpufabric.report.html import report_html
 from pytest_gpufabric.report.integrity import verify_document
-from pytest_gpufabric.report.phrases import format_value, margin, phrase, short
+from pytest_gpufabric.report.check_words import margin, phrase
+from pytest_gpufabric.report.phrases import format_value, short
 from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
 from pytest_gpufabric.report.sections import inventory_data
 
@@ -387,7 +388,7 @@ def test_pcie_and_oom_records_lacking_a_figure_say_not_recorded():
 def test_an_affinity_the_evidence_does_not_give_is_not_recorded():
     """The H200 profile's affinity record from the run on the H100 (CPUs 0-15, NUMA node 0), and COPIES of it with
     the NUMA node unknown (None; topo -m's N/A) and with no record at all."""
-    from pytest_gpufabric.report.phrases import phrase
+    from pytest_gpufabric.report.check_words import phrase
 
     recorded = _check(json.loads((RESULTS_DATA / "h200-nvswitch-x2-live-on-h100-x1.json").read_text()),
                       "affinity", "GPU0")

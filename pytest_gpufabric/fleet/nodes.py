@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..catalogue import CHECK_HERE
-from ..checks.limits import record_limits
+from ..kinds import record_limits
 from ..remedy import remedies_by_class
 from ..report.versions import NotJudgeable, judge_again
 from .loader import EMBEDDED_PROFILE, FILE_INTEGRITY, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..checks.limits import record_limits
+from ..kinds import record_limits
 from ..units import GIB, format_bytes, is_number, parse_gbps, parse_seconds
 from .charts import bar_chart, line_chart
 from .phrases import rate, size_text

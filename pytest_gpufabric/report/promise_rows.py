@@ -11,7 +11,8 @@ from ..checks.result import is_measurement
 from ..reference import ReferenceDataError, find_reference, load_references
 from ..reference_normal import BASIS_WORDS, judge_check, recorded_samples
 from .cells import _cell, _relative_paths, _short_nodeid
-from .phrases import format_value, margin, phrase, short
+from .check_words import margin, phrase
+from .phrases import format_value, short
 
 RESULTS_LABEL = {"passed": ("passed", "match"), "failed": ("failed", "mismatch"),
                  "not checked": ("not checked", "unknown"), "unknown": ("not checked", "unknown"),

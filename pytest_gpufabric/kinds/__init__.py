@@ -1,0 +1,86 @@
+"""The registry of promise kinds: every module of this package that declares ``KINDS`` (a tuple of kinds.base.Kind)
+or ``CHECKS`` (check rules no single kind owns) is a family of kinds, placed in the promise list by its ``POSITION``.
+
+The tables the other layers read are views of it: the promise catalogue (``promise_kinds``), the check rules that
+phrase a record, point a failure to its remedy and read its limits (``check_rule``, ``record_limits``), and the
+profile sections the kinds claim (``claimed_sections``). docs/adding-a-diagnostic.md says how to add a kind.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from types import ModuleType
+
+from .base import CheckRule, Kind
+
+__all__ = ["CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds", "record_limits"]
+
+
+@functools.cache
+def families() -> tuple[ModuleType, ...]:
+    """The family modules of this package, in promise order (their ``POSITION``)."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "KINDS") or hasattr(module, "CHECKS"):
+            found.append(module)
+    return tuple(sorted(found, key=lambda module: (getattr(module, "POSITION", 1000), module.__name__)))
+
+
+@functools.cache
+def _shipped() -> tuple[Kind, ...]:
+    kinds = tuple(kind for module in families() for kind in getattr(module, "KINDS", ()))
+    names = [kind.name for kind in kinds]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"promise kinds declared twice: {', '.join(twice)}")
+    return kinds
+
+
+def promise_kinds() -> dict[str, Kind]:
+    """Every shipped kind by name, in promise order."""
+    return {kind.name: kind for kind in _shipped()}
+
+
+@functools.cache
+def _rules() -> tuple[CheckRule, ...]:
+    rules = [rule for kind in _shipped() for rule in kind.checks]
+    rules += [rule for module in families() for rule in getattr(module, "CHECKS", ())]
+    return tuple(rules)
+
+
+def check_rule(check_name: str, site_kinds: tuple[Kind, ...] = ()) -> CheckRule | None:
+    """The rule that reads records of ``check_name``: an exact name before the longest prefix; a site's kinds
+    (``site_kinds``) after the shipped ones."""
+    rules = [*_rules(), *(rule for kind in site_kinds for rule in kind.checks)]
+    exact = next((rule for rule in rules if rule.name == check_name), None)
+    if exact is not None:
+        return exact
+    prefixed = [rule for rule in rules if rule.name.endswith("-") and check_name.startswith(rule.name)]
+    return max(prefixed, key=lambda rule: len(rule.name), default=None)
+
+
+def record_limits(record: dict, site_kinds: tuple[Kind, ...] = ()) -> list:
+    """The limits a check record states (checks/limits.Limit), in its check's order; [] for a record whose check
+    declares none, or one of a shape its reader cannot read (a hand-edited file)."""
+    rule = check_rule(str(record.get("name") or ""), site_kinds)
+    reader = rule.limits if rule is not None else None
+    if reader is None:
+        from ..checks.limits import record_limits as legacy  # a family not yet moved here
+
+        return legacy(record)
+    try:
+        return reader(record)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
+def claimed_sections() -> dict[str, tuple[str, ...]]:
+    """Profile section -> the kinds that section makes."""
+    claimed: dict[str, list[str]] = {}
+    for kind in _shipped():
+        for section in kind.sections:
+            claimed.setdefault(section, []).append(kind.name)
+    return {section: tuple(names) for section, names in claimed.items()}

@@ -1,0 +1,42 @@
+"""The state a machine arrives in, judged by the health check's own readers and limits (nodehealth/arrival.py):
+each GPU's health (ECC, row remapping, fabric, recovery action) and the Xids of the kernel log."""
+
+from __future__ import annotations
+
+from ..remedy_classes import CLASSES, RESET, Remedy
+from ..remedy_rules import Context, _lead
+from ..report.phrases import format_value
+from .base import CheckRule, Kind, gpus
+
+POSITION = 10
+SUITE = "test_arrival.py"
+
+
+def _phrase(check: dict) -> tuple[str, str]:
+    """What the health check found on arrival, board by board."""
+    found = check.get("found")
+    findings = found.get("findings") if isinstance(found, dict) else None
+    if not isinstance(findings, list):
+        return format_value(check.get("expected")), format_value(found)
+    seen = [(f"GPU{f['gpu']}: " if check.get("name") == XID_EVENTS.name and f.get("gpu") is not None else "")
+            + str(f.get("what")) for f in findings if isinstance(f, dict) and f.get("severity") in ("drain", "warn")]
+    return str(check.get("expected")), "; ".join(seen) or "healthy"
+
+
+def _remedy(check: dict, ctx: Context) -> list[Remedy]:
+    """Each finding that drains, with the remedy the health check gives it (nodehealth/passive.py)."""
+    found = check.get("found")
+    findings = found.get("findings") if isinstance(found, dict) else None
+    drains = [f for f in findings or [] if isinstance(f, dict) and f.get("severity") == "drain"
+              and f.get("remedy") in CLASSES]
+    out = [(f["remedy"], f"{'node' if f.get('gpu') is None else 'GPU' + str(f['gpu'])}: {f.get('what')}")
+           for f in drains]
+    return out or [(RESET, f"{_lead(check)}: the health check drains the machine; a reset clears most of it")]
+
+
+GPU_HEALTH = Kind("gpu-health", "arrival state of this GPU (ECC errors, row remapping, fabric, recovery action)",
+                  SUITE, gpus, checks=(CheckRule("gpu-health", _remedy, _phrase),), added_in_format=4)
+XID_EVENTS = Kind("xid-events", "no Xid in the kernel log on arrival", SUITE, lambda profile: [""],
+                  checks=(CheckRule("xid-events", _remedy, _phrase),), added_in_format=4)
+
+KINDS = (GPU_HEALTH, XID_EVENTS)
