@@ -28,21 +28,7 @@ NVML answers that are data (NOT_SUPPORTED, ...) are null, with their names under
 NVML error fails the workload. Nothing is set. ``--device cpu --workers N`` copies between host tensors without
 NVML (for tests): every NVML field is null and ``nvml.available`` false.
 
-Result (``gpufabric-pcie-load/1``), as an H100 80GB HBM3 SXM gave it (2026-11-25, defaults)::
-
-    {"format": "gpufabric-pcie-load/1", "device": "cuda", "size": 1073741824, "seconds": 3.0,
-     "nvml": {"available": true, "why": null},
-     "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-42c7a046-...", "serial": "1753024038221",
-               "name": "NVIDIA H100 80GB HBM3", "h2d_gbps": 55.0, "d2h_gbps": 55.1,
-               "copies": {"h2d": 147, "d2h": 146}, "cpu_affinity": "0-15",
-               "link": {"idle": {"gen": 5, "width": 16},
-                        "under_load": {"gen_min": 5, "width_min": 16, "gen_max": 5, "width_max": 16, "reads": 300,
-                                       "gen_reads": {"5": 300}, "width_reads": {"16": 300}},
-                        "after": {"gen": 5, "width": 16},
-                        "max": {"gen": 5, "width": 16, "gpu_gen": 5}},
-               "replay_counter": {"before": 0, "after": 0, "rise": 0},
-               "unread": {}}],
-     "torch_version": "2.11.0+cu130"}
+The result's format (``pcie-load.json``): docs/evidence/diagnostics.md, "Record formats".
 """
 
 from __future__ import annotations
