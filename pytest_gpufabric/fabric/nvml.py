@@ -141,7 +141,7 @@ def _bitmask_list(words) -> str:
 
 
 def collect_record(*, sysfs_root: str = "/") -> dict:
-    """Ask NVML (and sysfs) about this machine; the JSON-ready record the module docstring describes.
+    """Ask NVML (and sysfs) about this machine; the JSON-ready record docs/bundles.md describes.
 
     Raises HardwareUnavailable when NVML cannot be used at all (no pynvml, no libnvidia-ml, no driver).
     """

@@ -53,7 +53,7 @@ class RdmaPort:
     rate_text: str | None = None  # "25 Gb/sec (1X EDR)", as printed
     width: str | None = None  # "1X", "4X"
     link_layer: str | None = None  # "InfiniBand" | "Ethernet"
-    active_mtu: int | None = None  # bytes; see the module docstring for where it comes from
+    active_mtu: int | None = None  # bytes; where it comes from: docs/evidence/rdma.md
     active_mtu_source: str | None = None  # "ibv_devinfo" | "netdev ens1f0 mtu 1500"
     netdev: str | None = None  # the netdev behind the port (RoCE GID table, or the device's only netdev)
     netdev_mtu: int | None = None  # that netdev's ``mtu``
