@@ -1,36 +1,8 @@
 """Replay bundles: recorded tool outputs of a real machine, judged later without the machine.
 
-A bundle is a directory (or a .tar.gz of one) holding files with fixed names; any subset that holds the
-topology works:
-
-- ``nvidia-smi-topo-m.txt``   `nvidia-smi topo -m`: the matrix, NIC columns, CPU/NUMA affinity
-- ``nvidia-smi-nvlink-s.txt`` `nvidia-smi nvlink -s`: per-link state and speed
-- ``nvidia-smi-q.xml``        `nvidia-smi -q -x`: inventory (serials, PCIe, memory, driver, VBIOS, ECC)
-- ``nvml.json``               what `gpufabric snapshot` read through NVML (fabric/nvml.py documents it)
-- ``manifest.json``           written by `gpufabric snapshot`: when, where, which commands, their exit codes
-- ``health.json``             every GPU's health counters and the kernel's Xid lines, by `gpufabric snapshot` with the
-                              reader `gpufabric health` uses (nodehealth/record.py); what `gpufabric health --replay`
-                              judges
-- ``nvlink-traffic.json``     NVLink counter samples around a training step, with the workload's result, as the
-                              NVLink suite writes them to reports/ on a live run
-- ``bandwidth.json``          the bandwidth suite's measurements (collectives, copies), as it writes them to reports/
-- ``nccl-tests*.txt``         output of nccl-tests' all_reduce_perf (NCCL INFO lines may be interleaved)
-- ``sysfs/sys/class/infiniband/...`` a copy of the RDMA sysfs tree (`gpufabric snapshot`)
-- ``ibv_devinfo-v.txt``       `ibv_devinfo -v`: RDMA devices and ports (active MTU, which sysfs lacks)
-- ``ib_write_bw.txt``         ib_write_bw client output (``ib_write_bw-client.txt`` is read too)
-- ``rdma-bw.json``            the RDMA suite's live ib_write_bw run, with the port counters around it
-- ``memory.json``             the memory suite's live run (estimate, OOM and recovery, offload runs)
-- ``gpufabric-burnin.jsonl``  a burn-in's log (--gpu-burn-in), one JSON line per chunk
-- ``nvidia-smi-nvlink-gt-d.sample<N>.txt``, ``nvidia-smi-nvlink-g0.sample<N>.txt``: counter reads taken while
-                              training ran (`nvidia-smi nvlink -gt d` or `-g 0`), N = 0, 1, ... in time order
-- ``platform.json``           the host settings `gpufabric snapshot` read (ACS, IOMMU, modules, persistence, governor,
-                              NUMA balancing, hugepages, PCIe sizes: fabric/platform.py), with ``platform/``, a copy
-                              of the sysfs/procfs files they were read from
-- ``lspci-vvv.txt``, ``lsmod.txt``, ``proc-cmdline.txt``, ``dmesg.txt``: the same facts as a customer can send them
-                              (`sudo lspci -vvv`, `lsmod`, `cat /proc/cmdline`, `dmesg`)
-
-When several files say the same thing, the tool's own text wins for the matrix and affinity (it is what a
-customer sees printed), NVML wins for inventory and links (it holds more than the text).
+A bundle is a directory (or a .tar.gz of one) holding files with fixed names (docs/bundles.md lists them); any
+subset that holds the topology works. When several files say the same thing, the tool's own text wins for the
+matrix and affinity (it is what a customer sees printed), NVML wins for inventory and links (it holds more).
 """
 
 from __future__ import annotations

@@ -40,9 +40,7 @@ COUNTERS = {
 }
 #: what a profile forbids unless it says otherwise: errors that lost data, need service, or made a link retrain or
 #: retransmit. Not the NVLink CRC_DATA / ECC_DATA counters: the link corrects those, and they rise on healthy
-#: machines (H200s on NVSwitch, 2026-11-22: by thousands per GEMM chunk on 2x H200, and by 1 to 7 per GPU
-#: during every idle topology test on 4x H200, replay and recovery at 0 on both); they are recorded and
-#: shown, and a profile may forbid them.
+#: machines (docs/suites.md); they are recorded and shown, and a profile may forbid them.
 DEFAULT_FORBIDDEN = ("xid", "ecc_uncorrected", "remapped_rows_uncorrectable", "remapped_rows_pending",
                      "remapped_rows_failure", "retired_pages", "nvlink_replay", "nvlink_recovery")
 #: clock-event reasons a profile forbids unless it says otherwise: the GPU protecting itself, not its power policy

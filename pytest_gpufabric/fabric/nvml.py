@@ -1,85 +1,9 @@
 """The live machine through NVML (nvidia-ml-py's ``pynvml``), recorded as plain JSON, then read into a Fabric.
 
-Two steps, kept apart so that a recorded machine is judged exactly like a live one:
-
-- ``collect_record()`` asks NVML (and sysfs, for NICs and NUMA) and returns a JSON-ready dict; a replay
-  bundle stores it as ``nvml.json``;
-- ``fabric_from_record(record)`` builds the typed model from such a dict: pure, no NVML needed; every value is
-  typed there (fabric/nvml_record.py), and one that is not what NVML gives is named, never judged.
-
-``collect_fabric()`` does both. ``pynvml`` is imported inside the functions only: importing this module
-costs nothing.
-
-Every NVML call goes through one funnel, ``query(fn, *args)``: the answers NOT_SUPPORTED, NOT_FOUND,
-NO_PERMISSION, FUNCTION_NOT_FOUND and INVALID_ARGUMENT (what NVML returns for a link index beyond the GPU)
-come back as a recorded error ``{"error": "NOT_SUPPORTED"}`` in place of the value; any other NVMLError
-(GPU_IS_LOST, UNINITIALIZED, UNKNOWN, ...) propagates.
-
-Record format ``gpufabric-nvml/1``, with what the 2x H200 VM answered (2026-11-22). Any value may be
-``{"error": "<NVML error name>"}`` instead (the machine's answer; the model shows it as NA); a key that is
-absent was not recorded (None in the model)::
-
-    {
-      "format": "gpufabric-nvml/1",
-      "recorded_at": "2026-11-22T02:05:01+00:00",     # UTC, ISO 8601
-      "hostname": "...",
-      "pynvml_version": "13.615.71",                   # the nvidia-ml-py that recorded it (None if unknown)
-      "nvml_version": "13.580.159.04",                 # nvmlSystemGetNVMLVersion
-      "driver_version": "580.159.04",                  # nvmlSystemGetDriverVersion
-      "cuda_driver_version": 13000,                    # nvmlSystemGetCudaDriverVersion (int)
-      "cuda_driver_version_text": "13.0",              # major.minor of the above
-      "gpu_count": 2,                                  # nvmlDeviceGetCount
-      "gpus": [                                        # by NVML index
-        {
-          "index": 0,
-          "name": "NVIDIA H200", "uuid": "GPU-...", "serial": "1653924042173",
-          "pci_bus_id": "00000000:00:06.0",            # nvmlPciInfo_t.busId (8-digit domain, as nvidia-smi)
-          "pci_device_id": "0x233510DE",               # nvmlPciInfo_t.pciDeviceId (device << 16 | vendor)
-          "memory_total_bytes": 150754820096,          # nvmlDeviceGetMemoryInfo().total
-          "pcie_gen_max": 5, "pcie_gen_current": 5,    # nvmlDevice{Max,Curr}PcieLinkGeneration
-          "pcie_width_max": 16, "pcie_width_current": 16,
-          "vbios_version": "96.00.A5.00.1A",
-          "compute_capability": [9, 0],                # nvmlDeviceGetCudaComputeCapability
-          "ecc_mode": {"current": 1, "pending": 1},    # nvmlDeviceGetEccMode (1 = enabled)
-          "cpu_affinity": "0-31",                      # nvmlDeviceGetCpuAffinity, as a CPU list
-          "memory_affinity": "0",                      # nvmlDeviceGetMemoryAffinity, scope NODE: node list
-          "numa_node_nvml": {"error": "NOT_SUPPORTED"},  # nvmlDeviceGetNumaNodeId (the GPU's own NUMA node)
-          "numa_node_sysfs": -1,                       # /sys/bus/pci/devices/<bdf>/numa_node, None: unread
-          "numa_node": {"error": "NOT_SUPPORTED"},     # the chosen one: NVML's answer, else sysfs when >= 0
-          "numa_node_source": "nvmlDeviceGetNumaNodeId",  # or "/sys/bus/pci/devices/0000:00:06.0/numa_node"
-          "nvlinks": [                                 # links 0.. until NVML refuses a link index
-            {"link": 0,
-             "state": 1,                               # nvmlDeviceGetNvLinkState (1 = active)
-             "version": 6,                             # nvmlDeviceGetNvLinkVersion (NVML_NVLINK_VERSION_*)
-             "remote_pci_bus_id": "FFFFFFFF:FF:FF.0",  # nvmlDeviceGetNvLinkRemotePciInfo (NVSwitch: all F)
-             "remote_device_type": 2,                  # ...RemoteDeviceType: 0 GPU, 1 IBMNPU, 2 SWITCH
-             "speed_mbps": 26562,                      # field NVML_FI_DEV_NVLINK_GET_SPEED, scopeId = link
-             "speed_field": "NVML_FI_DEV_NVLINK_GET_SPEED"},
-            ...                                        # an inactive link holds only "link" and "state"
-          ],
-          "nvlinks_end": {"link": 18, "error": "INVALID_ARGUMENT"}   # why the walk stopped (None: at the max)
-        }
-      ],
-      "pairs": [                                       # every GPU pair i < j
-        {"gpus": [0, 1],
-         "common_ancestor": 30,                        # nvmlDeviceGetTopologyCommonAncestor: HOSTBRIDGE
-         "p2p_nvlink": 0, "p2p_read": 0}               # nvmlDeviceGetP2PStatus, caps NVLINK / READ (0 = OK)
-      ],
-      "nics": [                                        # RDMA devices from /sys/class/infiniband ([] if none)
-        {"name": "mlx5_0", "pci_bus_id": "0000:17:00.0", "numa_node": 0,
-         "path_to_gpu": {"0": "PIX", "1": "SYS"},      # keyed by GPU index (str)
-         "path_to_nic": {"mlx5_1": "PIX"}}             # keyed by the other device's name
-      ]
-    }
-
-NVML facts this relies on (from nvidia-ml-py's pynvml.py and nvml.h): ``nvmlPciInfo_t.busId`` is
-``%08X:%02X:%02X.0`` (``busIdLegacy`` is the 4-digit-domain form); NVML_TOPOLOGY_INTERNAL/SINGLE/MULTIPLE/
-HOSTBRIDGE/NODE/SYSTEM = 0/10/20/30/40/50; NVML_NVLINK_DEVICE_TYPE_GPU/IBMNPU/SWITCH = 0/1/2 (0xFF unknown);
-NVML_P2P_CAPS_INDEX_READ = 0, _NVLINK = 2 (pynvml 13.x spells READ as the tuple ``(0,)``: unwrapped here);
-NVML_FI_DEV_NVLINK_GET_SPEED = 164 "NVLink Speed in MBps" per link via scopeId; the legacy per-link fields
-NVML_FI_DEV_NVLINK_SPEED_MBPS_L0..L11 exist only for links 0-11; nvmlDeviceGetCpuAffinity and
-nvmlDeviceGetMemoryAffinity fill 64 CPUs/nodes per unsigned long; nvmlDeviceGetNumaNodeId "only applies to
-platforms where the GPUs are NUMA nodes" (NOT_SUPPORTED on the H200 VM).
+``collect_record()`` asks NVML (and sysfs, for NICs and NUMA) for the ``nvml.json`` record a bundle stores;
+``fabric_from_record()`` types it into the model without NVML, so a recording is judged as the live machine is;
+``collect_fabric()`` does both. Every NVML call goes through ``query()``. The record's format and the NVML facts
+it relies on: docs/bundles.md, "nvml.json". ``pynvml`` is imported inside the functions: importing this is free.
 """
 
 from __future__ import annotations
@@ -217,7 +141,7 @@ def _bitmask_list(words) -> str:
 
 
 def collect_record(*, sysfs_root: str = "/") -> dict:
-    """Ask NVML (and sysfs) about this machine; the JSON-ready record the module docstring describes.
+    """Ask NVML (and sysfs) about this machine; the JSON-ready record docs/bundles.md describes.
 
     Raises HardwareUnavailable when NVML cannot be used at all (no pynvml, no libnvidia-ml, no driver).
     """

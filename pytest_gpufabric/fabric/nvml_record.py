@@ -1,4 +1,4 @@
-"""An NVML record (``nvml.json``, format ``gpufabric-nvml/1``: fabric/nvml.py documents it) read into the typed
+"""An NVML record (``nvml.json``, format ``gpufabric-nvml/1``: docs/bundles.md documents it) read into the typed
 model, in this one place: every value typed, in its physical range and finite before any check sees it.
 
 Three outcomes per value: absent (None: not recorded), a recorded NVML error (NA: the machine's answer), or a

@@ -5,27 +5,7 @@ Every reader takes ``root`` ("/" on a live machine, a bundle's ``platform/`` cop
 ``Reading``: the value, where it was read, and, when the machine hides it, why (``"not readable here: ..."``).
 A value of None without a reason means the evidence did not record it (a customer's bundle without the file).
 
-What is read where (Linux ABI documents in ``Documentation/ABI/``; ``Documentation/admin-guide/kernel-parameters``):
-
-- PCI functions of the GPUs and RDMA NICs and every bridge above them: ``/sys/bus/pci/devices/<bdf>`` is a link
-  into ``/sys/devices/pci<domain>:<bus>/<bridge>/.../<bdf>``, whose ``config`` holds the configuration space
-  (``formats.pci_config.parse_config_space``: PCIe MaxPayload/MaxReadReq, the ACS control register). Unprivileged
-  reads return the first 64 bytes only; a VM without ECAM gives 256 (no ACS);
-- the IOMMU: ``/proc/cmdline`` (``iommu=pt``, ``iommu=off``, ``intel_iommu=on|off``, ``amd_iommu=off``,
-  ``iommu.passthrough=0|1``), ``/sys/class/iommu/*`` (one entry per IOMMU unit the kernel drives: dmar0,
-  ivhd0, ...), and per device ``<device>/iommu_group`` -> ``/sys/kernel/iommu_groups/<n>/type``: ``identity``
-  (passthrough), ``DMA`` or ``DMA-FQ`` (translated), ``unmanaged`` (given to vfio), ``blocked``;
-- the peer-memory module GPUDirect RDMA needs: ``/proc/modules`` (nvidia_peermem, or Mellanox's older
-  nv_peer_mem), ``/sys/module/<name>/version``, and ``/sys/kernel/mm/memory_peers/nv_mem{,_nc}/version`` (the
-  three files NCCL's ``ncclIbGdrSupport`` tests before it prints "GPU Direct RDMA Disabled for HCA");
-- persistence mode: NVML ``nvmlDeviceGetPersistenceMode`` through ``fabric.nvml.query`` (live), or
-  ``<persistence_mode>`` of ``nvidia-smi -q -x`` (a bundle);
-- the CPU frequency governor: ``/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor`` (absent in VMs and
-  kernels without cpufreq); NUMA balancing: ``/proc/sys/kernel/numa_balancing`` (0 off, 1 on, 2 and 3
-  memory tiering); hugepages: ``/sys/kernel/mm/hugepages/hugepages-<kB>kB/{nr,free}_hugepages``, else
-  ``/proc/meminfo``;
-- NIC firmware: ``/sys/class/infiniband/<dev>/fw_ver``; whether this is a VM: the ``hypervisor`` flag of
-  ``/proc/cpuinfo``, ``/sys/class/dmi/id/{sys_vendor,product_name}``.
+Where each setting is read, and the kernel documents that say so: docs/evidence/platform.md.
 
 ``gpufabric snapshot`` writes the readings as ``platform.json`` (format ``gpufabric-platform/1``:
 platform_record.py's ``Platform`` as JSON) and copies the small files it read under ``platform/`` (links as

@@ -9,29 +9,8 @@ never raises for a missing or unreadable file: the field is ``None`` ("not recor
 there but cannot be parsed (i40iw answers ``N/A (no PMA)`` for its IB counters) also gives ``None``, and its
 text is kept in the ``raw`` dict of the device or port so a report can show what the machine said.
 
-The files used (Linux ``Documentation/ABI/stable/sysfs-class-infiniband``, ``drivers/infiniband/core/sysfs.c``):
-
-- ``<dev>/node_type`` ("1: CA"), ``node_guid``, ``fw_ver``, ``board_id``, ``hca_type`` (vendor drivers);
-- ``<dev>/device`` -> the PCI function (its ``numa_node`` and ``net/<ifname>/``); absent for rxe/siw;
-- ``<dev>/ports/<n>/state`` ("4: ACTIVE"), ``phys_state`` ("5: LinkUp"), ``rate`` ("100 Gb/sec (4X EDR)"),
-  ``link_layer`` ("InfiniBand" | "Ethernet"), ``lid`` ("0x1"), ``gids/<i>`` (full IPv6 form, zeros when
-  unused), ``gid_attrs/ndevs/<i>`` (the netdev behind a RoCE GID);
-- ``<dev>/ports/<n>/counters/*``: the IB PortCounters (PMA) attribute. ``port_xmit_data`` and
-  ``port_rcv_data`` count 4-byte words, not bytes (IBA spec, PortXmitData/PortRcvData: "total number of
-  data octets, divided by 4"); ``*_packets`` count packets. ``counters_ext/*_64`` (mlx4) are the 64-bit
-  PortCountersExtended values, same units;
-- ``<dev>/ports/<n>/hw_counters/*``: driver-defined counters (``rdma statistic``). mlx5: error and
-  retransmission counts, ``rx_write_requests``/``rx_read_requests`` = requests received as responder.
-  irdma/i40iw (Intel irdma README, "RDMA Statistics"): ``ip4OutOctets``/``ip4InOctets`` (and ``ip6*``) are
-  IP octets the RDMA engine sent/received (headers included), ``ip4OutPkts``/``ip4InPkts`` packets,
-  ``iwOutRdmaWrites``/``iwInRdmaWrites`` RDMA write *messages* (operations, not bytes), likewise
-  ``*RdmaReads``/``*RdmaSends``; newer irdma drops the ``iw`` prefix (``OutRdmaWrites``).
-
-There is no MTU file under an IB port. For a RoCE (Ethernet) port the active IB MTU follows the netdev MTU;
-``active_mtu`` is then computed with ib_core's ``iboe_get_mtu`` rule (netdev MTU less 96 bytes of RoCE
-headers, rounded down to 256/512/1024/2048/4096). Drivers may round differently (irdma uses the netdev MTU
-without the 96 bytes), so ``ibv_devinfo`` wins where it was recorded: ``merge_ibv_devinfo``
-(fabric/ibv_devinfo.py).
+The sysfs files read, their units, and how a RoCE port's active MTU is computed (``ibv_devinfo`` wins where it
+was recorded: ``merge_ibv_devinfo``, fabric/ibv_devinfo.py): docs/evidence/rdma.md, "Where the RDMA facts are read".
 """
 
 from __future__ import annotations
@@ -74,7 +53,7 @@ class RdmaPort:
     rate_text: str | None = None  # "25 Gb/sec (1X EDR)", as printed
     width: str | None = None  # "1X", "4X"
     link_layer: str | None = None  # "InfiniBand" | "Ethernet"
-    active_mtu: int | None = None  # bytes; see the module docstring for where it comes from
+    active_mtu: int | None = None  # bytes; where it comes from: docs/evidence/rdma.md
     active_mtu_source: str | None = None  # "ibv_devinfo" | "netdev ens1f0 mtu 1500"
     netdev: str | None = None  # the netdev behind the port (RoCE GID table, or the device's only netdev)
     netdev_mtu: int | None = None  # that netdev's ``mtu``

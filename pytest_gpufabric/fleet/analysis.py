@@ -1,42 +1,9 @@
 """The fleet verdict from its nodes: who failed, who never reported, what drifted, who is slow or hot among the passing.
 
-Outliers are judged among the nodes that passed on their own: a node above every floor of the profile can still
-be 9 % slower than its siblings, which costs a training job across the fleet as much as a failed one. For every
-measurement (check, subject, metric) within one machine class, the median and MAD (median absolute deviation,
-robust to the outliers themselves) are taken over the passing nodes.
-
-**A node is flagged only when two tests agree**, each in the measurement's own terms:
-
-- *statistical*: it is worse than the median of its comparison group by more than ``k`` MAD (``k`` = 5, about 3.4
-  robust standard deviations; where the fleet agrees to the last digit, MAD 0, any deviation passes this test and
-  the practical margin alone decides);
-- *practical*: for bandwidths, throughputs and times, worse than that median by at least ``min_deviation`` of it
-  (3 %: the run-to-run noise of these measurements); for temperatures, in degrees, never as a ratio (65 C is not
-  "10 % hotter" than 59 C in any useful sense): at least ``min_degrees_c`` (10 C) over that median, or, where the
-  node's own results carry the NVML slowdown threshold of that GPU (the power-hold check records it), less than
-  ``slowdown_headroom_c`` (5 C) below it. Every temperature finding says its headroom to slowdown, or that it is
-  not known: no node's threshold is ever assumed.
-
-Its robust z-score, 0.6745 (x - median) / MAD, says how far; every record carries the figures it rests on (value,
-median, MAD, the excess in the unit, the margin it passed).
-
-**Nodes that share one offset are one finding, not many accusations.** A row of racks running warmer, a batch of
-boards a little slower: listed node by node they bury the one node that is really hot. Halls name their nodes in
-order of where they stand (rack07-n12, gpu-b03-17, node04012: neighbours in a rack have neighbouring names), so a
-group is looked for *in the data, along the nodes' natural name order* (numbers compared as numbers): a stretch of
-consecutively named nodes where, in every window of ``2 x group_min_nodes - 1`` of them, most are worse than the
-fleet's median by at least the group margin (``group_min_degrees_c``, 4 C; ``group_min_deviation``, 3 %). A
-stretch is a group when it holds at least ``group_min_nodes`` (5) nodes, less than half the class, and its own
-median is shifted from the median of the nodes outside every stretch by at least that margin and by more than ``k``
-standard errors of a median of that many nodes (1.2533 x 1.4826 x MAD / sqrt(n), the MAD of those other nodes: a
-group must not widen its own yardstick). Why names and not values alone: a rack of 40 running 6 C warmer in a hall
-whose nodes spread by 2 C overlaps the hall's own tail (the hall has more nodes 6 C over its median than the rack
-has), so no threshold on values can tell the rack's nodes from the hall's warm ones; their neighbourhood can. Nodes
-scattered through the fleet never form one: a slow node every hundred is a hundred findings, a slow rack is one.
-The same stretch found on several measurements (both GPUs of every node of a warm row) is one group. A group is
-reported once, with its count, its names and its shift; it accuses no node. Its members are then judged against
-*their group's* median (the node 15 C hotter than its warm row is still named), the other nodes against the median
-of the nodes outside the groups; the MAD of the nodes outside the groups is the spread for both.
+Outliers are judged per measurement and machine class among the nodes that passed on their own, by median and MAD:
+a node is flagged only when a statistical test (more than ``k`` MAD) and a practical one (a fraction of the median,
+or degrees for temperatures) agree. Nodes shifted together along their name order (a warm rack) are one group,
+accusing no node. The rules, their thresholds and why: docs/fleet.md, "How outliers and groups are found".
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def find_node_dirs(paths: list[Path], exclude: list[Path] | None = None) -> tupl
             unlisted.append(f"{path}: {exc.strerror or exc}")
             continue
         for child in children:
-            # one stat for each (ten thousand nodes are many: resolving each path was a stat per part of it)
+            # one stat per folder: resolving each path would cost a stat per part of it, for ten thousand nodes
             identity = None if child.name.startswith(".") else _folder_identity(child)
             if identity is None or identity in skip:
                 continue

@@ -18,6 +18,7 @@ The registers read (PCI Express Base Specification; lspci's ``ls-caps.c`` and ``
   Source Validation, 1 Translation Blocking, 2 P2P Request Redirect, 3 P2P Completion Redirect, 4 Upstream
   Forwarding, 5 P2P Egress Control, 6 Direct Translated P2P (lspci's SrcValid, TransBlk, ReqRedir, CmpltRedir,
   UpstreamFwd, EgressCtrl, DirectTrans). Request and Completion Redirect, Upstream Forwarding and Egress Control
+  send peer-to-peer traffic up to the root complex instead of across the switch.
 
 A register read only in part leaves its fields None, and ``PciFacts.unreadable`` says which register and where it
 was cut.

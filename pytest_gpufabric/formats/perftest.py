@@ -2,46 +2,11 @@
 
 perftest is how an RDMA fabric is accepted port by port (the 23.14 Gb/s on a 25 Gb/s RoCE port in
 ``tests/data/captures/a100-pcie-roce-2node``), so its output must be judged as saved from a real run, whichever
-side (client or server) and whichever perftest version printed it. The layout read here is the one in perftest's
-``src/perftest_parameters.[ch]`` and ``src/write_bw.c`` (same for read_bw, send_bw, atomic_bw)::
+side (client or server) and whichever perftest version printed it.
 
-    ---------------------------------------------------------------------------------------   RESULT_LINE
-                        RDMA_Write BW Test                                                    ctx_print_test_info
-     Dual-port       : OFF          Device         : irdma0
-     ...
-     Mtu             : 1024[B]
-     Link type       : Ethernet
-    ---------------------------------------------------------------------------------------
-     local address: ... / remote address: ...
-    ---------------------------------------------------------------------------------------
-     #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]      RESULT_FMT_G
-     65536      1324156          0.00               23.14              0.044138           REPORT_FMT
-    ---------------------------------------------------------------------------------------
-
-Units. ``--report_gbits`` prints ``Gb/sec`` (10^9 bits/s, perftest's format_factor 125000000 bytes); without it the
-columns are ``MB/sec`` in older releases and ``MiB/sec`` since linux-rdma/perftest PR #257 (2024), and both mean
-2^20 bytes/s (format_factor 0x100000). Every bandwidth is returned in Gb/s; what was printed is kept in
-``units_printed`` so a reader can tell.
-
-Modes that change the table and how they come back:
-
-- ``-a`` prints one row per message size (2 B .. 8 MiB): ``results`` holds every row, in order.
-- ``-D`` (duration) and ``-N`` (no peak) print ``BW peak`` as 0.00: read as None (not measured), with
-  ``bw_peak_reported`` False; the two cannot be told apart from the output.
-- ``-b`` (bidirectional) says so in the title ("RDMA_Write Bidirectional BW Test"); the printed figures are then
-  both directions added up (print_full_bw_report sums the local and the remote report; ib_send_bw -b -D prints
-  only its own side). They are kept as printed, with ``bidirectional`` True so nobody compares them with a
-  one-way port speed unawares.
-- ``--report-both`` with ``-b`` adds " Local results:" and " Remote results:" tables after the summed one: those
-  come back under ``report_both``. A table printed again without such a marker, row for row the same, is a repeat
-  (counted in ``repeated_tables``), not more measurements.
-- ``--report_gbits`` with an average below 0.1 Gb/s switches to six decimals (REPORT_FMT_EXT); ``--cpu_util``,
-  ``--report-per-port`` and the QoS table add columns, read by their header names.
-
-Noise the parser skips, but never at the cost of a number: the server's "Waiting for client to connect" banner,
-the rdma_cm server's "Waiting for client rdma_cm QP to connect", address lines, and perftest's own stderr warnings
-("Conflicting CPU frequency values detected: ... CPU Frequency is not max.", also when stderr landed in the middle
-of a row). A line in a table that starts like a row but cannot be read is an error with its line number.
+Every bandwidth is returned in Gb/s, with what was printed kept in ``units_printed``. The layout read, its units,
+the modes that change the table (``-a``, ``-D``, ``-N``, ``-b``, ``--report-both``) and the noise skipped:
+docs/evidence/rdma.md, "How perftest output is read".
 
 When perftest found no RDMA device it prints one of its device errors (ctx_find_dev and the ``main`` of every
 test) and no table; that raises :class:`NoRdmaDevice` so a caller can tell "this host has no usable RDMA device"

@@ -1,4 +1,4 @@
-"""`gpufabric health`: the check a scheduler runs on a node between jobs (issue 34).
+"""`gpufabric health`: the check a scheduler runs on a node between jobs.
 
 - record.py: health.json, the one record of every GPU's health counters and the kernel's Xid lines, read live
   (NVML, the kernel log) or from a bundle, typed;

@@ -2,36 +2,12 @@
 
 One reader writes it (``read_live``: `gpufabric snapshot` into a bundle, `gpufabric health` in memory), one reader
 reads it (``health_from_record``): a live check and a replay are judged by the same code on the same record.
+The format, ``gpufabric-health/1``: docs/health.md, "health.json".
 
 Every NVML call goes through fabric/nvml.py's funnel (``query``). An answer that says the reading does not apply to
 this GPU (NOT_SUPPORTED, FUNCTION_NOT_FOUND, INVALID_ARGUMENT, NOT_FOUND) is kept as ``{"error": NAME}`` and
 judged as "does not apply"; any other answer (NO_PERMISSION, UNKNOWN, ...) is kept the same way and is "could not
 tell". GPU_IS_LOST ends the GPU's reads: ``"lost": "GPU_IS_LOST"``. Nothing is ever set or reset.
-
-Format ``gpufabric-health/1`` (values as an H200 SXM records them, 580.159.04)::
-
-    {"format": "gpufabric-health/1", "recorded_at": "2026-11-22T17:57:29+00:00", "hostname": "vm",
-     "driver_version": "580.159.04", "gpu_count": 4,           # nvmlSystemGetDriverVersion, nvmlDeviceGetCount
-     "pci_gpus": ["00000000:00:06.0", ...],                     # NVIDIA VGA/3D functions sysfs lists (null: unread)
-     "gpus": [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-...", "serial": "1653724049829",
-               "pci_bus_id": "00000000:00:06.0",
-               "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16,
-               "nvlink_states": [1, 1, ...],                    # nvmlDeviceGetNvLinkState per link (1 = active)
-               "ecc_mode": 1,                                   # nvmlDeviceGetEccMode, current
-               "ecc_uncorrected_volatile": 0, "ecc_corrected_volatile": 0,   # nvmlDeviceGetTotalEccErrors
-               "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": 0, "failure": 0},
-               "retired_pages": {"error": "NOT_SUPPORTED"},     # {"single_bit_ecc", "double_bit_ecc", "pending"}
-               "pcie_replay": 1,                                # nvmlDeviceGetPcieReplayCounter
-               "clock_event_reasons": 1,                        # nvmlDeviceGetCurrentClocksEventReasons (bits)
-               "temperature_c": 32, "slowdown_temperature_c": 89, "shutdown_temperature_c": 95,
-               "gpu_max_temperature_c": 87,                     # nvmlDeviceGetTemperatureThreshold
-               "margin_temperature_c": 56,                      # nvmlDeviceGetMarginTemperature
-               "power_w": 79.4, "persistence_mode": 1,
-               "fabric": {"state": 3, "status": 0},             # nvmlDeviceGetGpuFabricInfo(V); NVSwitch machines
-               "recovery_action": 0}],                          # field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
-     "kernel_log": {"source": "/dev/kmsg", "error": null,       # error: why it could not be read
-                    "xids": [{"pci": "0000:b9:00", "xid": 74, "age_s": 12.5, "text": "NVRM: Xid (...): 74, ..."}]},
-     "read_s": 0.41}
 
 A record that was not read from a machine but put together from what a bundle's other files hold says so in
 ``"derived"`` (tests/derive_health.py).

@@ -2,7 +2,7 @@
 
 From the start of pytest's sessionfinish (the last test has ended, or the run was stopped) to the end of
 unconfigure, the recorder writes the results JSON, pytest-html the page and the report plugin signs it. A Ctrl-C
-there used to cut that short: a results file saying ACCEPTED, no report, and exit 2. Now it is noted and said in one
+there would cut that short (a results file saying ACCEPTED, no report, and exit 2), so it is noted and said in one
 line, the files are finished, and the run ends with the exit code its results hold.
 
 `gpufabric accept` passes its own FinishWhole (``until_exit``): the hold then lasts until the command has returned

@@ -12,26 +12,7 @@ costs nothing, and without the package ``MetricsExporter()`` raises ImportError 
 ``server.shutdown()`` ends ``serve_forever``, ``server.server_close()`` closes the listening socket (without it
 the port stays taken: prometheus/client_python#1068), then the thread is joined.
 
-Metrics (``{labels}``):
-
-- ``gpufabric_nvlink_tx_bytes{gpu,link}`` / ``gpufabric_nvlink_rx_bytes{gpu,link}``: the cumulative per-link
-  counters of a ``CounterSample`` exactly as the hardware gave them (NVML throughput fields, KiB x 1024);
-- ``gpufabric_rdma_port_xmit_bytes{device,port}`` / ``gpufabric_rdma_port_rcv_bytes{device,port}``: an RDMA
-  port's data counters in bytes (``fabric.rdma.port_data_bytes``: IB PortCounters words x 4, or irdma octets);
-- ``gpufabric_rdma_hw_counter{device,port,counter}``: every numeric ``hw_counters/`` entry of a port, as is;
-- ``gpufabric_gpu_health{gpu,serial,metric}``: one series per numeric health value (``temperature_c``,
-  ``power_w``, ``sm_clock_mhz``, ``pcie_replay``, ...);
-- ``gpufabric_tests_total{outcome}`` (a Counter, with its ``gpufabric_tests_created``): test outcomes;
-- ``gpufabric_info{profile,sha256,plugin_version} 1``: what is being accepted, by which plugin.
-
-Why the hardware counters are Gauges, not Counters: a prometheus_client ``Counter`` can only ``inc()`` by a
-non-negative amount from zero at the exporter's start; it cannot be set to the value the hardware reports. To
-mirror NVLink or RDMA port counters with one the exporter would have to turn samples into increments, losing
-the absolute value the hardware shows (and other tools print) and handling resets itself. The counters do go
-down: a driver reload, ``nvidia-smi nvlink -r``, ``perfquery -x`` or a port reset clears them. ``Gauge.set()``
-exposes the value the hardware gave, unchanged, and PromQL's ``rate()``/``increase()`` still work on the series
-and treat a drop as a counter reset, the same rule ``formats.counters.link_deltas`` applies. The metric names
-therefore carry no ``_total`` suffix (that suffix is reserved for the Counter type).
+The series, their labels, and why the hardware counters are Gauges: docs/suites.md, "Live metrics: the series".
 """
 
 from __future__ import annotations

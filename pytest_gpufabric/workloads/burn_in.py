@@ -240,11 +240,8 @@ def run_burn_in(profile, duration_s: float, log_path: Path, *, plant_fault: int 
     env = env or workload_environment()
     all_reduce = [t for op, t in profile.collective_thresholds() if op == "all_reduce"]
     memory_done = any(r.get("type") == "memory" for r in records)
-    # a remainder under a second is done: four 150 s chunks measure 599.96 s, and a chunk of 0.04 s runs no
-    # GEMM at all, so waiting for the last 0.04 s would loop for ever (it did, on the first 10-minute run)
-    # the budget is wall-clock time: each chunk's GEMM seconds leave room for its process's start-up (torch, the
-    # CUDA context: about what the last chunk took beyond its GEMMs), so that a burn-in of D takes D, not D plus a
-    # start-up per chunk and the workloads between them (a 60 s one took 142 s before this)
+    # wall-clock budget: each chunk leaves room for the start-up the last one took beyond its GEMMs, so a burn-in
+    # of D takes D; a remainder under a second is done (a chunk that short runs no GEMM: docs/evidence/burn-in.md)
     startup_s = STARTUP_GUESS_S
     while duration_s - burn_in.elapsed_s - startup_s >= 1.0:
         seconds = min(chunk_s, duration_s - burn_in.elapsed_s - startup_s)

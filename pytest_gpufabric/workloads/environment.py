@@ -36,13 +36,8 @@ def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-#: torch's pinned host allocator set to page-lock with cudaHostRegister from 8 threads rather than with
-#: cudaHostAlloc: on an H100 SXM (torch 2.11) 8 GiB were pinned in 1.23-1.29 s instead of 4.71-5.72 s and 1 GiB
-#: in 0.18-0.20 s instead of 0.60-0.77 s, with host-to-device copies from either equally fast
-#: (tests/data/results/pin-probe-h100-x1/), and the memory suite's offloading slowdown within its own spread
-#: (tests/data/results/offload-pinning-probe-h100-x1/). Pinning is the set-up of the copy, PCIe and memory
-#: workloads (the offloading pins gigabytes), never what they time. The keys came with torch 2.2 (pytorch#108488,
-#: merged after 2.1.0); a torch that lacks them refuses the whole setting, and every CUDA allocation with it.
+#: torch's pinned host allocator page-locking with cudaHostRegister from 8 threads, several times faster than
+#: cudaHostAlloc with copies as fast (docs/recorded-evidence.md, "Pinned host memory"); torch >= 2.2 has the keys.
 FAST_PINNING = (("pinned_use_cuda_host_register", "True"), ("pinned_num_register_threads", "8"))
 _ALLOC_CONF_NAMES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")  # the newer name first
 

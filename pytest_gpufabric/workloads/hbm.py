@@ -5,31 +5,11 @@ importable):
 
     python hbm.py --size 4294967296 --iters 20 --warmup 3 --result out.json
 
-On each GPU, with two buffers of ``--size`` bytes (fp32):
-
-- copy: ``b.copy_(a)`` (a device-to-device memcpy), counted as read + write = 2 x size bytes;
-- read: ``torch.sum(a)``, a reduction that reads every byte once and writes one number: size bytes;
-- write: ``a.fill_(1.0)``, size bytes.
-
-Each is warmed up, then timed ``--iters`` times with CUDA events on the device's stream; the fastest run counts (a
-bandwidth test asks what the memory can do; slower runs are interference). GB/s = 1e9 bytes/s. ``best_gbps`` is the
-highest of the three (on an H100 80GB HBM3 with torch 2.11, 4 GiB: copy 3023, read 3085, write 3277 GB/s, the write
-97.8 % of the peak; a wall-clock mean of 50 back-to-back fills gave the same 3287 GB/s). The peak is NVML's: bus
-width (bits) / 8 x max memory clock (MHz) x 1e6 x 2 (double data rate) / 1e9 GB/s, e.g. 5120 / 8 x 2619 x 2 = 3352
-GB/s on an H100 80GB HBM3; null when NVML cannot say.
-
-Run alone, the script measures the GPUs one after another. The plugin runs one worker per GPU instead (``--gpu
-CUDA_INDEX``, through runner.run_workers), all started together, and lets them measure at the same time: each
-GPU's HBM is its own, and each worker has its own process, host thread and CUDA context, so no GPU's figure waits
-on another's launches (in one process, threads would share the interpreter lock between a start event and its
-kernel); what the GPUs still share is the chassis's power and cooling, which the power hold loads far harder,
-every GPU at once. The whole run took 4.3 s on one H100 (start-up included). The runner brackets the measured part
-(ready/go before the first GPU, done/release after the last); a worker makes its CUDA context before ``ready``.
-``--repeats N`` measures each GPU N times in the one process (profile init --measure's spread): ``gpus`` holds the
-first, ``repeats`` all N.
-
-``--size`` must be far above the L2 cache (50 MB on an H100, 60 MB on an H200), or the figures are the cache's.
-``--device cpu --workers N`` runs the same code on the CPU (for tests); the peak is then null.
+On each GPU, with two buffers of ``--size`` bytes (fp32): a copy ``b.copy_(a)`` (2 x size bytes), a read
+``torch.sum(a)`` and a write ``a.fill_(1.0)`` (size bytes each); the fastest of ``--iters`` timed runs counts.
+``--gpu CUDA_INDEX`` measures one GPU (the plugin starts one worker per GPU), ``--repeats N`` each GPU N times,
+``--device cpu --workers N`` runs on the CPU (for tests). How it times, NVML's peak, the figures of an H100 and
+why a worker per GPU: docs/evidence/diagnostics.md, "How the diagnostics measure".
 """
 
 from __future__ import annotations

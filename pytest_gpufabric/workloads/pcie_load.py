@@ -11,38 +11,15 @@ device buffers) before it says ``ready``; then it copies when the runner lets it
 runner put GPUs that share neither a PCIe root complex nor a NUMA node (nor so host memory) in one round, and says
 ``done``. The set-up of every GPU so overlaps; the copies of GPUs that share a path never do.
 
-Per GPU: the link's generation and width are read before anything runs on it (idle); the replay counter just
-before its copies; then ``--size``-byte copies from a pinned host buffer to the GPU run back to back for
-``--seconds``, then the other way for ``--seconds``, while a thread reads the current generation and width every
-``--read-interval`` seconds; the replay counter and the link are read again after. GB/s (1e9 bytes/s) per
-direction: the median over the copies, each timed by CUDA events. The copies run on the GPU's own CPUs
-(nvmlDeviceGetCpuAffinity), so the pinned buffer sits on its socket (a worker is bound to them from its start, so
-the threads that pin its buffer are too); the CPUs used are recorded.
-
-Why under load: a GPU slows its link when idle to save power (an H100 may read gen 1 at idle and gen 5 under
-load), and a link that trained down (a marginal riser, slot or retimer) shows only when it is asked for its full
-rate. The maximum is nvmlDeviceGetMaxPcieLinkGeneration/Width: what the GPU and its slot can reach together
-(a gen 5 GPU in a gen 4 slot says 4); ``max.gpu_gen`` is the GPU's own (nvmlDeviceGetGpuMaxPcieLinkGeneration).
+Per GPU, the link's generation and width are read idle, then under ``--seconds`` of pinned copies each way, with
+the replay counter before and after: a GPU slows its link when idle, and a link that trained down shows only under
+load. What is read when, on which CPUs, and why: docs/evidence/diagnostics.md, "How the diagnostics measure".
 
 NVML answers that are data (NOT_SUPPORTED, ...) are null, with their names under the GPU's ``unread``; any other
 NVML error fails the workload. Nothing is set. ``--device cpu --workers N`` copies between host tensors without
 NVML (for tests): every NVML field is null and ``nvml.available`` false.
 
-Result (``gpufabric-pcie-load/1``), as an H100 80GB HBM3 SXM gave it (2026-11-25, defaults)::
-
-    {"format": "gpufabric-pcie-load/1", "device": "cuda", "size": 1073741824, "seconds": 3.0,
-     "nvml": {"available": true, "why": null},
-     "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-42c7a046-...", "serial": "1753024038221",
-               "name": "NVIDIA H100 80GB HBM3", "h2d_gbps": 55.0, "d2h_gbps": 55.1,
-               "copies": {"h2d": 147, "d2h": 146}, "cpu_affinity": "0-15",
-               "link": {"idle": {"gen": 5, "width": 16},
-                        "under_load": {"gen_min": 5, "width_min": 16, "gen_max": 5, "width_max": 16, "reads": 300,
-                                       "gen_reads": {"5": 300}, "width_reads": {"16": 300}},
-                        "after": {"gen": 5, "width": 16},
-                        "max": {"gen": 5, "width": 16, "gpu_gen": 5}},
-               "replay_counter": {"before": 0, "after": 0, "rise": 0},
-               "unread": {}}],
-     "torch_version": "2.11.0+cu130"}
+The result's format (``pcie-load.json``): docs/evidence/diagnostics.md, "Record formats".
 """
 
 from __future__ import annotations

@@ -19,25 +19,7 @@ An NVML answer that is data (NOT_SUPPORTED, NO_PERMISSION, ...) is recorded as n
 GPU's ``unread``; any other NVML error (GPU_IS_LOST, ...) fails the workload. ``--device cpu --workers N`` runs
 the same logic on CPU threads without NVML (for tests): every NVML field is null and ``nvml.available`` false.
 
-Result (``gpufabric-power-hold/1``), as an H100 80GB HBM3 SXM gave it (2026-11-25, defaults)::
-
-    {"format": "gpufabric-power-hold/1", "device": "cuda", "seconds": 20.0 (measured),
-     "warmup_s": 3.0 (as long as it ran: 1.05 on that H100 since the warm-up ends at the limit), "warmup_max_s": 3.0,
-     "interval_s": 0.25, "size": 8192, "dtype": "bfloat16",
-     "nvml": {"available": true, "why": null},
-     "gpus": [{"cuda": 0, "index": 0, "uuid": "GPU-42c7a046-...", "serial": "1753024038221",
-               "name": "NVIDIA H100 80GB HBM3", "power_limit_w": 700.0, "max_sm_clock_mhz": 1980,
-               "thresholds_c": {"slowdown": 89, "shutdown": 95, "gpu_max": 87},
-               "tflops": 676.2, "iterations": 12299, "unread": {},
-               "samples": [{"t_s": 0.0, "power_w": 694.684, "sm_clock_mhz": 1245, "temperature_c": 60,
-                            "margin_c": 27, "reasons": ["sw_power_cap"]}, ...],
-               "summary": {"samples": 80, "power_w_median": 698.0, "power_w_max": 700.8,
-                           "sm_clock_mhz_median": 1350.0, "sm_clock_mhz_median_at_limit": 1350.0,
-                           "temperature_c_max": 70, "margin_c_min": 16, "reasons_seen": {"sw_power_cap": 1.0},
-                           "at_limit_fraction": 1.0}}],
-     "torch_version": "2.11.0+cu130"}
-
-``unread`` names each field NVML would not give, e.g. ``{"margin_c": "NOT_SUPPORTED"}``.
+The result's format (``power-hold.json``): docs/evidence/diagnostics.md, "Record formats".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 waits for the one command it will run (runner.py's SpareInterpreters).
 
 Importing torch takes about 5 s on the GPU machines (measured: 4.8 s of the memory workload on an H100 SXM); a
-single-GPU acceptance runs six workloads one after the other, so cold starts were a quarter of its time. A spare is
+single-GPU acceptance runs six workloads one after the other, so cold starts would be a quarter of its time. A spare is
 still a fresh process for every workload (its own CUDA context, allocator and crash), only started early.
 ``--imports torch,torchvision``: what it imports ahead (default torch). Only the memory workload's model needs
 torchvision, which takes 5 s more on an H100: a spare that imports it is ready that much later, so a workload
