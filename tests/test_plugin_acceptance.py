@@ -403,7 +403,9 @@ def test_a_run_that_judged_nothing_keeps_the_last_results(pytester: pytest.Pytes
     assert result.ret == 5
     result.stdout.fnmatch_lines(["*gpufabric: no test ran, nothing judged*",
                                  "the results and report of the last run, if any, are kept: *gpufabric-results.json"])
-    assert pytester.runpytest(*args, "--collect-only").ret == 0
+    assert "Generated html report" not in result.stdout.str()  # it was not: the last run's page stands
+    collected = pytester.runpytest(*args, "--collect-only")
+    assert collected.ret == 0 and "Generated html report" not in collected.stdout.str()
     assert {name: (reports / name).read_bytes() for name in before} == before
     assert sorted(path.name for path in reports.iterdir()) == ["a.html", "gpufabric-results.json"]
 

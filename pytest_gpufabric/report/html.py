@@ -155,6 +155,8 @@ class HtmlSections:
             self.last_report = path.read_bytes()
         except OSError:
             self.last_report = None
+        _silence_html_summary(session.config)
+
 
     def _document(self, session) -> dict:
         """The results document the run wrote; what the session knows where it could not be read."""
@@ -224,3 +226,14 @@ def _unescape(text: str) -> str:
     from html import unescape
 
     return unescape(text)
+
+
+def _silence_html_summary(config) -> None:
+    """No "Generated html report" line for a run that judged nothing: its page is put back as the last run's.
+    pytest-html's own sessionfinish still runs (pluggy calls the hook's implementations as they were when it
+    began); its terminal summary, a later call, no longer does."""
+    from pytest_html.basereport import BaseReport
+
+    for plugin in config.pluginmanager.get_plugins():
+        if isinstance(plugin, BaseReport):
+            config.pluginmanager.unregister(plugin)
