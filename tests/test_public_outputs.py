@@ -145,6 +145,19 @@ def test_op_is_for_nccl_tests_only(capsys):
     assert info.value.code == 2 and "--op is for `gpufabric parse nccl-tests`" in capsys.readouterr().err
 
 
+def test_each_kind_has_help_of_its_own(capsys):
+    """`gpufabric parse KIND --help` says what that kind reads and shows only the options that are for it."""
+    for kind, reads, shown, hidden in (("topo", "nvidia-smi topo -m", (), ("--op", "--reference", "--line-rate")),
+                                       ("nccl-tests", "all_reduce_perf", ("--op", "--reference"), ("--line-rate",)),
+                                       ("perftest", "ib_write_bw", ("--reference", "--line-rate"), ("--op",))):
+        with pytest.raises(SystemExit) as info:
+            main(["parse", kind, "--help"])
+        text = capsys.readouterr().out
+        assert info.value.code == 0 and f"gpufabric parse {kind}" in text and reads in text, text
+        listed = {line.split()[0] for line in text.splitlines() if line.strip().startswith("--")}
+        assert set(shown) <= listed and not set(hidden) & listed, text
+
+
 # --- nvidia-smi topo -m --------------------------------------------------------------------------------------------
 
 # file -> (devices, {cell: label}, {GPU: (CPU affinity, NUMA affinity)}, NIC legend, damaged keys)

@@ -13,32 +13,51 @@ from ..report.results import json_text
 from ..units import parse_gbit
 from .common import EXIT_OK
 
+#: kind -> (the tool output it reads, in words; the options that are for it)
+_KINDS = {
+    "topo": ("`nvidia-smi topo -m`: the GPU/NIC matrix, CPU and NUMA affinity", ()),
+    "nvlink": ("`nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or `-e` (told apart by their link lines)", ()),
+    "nccl-tests": ("the result tables of all_reduce_perf, sendrecv_perf, ... (one run, or {\"runs\": [...]} for a "
+                   "log of several)", ("op", "reference")),
+    "perftest": ("one ib_write_bw/ib_read_bw/ib_send_bw run, client or server side, bandwidths in Gb/s",
+                 ("reference", "line_rate")),
+    "dcgm-diag": ("`dcgmi diag -r N` (its table of DCGM 1.x-4.x, or -j JSON): each test with its status and message "
+                  "per GPU", ("reference",)),
+    "nvbandwidth": ("its text (v0.4-v0.10) or -j JSON: each test case with its matrix in GB/s", ("reference",)),
+}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parse = sub.add_parser("parse", help="parse a tool's text output into JSON",
                            description="Read what a tool printed, as a person pastes it (prompts and banners "
-                           "included), into JSON: `gpufabric parse KIND FILE`. KIND says which tool (below); "
-                           "FILE may be - for standard input.")
-    parse.add_argument("kind", choices=["topo", "nvlink", "nccl-tests", "perftest", "dcgm-diag", "nvbandwidth"],
-                       help="topo: `nvidia-smi topo -m`; nvlink: `nvidia-smi nvlink -g 0`, `-gt d`, `-gt r`, `-s` or "
-                       "`-e` (told apart by their link lines); nccl-tests: the result tables of all_reduce_perf, "
-                       "sendrecv_perf, ... (one run, or {\"runs\": [...]} for a log of several); perftest: one "
-                       "ib_write_bw/ib_read_bw/ib_send_bw run, client or server side, bandwidths in Gb/s; dcgm-diag: "
-                       "`dcgmi diag -r N` (its table of DCGM 1.x-4.x, or -j JSON): each test with its status and "
-                       "message per GPU; nvbandwidth: its text (v0.4-v0.10) or -j JSON: each test case with its "
-                       "matrix in GB/s")
-    parse.add_argument("file", help="the saved output, or - for standard input")
-    parse.add_argument("--op", dest="nccl_op", help="nccl-tests: the test (all_reduce or all_reduce_perf) of a "
-                       "run whose output does not say (before nccl-tests 2.16 no `# Collective test starting:` "
-                       "line names it); the output's own line, then a `*_perf` command line in the log, win over it")
-    parse.add_argument("--reference", nargs="?", const="", default=None, metavar="MODEL",
-                       help="nccl-tests, nvbandwidth, dcgm-diag: hold the figures against the GPU model's published "
-                       "peak (MODEL as NVML names it or an alias, e.g. h100; default: the model the output names) "
-                       "and what this project's runs reached; adds a `reference` block and fractions to the JSON and "
-                       "prints a judgement on stderr. perftest: against the port's line rate (--line-rate)")
-    parse.add_argument("--line-rate", metavar="RATE", help="perftest: the port's line rate, e.g. 25Gb/s or 400 "
-                       "(Gb/s); perftest does not print it")
-    parse.set_defaults(func=cmd_parse, misused=misused_option)
+                           "included), into JSON: `gpufabric parse KIND FILE`. KIND says which tool; FILE may be - "
+                           "for standard input. `gpufabric parse KIND --help` says what each reads.")
+    kinds = parse.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind, (reads, options) in _KINDS.items():
+        one = kinds.add_parser(kind, help=reads, description=f"{reads[0].upper()}{reads[1:]}, read into JSON as a "
+                               f"person pastes it: `gpufabric parse {kind} FILE` (FILE may be - for standard input).")
+        one.add_argument("file", help="the saved output, or - for standard input")
+        _options(one, options)
+        one.set_defaults(func=cmd_parse, misused=misused_option)
+
+
+def _options(parser: argparse.ArgumentParser, options: tuple[str, ...]) -> None:
+    """Every kind takes every option (one given to the wrong kind is refused by name, misused_option); its help
+    shows only those that are for it."""
+    def shown(name: str, text: str) -> str:
+        return text if name in options else argparse.SUPPRESS
+
+    parser.add_argument("--op", dest="nccl_op", help=shown("op", "the test (all_reduce or all_reduce_perf) of a run "
+                        "whose output does not say (before nccl-tests 2.16 no `# Collective test starting:` line "
+                        "names it); the output's own line, then a `*_perf` command line in the log, win over it"))
+    parser.add_argument("--reference", nargs="?", const="", default=None, metavar="MODEL",
+                        help=shown("reference", "nccl-tests, nvbandwidth, dcgm-diag: hold the figures against the "
+                                   "GPU model's published peak (MODEL as NVML names it or an alias, e.g. h100; "
+                                   "default: the model the output names) and what this project's runs reached; adds "
+                                   "a `reference` block and fractions to the JSON and prints a judgement on stderr. "
+                                   "perftest: against the port's line rate (--line-rate)"))
+    parser.add_argument("--line-rate", metavar="RATE", help=shown("line_rate", "the port's line rate, e.g. 25Gb/s "
+                        "or 400 (Gb/s); perftest does not print it"))
 
 
 def misused_option(args: argparse.Namespace) -> str | None:
