@@ -1,6 +1,6 @@
 """Promises and the verdict a customer signs.
 
-A *promise* is one thing the profile says the machine has or does: "GPU0 has 140 GiB", "all_reduce reaches 312
+A *promise* is one thing the profile says the machine has or does: "GPU0 has 141 GB", "all_reduce reaches 312
 GB/s busbw at 1 GiB". Every shipped suite test judges one promise (its id: the name the test's
 ``gpufabric_promise`` marker gives, and the test's parameters, so the torch.distributed and the nccl-tests
 measurement of one floor judge the same promise). A promise ends in one of four outcomes:
