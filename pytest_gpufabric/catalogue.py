@@ -113,11 +113,6 @@ def _once(condition: Callable[[object], object]) -> Callable[..., list[str]]:
     return lambda profile: [""] if condition(profile) else []
 
 
-def _affinity(profile) -> list[str]:
-    return [label for label in _gpus(profile)
-            if any(label in profile.topology.get(key, {}) for key in ("cpu_affinity", "numa_affinity"))]
-
-
 def _collectives(profile) -> list[str]:
     return [f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in profile.collective_thresholds()]
 
@@ -142,19 +137,6 @@ def _offload_promised(profile) -> bool:
     return bool(section.get("lms")) and section.get("mode", "train") == "train"
 
 
-def _platform(key: str, per: Callable[..., list[str]] | None = None) -> Callable[..., list[str]]:
-    def ids(profile) -> list[str]:
-        if profile.data.get("platform", {}).get(key) is None:
-            return []
-        return per(profile) if per else [""]
-
-    return ids
-
-
-def _platform_devices(profile) -> list[str]:
-    return _gpus(profile) + [d["name"] for d in profile.rdma_devices]
-
-
 def _rdma_ports(profile, only_with_gpus: bool = False) -> list[str]:
     return [f"{d['name']}:{d.get('port', 1)}" for d in profile.rdma_devices if not only_with_gpus or d.get("gpus")]
 
@@ -173,14 +155,6 @@ _DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_
 _PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
 
 _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
-    PromiseKind("gpu-count", "GPU count", _TOPOLOGY, lambda profile: [""]),
-    PromiseKind("gpu-model", "GPU model", _TOPOLOGY, _each_gpu(lambda p: p.gpu_model)),
-    PromiseKind("gpu-memory", "GPU memory size", _TOPOLOGY, _each_gpu(lambda p: p.gpu_memory_bytes)),
-    PromiseKind("pcie-link", "PCIe generation or width", _TOPOLOGY, _each_gpu(lambda p: p.pcie)),
-    PromiseKind("ecc-mode", "ECC mode", _TOPOLOGY, _each_gpu(lambda p: p.ecc is not None)),
-    PromiseKind("topology-matrix", "topology matrix", _TOPOLOGY, _once(lambda p: p.matrix)),
-    PromiseKind("nvlinks", "NVLinks", _TOPOLOGY, _each_gpu(lambda p: p.nvlink)),
-    PromiseKind("affinity", "CPU/NUMA affinity for this GPU", _TOPOLOGY, _affinity),
     PromiseKind("collective-bandwidth", "collective bandwidth", _BANDWIDTH, _collectives),
     PromiseKind("copy-bandwidth", "copy bandwidth", _BANDWIDTH, _copies),
     PromiseKind("nvlink-traffic", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
@@ -191,17 +165,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("large-model-support", "large-model support", _MEMORY, _lms),
     PromiseKind("offload-changes-no-result", "offload in training", _MEMORY, _once(_offload_promised)),
     *(PromiseKind(d.name, d.what, _DIAGNOSTICS, _each_gpu(_has_section(d.key))) for d in DIAGNOSTICS),
-    PromiseKind("platform-acs", "PCIe ACS state", _PLATFORM, _platform("acs")),
-    PromiseKind("platform-iommu", "IOMMU mode", _PLATFORM, _platform("iommu")),
-    PromiseKind("platform-peer-memory", "peer-memory module", _PLATFORM, _platform("peer_memory")),
-    PromiseKind("platform-persistence-mode", "persistence mode", _PLATFORM, _platform("persistence_mode", _gpus)),
-    PromiseKind("platform-driver", "driver version", _PLATFORM, _platform("driver")),
-    PromiseKind("platform-vbios", "VBIOS version", _PLATFORM, _platform("vbios", _gpus)),
-    PromiseKind("platform-nic-firmware", "NIC firmware", _PLATFORM, _platform("nic_firmware")),
-    PromiseKind("platform-cpu-governor", "CPU governor", _PLATFORM, _platform("cpu_governor")),
-    PromiseKind("platform-numa-balancing", "NUMA balancing", _PLATFORM, _platform("numa_balancing")),
-    PromiseKind("platform-hugepages", "hugepages", _PLATFORM, _platform("hugepages")),
-    PromiseKind("platform-pcie", "PCIe payload sizes", _PLATFORM, _platform("pcie", _platform_devices)),
     PromiseKind("rdma-port", "RDMA devices", _RDMA, _rdma_ports),
     PromiseKind("rdma-locality", "GPU paired with this RDMA device", _RDMA,
                 lambda profile: _rdma_ports(profile, only_with_gpus=True)),

@@ -168,9 +168,13 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
     (neither run nor counted as deselected), so the runs and results of profiles that promise no platform setting
     are unchanged and say nothing of it."""
     fabric_session = config.stash.get(SESSION_KEY, None)
-    if fabric_session is None or fabric_session.profile is None or fabric_session.profile.data.get("platform"):
+    if fabric_session is None or fabric_session.profile is None:
         return None
-    return True if collection_path == SUITES_DIR / "test_platform.py" else None
+    from .kinds import platform  # a profile is active: the kinds are loaded by now
+
+    if fabric_session.profile.data.get(platform.SECTION):
+        return None
+    return True if collection_path == SUITES_DIR / platform.SUITE else None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

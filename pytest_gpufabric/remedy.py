@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .kinds import check_rule
+from .kinds.topology import missing_gpu
 from .remedy_classes import CLASSES, RERUN, RESET, SOFTWARE, Remedy
 from .remedy_rules import RULES, Context, _first, _lead, _watchdog, _window
 from .verdict import HEALTH_WATCHDOG
@@ -64,8 +65,9 @@ def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:
         if promise.get("id") == HEALTH_WATCHDOG:
             found += _watchdog(ctx) or [(RESET, f"the watchdog saw forbidden counters rise outside any test ({reason})"
                                                 ": reset the GPUs and run again")]
-        if not found and ctx.missing_gpu:
-            found.append((ctx.missing_gpu[0], f"its GPU is missing: {ctx.missing_gpu[1]}"))
+        missing = None if found else missing_gpu(ctx)
+        if missing:
+            found.append((missing[0], f"its GPU is missing: {missing[1]}"))
         return _dearest(found) if found else (SOFTWARE, f"its test failed without a measurement to judge ({reason}): "
                                                         "the error names what to mend in the software first")
     if outcome != "not checked":
@@ -77,8 +79,9 @@ def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:
     if ctx.machine_error and ctx.machine_error in str(promise.get("reason")):
         return SOFTWARE, f"the machine could not be read ({_first(ctx.machine_error)}): the driver"
     if any(ctx.tests.get(t) == "error" for t in tests):
-        if ctx.missing_gpu:
-            return ctx.missing_gpu[0], f"its GPU is missing: {ctx.missing_gpu[1]}"
+        missing = missing_gpu(ctx)
+        if missing:
+            return missing[0], f"its GPU is missing: {missing[1]}"
         return SOFTWARE, f"{reason}: the software around the measurement, not the machine, failed"
     if not tests:
         return RERUN, f"no test judged it ({reason}): run the acceptance whole"

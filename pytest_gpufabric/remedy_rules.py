@@ -13,7 +13,6 @@ from functools import cached_property
 from .checks.limits import record_limits
 from .checks.power import REASON_MEANING
 from .checks.result import is_measurement
-from .checks.topology import matrix_cause, matrix_differences
 from .fabric.health import COUNTERS, DEFAULT_FORBIDDEN, DEFAULT_FORBIDDEN_THROTTLE
 from .remedy_classes import (
     CLASSES,
@@ -28,8 +27,8 @@ from .remedy_classes import (
     Remedy,
 )
 from .report.phrases import number, short
-from .units import format_bytes, memory_as_sold, parse_gbit
 from .units import is_number as _number
+from .units import parse_gbit
 
 #: a bandwidth below this share of its floor is no noise: something steers the traffic onto a slower path
 FAR_BELOW = 0.5
@@ -97,17 +96,6 @@ class Context:
                         rises.setdefault(int(index), f"{_base(name)} rose by {delta}")
         return rises
 
-    @cached_property
-    def missing_gpu(self) -> Remedy | None:
-        """The GPU count's remedy where it failed with fewer GPUs than promised: every test of a missing GPU fails or
-        breaks for that, and no other remedy mends it."""
-        for check in (c for records in self.checks.values() for c in records):
-            found, expected = check.get("found"), check.get("expected")
-            if check.get("name") == "gpu-count" and check.get("verdict") == "failed" and _number(found) \
-                    and _number(expected) and found < expected:
-                return _gpu_count(check, self)
-        return None
-
 
 # --- the rules, one per check name ------------------------------------------------------------------------------
 
@@ -117,64 +105,6 @@ Rule = Callable[[dict, Context], Remedy]
 def _fixed(cls: str, because: str) -> Rule:
     """A rule whose class is the same whatever the figures: the check's own first sentence, then ``because``."""
     return lambda check, ctx: (cls, f"{_lead(check)}: {because}")
-
-
-def _gpu_count(check: dict, ctx: Context) -> Remedy:
-    expected, found = check.get("expected"), check.get("found")
-    if _number(found) and _number(expected) and found > expected:
-        return SOFTWARE, (f"{found} GPUs where the profile promises {expected}: the profile describes another "
-                          "machine; judge it against its own")
-    fell_off = [f"GPU{gpu}" for gpu, codes in ctx.xid_codes.items() if 79 in codes]
-    if fell_off:
-        return RESET, (f"{found} of the {expected} GPUs promised answer, and the driver reported XID 79 (fell off the "
-                       f"bus) for {', '.join(fell_off)}: a reset brings it back; reseat it if it falls off again")
-    return RESEAT, (f"{found} of the {expected} GPUs promised answer: a board that is not on the bus is reseated "
-                    "first (its slot, riser and power cables)")
-
-
-def _gpu_memory(check: dict, ctx: Context) -> Remedy:
-    expected, found = check.get("expected"), check.get("found")
-    if memory_as_sold(expected, found) is not None:
-        return SOFTWARE, (f"{check.get('subject')} has {format_bytes(found)}, all of the {expected >> 30} GB it is "
-                          "sold as: the profile promises GiB where the board is sold in GB; write the promise as sold")
-    # fewer bytes than any unit explains: a board of another SKU than sold (the vendor's to exchange)
-    return RMA, (f"{check.get('subject')} has {format_bytes(found) if _number(found) else found} of the "
-                 f"{format_bytes(expected) if _number(expected) else expected} promised: a board of another SKU than "
-                 "sold")
-
-
-def _matrix(check: dict, ctx: Context) -> Remedy:
-    cells = matrix_differences(check.get("expected") or {}, check.get("found") or {})
-    if not cells:
-        return RERUN, f"{_lead(check)}: the record does not show which cells differ; run it again"
-    row, col, want, seen = cells[0]
-    points = {"MISSING": "a device the profile names is not on the bus: reseat it",
-              "NV_COUNT": "fewer NVLinks than sold between them: a bridge or cable not fully seated",
-              "NV_TO_PCIE": "the pair talks over PCIe where NVLinks were sold: a missing or unseated NVLink bridge",
-              "PCIE": "another PCIe path than sold: the cards sit in other slots, or behind another riser"}
-    more = f" (and {len(cells) - 1} more cell(s))" if len(cells) > 1 else ""
-    return RESEAT, (f"{row}-{col}: expected {want}, found {seen if seen is not None else 'no such device'}{more}: "
-                    f"{points[matrix_cause(want, seen)]}")
-
-
-def _nvlinks(check: dict, ctx: Context) -> Remedy:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    who, count, want = check.get("subject"), found.get("active_links"), expected.get("links_per_gpu")
-    inactive = found.get("inactive") or []
-    fewer = _number(count) and _number(want) and count < want
-    if fewer or inactive:
-        what = (f"{count} active NVLinks of {want}" if fewer else "") + (", " if fewer and inactive else "") + (
-            f"link(s) {', '.join(map(str, inactive))} inactive" if inactive else "")
-        errors = ctx.link_errors.get(_gpu_index(who))
-        if errors:
-            return RESET, f"{who}: {what}, after its {errors}: links trained down after errors; a reset retrains them"
-        return RESEAT, f"{who}: {what}: a bridge or cable not seated"
-    if found.get("slow"):
-        return RESET, (f"{who}: link(s) {', '.join(map(str, found['slow']))} trained below the promised speed: a reset "
-                       "retrains them; reseat the bridge if they train low again")
-    if _number(count) and _number(want) and count > want:
-        return SOFTWARE, f"{who}: {count} active NVLinks where the profile promises {want}: another machine's profile"
-    return SOFTWARE, f"{_lead(check)}: the NVLink layout differs from the profile's (NVSwitch or direct links)"
 
 
 def _bandwidth(check: dict, ctx: Context) -> Remedy:
@@ -347,17 +277,6 @@ def _memory(check: dict, ctx: Context) -> Remedy:
 #: check name (ending in "-": every check so named) -> its rule. The table a reader checks against the docs'
 #: "What to do next" section (docs/acceptance-report.md)
 RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
-    "gpu-count": _gpu_count,  # fewer: RESEAT (RESET where XID 79 says it fell off the bus); more: SOFTWARE
-    # the profile states what was sold: a board of another model is the vendor's to exchange (a profile of another
-    # machine fails every board and every promise with them: the operator sees that before any remedy)
-    "gpu-model": _fixed(RMA, "a board of another model than sold"),
-    "gpu-memory": _gpu_memory,  # the GB a board is sold in, promised in GiB: SOFTWARE; fewer bytes: RMA
-    "pcie-link": _fixed(RESEAT, "a card in a narrower or older slot, or a riser or retimer that limits the link"),
-    "ecc-mode": _fixed(SOFTWARE, "a setting (nvidia-smi -e, then a reboot)"),
-    "topology-matrix": _matrix,  # a device missing, fewer NVLinks, PHB where NV# was sold, another slot: RESEAT
-    "nvlink-links": _nvlinks,  # fewer or inactive: RESEAT (RESET after link errors); slower: RESET
-    "affinity": _fixed(SOFTWARE, "the BIOS's NUMA settings (NUMA per socket, sub-NUMA clustering)"),
-    "platform-": _fixed(SOFTWARE, "a host setting, version or module"),
     "bandwidth-": _bandwidth,  # platform findings or far below: SOFTWARE; else RERUN once
     "copy-": _bandwidth,
     "ib-write-bw": _bandwidth,

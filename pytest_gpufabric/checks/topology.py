@@ -11,7 +11,7 @@ from ..formats.gpu import Gpu
 from ..formats.topo import normalize_label
 from ..profile.model import Profile
 from ..units import format_bytes, is_na, is_number, memory_as_sold, parse_cpu_list
-from .limits import HIGHER, Limit, limits_of
+from .limits import HIGHER, Limit
 from .result import CheckResult, failed, passed, unknown
 
 _NOT_RECORDED = "not recorded by {source}: a bundle needs {files} for this check"
@@ -58,9 +58,9 @@ def check_gpu_model(profile: Profile, gpu: Gpu, source: str) -> CheckResult:
     )
 
 
-@limits_of("gpu-memory")
-def _memory_limits(record: dict) -> list[Limit]:
-    """The board's memory against the size the profile promises, in bytes."""
+def gpu_memory_limits(record: dict) -> list[Limit]:
+    """The board's memory against the size the profile promises, in bytes (kinds/topology.py binds it to the
+    gpu-memory records)."""
     expected, found = record.get("expected"), record.get("found")
     if not (is_number(expected) and is_number(found) and record.get("unit") == "bytes"):
         return []

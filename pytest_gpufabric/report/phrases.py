@@ -9,7 +9,7 @@ Python repr. Nothing here is cut: where the table shows a short form, ``short`` 
 
 from __future__ import annotations
 
-from ..units import format_bytes, is_na, is_number, parse_bytes, parse_gbps, parse_seconds
+from ..units import format_bytes, is_number, parse_bytes, parse_gbps, parse_seconds
 
 GE, LE = "≥", "≤"
 
@@ -274,26 +274,6 @@ def _pattern(check: dict) -> tuple[str, str]:
     return want, got
 
 
-def _gpu_memory(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected"), check.get("found")
-    return (f"{GE} {format_bytes(expected)}" if is_number(expected) else format_value(expected),
-            format_bytes(found) if is_number(found) else format_value(found))
-
-
-def _nvlink_links(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = [f"{expected['links_per_gpu']} NVLinks" if "links_per_gpu" in expected else "NVLinks"]
-    if expected.get("all_active"):
-        want.append("all active")
-    if expected.get("min_speed"):
-        want.append(f"{GE} {expected['min_speed']} each")
-    got = f"{found.get('active_links')} active" if isinstance(found, dict) and "active_links" in found else \
-        format_value(found)
-    if isinstance(found, dict) and found.get("inactive"):
-        got += f"; inactive: {format_value(found['inactive'])}"
-    return ", ".join(want), got
-
-
 def _traffic_volume(check: dict) -> tuple[str, str]:
     expected, found = check.get("expected") or {}, check.get("found") or {}
     want = format_value(expected)
@@ -356,13 +336,6 @@ def _memory_estimate(check: dict) -> tuple[str, str]:
     return want, f"{max(errors):.1%} off at worst, over {len(errors)} measured batch(es)"
 
 
-def _gen_width(link: dict, gen: str, width: str) -> str:
-    """A PCIe link's "gen 5 x16", or "gen and width not recorded" where the record lacks either."""
-    if link.get(gen) is None or link.get(width) is None:
-        return "gen and width not recorded"
-    return f"gen {link[gen]} x{link[width]}"
-
-
 def _oom(check: dict) -> tuple[str, str]:
     found = check.get("found") or {}
     if isinstance(found, dict) and "oversized" in found:
@@ -400,15 +373,6 @@ def _lms_equality(check: dict) -> tuple[str, str]:
     return want, same + (f", gradients {diff:g} apart at most" if is_number(diff) else "")
 
 
-def _scalar(prefix: str = "", unit: str = ""):
-    def phrase(check: dict) -> tuple[str, str]:
-        expected, found = check.get("expected"), check.get("found")
-        tail = f" {unit}" if unit else ""
-        return f"{prefix}{format_value(expected)}{tail}", f"{format_value(found)}{tail}"
-
-    return phrase
-
-
 def _settings(check: dict) -> tuple[str, str]:
     """The platform checks and other small maps: {'min': x} as '≥ x', {'exact': x} as 'exactly x', 'a_b: c' as
     'a b: c'."""
@@ -438,41 +402,14 @@ def _worded(value: object) -> object:
     return out
 
 
-def _topology(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected"), check.get("found")
-    want = _matrix_text(expected) if isinstance(expected, dict) else format_value(expected)
-    got = _matrix_text(found) if isinstance(found, dict) else format_value(found)
-    if check.get("verdict") == "passed" and want == got:
-        got = "as promised"
-    return want or "one GPU: no link to promise", got or "one GPU"
-
-
-_AFFINITY_WORDS = {"cpu_affinity": "CPUs", "numa_affinity": "NUMA node"}
-
-
-def _affinity(check: dict) -> tuple[str, str]:
-    """The affinities the profile promises (CPUs, NUMA node: either may be left out), each as found; one the
-    evidence does not give (None, topo -m's N/A) is "not recorded", never "None"."""
-    expected, found = check["expected"], check.get("found")
-    keys = [key for key in _AFFINITY_WORDS if key in expected]
-
-    def words(values: dict) -> str:
-        return ", ".join(f"{_AFFINITY_WORDS[key]} "
-                         + ("not recorded" if values.get(key) is None or is_na(values.get(key)) else str(values[key]))
-                         for key in keys)
-
-    return words(expected), words(found) if isinstance(found, dict) else "not recorded"
-
-
 _PHRASES = {
     "copy-host_to_device": _copy, "copy-device_to_host": _copy, "copy-gpu_to_gpu": _copy,
     "copy-gpu_to_gpu_bidirectional": _copy, "hbm-bandwidth": _hbm, "pcie-under-load": _pcie_load,
-    "power-hold": _power, "memory-pattern": _pattern, "gpu-memory": _gpu_memory, "nvlink-links": _nvlink_links,
+    "power-hold": _power,
+    "memory-pattern": _pattern,
     "nvlink-traffic-volume": _traffic_volume, "nvlink-traffic-links": _traffic_links, "burn-in-gpu": _burn_in_gpu,
     "burn-in-collectives": _burn_in_collectives, "burn-in-memory": _oom, "memory-estimate": _memory_estimate,
     "memory-oom": _oom, "memory-lms": _lms, "memory-lms-equality": _lms_equality,
-    "topology-matrix": _topology, "gpu-count": _scalar(unit="GPU(s)"), "ecc-mode": _scalar("ECC "),
-    "gpu-model": _scalar(),
 }
 
 
@@ -488,13 +425,4 @@ def legacy_phrase(check: dict) -> tuple[str, str] | None:
         return _collective(check)
     if name in _PHRASES:
         return _PHRASES[name](check)
-    if name == "pcie-link" and isinstance(check.get("expected"), dict):
-        expected, found = check["expected"], check.get("found") or {}
-        if not isinstance(found, dict):
-            return f"PCIe {_gen_width(expected, 'gen', 'width')}", format_value(found)
-        return (f"PCIe {_gen_width(expected, 'gen', 'width')}",
-                f"{_gen_width(found, 'gen_max', 'width_max')} "
-                f"(running at {_gen_width(found, 'gen_current', 'width_current')})")
-    if name == "affinity" and isinstance(check.get("expected"), dict):
-        return _affinity(check)
     return None
