@@ -1,6 +1,6 @@
 """pytest hooks of pytest-gpufabric. Each hook is short and delegates to a named module: run_options.py reads the
-options and builds the session, fixtures.py holds the fixtures, promise.py and markers.py judge a test before it
-runs, report/recorder.py records the outcomes and writes the results.
+options, session_factory.py builds the session from them, fixtures.py holds the fixtures, promise.py and markers.py
+judge a test before it runs, report/recorder.py records the outcomes and writes the results.
 
 Without --gpu-profile or --gpu-replay the plugin registers its markers and fixtures and does nothing else:
 no NVML, no torch, no file I/O at start-up.
@@ -16,7 +16,9 @@ from .paths import SUITES_DIR
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
 from .promise import claimed_by_users, enter_call, judge_promise, require_markers
 from .records import REFUSED, running
-from .run_options import SESSION_KEY, fabric_session_of, open_session, read_options, watch_health
+from .run_options import read_options
+from .session_factory import fabric_session_of, open_session, watch_health
+from .session_key import SESSION_KEY
 
 pytest_plugins = ["pytest_gpufabric.fixtures"]
 
