@@ -85,7 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
     fabric_session.journal_records(worker_journal(config))
 
     # outcomes from the reports (pytest-xdist workers' too); check records by records.py's channel, never a report
-    config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
+    recorder = RunRecorder(config, fabric_session)
+    config.pluginmanager.register(recorder, "gpufabric-recorder")
     if not hasattr(config, "workerinput"):
         from .report.finishing import FinishWhole
 
@@ -97,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("html"):
         from .report.html import HtmlSections
 
-        config.pluginmanager.register(HtmlSections(fabric_session), "gpufabric-html")
+        config.pluginmanager.register(HtmlSections(fabric_session, recorder), "gpufabric-html")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
