@@ -1,7 +1,8 @@
 """FabricSession: the profile, the machine and the results of one pytest run.
 
-The plugin builds one per run from its options (run_options.py: only when --gpu-profile or --gpu-replay is given,
-or when a test first asks for the machine); fixtures and suites ask it, it never asks them.
+The plugin builds one per run from its options (session_factory.py, from run_options.py's RunOptions: only when
+--gpu-profile or --gpu-replay is given, or when a test first asks for the machine); fixtures and suites ask it, it
+never asks them. What it knows goes into the results document as RunFacts (report/results_document.py).
 """
 
 from __future__ import annotations
