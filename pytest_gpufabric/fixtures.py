@@ -11,11 +11,11 @@ import pytest
 from .errors import BundleError, GpuFabricError, ToolMissing
 from .fabric.model import nvlink_count_of_label
 from .measurements import REGISTRY
-from .parametrize import built_session, over, per_gpu, promised_profile
+from .parametrize import over, per_gpu, promised_profile
 from .paths import SUITES_DIR
 from .promise import fail_in_call, not_checked, promise_of
 from .report.render import render
-from .run_options import fabric_session_of
+from .session_factory import built_session, fabric_session_of
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -10,22 +10,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .session_key import run_state
+
 if TYPE_CHECKING:
     from .profile.model import Profile
-    from .session import FabricSession
-
-#: where the run's FabricSession lives in pytest's config stash (here, below the suites that read it)
-SESSION_KEY = pytest.StashKey["FabricSession"]()
-
-
-def built_session(config: pytest.Config) -> FabricSession | None:
-    """The run's session where --gpu-profile or --gpu-replay built it at start-up; None in a plain run."""
-    return config.stash.get(SESSION_KEY, None)
 
 
 def promised_profile(config: pytest.Config) -> Profile | None:
-    fabric_session = built_session(config)
-    return fabric_session.profile if fabric_session is not None else None
+    """The profile of the run's session where --gpu-profile built it at start-up; None in a plain run."""
+    state = run_state(config)
+    return state.profile if state is not None else None
 
 
 def per_gpu(metafunc: pytest.Metafunc, name: str, *, indirect: bool = False) -> None:

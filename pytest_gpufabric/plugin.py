@@ -1,6 +1,6 @@
 """pytest hooks of pytest-gpufabric. Each hook is short and delegates to a named module: run_options.py reads the
-options and builds the session, fixtures.py holds the fixtures, promise.py and markers.py judge a test before it
-runs, report/recorder.py records the outcomes and writes the results.
+options, session_factory.py builds the session from them, fixtures.py holds the fixtures, promise.py and markers.py
+judge a test before it runs, report/recorder.py records the outcomes and writes the results.
 
 Without --gpu-profile or --gpu-replay the plugin registers its markers and fixtures and does nothing else:
 no NVML, no torch, no file I/O at start-up.
@@ -16,7 +16,9 @@ from .paths import SUITES_DIR
 from .promise import MARKER_HELP as PROMISE_MARKER_HELP
 from .promise import claimed_by_users, enter_call, judge_promise, require_markers
 from .records import REFUSED, running
-from .run_options import SESSION_KEY, fabric_session_of, open_session, read_options, watch_health
+from .run_options import read_options
+from .session_factory import fabric_session_of, open_session, watch_health
+from .session_key import SESSION_KEY
 
 pytest_plugins = ["pytest_gpufabric.fixtures"]
 
@@ -83,7 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
     fabric_session.journal_records(worker_journal(config))
 
     # outcomes from the reports (pytest-xdist workers' too); check records by records.py's channel, never a report
-    config.pluginmanager.register(RunRecorder(config, fabric_session), "gpufabric-recorder")
+    recorder = RunRecorder(config, fabric_session)
+    config.pluginmanager.register(recorder, "gpufabric-recorder")
     if not hasattr(config, "workerinput"):
         from .report.finishing import FinishWhole
 
@@ -95,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("html"):
         from .report.html import HtmlSections
 
-        config.pluginmanager.register(HtmlSections(fabric_session), "gpufabric-html")
+        config.pluginmanager.register(HtmlSections(fabric_session, recorder), "gpufabric-html")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

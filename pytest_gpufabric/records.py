@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from .parametrize import SESSION_KEY
 from .paths import SUITES_DIR
+from .session_key import SESSION_KEY
 
 #: the folder of the run's journals, handed from the pytest-xdist controller to its workers
 JOURNAL_INPUT = "gpufabric_records_journal"

@@ -29,6 +29,8 @@ from .units import MIB
 
 REFERENCES_DIR = PACKAGE_DIR / "references"
 SCHEMA_PATH = REFERENCES_DIR / "reference.schema.json"
+#: per-model floors of memory bandwidth as a fraction of NVML's peak, where a profile states none
+HBM_FRACTION_FLOORS_PATH = REFERENCES_DIR / "hbm-fraction-floors.json"
 
 #: the spec figures a source must back when they are not null (``memory_nvml_observed`` and ``recorded`` carry
 #: their own provenance per entry)
@@ -254,3 +256,25 @@ def find_reference(name: str, references: dict[str, Reference] | None = None) ->
     hits = {ref.model: ref for ref in refs.values()
             for candidate in (*ref.nvml_names, *ref.aliases, ref.name) if lowered in candidate.lower()}
     return next(iter(hits.values())) if len(hits) == 1 else None
+
+
+@functools.cache
+def _hbm_fraction_floors() -> tuple[tuple[str, float], ...]:
+    """(the text a GPU's NVML name contains, its floor), in the data file's order; checked when read."""
+    path = HBM_FRACTION_FLOORS_PATH
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["floors"]
+        floors = tuple((row["model_name_contains"], row["min_fraction_of_peak"]) for row in rows)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReferenceDataError(f"{path}: not a list of floors ({exc})") from None
+    for index, (text, fraction) in enumerate(floors):
+        if not isinstance(text, str) or not text or isinstance(fraction, bool) \
+                or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise ReferenceDataError(f"{path}: $.floors[{index}]: a model name and a fraction in (0, 1] are needed")
+    return floors
+
+
+def hbm_fraction_floor(gpu_name: object) -> float | None:
+    """The fraction of NVML's peak memory bandwidth a GPU of this NVML name is held to where the profile states no
+    floor (references/hbm-fraction-floors.json): the first row whose model its name contains; None for another GPU."""
+    return next((fraction for text, fraction in _hbm_fraction_floors() if text in str(gpu_name or "")), None)

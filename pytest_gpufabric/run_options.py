@@ -1,13 +1,11 @@
 """The run's options, read once: every --gpu-* flag (or its ini value) parsed and checked into a frozen RunOptions,
-each bad value a pytest usage error naming its flag; and the FabricSession built once from them, kept in the
-config's stash where hooks, fixtures and suites find it."""
+each bad value a pytest usage error naming its flag. The session is built from them above (session_factory.py):
+the options know nothing of it."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +15,6 @@ import pytest
 from .errors import GpuFabricError
 from .fleet.launch import expand_report_dir, fleet_id
 from .formats.clean import clean_line, has_control
-from .parametrize import SESSION_KEY
 from .profile.model import Profile
 from .report.results import check_writable_dir
 from .verdict import Waiver, parse_waiver
@@ -25,8 +22,6 @@ from .verdict import Waiver, parse_waiver
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .session import FabricSession
-    from .workloads.burn_in import BurnIn
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -89,17 +84,6 @@ def _refuse_control_characters(config: pytest.Config) -> None:
         if isinstance(value, str) and has_control(value):
             raise pytest.UsageError(f"{flag} '{clean_line(value)}': holds a control character (a newline or an "
                                     "escape sequence); give plain text")
-
-
-def _refuse_shadowing(site_kinds) -> None:
-    """A site's kind named as a shipped kind would let the site's own test judge a shipped promise: refused."""
-    from .catalogue import KINDS
-
-    for kind in site_kinds:
-        if getattr(kind, "name", None) in KINDS:
-            raise pytest.UsageError(f"pytest_gpufabric_promise_kinds: the site kind {kind.name!r} has the name of a "
-                                    "kind pytest-gpufabric's shipped suites judge; give the site's kind a name of its "
-                                    "own (site-...)")
 
 
 def _evidence_files(config: pytest.Config) -> tuple[Path, ...]:
@@ -197,70 +181,3 @@ def _port(text: str | None) -> int | None:
         raise pytest.UsageError(f"--gpu-metrics-port '{clean_line(text)}': not a TCP port; give a number from 1 to "
                                 "65535")
     return int(text)
-
-
-# --- the session built from them -------------------------------------------------------------------------------
-
-
-def open_session(config: pytest.Config, options: RunOptions) -> FabricSession:
-    """The run's FabricSession, with what a site's plugin adds to the promises (hookspecs.py). A replayed bundle
-    and the evidence files are the user's input: read now, so that a bad one is a usage error before anything
-    runs; the evidence files given are copied into the report folder, so that it replays as a bundle with them."""
-    from .session import FabricSession
-
-    profile = options.profile
-    site_kinds = tuple(kind for kinds in config.hook.pytest_gpufabric_promise_kinds(profile=profile)
-                       for kind in kinds or ()) if profile is not None else ()
-    _refuse_shadowing(site_kinds)
-    fabric_session = FabricSession(options, site_kinds=site_kinds,
-                                   burn_in_listeners=[_terminal_progress(config)] if options.burn_in_s else [])
-    if options.replay:
-        fabric_session.discover()
-        if fabric_session.discovery_error is not None:
-            raise pytest.UsageError(f"--gpu-replay: {fabric_session.discovery_error}")
-    try:
-        fabric_session.read_evidence()
-    except GpuFabricError as exc:
-        raise pytest.UsageError(f"--gpu-evidence {exc}") from None
-    return fabric_session
-
-
-def fabric_session_of(config: pytest.Config) -> FabricSession:
-    """The run's FabricSession; a plain run (no options) gets one lazily when a test first needs the machine."""
-    if SESSION_KEY not in config.stash:
-        from .session import FabricSession
-
-        config.stash[SESSION_KEY] = FabricSession(RunOptions())
-    return config.stash[SESSION_KEY]
-
-
-def _terminal_progress(config: pytest.Config) -> Callable[[BurnIn, dict | None], None]:
-    """The burn-in's progress line on the terminal, at its start and after each chunk."""
-
-    def progress(burn_in: BurnIn, record: dict | None) -> None:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            return
-        from .workloads.burn_in import progress_line
-
-        # the burn-in runs inside a test, whose output pytest captures: the line must reach the terminal now
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            reporter.ensure_newline()
-            reporter.write_line(progress_line(burn_in, record))
-
-    return progress
-
-
-def watch_health(config: pytest.Config, fabric_session: FabricSession) -> None:
-    """A profile's run: the metrics server when asked for; live runs also get the watchdog around every test."""
-    try:
-        fabric_session.serve_metrics()
-    except (ImportError, OSError, ValueError) as exc:
-        raise pytest.UsageError(f"--gpu-metrics-port {fabric_session.options.metrics_port}: {exc}") from None
-    section = fabric_session.profile.data.get("health", {})
-    if fabric_session.replay or not section.get("enabled", True):
-        return
-    from .watchdog import HealthWatch
-
-    config.pluginmanager.register(HealthWatch(fabric_session, section, fabric_session.metrics), "gpufabric-health")

@@ -1,7 +1,8 @@
 """FabricSession: the profile, the machine and the results of one pytest run.
 
-The plugin builds one per run from its options (run_options.py: only when --gpu-profile or --gpu-replay is given,
-or when a test first asks for the machine); fixtures and suites ask it, it never asks them.
+The plugin builds one per run from its options (session_factory.py, from run_options.py's RunOptions: only when
+--gpu-profile or --gpu-replay is given, or when a test first asks for the machine); fixtures and suites ask it, it
+never asks them. What it knows goes into the results document as RunFacts (report/results_document.py).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .catalogue import BURN_IN, PromiseKind, PromiseList, promise_list
-from .checks.platform import bandwidth_findings
 from .errors import GpuFabricError
 from .evidence import BUNDLE_PATTERNS, ToolEvidence, bundle_evidence_files, dcgm_results, read_evidence
 from .fabric.bundle import bundle_directory, load_bundle
@@ -27,11 +28,10 @@ from .fabric.model import Fabric
 from .fabric.nvml import collect_fabric
 from .measurements import REGISTRY
 from .profile.model import Profile
-from .remedy import annotate
 from .report.metrics import MetricsExporter
-from .report.results import RESULTS_SCHEMA_VERSION, nccl_versions, write_json
-from .verdict import EXIT_CODES, HEALTH_WATCHDOG, Waiver, build_promises, judge, record_rows
-from .verdict import counts as promise_counts
+from .report.results import write_json
+from .report.results_document import RunFacts
+from .verdict import Waiver
 from .workloads.burn_in import LOG_FILE, BurnIn, run_burn_in
 from .workloads.environment import gpu_environment, promised_boards, require_torch
 from .workloads.runner import SPARES, spare_count
@@ -263,137 +263,19 @@ class FabricSession:
     def add_extra(self, nodeid: str, extra: dict) -> None:
         self.extras.setdefault(nodeid, []).append(extra)
 
-    def results_document(self, outcomes: dict[str, str], exitstatus: int, skip_reasons: dict[str, str] | None = None,
-                         durations: dict[str, float] | None = None, finished: bool = True,
-                         promise_ids: dict[str, str] | None = None, messages: dict[str, str] | None = None,
-                         not_run: dict[str, str] | None = None,
-                         collection_errors: dict[str, str] | None = None) -> dict:
-        """The JSON results: machine, profile, each check, each promise's outcome, and the verdict a customer signs.
-
-        Its shape is ``report/results.schema.json`` (the tests validate every document they produce against it).
-        ``skip_reasons``, ``durations`` (seconds, set-up + call + teardown), ``promise_ids`` (the promise each
-        test judged) and ``messages`` (why a test failed or broke) are by test node id; ``not_run``: promise id ->
-        why no test judged it; ``collection_errors``: node id -> why it could not be collected (a promise of its
-        own, never checked). The promises come from the profile (``promised``, catalogue.py), not from the tests
-        that ran. While the run goes on (``finished`` False) the document has no end time and the verdict
-        INCOMPLETE: what a crash or a power loss leaves on disk says so, with everything measured until then."""
-        counts = {k: 0 for k in ("passed", "failed", "skipped", "error")}
-        for outcome in outcomes.values():
-            counts[outcome] = counts.get(outcome, 0) + 1
-        skip_reasons, messages, promise_ids = dict(skip_reasons or {}), dict(messages or {}), dict(promise_ids or {})
-        not_run = dict(not_run or {})
-        tests = [(nodeid, promise_ids.get(nodeid), outcome,
-                  skip_reasons.get(nodeid, "") if outcome == "skipped" else
-                  ("the test broke: " if outcome == "error" else "") + messages.get(nodeid, ""))
-                 for nodeid, outcome in outcomes.items()]
-        tests += [(nodeid, None, "error", f"could not be collected: {message}")
-                  for nodeid, message in (collection_errors or {}).items()]
-        findings = self.health.get("findings") or []
-        if findings:  # forbidden counters that rose where no test could be failed for them (watchdog.py)
-            tests.append((HEALTH_WATCHDOG, None, "failed", "health: " + "\n".join(findings)))
-        promise_list = self.promises if self.profile is not None else None
-        if promise_list is not None:  # each promise of the list judged by its check records alone (verdict.py)
-            tests = record_rows(tests, self.results, promise_list.ids(), self.waivers)
-        promises = build_promises(tests, promise_list.ids() if promise_list else None, not_run)
-        scope = promise_list.scope if promise_list else ""
-        if self.profile is None:
-            verdict, reason = None, "no profile: nothing was promised"
-        else:
-            unfinished = (_CUT_SHORT.get(exitstatus) if finished else
-                          f"the run had not finished when this was written ({len(outcomes)} test(s) reported)")
-            verdict, reason = judge(promises, self._machine_error(), unfinished)
-            if scope:
-                reason += f"; {scope}: {'; '.join(promise_list.to_json()['left_out_why'].values())}"
-        fabric = self._fabric
-        document = {
-            "schema_version": RESULTS_SCHEMA_VERSION,
-            "plugin_version": __version__,
-            "started_at": self.started_at,
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None,
-            "run": {"id": self.run_id, "mode": self.mode, "replay": self.replay, "host": platform.node(),
-                    "user": _user(), "fleet_id": self.options.fleet_id},
-            "profile": None if self.profile is None else {
-                "name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,
-                "data": self.profile.data,
-            },
-            "machine": None if fabric is None else machine_summary(fabric),
-            "software": {"nccl": nccl_versions(self._measured)},
-            "machine_error": None if self._discovery_error is None else str(self._discovery_error),
-            "checks": self.results,
-            "tests": outcomes,
-            "skip_reasons": skip_reasons,
-            "durations": {nodeid: round(seconds, 6) for nodeid, seconds in (durations or {}).items()},
-            "promised": promise_list.to_json() if promise_list else None,
-            "promises": [p.to_dict() for p in promises],
-            "not_run": {p.id: p.reason for p in promises if not p.tests and p.outcome == "not checked"},
-            "collection_errors": dict(collection_errors or {}),
-            "waivers": [{"promise": w.promise, "reason": w.reason, "source": w.source,
-                         "matched": [p.id for p in promises if p.outcome == "waived" and w.matches(p.id)]}
-                        for w in self.waivers],
-            "summary": {**counts, "promises": promise_counts(promises), "verdict": verdict, "verdict_reason": reason,
-                        "scope": scope, "exit_code": EXIT_CODES.get(verdict) if verdict else None},
-            # the watchdog's record (live runs): per test the counters that rose, the timeline, XID events
-            "health": self.health,
-            **({"burn_in": self._burn_in_summary()} if self.burn_in is not None else {}),
-        }
-
-        # each failed or not-checked promise says what to do next, from its checks and the run's health
-        return annotate(document, self._platform_findings)
-
-    def _platform_findings(self) -> list[str]:
-        """What in the platform explains a low bandwidth (checks/platform.bandwidth_findings), where this run read
-        the platform (a failed bandwidth check reads it; nothing is read for this)."""
-        platform = self._measured.get("platform")
-        if platform is None or isinstance(platform, GpuFabricError):
-            return []
-
-        return bandwidth_findings(platform)
+    def run_facts(self) -> RunFacts:
+        """What this session knows now, for the results document (report/results_document.py builds it)."""
+        return RunFacts(
+            run_id=self.run_id, started_at=self.started_at, mode=self.mode, replay=self.replay,
+            host=platform.node(), user=_user(), fleet_id=self.options.fleet_id, profile=self.profile,
+            promises=self.promises if self.profile is not None else None, waivers=self.waivers,
+            fabric=self._fabric, machine_error=None if self._discovery_error is None else str(self._discovery_error),
+            measurements=MappingProxyType(self._measured), checks=self.results, health=self.health,
+            burn_in=self._burn_in_summary() if self.burn_in is not None else None)
 
     def _burn_in_summary(self) -> dict:
         log = (self.bundle_dir if self.replay else self.report_dir) / LOG_FILE
         return self.burn_in.summary(log)
-
-    def _machine_error(self) -> str | None:
-        """Why this machine could not be read at all (a live run without a driver): nothing that needs it was
-        examined. A bad bundle never gets here: it is a usage error before the run."""
-        return None if self._discovery_error is None else str(self._discovery_error)
-
-
-#: pytest's exit statuses of a run that did not get to its end
-_CUT_SHORT = {2: "the run was interrupted", 3: "pytest hit an internal error", 4: "the run stopped on a usage error"}
-
-
-def machine_summary(fabric: Fabric) -> dict:
-    return {
-        "source": fabric.source,
-        "hostname": fabric.hostname,
-        "driver_version": fabric.driver_version,
-        "cuda_driver_version": fabric.cuda_driver_version,
-        "gpus": [
-            {
-                "index": g.index, "name": g.name, "uuid": g.uuid, "serial": g.serial, "pci_bus_id": g.pci_bus_id,
-                "memory_bytes": g.memory_bytes, "vbios_version": g.vbios_version,
-                "compute_capability": g.compute_capability,
-                "pcie": {"gen_max": g.pcie_gen_max, "gen_current": g.pcie_gen_current,
-                         "width_max": g.pcie_width_max, "width_current": g.pcie_width_current},
-                "ecc_mode": g.ecc_mode, "nvlinks_active": None if g.nvlinks is None else len(g.active_nvlinks()),
-                "nvlink_speed_gbps": _slowest_link(g),
-            }
-            for g in fabric.gpus
-        ],
-        "nics": [{"label": n.label, "device": n.device} for n in fabric.nics],
-        "matrix": fabric.matrix,
-        "cpu_affinity": fabric.cpu_affinity,
-        "numa_affinity": fabric.numa_affinity,
-        "provenance": fabric.provenance,
-        "damaged": fabric.damaged,
-    }
-
-
-def _slowest_link(gpu) -> float | None:
-    """The slowest active NVLink's speed (GB/s per direction), None where no link or speed is recorded."""
-    speeds = [link.speed_gbps for link in gpu.active_nvlinks() or [] if isinstance(link.speed_gbps, (int, float))]
-    return min(speeds) if speeds else None
 
 
 def _user() -> str | None:

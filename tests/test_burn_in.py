@@ -288,13 +288,14 @@ def test_a_failed_workload_is_logged_in_the_results_and_fails_every_gpu(cpu_prof
     """The GEMM workload of a chunk failing for real (asked to corrupt a GPU it does not have): the log, the
     burn-in's records and the results JSON keep it, and it is in every GPU's verdict."""
     from pytest_gpufabric.errors import GpuFabricError
+    from pytest_gpufabric.report.results_document import ReportedOutcomes, results_document
     from pytest_gpufabric.run_options import RunOptions
     from pytest_gpufabric.session import FabricSession
 
     session = FabricSession(RunOptions(profile=cpu_profile, report_dir=tmp_path, burn_in_s=2.0, plant_fault=5))
     with pytest.raises(GpuFabricError, match="--plant-fault 5: there are 2 GPU"):
         session.measurement("burn_in")
-    document = session.results_document({}, 0, finished=False)
+    document = results_document(session.run_facts(), ReportedOutcomes(), 0, finished_at=None)
     assert schema_errors(document) == []
     [error] = document["burn_in"]["chunks"]
     assert error["type"] == "error" and error["workload"] == "gemm_burn" and not document["burn_in"]["finished"]

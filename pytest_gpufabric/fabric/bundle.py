@@ -46,7 +46,7 @@ IB_WRITE_BW_FILES = ("ib_write_bw.txt", "ib_write_bw-client.txt")
 RDMA_BW_FILE = "rdma-bw.json"
 BANDWIDTH_FILE = "bandwidth.json"
 HEALTH_FILE = "health.json"  # the health check's record (nodehealth/record.py), judged as the arrival state
-#: every measurement's recording (measurements.py's record_file: tests/test_import_floors.py holds them equal),
+#: every measurement's recording (measurements.py's record_file: tests/test_import_layers.py holds them equal),
 #: named here so that finding a bundle needs nothing above fabric/
 RECORDING_FILES = (NVLINK_TRAFFIC_FILE, BANDWIDTH_FILE, RDMA_BW_FILE, HEALTH_FILE, *KINDS)
 _NCCL_TESTS_PATTERN = "nccl-tests*.txt"

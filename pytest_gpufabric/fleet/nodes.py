@@ -20,7 +20,7 @@ from ..kinds import record_limits
 from ..remedy import remedies_by_class
 from ..report.versions import NotJudgeable, judge_again
 from .loader import EMBEDDED_PROFILE, FILE_INTEGRITY, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
-from .provenance import source_of
+from .source import source_of
 
 __all__ = ["RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 
@@ -59,7 +59,7 @@ class Node:
     file_sha256: str | None = None  # of the results file's bytes as read, with --require-signed (it checks
     # that they are the signed ones)
     signed: bool | None = None  # its results carry a signature that verifies; None: not read
-    #: where its evidence came from (fleet/provenance.source_of): kind live (host, boot_id, machine_id) or replay
+    #: where its evidence came from (fleet/source.source_of): kind live (host, boot_id, machine_id) or replay
     #: (bundle, bundle_sha256); and why that does not show a live run of one boot (None where it does)
     source: dict = field(default_factory=dict)
     source_problem: str | None = None

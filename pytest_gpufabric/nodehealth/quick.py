@@ -23,6 +23,7 @@ import time
 from ..checks.hbm import check_hbm_bandwidth
 from ..checks.result import FAILED, NOT_CHECKED
 from ..errors import ToolMissing, WorkloadError
+from ..reference import hbm_fraction_floor
 from ..remedy_classes import RERUN, RESET, RMA, SOFTWARE
 from ..units import format_bytes
 from ..workloads.burn_in import gemm_command
@@ -164,7 +165,7 @@ class _QuickJudge:
         floor = {k: section[k] for k in ("min", "min_fraction_of_peak") if k in section}
         for index, row in self._rows(result, "hbm", "index").items():
             gpu = self.gpus[index]
-            model = _model_fraction(row.get("name") or gpu.name)
+            model = hbm_fraction_floor(row.get("name") or gpu.name)
             if not floor and model is None:
                 self.notes.append(f"GPU{index}: HBM bandwidth not judged: the profile states no memory_bandwidth "
                                   "floor and the GPU model has no reference fraction")
@@ -199,11 +200,3 @@ class _QuickJudge:
             else:
                 self.notes.append(f"GPU{index}: memory pattern over {format_bytes(tested)} "
                                   f"({len(passes)} passes), no mismatch")
-
-
-def _model_fraction(name: object) -> float | None:
-    """The fraction of NVML's peak the acceptance holds a GPU model to (suites/test_diagnostics.py)."""
-    # a suite is a test module pytest imports itself (rewriting its asserts): not imported with this module
-    from ..suites.test_diagnostics import MODEL_MIN_FRACTION
-
-    return next((f for model, f in MODEL_MIN_FRACTION.items() if model in str(name or "")), None)

@@ -30,9 +30,8 @@ from .figures import report_figures
 from .html_signing import embed_results_json, sign_html
 from .promise_rows import promise_rows
 from .provenance import bundle_name, display_path
-from .recorder import skip_reason
+from .recorder import RunRecorder, skip_reason
 from .render import render, trusted
-from .results import nccl_versions
 from .sections import burn_in_data, health_data, integrity_data, inventory_data, skipped_data, topology_data
 
 REPORT_ID = "gpufabric-report"
@@ -110,10 +109,12 @@ def _report_path(config) -> Path | None:
 
 
 class HtmlSections:
-    """pytest-html hook implementations, bound to the run's FabricSession."""
+    """pytest-html hook implementations, bound to the run's FabricSession and its RunRecorder (recorder.py), whose
+    results document the page shows."""
 
-    def __init__(self, fabric_session) -> None:
+    def __init__(self, fabric_session, recorder: RunRecorder) -> None:
         self.fabric_session = fabric_session
+        self.recorder = recorder
         self.written = False
         self.last_report: bytes | None = None  # the page an earlier run left, read where this run judged nothing
 
@@ -147,9 +148,8 @@ class HtmlSections:
     def pytest_sessionfinish(self, session) -> None:
         """After the recorder (tryfirst) said whether the run judged anything, before pytest-html (trylast) writes
         this run's page: the last run's page is read where it is to be put back."""
-        recorder = session.config.pluginmanager.get_plugin("gpufabric-recorder")
         path = _report_path(session.config)
-        if not getattr(recorder, "nothing_judged", False) or path is None:
+        if not self.recorder.nothing_judged or path is None:
             return
         try:
             self.last_report = path.read_bytes()
@@ -160,8 +160,7 @@ class HtmlSections:
 
     def _document(self, session) -> dict:
         """The results document the run wrote; what the session knows where it could not be read."""
-        recorder = session.config.pluginmanager.get_plugin("gpufabric-recorder")
-        path = getattr(recorder, "results_path", None)
+        path = self.recorder.results_path
         if path is not None:
             try:
                 return json.loads(path.read_text(encoding="utf-8"))
@@ -169,11 +168,13 @@ class HtmlSections:
                 pass
         # the results are on no disk (a full report folder): the page says so, and shows no verdict of its own
         profile, error = self.fabric_session.profile, self.fabric_session.discovery_error
-        unwritten = getattr(recorder, "write_error", None) or "the run wrote no results"
+        unwritten = self.recorder.write_error or "the run wrote no results"
+        software = (self.recorder.document or {}).get("software") or {}
         return {"profile": None if profile is None else {"name": profile.name, "path": str(profile.path),
                                                          "sha256": profile.sha256},
                 "run": {"mode": self.fabric_session.mode, "replay": self.fabric_session.replay},
                 "machine_error": None if error is None else str(error), "checks": self.fabric_session.results,
+                "software": software,
                 "summary": {"verdict": None, "verdict_reason": f"no verdict: {unwritten}, so this page has no "
                                                                "verdict to show; rerun where the report folder "
                                                                "can be written"}}
@@ -181,8 +182,7 @@ class HtmlSections:
     def pytest_html_results_summary(self, prefix, summary, postfix, session) -> None:
         document = self._document(session)
         fabric = self.fabric_session.fabric
-        nccl = (document.get("software") or {}).get("nccl") or nccl_versions(
-            getattr(self.fabric_session, "_measured", {}) or {})
+        nccl = (document.get("software") or {}).get("nccl") or []
         profile = self.fabric_session.profile
         if fabric is None and not document.get("machine_error") and self.fabric_session.discovery_error:
             document["machine_error"] = str(self.fabric_session.discovery_error)
@@ -197,12 +197,11 @@ class HtmlSections:
         path = _report_path(config)
         if not self.written or path is None or not path.is_file():
             return
-        recorder = config.pluginmanager.get_plugin("gpufabric-recorder")
-        if getattr(recorder, "nothing_judged", False):
+        if self.recorder.nothing_judged:
             _put_back(path, self.last_report)
             return
         try:
-            sign_html(path, getattr(recorder, "sign_key", None))
+            sign_html(path, self.recorder.sign_key)
         except OSError as exc:
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -24,6 +25,7 @@ from .grouped import cause_lines, tally_line
 from .integrity import INTEGRITY_KEY, integrity_block
 from .provenance import display_path, evidence_record, operator, system_record
 from .results import write_json
+from .results_document import ReportedOutcomes, RunFacts, results_document
 from .series import plot_series
 
 RESULTS_FILE = "gpufabric-results.json"
@@ -57,6 +59,7 @@ class RunRecorder:
         self.session_finished = False  # pytest_sessionfinish ran (not where Ctrl-C came before the session began)
         self.exit_status = 0
         self.promises: list[dict] = []
+        self.document: dict | None = None  # the results document last built (written or not)
         self.sign_key = None if self.is_worker else fabric_session.options.sign_key
         self._evidence: dict | None = None  # the bundle's digest: read once
         self._written_at = float("-inf")  # when the results were last checkpointed (monotonic seconds)
@@ -111,11 +114,16 @@ class RunRecorder:
         self._write(self._document(0, finished=False))
 
     def _document(self, exitstatus: int, finished: bool = True) -> dict:
-        document = self.fabric_session.results_document(
-            self.outcomes, exitstatus, skip_reasons=self.skip_reasons, durations=self.durations, finished=finished,
-            promise_ids=self.promise_ids, messages=self.messages, not_run=self._not_judged(finished),
-            collection_errors=self.collection_errors)
-        return self._provenance(document, finished)
+        """The results document so far (results_document.py) from the session's facts and the reports' outcomes,
+        kept as ``document`` for the report's page."""
+        facts = self.fabric_session.run_facts()
+        tests = ReportedOutcomes(outcomes=self.outcomes, skip_reasons=self.skip_reasons, durations=self.durations,
+                             promise_ids=self.promise_ids, messages=self.messages, not_run=self._not_judged(finished),
+                             collection_errors=self.collection_errors)
+        finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds") if finished else None
+        document = self._provenance(results_document(facts, tests, exitstatus, finished_at), facts)
+        self.document = document
+        return document
 
     def _not_judged(self, finished: bool) -> dict[str, str]:
         """Promise id -> why no test judged it, for every promise of the profile (selection.py)."""
@@ -127,7 +135,7 @@ class RunRecorder:
                               ignored=ignored_suites(self.config, SUITES_DIR), stopped=self.stopped,
                               options=selection_options(self.config), finished=finished)
 
-    def _provenance(self, document: dict, finished: bool) -> dict:
+    def _provenance(self, document: dict, facts: RunFacts) -> dict:
         """Who ran it, what the verdict rests on (live, or a bundle by name, with the date it was measured), the
         system's identity and the plots' numbers; a finished run's document gets its integrity block (signed with
         --gpu-sign-key)."""
@@ -138,10 +146,10 @@ class RunRecorder:
             self._evidence = evidence_record(self.fabric_session, document)
         document["evidence"] = {**self._evidence, "judged_at": document.get("finished_at")}
         document["system"] = system_record(self.fabric_session, document)
-        if not finished:
+        if document["finished_at"] is None:
             return document
 
-        document["series"] = plot_series(self.fabric_session)
+        document["series"] = plot_series(facts.measurements)
         profile = document.get("profile") or {}
         document[INTEGRITY_KEY] = integrity_block(document, profile.get("sha256"), self._evidence.get("bundle"),
                                                   self._evidence.get("bundle_sha256"), self.sign_key)

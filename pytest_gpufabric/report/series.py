@@ -7,6 +7,9 @@ the run did not make is absent. Nothing here may fail the run: a shape this does
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..checks.memory import predicted_peak_bytes
 from ..errors import GpuFabricError
 from ..units import is_number
@@ -99,9 +102,9 @@ def _power_hold(result) -> dict:
     return out
 
 
-def plot_series(fabric_session) -> dict:
-    """The ``series`` part of the results document (empty where the run measured nothing to draw)."""
-    measured = getattr(fabric_session, "_measured", None) or {}
+def plot_series(measured: Mapping[str, Any]) -> dict:
+    """The ``series`` part of the results document (empty where the run measured nothing to draw), from the run's
+    measurements by name (what each measured, or the GpuFabricError that stopped it)."""
     out: dict[str, dict] = {}
     for key, name, extract in (("collectives", "bandwidth", _collectives), ("nvlink", "nvlink", _nvlink),
                                ("memory", "memory", _memory), ("power_hold", "power_hold", _power_hold)):

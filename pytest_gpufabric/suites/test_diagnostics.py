@@ -18,17 +18,12 @@ from pytest_gpufabric.checks.power import check_power_hold, power_coverage
 from pytest_gpufabric.diagnostics import HBM, MEMORY_PATTERN, PCIE_LOAD, POWER_HOLD
 from pytest_gpufabric.parametrize import per_gpu
 from pytest_gpufabric.promise import not_checked, promise
+from pytest_gpufabric.reference import hbm_fraction_floor
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gpu_index" in metafunc.fixturenames:
         per_gpu(metafunc, "gpu_index")
-
-
-#: the fraction of NVML's peak (bus width x max memory clock x 2) a healthy GPU of the model reaches, where the
-#: profile states none: measured 0.978 (a write kernel) on an H100 SXM; DCGM's memory bandwidth plugin holds
-#: H100s to a fixed floor of its own of the same order
-MODEL_MIN_FRACTION = {"H100": 0.88, "H200": 0.88}
 
 
 def _row(recording, index: int, fabric, what: str) -> dict:
@@ -48,17 +43,13 @@ def _covered(why: str | None, fabric_session) -> None:
         not_checked(f"{why} [{_source(fabric_session)}]")
 
 
-def _model_fraction(name: object) -> float | None:
-    return next((f for model, f in MODEL_MIN_FRACTION.items() if model in str(name or "")), None)
-
-
 @promise(HBM.name)
 def test_hbm_bandwidth(gpu_profile, gpu_index, fabric, hbm_bandwidth, gpufabric_run, gpufabric_check):
     row = _row(hbm_bandwidth, gpu_index, fabric, HBM.one)
     section = gpu_profile.data[HBM.key]
     _covered(hbm_coverage(hbm_bandwidth, row, section), gpufabric_run)
     floor = {k: section[k] for k in ("min", "min_fraction_of_peak") if k in section}
-    gpufabric_check(check_hbm_bandwidth(row, floor, _model_fraction(row.get("name")), _source(gpufabric_run)))
+    gpufabric_check(check_hbm_bandwidth(row, floor, hbm_fraction_floor(row.get("name")), _source(gpufabric_run)))
 
 
 @promise(MEMORY_PATTERN.name)

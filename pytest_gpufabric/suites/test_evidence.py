@@ -9,8 +9,9 @@ import pytest
 from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
 from pytest_gpufabric.checks.evidence import check_dcgm_result
 from pytest_gpufabric.evidence import dcgm_results, nvbandwidth_copies, of_another_machine
-from pytest_gpufabric.parametrize import built_session, over
+from pytest_gpufabric.parametrize import over
 from pytest_gpufabric.promise import not_checked, promise
+from pytest_gpufabric.session_factory import built_session
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
