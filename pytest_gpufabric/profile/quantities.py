@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..units import parse_bytes, parse_gbit, parse_gbps, parse_seconds
@@ -57,8 +58,10 @@ class Quantity:
     def key(self) -> str:
         return next((k for k in reversed(self.keys) if isinstance(k, str)), "")
 
+    @cached_property
     def parsed(self) -> float | int:
-        """The number (bytes, GB/s, Gb/s or seconds). Raises ValueError for a text that does not parse."""
+        """The number (bytes, GB/s, Gb/s or seconds), parsed once. Raises ValueError for a text that does not
+        parse."""
         return KINDS[self.kind].parse(self.text)
 
 
@@ -136,7 +139,7 @@ def at_most(kind: str) -> tuple[float | int, str]:
 def quantity_problem(quantity: Quantity) -> str | None:
     """What is wrong with a quantity that matched its pattern: no number, zero, or past what any machine has."""
     try:
-        amount = quantity.parsed()
+        amount = quantity.parsed
     except ValueError as exc:
         return str(exc)
     key, text = quantity.key, quantity.text
