@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .fabric.model import Fabric, nvlink_count_of_label
 from .profile.model import Profile
-from .units import GIB, is_na, parse_gbit
+from .units import GIB, is_na
 
 MARKERS = {
     "gpu": "gpu(count=1, model=None, min_memory_gib=None): needs that many GPUs, of that model, with that memory",
@@ -90,7 +90,8 @@ def _matching(ports: list[tuple[str | None, float | None]], link_layer: str | No
 
 def _rdma_promised(profile: Profile, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
     if profile.rdma_devices:
-        ports = [(d.get("link_layer"), parse_gbit(d["rate"]) if "rate" in d else None) for d in profile.rdma_devices]
+        ports = [(d.get("link_layer"), profile.quantity("rdma", "devices", i, "rate"))
+                 for i, d in enumerate(profile.rdma_devices)]
     else:  # only the topology's NIC columns: devices without promised properties
         ports = [(None, None)] * len(profile.nics)
     have = _matching(ports, link_layer, min_rate_gbps)

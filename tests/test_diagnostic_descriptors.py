@@ -130,7 +130,7 @@ def test_the_descriptor_names_what_exists(diagnostic: Diagnostic):
     assert {"repeats", "plant_fault"} <= set(parameters)
     assert (PACKAGE / "checks" / f"{diagnostic.check}.py").is_file()
     assert "gpus" in diagnostic.shape and "index" in diagnostic.shape["gpus"][0]  # a row per GPU, by board
-    section = {"type": "object", **SCHEMA["properties"][diagnostic.key]}
+    section = {"type": "object", **SCHEMA["properties"][diagnostic.key], "$defs": SCHEMA["$defs"]}  # its $refs
     jsonschema.validate(dict(diagnostic.measure_section), section)  # what --measure promises is a valid section
 
 

@@ -636,8 +636,8 @@ def test_quick_tier_holds_hbm_and_gemm_to_the_profiles_floors(tmp_path):
     another process), a GEMM rate below the burn-in's floor is only shown, the memory pattern passes."""
     from pytest_gpufabric.nodehealth.quick import run_quick
 
-    (tmp_path / "fast.yaml").write_text(CPU_PROFILE.replace("min_tflops: 0.001", "min_tflops: 1000000")
-                                        .replace("min: 0.01 GB/s", "min: 1000000 GB/s").replace("cpu-health", "fast"))
+    (tmp_path / "fast.yaml").write_text(CPU_PROFILE.replace("min_tflops: 0.001", "min_tflops: 100000")
+                                        .replace("min: 0.01 GB/s", "min: 100000 GB/s").replace("cpu-health", "fast"))
     baseline = resolve_baseline(str(tmp_path / "fast.yaml"), None, env={})
     findings, notes, _ = run_quick(load_health_file(X2 / "health.json"), baseline)
     assert sorted((f.gpu, f.check, f.severity, f.remedy) for f in findings) == [

@@ -10,16 +10,24 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import ProfileError
 from ..formats.strict import StrictReadError, load_yaml_text
 from ..paths import PROFILE_PATH_ENV, did_you_mean, name_search_dirs, shipped_profiles_dir
-from ..units import memory_as_sold, parse_bytes, parse_gbit, parse_gbps, parse_seconds
+from ..units import memory_as_sold, parse_bytes
 from .model import Profile
+from .quantities import (
+    KINDS,
+    non_finite_problem,
+    not_above_zero,
+    numbers_in,
+    quantities_in,
+    quantity_problem,
+    schema,
+)
+from .quantities import json_path as _json_path
 
-SCHEMA_PATH = Path(__file__).with_name("profile.schema.json")
 _SUFFIXES = (".yaml", ".yml")
 
 
@@ -157,9 +165,8 @@ def _reject_non_string_keys(node: object, path: Path, where: list, seen: frozens
             _reject_non_string_keys(value, path, [*where, index], seen)
 
 
-@functools.cache
 def _schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema()  # read once, shared with the quantities' walk
 
 
 def name_pattern() -> str:
@@ -191,13 +198,6 @@ def _without_required(schema: object) -> object:
     return out
 
 
-def _json_path(parts: Iterable) -> str:
-    text = "$"
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return text
-
-
 def validate_document(doc: dict, path: Path, *, partial: bool = False) -> None:
     full, lenient = _validators()
     validator = lenient if partial else full
@@ -209,15 +209,6 @@ def validate_document(doc: dict, path: Path, *, partial: bool = False) -> None:
     _check_semantics(doc, path)
 
 
-#: the quantities a profile writes as text with a unit: what each is called, an example, its units
-_QUANTITIES = {
-    "size": ("a size", "80 GB", "B, KiB, MiB, GiB, TiB, KB, MB, GB, TB"),
-    "bandwidth": ("a bandwidth", "300 GB/s", "GB/s, MB/s, TB/s"),
-    "duration": ("a time", "40 us", "ns, us, ms, s"),
-    "bitrate": ("a bit rate", "25 Gb/s", "Gb/s, Mb/s"),
-}
-
-
 def _message(error) -> str:
     """jsonschema's message, said in a profile's terms where it is about a quantity with a unit (issue 32: `memory:
     80` gave "80 is not of type 'string'")."""
@@ -225,55 +216,16 @@ def _message(error) -> str:
     key = next((part for part in reversed(list(error.absolute_path)) if isinstance(part, str)), "")
     above_zero = (error.validator, error.validator_value) in (("exclusiveMinimum", 0), ("minimum", 1))
     if above_zero and key.startswith("min"):
-        return _not_above_zero(key, error.instance)
-    kind = next((k for k in _QUANTITIES if error.schema == defs.get(k)), None)
+        return not_above_zero(key, error.instance)
+    kind = next((k for k in KINDS if error.schema == defs.get(k)), None)
     if kind is None or error.validator not in ("type", "pattern"):
         return error.message
-    what, example, units = _QUANTITIES[kind]
+    what, example, units = KINDS[kind].what, KINDS[kind].example, KINDS[kind].units
     value = error.instance
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value} needs a unit: write {what} such as `{example}` (units: {units})"
     return (f"{value!r} does not match the form of {what}: write a positive number and its unit, such as `{example}` "
             f"(units: {units})")
-
-
-def _not_above_zero(key: str, value: object, *, size: bool = False) -> str:
-    if size:
-        return f"{key}: {value!r} is not above zero: a size of zero measures nothing. Give a positive size"
-    return (f"{key}: {value!r} is not above zero: a floor at or below zero promises nothing (every figure passes it). "
-            "Promise a positive figure, or leave the key out")
-
-
-def _floors(doc: dict) -> list[tuple[str, object, object]]:
-    """(JSON path, value, parser) of every floor a profile can promise with a quantity, and of every size it asks to
-    measure: each must be above zero (a floor of 0 passes every figure; a size of 0 measures nothing)."""
-    gpus, nvlink, bandwidth, rdma = (doc.get(key) or {} for key in ("gpus", "nvlink", "bandwidth", "rdma"))
-    out: list[tuple[str, object, object]] = []
-    if "memory" in gpus:
-        out.append(("$.gpus.memory", gpus["memory"], parse_bytes))
-    if "min_speed" in nvlink:
-        out.append(("$.nvlink.min_speed", nvlink["min_speed"], parse_gbps))
-    for op, thresholds in (bandwidth.get("collectives") or {}).items():
-        for i, threshold in enumerate(thresholds or []):
-            for key, parse in (("min_busbw", parse_gbps), ("size", parse_bytes)):
-                if isinstance(threshold, dict) and key in threshold:
-                    out.append((f"$.bandwidth.collectives.{op}[{i}].{key}", threshold[key], parse))
-    for kind, spec in (bandwidth.get("copy") or {}).items():
-        if isinstance(spec, dict) and "min" in spec:
-            out.append((f"$.bandwidth.copy.{kind}.min", spec["min"], parse_gbps))
-    if "size" in (bandwidth.get("copy") or {}):
-        out.append(("$.bandwidth.copy.size", bandwidth["copy"]["size"], parse_bytes))
-    out += [(f"$.bandwidth.sweep[{i}]", size, parse_bytes) for i, size in enumerate(bandwidth.get("sweep") or [])]
-    out += [(f"$.rdma.devices[{i}].rate", device["rate"], parse_gbit)
-            for i, device in enumerate(rdma.get("devices") or []) if isinstance(device, dict) and "rate" in device]
-    out += [(f"$.rdma.ib_write_bw.{key}", rdma["ib_write_bw"][key], parse)
-            for key, parse in (("min", parse_gbit), ("size", parse_bytes)) if key in (rdma.get("ib_write_bw") or {})]
-    if "budget" in (doc.get("memory") or {}):
-        out.append(("$.memory.budget", doc["memory"]["budget"], parse_bytes))
-    hugepages = (doc.get("platform") or {}).get("hugepages") or {}
-    if "page_size" in hugepages:
-        out.append(("$.platform.hugepages.page_size", hugepages["page_size"], parse_bytes))
-    return out
 
 
 def _more_memory_than_the_model_has(model: str, memory: str) -> str | None:
@@ -300,55 +252,20 @@ def _check_semantics(doc: dict, path: Path) -> None:
     def fail(message: str, json_path: str) -> None:
         raise ProfileError(message, path=str(path), json_path=json_path)
 
+    # every quantity and number wherever the schema puts one: a new section is covered by its schema alone
+    for quantity in quantities_in(doc):
+        problem = quantity_problem(quantity)
+        if problem:
+            fail(problem, quantity.json_path)
+    for keys, value in numbers_in(doc):
+        problem = non_finite_problem(keys, value)
+        if problem:
+            fail(problem, _json_path(keys))
     gpus = doc.get("gpus", {})
-    for key, parse in (("memory", parse_bytes),):
-        if key in gpus:
-            try:
-                parse(gpus[key])
-            except ValueError as exc:
-                fail(str(exc), f"$.gpus.{key}")
     if isinstance(gpus.get("memory"), str) and isinstance(gpus.get("model"), str):
         more = _more_memory_than_the_model_has(gpus["model"], gpus["memory"])
         if more:
             fail(more, "$.gpus.memory")
-    if "min_speed" in doc.get("nvlink", {}):
-        try:
-            parse_gbps(doc["nvlink"]["min_speed"])
-        except ValueError as exc:
-            fail(str(exc), "$.nvlink.min_speed")
-    bandwidth = doc.get("bandwidth", {})
-    quantities = [(f"$.bandwidth.collectives.{op}[{i}].{key}", value, parse)
-                  for op, thresholds in bandwidth.get("collectives", {}).items()
-                  for i, threshold in enumerate(thresholds)
-                  for key, value in threshold.items()
-                  for parse in [{"size": parse_bytes, "min_busbw": parse_gbps, "max_time": parse_seconds}.get(key)]
-                  if parse]
-    quantities += [(f"$.bandwidth.copy.{kind}.min", spec["min"], parse_gbps)
-                   for kind, spec in bandwidth.get("copy", {}).items() if isinstance(spec, dict) and "min" in spec]
-    quantities += [(f"$.bandwidth.sweep[{i}]", size, parse_bytes) for i, size in enumerate(bandwidth.get("sweep", []))]
-    rdma = doc.get("rdma", {})
-    quantities += [(f"$.rdma.devices[{i}].rate", device["rate"], parse_gbit)
-                   for i, device in enumerate(rdma.get("devices", [])) if "rate" in device]
-    quantities += [(f"$.rdma.ib_write_bw.{key}", rdma["ib_write_bw"][key], parse)
-                   for key, parse in (("min", parse_gbit), ("size", parse_bytes)) if key in rdma.get("ib_write_bw", {})]
-    memory = doc.get("memory", {})
-    quantities += [("$.memory.budget", memory["budget"], parse_bytes)] if "budget" in memory else []
-    # (a profile that extends another may leave out what the schema requires; the whole is checked once merged)
-    quantities += [(f"$.memory.lms[{i}].threshold", run["threshold"], parse_bytes)
-                   for i, run in enumerate(memory.get("lms", [])) if "threshold" in run]
-    for json_path, value, parse in quantities:
-        try:
-            parse(value)
-        except ValueError as exc:
-            fail(str(exc), json_path)
-    for json_path, value, parse in _floors(doc):
-        try:
-            amount = parse(value)
-        except ValueError:
-            continue  # said above, or by the schema
-        if not amount > 0:
-            key = json_path.rsplit(".", 1)[-1]
-            fail(_not_above_zero(key, value, size=parse is parse_bytes and key != "memory"), json_path)
     matrix = doc.get("topology", {}).get("matrix", {})
     for row, cells in matrix.items():
         if cells.get(row, "X") != "X":

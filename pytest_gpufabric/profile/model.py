@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ..fabric.model import nvlink_count_of_label
-from ..units import parse_bytes, parse_gbps
 from ..verdict import Waiver
+from .quantities import Quantity, quantities_in
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,19 @@ class Profile:
     sha256: str  # of the resolved profile (inheritance applied) as canonical JSON; see loader.canonical_json
     data: dict  # the resolved document, as validated
     chain: tuple[Path, ...] = field(default=())  # this file first, then what it extends
+
+    # --- quantities -----------------------------------------------------------------------------------
+    @cached_property
+    def _quantities(self) -> dict[tuple[str | int, ...], Quantity]:
+        return {quantity.keys: quantity for quantity in quantities_in(self.data)}
+
+    def quantity(self, *keys: str | int, default: float | int | None = None) -> float | int | None:
+        """The number at ``keys``, parsed once, in its schema $def's unit (bytes, GB/s, Gb/s or seconds):
+        ``quantity("memory_bandwidth", "min")`` -> 3000.0 for `3000 GB/s`; ``default`` where the profile gives
+        none. ``data`` keeps the text as written (the sha256 and the results embed it). Raises ValueError for a
+        text that does not parse, which only a profile read without the loader (embedded in results) can hold."""
+        found = self._quantities.get(keys)
+        return default if found is None else found.parsed
 
     # --- gpus -----------------------------------------------------------------------------------------
     @property
@@ -30,8 +44,7 @@ class Profile:
 
     @property
     def gpu_memory_bytes(self) -> int | None:
-        memory = self.data["gpus"].get("memory")
-        return parse_bytes(memory) if memory is not None else None
+        return self.quantity("gpus", "memory")
 
     @property
     def pcie(self) -> dict:
@@ -67,8 +80,7 @@ class Profile:
 
     @property
     def nvlink_min_speed_gbps(self) -> float | None:
-        speed = self.nvlink.get("min_speed")
-        return parse_gbps(speed) if speed is not None else None
+        return self.quantity("nvlink", "min_speed")
 
     def nvlinks_between(self, a: int, b: int) -> int:
         """NVLinks the profile's matrix promises between two GPUs (0: none promised)."""

@@ -35,6 +35,21 @@ be good, each floor with the figures it came from ([Choosing margins](margins.md
 moves from run to run).
 """
 
+#: the quantity $defs, as the checked-at-load paragraph names them
+_QUANTITY_NAMES = {"size": "sizes", "bandwidth": "bandwidths", "bitrate": "bit rates", "duration": "times"}
+
+
+def _checked_at_load(defs: dict) -> str:
+    """The paragraph saying every quantity is checked at load, its ceilings read from the schema's $defs."""
+    ceilings = ", ".join(f"{plural} {defs[name]['x-at-most']}" for name, plural in _QUANTITY_NAMES.items()
+                         if "x-at-most" in defs.get(name, {}))
+    return ("\n**Every quantity is checked when the profile loads**, in every section: each key whose type below is "
+            "size, bandwidth, bit rate or duration must have its form, be above zero (where a key allows `0` it "
+            f"says so) and be at most what any GPU server has ({ceilings}); every number must be within its range "
+            "and finite (`.nan` and `.inf` are refused). A bad one is a usage error naming the file, the JSON path "
+            "and the value (pytest and `gpufabric accept`: exit 4), before anything runs: a typo never rejects a "
+            "machine.\n")
+
 
 def _type(node: dict, defs: dict) -> str:
     if "$ref" in node:
@@ -62,7 +77,7 @@ def _rows(node: dict, defs: dict, prefix: str, required: set[str]) -> list[str]:
         description = child.get("description") or resolved.get("description", "")
         default = child.get("default", resolved.get("default"))
         facts = [f"default `{json.dumps(default)}`" if default is not None else "",
-                 "**required**" if key in required else ""]
+                 "**required**" if key in required else "", "`0` allowed" if child.get("x-zero-allowed") else ""]
         rows.append(f"| `{prefix}{key}` | {_cell(_type(child, defs))} | {_cell(description)} "
                     f"| {', '.join(f for f in facts if f)} |")
         if resolved.get("type") == "object" and "properties" in resolved:
@@ -86,7 +101,7 @@ def _rows(node: dict, defs: dict, prefix: str, required: set[str]) -> list[str]:
 def render(schema: dict | None = None, examples: list[Path] | None = None) -> str:
     schema = schema if schema is not None else json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     defs = schema.get("$defs", {})
-    parts = [INTRO]
+    parts = [INTRO, _checked_at_load(defs)]
     required = set(schema.get("required", []))
     for key, node in schema["properties"].items():
         resolved = defs.get(node["$ref"].rsplit("/", 1)[-1], {}) if "$ref" in node else node

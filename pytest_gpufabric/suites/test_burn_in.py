@@ -64,7 +64,7 @@ def test_burn_in_memory(gpu_profile, burn_in, gpufabric_check):
     section = gpu_profile.data["memory"]
     # logs since the memory chunk names its run: it must be the run the profile promises (older logs do not say)
     other = [f"{key} = {run[key]!r}, the profile promises {want!r}" for key, want in
-             (("budget_bytes", parse_bytes(section["budget"])), ("input", list(section["input"])))
+             (("budget_bytes", gpu_profile.quantity("memory", "budget")), ("input", list(section["input"])))
              if run.get(key) is not None and run[key] != want]
     if other:
         gpufabric_check(unknown("burn-in-memory", "memory workload", section.get("expect", "oom"),
