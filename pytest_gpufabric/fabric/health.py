@@ -251,7 +251,7 @@ class HealthTimeline:
         self.reader, self.interval_s, self.on_read = reader, interval_s, on_read
         self.points: list[dict] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpu-health", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="health-reads", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

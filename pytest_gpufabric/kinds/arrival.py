@@ -10,6 +10,8 @@ from .base import CheckRule, Kind, gpus
 
 POSITION = 10
 SUITE = "test_arrival.py"
+#: the modules of this family besides this one: its checks and its suite
+OWN_MODULES = ("nodehealth/arrival.py", "suites/test_arrival.py")
 
 
 def _phrase(check: dict) -> tuple[str, str]:
