@@ -338,7 +338,7 @@ class FabricSession:
         }
 
         # each failed or not-checked promise says what to do next, from its checks and the run's health
-        return annotate(document, self._platform_findings)
+        return annotate(document, self._platform_findings, self.site_kinds)
 
     def _platform_findings(self) -> list[str]:
         """What in the platform explains a low bandwidth (checks/platform.bandwidth_findings), where this run read
