@@ -94,12 +94,33 @@ def _refuse_control_characters(config: pytest.Config) -> None:
 def _refuse_shadowing(site_kinds) -> None:
     """A site's kind named as a shipped kind would let the site's own test judge a shipped promise: refused."""
     from .catalogue import KINDS
+    from .kinds.base import Kind
 
     for kind in site_kinds:
+        if not isinstance(kind, Kind):
+            raise pytest.UsageError(f"pytest_gpufabric_promise_kinds: returned {type(kind).__name__} "
+                                    f"{clean_line(repr(kind))[:80]}; return pytest_gpufabric.kinds.base.Kind objects")
         if getattr(kind, "name", None) in KINDS:
             raise pytest.UsageError(f"pytest_gpufabric_promise_kinds: the site kind {kind.name!r} has the name of a "
                                     "kind pytest-gpufabric's shipped suites judge; give the site's kind a name of its "
                                     "own (site-...)")
+
+
+def _refuse_unclaimed_sections(config: pytest.Config, profile: Profile, site_kinds) -> None:
+    """A profile section left to a site's plugin that no loaded kind claims (``site:`` without the site's plugin),
+    or one a site kind's schema refuses: a usage error before anything runs, not a promise silently not made."""
+    from .kinds import section_problems
+
+    problems = section_problems(profile.data, site_kinds)
+    if not problems:
+        return
+    plugins = sorted({impl.plugin_name for impl in config.hook.pytest_gpufabric_promise_kinds.get_hookimpls()})
+    json_path, problem = problems[0]
+    if problem.startswith("no promise kind"):
+        problem += (f"; load the site's plugin that judges it (-p NAME, or its pytest11 entry point) or remove the "
+                    f"section (plugins with promise kinds loaded: {', '.join(plugins) or 'none'})")
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    raise pytest.UsageError(f"--gpu-profile: {profile.path or profile.name} at {json_path}: {problem}{more}")
 
 
 def _evidence_files(config: pytest.Config) -> tuple[Path, ...]:
@@ -212,6 +233,8 @@ def open_session(config: pytest.Config, options: RunOptions) -> FabricSession:
     site_kinds = tuple(kind for kinds in config.hook.pytest_gpufabric_promise_kinds(profile=profile)
                        for kind in kinds or ()) if profile is not None else ()
     _refuse_shadowing(site_kinds)
+    if profile is not None:
+        _refuse_unclaimed_sections(config, profile, site_kinds)
     fabric_session = FabricSession(options, site_kinds=site_kinds,
                                    burn_in_listeners=[_terminal_progress(config)] if options.burn_in_s else [])
     if options.replay:

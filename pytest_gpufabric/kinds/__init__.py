@@ -15,7 +15,8 @@ from types import ModuleType
 
 from .base import CheckRule, Kind
 
-__all__ = ["CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds", "record_limits"]
+__all__ = ["PLUGIN_SECTIONS", "CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds",
+           "record_limits", "section_problems"]
 
 
 @functools.cache
@@ -77,10 +78,40 @@ def record_limits(record: dict, site_kinds: tuple[Kind, ...] = ()) -> list:
         return []
 
 
-def claimed_sections() -> dict[str, tuple[str, ...]]:
-    """Profile section -> the kinds that section makes."""
+def claimed_sections(site_kinds: tuple[Kind, ...] = ()) -> dict[str, tuple[str, ...]]:
+    """Profile section -> the kinds that section makes (the shipped ones, then ``site_kinds``)."""
     claimed: dict[str, list[str]] = {}
-    for kind in _shipped():
+    for kind in (*_shipped(), *site_kinds):
         for section in kind.sections:
             claimed.setdefault(section, []).append(kind.name)
     return {section: tuple(names) for section, names in claimed.items()}
+
+
+#: the profile sections the profile schema leaves free for a site's plugin: a profile holding one that no loaded kind
+#: claims would promise nothing and say nothing of it (every other section is the schema's own, checked at load)
+PLUGIN_SECTIONS = ("site",)
+
+
+def section_problems(data: dict, site_kinds: tuple[Kind, ...] = ()) -> list[tuple[str, str]]:
+    """(JSON path, problem) of a profile's sections (``data``, the resolved profile) against the kinds loaded: a
+    section left to a plugin that no kind claims, and a section a site kind claims whose value fails the JSON
+    Schema that kind brings (``Kind.section_schema``)."""
+    from jsonschema import Draft202012Validator, SchemaError
+
+    claimed = claimed_sections(site_kinds)
+    problems = [(f"$.{key}", "no promise kind of a loaded plugin claims this section, so no test would judge it")
+                for key in data if key in PLUGIN_SECTIONS and key not in claimed]
+    for kind in site_kinds:
+        for section, schema in (kind.section_schema or {}).items():
+            if section not in data:
+                continue
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                problems.append((f"$.{section}", f"the site kind {kind.name}'s section_schema is not a JSON Schema: "
+                                                 f"{exc.message}"))
+                continue
+            for error in sorted(Draft202012Validator(schema).iter_errors(data[section]), key=lambda e: list(e.path)):
+                where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+                problems.append((f"$.{section}{where}", f"{error.message} (the site kind {kind.name}'s schema)"))
+    return problems
