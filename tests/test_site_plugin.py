@@ -102,3 +102,13 @@ def test_a_site_section_its_kinds_schema_refuses_is_a_usage_error(pytester: pyte
     assert result.ret == 4
     result.stderr.fnmatch_lines(["ERROR: --gpu-profile: site-h200.yaml at $.site.driver_branch: 'r580' does not "
                                  "match '^[0-9]+$' (the site kind site-driver-branch's schema)"])
+
+
+def test_a_site_hook_returning_other_than_a_kind_is_a_usage_error(pytester: pytest.Pytester):
+    """Before: a traceback (exit 3) where the promise list read the dict's ``ids``. Now: one line, exit 4."""
+    pytester.makeconftest("def pytest_gpufabric_promise_kinds(profile):\n"
+                          "    return [{'name': 'site-x', 'suite': 'test_x.py'}]\n")
+    result = pytester.runpytest("--gpu-profile", "h200-nvswitch-x2", "--gpu-replay", BUNDLE)
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: pytest_gpufabric_promise_kinds: returned dict {'name': 'site-x', 'suite': "
+                                 "'test_x.py'}; return pytest_gpufabric.kinds.base.Kind objects"])
