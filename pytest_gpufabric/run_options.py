@@ -109,18 +109,21 @@ def _refuse_shadowing(site_kinds) -> None:
 def _refuse_unclaimed_sections(config: pytest.Config, profile: Profile, site_kinds) -> None:
     """A profile section left to a site's plugin that no loaded kind claims (``site:`` without the site's plugin),
     or one a site kind's schema refuses: a usage error before anything runs, not a promise silently not made."""
-    from .kinds import section_problems
+    from .kinds import section_schema_problems, unclaimed_sections
 
-    problems = section_problems(profile.data, site_kinds)
-    if not problems:
-        return
-    plugins = sorted({impl.plugin_name for impl in config.hook.pytest_gpufabric_promise_kinds.get_hookimpls()})
-    json_path, problem = problems[0]
-    if problem.startswith("no promise kind"):
-        problem += (f"; load the site's plugin that judges it (-p NAME, or its pytest11 entry point) or remove the "
-                    f"section (plugins with promise kinds loaded: {', '.join(plugins) or 'none'})")
-    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-    raise pytest.UsageError(f"--gpu-profile: {profile.path or profile.name} at {json_path}: {problem}{more}")
+    where = profile.path or profile.name
+    unclaimed = unclaimed_sections(profile.data, site_kinds)
+    if unclaimed:
+        plugins = sorted({impl.plugin_name for impl in config.hook.pytest_gpufabric_promise_kinds.get_hookimpls()})
+        raise pytest.UsageError(f"--gpu-profile: {where} at $.{unclaimed[0]}: no promise kind of a loaded plugin "
+                                "claims this section, so no test would judge it; load the site's plugin that judges it "
+                                "(-p NAME, or its pytest11 entry point) or remove the section (plugins with promise "
+                                f"kinds loaded: {', '.join(plugins) or 'none'})")
+    problems = section_schema_problems(profile.data, site_kinds)
+    if problems:
+        json_path, problem = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise pytest.UsageError(f"--gpu-profile: {where} at {json_path}: {clean_line(problem)}{more}")
 
 
 def _evidence_files(config: pytest.Config) -> tuple[Path, ...]:

@@ -16,7 +16,7 @@ from types import ModuleType
 from .base import CheckRule, Kind
 
 __all__ = ["PLUGIN_SECTIONS", "CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds",
-           "record_limits", "section_problems"]
+           "record_limits", "section_schema_problems", "unclaimed_sections"]
 
 
 @functools.cache
@@ -92,15 +92,19 @@ def claimed_sections(site_kinds: tuple[Kind, ...] = ()) -> dict[str, tuple[str, 
 PLUGIN_SECTIONS = ("site",)
 
 
-def section_problems(data: dict, site_kinds: tuple[Kind, ...] = ()) -> list[tuple[str, str]]:
-    """(JSON path, problem) of a profile's sections (``data``, the resolved profile) against the kinds loaded: a
-    section left to a plugin that no kind claims, and a section a site kind claims whose value fails the JSON
-    Schema that kind brings (``Kind.section_schema``)."""
+def unclaimed_sections(data: dict, site_kinds: tuple[Kind, ...] = ()) -> list[str]:
+    """The sections of a profile (``data``, resolved) left to a plugin that no kind loaded (shipped or
+    ``site_kinds``) claims."""
+    claimed = claimed_sections(site_kinds)
+    return [key for key in data if key in PLUGIN_SECTIONS and key not in claimed]
+
+
+def section_schema_problems(data: dict, site_kinds: tuple[Kind, ...] = ()) -> list[tuple[str, str]]:
+    """(JSON path, problem) of each section a site kind claims whose value fails the JSON Schema that kind brings
+    (``Kind.section_schema``), or whose schema is none."""
     from jsonschema import Draft202012Validator, SchemaError
 
-    claimed = claimed_sections(site_kinds)
-    problems = [(f"$.{key}", "no promise kind of a loaded plugin claims this section, so no test would judge it")
-                for key in data if key in PLUGIN_SECTIONS and key not in claimed]
+    problems = []
     for kind in site_kinds:
         for section, schema in (kind.section_schema or {}).items():
             if section not in data:
