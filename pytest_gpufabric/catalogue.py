@@ -22,6 +22,7 @@ from .checks.bandwidth import size_label
 from .diagnostics import DIAGNOSTICS
 from .kinds import Kind, promise_kinds
 from .kinds.base import BURN_IN
+from .kinds.burn_in import SECTION as BURN_IN_SECTION
 from .profile.loader import canonical_json
 from .profile.model import Profile
 from .units import parse_bytes
@@ -208,7 +209,7 @@ def promise_id(name: str, params: str) -> str:
 
 def profile_promises_burn_in(profile) -> bool:
     """A profile promises a burn-in when it says how one is judged (its ``burn_in:`` section)."""
-    return "burn_in" in profile.data
+    return BURN_IN_SECTION in profile.data
 
 
 def promise_list(profile, *, asked: Iterable[str] = (), left_out_why: dict[str, str] | None = None,
