@@ -112,3 +112,22 @@ def test_a_site_hook_returning_other_than_a_kind_is_a_usage_error(pytester: pyte
     assert result.ret == 4
     result.stderr.fnmatch_lines(["ERROR: pytest_gpufabric_promise_kinds: returned dict {'name': 'site-x', 'suite': "
                                  "'test_x.py'}; return pytest_gpufabric.kinds.base.Kind objects"])
+
+
+def test_a_site_kinds_limits_give_its_checks_margin():
+    """A site's check read by its kind's limits reader: the report's margin column is the reader's, and a results
+    file read again without the site's kinds has no margin for it (a real burn-in record, renamed as a site's)."""
+    from pytest_gpufabric.checks.burn_in import gpu_limits
+    from pytest_gpufabric.kinds import record_limits
+    from pytest_gpufabric.kinds.base import CheckRule, Kind
+    from pytest_gpufabric.report.check_words import margin
+
+    document = json.loads((Path(__file__).parent / "data" / "results"
+                           / "acceptance-with-10min-burn-in-on-h200-x2.json").read_text(encoding="utf-8"))
+    shipped = next(c for c in document["checks"] if c.get("name") == "burn-in-gpu")
+    record = {**shipped, "name": "site-gemm"}
+    kind = Kind("site-gemm", "a site's GEMM rate", "test_site_gemm.py", lambda profile: [""],
+                checks=(CheckRule("site-gemm", remedy=lambda check, ctx: ("rerun", "again"), limits=gpu_limits),))
+    assert record_limits(record, (kind,)) == record_limits(shipped) != []
+    assert margin(record, (kind,)) == margin(shipped) is not None
+    assert record_limits(record) == [] and margin(record) is None
