@@ -22,6 +22,7 @@ from .checks.bandwidth import size_label
 from .diagnostics import DIAGNOSTICS
 from .kinds import Kind, promise_kinds
 from .kinds.base import BURN_IN
+from .kinds.burn_in import SECTION as BURN_IN_SECTION
 from .profile.loader import canonical_json
 from .profile.model import Profile
 from .units import parse_bytes
@@ -127,14 +128,6 @@ def _nvlink_gpus(profile) -> list[str]:
     return [f"GPU{i}" for i in sorted(joined)]
 
 
-def _lms(profile) -> list[str]:
-    specs = profile.data.get("memory", {}).get("lms", [])
-    return [f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs]
-
-
-def _offload_promised(profile) -> bool:
-    section = profile.data.get("memory", {})
-    return bool(section.get("lms")) and section.get("mode", "train") == "train"
 
 
 def _rdma_ports(profile, only_with_gpus: bool = False) -> list[str]:
@@ -159,11 +152,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("copy-bandwidth", "copy bandwidth", _BANDWIDTH, _copies),
     PromiseKind("nvlink-traffic", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
     PromiseKind("nvlink-traffic-volume", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
-    PromiseKind("memory-estimate", "memory behaviour", _MEMORY, _once(lambda p: "memory" in p.data)),
-    PromiseKind("oversized-batch", "memory behaviour", _MEMORY,
-                _once(lambda p: "memory" in p.data)),
-    PromiseKind("large-model-support", "large-model support", _MEMORY, _lms),
-    PromiseKind("offload-changes-no-result", "offload in training", _MEMORY, _once(_offload_promised)),
     *(PromiseKind(d.name, d.what, _DIAGNOSTICS, _each_gpu(_has_section(d.key))) for d in DIAGNOSTICS),
     PromiseKind("rdma-port", "RDMA devices", _RDMA, _rdma_ports),
     PromiseKind("rdma-locality", "GPU paired with this RDMA device", _RDMA,
@@ -171,11 +159,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("ib-write-bw", "ib_write_bw bandwidth", _RDMA, _once(lambda p: _ib_write_bw(p) is not None)),
     PromiseKind("rdma-counters", "port counters around ib_write_bw", _RDMA,
                 _once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True))),
-    PromiseKind("burn-in-gpu", "burn-in of this GPU", _BURN_IN, _gpus, asked=BURN_IN),
-    PromiseKind("burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in", _BURN_IN,
-                _once(lambda p: p.all_reduce_busbw_floors() and p.gpu_count >= 2), asked=BURN_IN),
-    PromiseKind("burn-in-memory", "memory behaviour", _BURN_IN,
-                _once(lambda p: "memory" in p.data), asked=BURN_IN),
 )}
 
 #: every kind of promise, in promise order: the registry's (kinds/), then those not yet declared there
@@ -191,7 +174,7 @@ def promise_id(name: str, params: str) -> str:
 
 def profile_promises_burn_in(profile) -> bool:
     """A profile promises a burn-in when it says how one is judged (its ``burn_in:`` section)."""
-    return "burn_in" in profile.data
+    return BURN_IN_SECTION in profile.data
 
 
 def promise_list(profile, *, asked: Iterable[str] = (), left_out_why: dict[str, str] | None = None,

@@ -31,23 +31,29 @@ from .verdict import HEALTH_WATCHDOG
 
 
 def remedy_of_check(check: dict, ctx: Context | None = None) -> Remedy | None:
-    """(class, why) of one check record (``CheckResult.to_dict()``, as the results hold it): a failure by the rule of
-    its name (``RULES``), the dearest where its evidence holds several faults; a record the evidence could not judge
-    is a rerun with what it lacked; None for a pass. ``ctx``: the run around it (health, platform findings)."""
+    """(class, why) of one check record (``CheckResult.to_dict()``, as the results hold it): a failure by its kind's
+    rule (kinds/), the dearest where its evidence holds several faults; a record the evidence could not judge is a
+    rerun with what it lacked; None for a pass. ``ctx``: the run around it (health, platform findings, site kinds)."""
     ctx = ctx or Context()
     verdict = check.get("verdict")
     if verdict in ("not checked", "unknown"):
         return RERUN, f"the evidence could not show it ({_first(check.get('message'))}): record or measure it again"
     if verdict != "failed":
         return None
-    name = str(check.get("name", ""))
-    declared = check_rule(name)
-    rule = declared.remedy if declared is not None else next(
-        (r for key, r in RULES.items() if name == key or (key.endswith("-") and name.startswith(key))), None)
+    rule = _rule_of(str(check.get("name", "")), ctx.site_kinds)
     if rule is None:  # a check of a user's own or another plugin's: nothing known of its evidence
         return RERUN, f"{_lead(check)}: no rule reads this check's evidence; its message says what failed"
     found = rule(check, ctx)
     return _dearest(found if isinstance(found, list) else [found])
+
+
+def _rule_of(name: str, site_kinds: tuple) -> Callable | None:
+    """The remedy rule of a check name: its kind's (shipped, then the site's), else the table not yet moved into
+    kinds/ (an exact name there before a family's prefix rule: memory-pattern before memory-)."""
+    declared = check_rule(name, site_kinds)
+    if declared is not None and (declared.name == name or name not in RULES):
+        return declared.remedy
+    return next((r for key, r in RULES.items() if name == key or (key.endswith("-") and name.startswith(key))), None)
 
 
 def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:
@@ -90,11 +96,11 @@ def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:
     return RERUN, f"{reason}: run it again with what that names (the tool, the bundle's file)"
 
 
-def annotate(document: dict, findings_of: Callable[[], Sequence[str]] = list) -> dict:
+def annotate(document: dict, findings_of: Callable[[], Sequence[str]] = list, site_kinds: tuple = ()) -> dict:
     """Each failed or not-checked promise of a results document gains ``remedy``: {"class", "why"}; returns the
     document. ``findings_of``: the run's platform findings (checks/platform.bandwidth_findings), asked for only
-    when a bandwidth fell short."""
-    ctx = Context.of(document, findings_of)
+    when a bandwidth fell short; ``site_kinds``: the kinds a site's plugin added, whose rules read its checks."""
+    ctx = Context.of(document, findings_of, site_kinds)
     for promise in document.get("promises") or []:
         found = remedy_of_promise(promise, ctx)
         if found is not None:

@@ -50,9 +50,10 @@ class Context:
     suites: dict[str, str] = field(default_factory=dict)  # promise id -> the suite file that judges it
     machine_error: str | None = None
     findings_of: Callable[[], Sequence[str]] = list  # checks/platform.bandwidth_findings of the run, when asked
+    site_kinds: tuple = ()  # the kinds (kinds.base.Kind) a site's plugin added to this run: their checks' rules
 
     @classmethod
-    def of(cls, document: dict, findings_of: Callable[[], Sequence[str]] = list) -> Context:
+    def of(cls, document: dict, findings_of: Callable[[], Sequence[str]] = list, site_kinds: tuple = ()) -> Context:
         checks: dict[str, list[dict]] = {}
         for check in document.get("checks") or []:
             if is_measurement(check):  # a record without a measurement: the promise's reason says it
@@ -62,7 +63,7 @@ class Context:
                    ((document.get("profile") or {}).get("data") or {}).get("health") or {},
                    dict(document.get("collection_errors") or {}),
                    {p["id"]: p.get("suite", "") for p in promised if isinstance(p, dict) and "id" in p},
-                   document.get("machine_error"), findings_of)
+                   document.get("machine_error"), findings_of, tuple(site_kinds))
 
     @cached_property
     def findings(self) -> list[str]:
@@ -107,7 +108,9 @@ def _fixed(cls: str, because: str) -> Rule:
     return lambda check, ctx: (cls, f"{_lead(check)}: {because}")
 
 
-def _bandwidth(check: dict, ctx: Context) -> Remedy:
+def _bandwidth(check: dict, ctx: Context, limits: list | None = None) -> Remedy:
+    """Platform findings or far below its floor: SOFTWARE; else RERUN once. ``limits``: the check's own (its
+    family's reader), else read through checks/limits.py."""
     who, found = check.get("subject"), check.get("found")
     wrong = _wrong_elements(found)
     if wrong:
@@ -115,7 +118,7 @@ def _bandwidth(check: dict, ctx: Context) -> Remedy:
         # per-GPU cross-check names a board that computes wrong (its own promise then points to the vendor)
         return SOFTWARE, (f"{who}: {wrong} wrong element(s), which name no board: the NCCL and driver versions are "
                           "suspected first; the burn-in's cross-check names a board that computes wrong")
-    share, short = _shortfall(check)
+    share, short = _shortfall(check, limits)
     if ctx.findings:
         more = f" (and {len(ctx.findings) - 1} more)" if len(ctx.findings) > 1 else ""
         return SOFTWARE, f"{who}: {short}, and the platform explains it: {ctx.findings[0]}{more}"
@@ -200,32 +203,6 @@ def _pcie_load(check: dict, ctx: Context) -> list[Remedy]:
     return out
 
 
-def _burn_in(check: dict, ctx: Context) -> list[Remedy]:
-    who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found")
-    if not isinstance(found, dict):
-        return [(SOFTWARE, f"{who}: took no part in the burn-in: the workload did not see the GPU (CUDA_VISIBLE_"
-                           "DEVICES; a GPU off the bus shows in the GPU count)")]
-    wrong = sum(found[k] for k in ("errors_self", "errors_cross") if _number(found.get(k)))
-    out = []
-    if wrong:
-        out.append((RMA, f"{who}: {wrong} wrong element(s) in {found.get('checks')} cross-checks of its GEMM results: "
-                         "the board computes wrong results"))
-    forbidden = set(expected.get("forbidden_counters") or ctx.forbidden)
-    out += _counters(found.get("counters_rose") or {}, forbidden, who, ctx.xid_codes.get(_gpu_index(who)))
-    out += _heat(found.get("max_temperature_c"), found.get("clock_events") or [], who, ctx)
-    floor, rate = expected.get("min_tflops"), found.get("tflops")
-    if _number(floor) and _number(rate) and rate < floor and not out:
-        if "sw_power_cap" in (found.get("clock_events") or []):
-            out.append((SOFTWARE, f"{who}: {rate:.0f} TFLOP/s, below the {floor:g} promised, held at its power cap: "
-                                  "a power limit set lower than the profile assumes"))
-        else:
-            out.append((RERUN, f"{who}: {rate:.0f} TFLOP/s, below the {floor:g} promised, with no clock event or heat "
-                               "to explain it: burn it in once more"))
-    if not out:
-        out.append((RERUN, f"{who}: its figures hold no fault (the GEMM workload stopped?): burn it in once more"))
-    return out
-
-
 def _rdma_port(check: dict, ctx: Context) -> list[Remedy]:
     who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found")
     if not isinstance(found, dict):
@@ -266,14 +243,6 @@ def _dcgm(check: dict, ctx: Context) -> Remedy:
     return _DCGM.get(key, RESET), f"{_lead(check)}: DCGM failed its {test} test"
 
 
-def _memory(check: dict, ctx: Context) -> Remedy:
-    found = check.get("found")
-    if check.get("name") == "memory-lms" and isinstance(found, dict) and found.get("outcome") == "completed":
-        return RERUN, (f"{_lead(check)}: the offload completed, slower than allowed: the ratio moves from run to run "
-                       "(docs/margins.md); measure it once more")
-    return SOFTWARE, f"{_lead(check)}: the memory behaviour is the CUDA, PyTorch and driver stack's: the image"
-
-
 #: check name (ending in "-": every check so named) -> its rule. The table a reader checks against the docs'
 #: "What to do next" section (docs/acceptance-report.md)
 RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
@@ -286,10 +255,6 @@ RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
     "memory-pattern": _pattern,  # a word read back wrong: RMA; a device error: RESET; too little tested: RERUN
     "power-hold": _power,  # by the clock-event reasons (THROTTLE_REMEDY), the heat and the clock at the power limit
     "pcie-under-load": _pcie_load,  # narrower, slower or replaying under load: RESEAT
-    "burn-in-gpu": _burn_in,  # wrong results: RMA; counters (COUNTER_REMEDY), heat, clock events; slow: RERUN
-    "burn-in-collectives": _bandwidth,
-    "burn-in-memory": _memory,
-    "memory-": _memory,  # the stack's behaviour: SOFTWARE; a slow offload: RERUN
     "rdma-port": _rdma_port,  # link down, rate low: RESEAT; state INIT, MTU, link layer: SOFTWARE
     "rdma-locality": _fixed(RESEAT, "the NIC or the GPU in another slot than the design"),
     "rdma-counters": _fixed(SOFTWARE, "the traffic took another device or port: ib_write_bw's device setting"),
@@ -381,11 +346,11 @@ def _wrong_elements(found: object) -> int:
     return int(max((c for c in counts if _number(c)), default=0))
 
 
-def _shortfall(check: dict) -> tuple[float | None, str]:
-    """(the worst figure as a share of its limit, 'busbw 297.4 GB/s below its 400 GB/s floor'), from the limits the
-    record states (checks/limits.py); (None, 'short of its promise') where it states none this can read."""
+def _shortfall(check: dict, limits: list | None = None) -> tuple[float | None, str]:
+    """(the worst figure as a share of its limit, 'busbw 297.4 GB/s below its 400 GB/s floor'), from ``limits`` (the
+    check's family's reader), else those checks/limits.py reads; (None, 'short of its promise') where none is read."""
     worst = None
-    for limit in record_limits(check):
+    for limit in record_limits(check) if limits is None else limits:
         bound, value = limit.bound, limit.value
         if not (_number(bound) and _number(value)) or bound <= 0 or value <= 0:
             continue

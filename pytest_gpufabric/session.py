@@ -271,7 +271,7 @@ class FabricSession:
             promises=self.promises if self.profile is not None else None, waivers=self.waivers,
             fabric=self._fabric, machine_error=None if self._discovery_error is None else str(self._discovery_error),
             measurements=MappingProxyType(self._measured), checks=self.results, health=self.health,
-            burn_in=self._burn_in_summary() if self.burn_in is not None else None)
+            burn_in=self._burn_in_summary() if self.burn_in is not None else None, site_kinds=self.site_kinds)
 
     def _burn_in_summary(self) -> dict:
         log = (self.bundle_dir if self.replay else self.report_dir) / LOG_FILE

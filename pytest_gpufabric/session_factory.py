@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .errors import GpuFabricError
+from .formats.clean import clean_line
 from .run_options import RunOptions
 from .session_key import SESSION_KEY
 
@@ -24,12 +25,36 @@ if TYPE_CHECKING:
 def _refuse_shadowing(site_kinds) -> None:
     """A site's kind named as a shipped kind would let the site's own test judge a shipped promise: refused."""
     from .catalogue import KINDS
+    from .kinds.base import Kind
 
     for kind in site_kinds:
+        if not isinstance(kind, Kind):
+            raise pytest.UsageError(f"pytest_gpufabric_promise_kinds: returned {type(kind).__name__} "
+                                    f"{clean_line(repr(kind))[:80]}; return pytest_gpufabric.kinds.base.Kind objects")
         if getattr(kind, "name", None) in KINDS:
             raise pytest.UsageError(f"pytest_gpufabric_promise_kinds: the site kind {kind.name!r} has the name of a "
                                     "kind pytest-gpufabric's shipped suites judge; give the site's kind a name of its "
                                     "own (site-...)")
+
+
+def _refuse_unclaimed_sections(config: pytest.Config, profile, site_kinds) -> None:
+    """A profile section left to a site's plugin that no loaded kind claims (``site:`` without the site's plugin),
+    or one a site kind's schema refuses: a usage error before anything runs, not a promise silently not made."""
+    from .kinds import section_schema_problems, unclaimed_sections
+
+    where = profile.path or profile.name
+    unclaimed = unclaimed_sections(profile.data, site_kinds)
+    if unclaimed:
+        plugins = sorted({impl.plugin_name for impl in config.hook.pytest_gpufabric_promise_kinds.get_hookimpls()})
+        raise pytest.UsageError(f"--gpu-profile: {where} at $.{unclaimed[0]}: no promise kind of a loaded plugin "
+                                "claims this section, so no test would judge it; load the site's plugin that judges it "
+                                "(-p NAME, or its pytest11 entry point) or remove the section (plugins with promise "
+                                f"kinds loaded: {', '.join(plugins) or 'none'})")
+    problems = section_schema_problems(profile.data, site_kinds)
+    if problems:
+        json_path, problem = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise pytest.UsageError(f"--gpu-profile: {where} at {json_path}: {clean_line(problem)}{more}")
 
 
 def open_session(config: pytest.Config, options: RunOptions) -> FabricSession:
@@ -42,6 +67,8 @@ def open_session(config: pytest.Config, options: RunOptions) -> FabricSession:
     site_kinds = tuple(kind for kinds in config.hook.pytest_gpufabric_promise_kinds(profile=profile)
                        for kind in kinds or ()) if profile is not None else ()
     _refuse_shadowing(site_kinds)
+    if profile is not None:
+        _refuse_unclaimed_sections(config, profile, site_kinds)
     fabric_session = FabricSession(options, site_kinds=site_kinds,
                                    burn_in_listeners=[_terminal_progress(config)] if options.burn_in_s else [])
     if options.replay:

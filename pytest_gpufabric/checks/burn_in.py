@@ -8,7 +8,7 @@ import math
 from ..formats.records import BURN_IN_FILE as LOG
 from ..units import is_number
 from .health import counter_problems, forbidden_counters, peak_problems
-from .limits import HIGHER, LOWER, Limit, figure, limits_of
+from .limits import HIGHER, LOWER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 #: at most this many of a log's problems are named in one verdict (the rest are counted)
@@ -129,8 +129,7 @@ def check_burn_in_gpu(index: int, serial: str | None, totals: dict | None, secti
     return passed("burn-in-gpu", who, expected, found, summary)
 
 
-@limits_of("burn-in-gpu")
-def _gpu_limits(record: dict) -> list[Limit]:
+def gpu_limits(record: dict) -> list[Limit]:
     """The GEMM rate against ``min_tflops`` and the hottest reading: the fleet compares both."""
     expected, found = record.get("expected"), record.get("found")
     if not isinstance(expected, dict) or not isinstance(found, dict):
@@ -145,8 +144,7 @@ def _gpu_limits(record: dict) -> list[Limit]:
     return limits
 
 
-@limits_of("burn-in-collectives")
-def _collectives_limits(record: dict) -> list[Limit]:
+def collectives_limits(record: dict) -> list[Limit]:
     """The slowest all_reduce between the chunks against the floor (``expected``), drawn as a bar."""
     floor, found = record.get("expected"), record.get("found")
     if not isinstance(found, dict) or not is_number(found.get("busbw_min")):

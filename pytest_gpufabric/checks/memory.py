@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..units import format_bytes, is_number, parse_bytes
-from .limits import LOWER, Limit, figure, limits_of
+from .limits import LOWER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 #: a time per image agrees with its step's seconds / batch within this share (they are one division apart)
@@ -147,8 +147,7 @@ def check_estimate(section: dict, result: dict) -> CheckResult:
     return passed("memory-estimate", subject, tolerance, found, summary + "; every fit/OOM predicted")
 
 
-@limits_of("memory-estimate")
-def _estimate_limits(record: dict) -> list[Limit]:
+def estimate_limits(record: dict) -> list[Limit]:
     """The estimate's worst relative error over the batches that fitted against the tolerance, in percent."""
     tolerance, found = record.get("expected"), record.get("found")
     if not is_number(tolerance) or not isinstance(found, dict) or not isinstance(found.get("rows"), list):
@@ -217,8 +216,7 @@ def check_lms(spec: dict, run: dict | None, baseline: dict) -> CheckResult:
     return passed("memory-lms", subject, spec, run, summary)
 
 
-@limits_of("memory-lms")
-def _lms_limits(record: dict) -> list[Limit]:
+def lms_limits(record: dict) -> list[Limit]:
     """The time per image with offload, and its ratio to batch 1's against ``max_slowdown``: the fleet compares
     both."""
     spec, found = record.get("expected"), record.get("found")

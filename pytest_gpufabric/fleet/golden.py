@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..errors import GpuFabricError
 from ..formats.clean import yaml_comment
+from ..kinds.burn_in import BURN_IN_GPU
+from ..kinds.burn_in import SECTION as BURN_IN_SECTION
 from ..profile.loader import load_profile
 from .analysis import duplicate_serials
 from .nodes import Node
@@ -113,10 +115,10 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: f
         bandwidth["copy"] = copy
     if bandwidth:
         doc["bandwidth"] = bandwidth
-    tflops = _values(passing, "burn-in-gpu", None, "tflops")
-    if tflops and "burn_in" in base.data:
+    tflops = _values(passing, BURN_IN_GPU.name, None, "tflops")
+    if tflops and BURN_IN_SECTION in base.data:
         floor = _percentile(tflops, low) * margin
-        doc["burn_in"] = {"min_tflops": round(floor, 1)}
+        doc[BURN_IN_SECTION] = {"min_tflops": round(floor, 1)}
         notes.append(f"burn-in TFLOP/s (slowest GPU of each node): p{low:g} {_percentile(tflops, low):.1f} x "
                      f"{margin:g} over {len(tflops)} node(s) -> min {floor:.1f}")
     if not notes:

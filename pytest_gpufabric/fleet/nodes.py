@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..catalogue import CHECK_HERE
 from ..kinds import record_limits
+from ..kinds.burn_in import BURN_IN_GPU
 from ..remedy import remedies_by_class
 from ..report.versions import NotJudgeable, judge_again
 from .loader import EMBEDDED_PROFILE, FILE_INTEGRITY, FILE_SHA256, FILE_SIGNED, MAX_BYTES, Unreadable, load_results
@@ -205,7 +206,7 @@ def _burn_in(checks: list[dict]) -> dict | None:
     gpus = {}
     for check in checks:
         found = check.get("found")
-        if check.get("name") == "burn-in-gpu" and isinstance(found, dict):
+        if check.get("name") == BURN_IN_GPU.name and isinstance(found, dict):
             subject = _SERIAL_SUFFIX.sub("", str(check.get("subject", "")))
             gpus[subject] = {"wrong_elements": int(found.get("errors_self") or 0) + int(found.get("errors_cross") or 0),
                              "checks": found.get("checks"), "tflops": found.get("tflops")}

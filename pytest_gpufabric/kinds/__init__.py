@@ -15,7 +15,8 @@ from types import ModuleType
 
 from .base import CheckRule, Kind
 
-__all__ = ["CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds", "record_limits"]
+__all__ = ["PLUGIN_SECTIONS", "CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds",
+           "record_limits", "section_schema_problems", "unclaimed_sections"]
 
 
 @functools.cache
@@ -77,10 +78,44 @@ def record_limits(record: dict, site_kinds: tuple[Kind, ...] = ()) -> list:
         return []
 
 
-def claimed_sections() -> dict[str, tuple[str, ...]]:
-    """Profile section -> the kinds that section makes."""
+def claimed_sections(site_kinds: tuple[Kind, ...] = ()) -> dict[str, tuple[str, ...]]:
+    """Profile section -> the kinds that section makes (the shipped ones, then ``site_kinds``)."""
     claimed: dict[str, list[str]] = {}
-    for kind in _shipped():
+    for kind in (*_shipped(), *site_kinds):
         for section in kind.sections:
             claimed.setdefault(section, []).append(kind.name)
     return {section: tuple(names) for section, names in claimed.items()}
+
+
+#: the profile sections the profile schema leaves free for a site's plugin: a profile holding one that no loaded kind
+#: claims would promise nothing and say nothing of it (every other section is the schema's own, checked at load)
+PLUGIN_SECTIONS = ("site",)
+
+
+def unclaimed_sections(data: dict, site_kinds: tuple[Kind, ...] = ()) -> list[str]:
+    """The sections of a profile (``data``, resolved) left to a plugin that no kind loaded (shipped or
+    ``site_kinds``) claims."""
+    claimed = claimed_sections(site_kinds)
+    return [key for key in data if key in PLUGIN_SECTIONS and key not in claimed]
+
+
+def section_schema_problems(data: dict, site_kinds: tuple[Kind, ...] = ()) -> list[tuple[str, str]]:
+    """(JSON path, problem) of each section a site kind claims whose value fails the JSON Schema that kind brings
+    (``Kind.section_schema``), or whose schema is none."""
+    from jsonschema import Draft202012Validator, SchemaError
+
+    problems = []
+    for kind in site_kinds:
+        for section, schema in (kind.section_schema or {}).items():
+            if section not in data:
+                continue
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as exc:
+                problems.append((f"$.{section}", f"the site kind {kind.name}'s section_schema is not a JSON Schema: "
+                                                 f"{exc.message}"))
+                continue
+            for error in sorted(Draft202012Validator(schema).iter_errors(data[section]), key=lambda e: list(e.path)):
+                where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+                problems.append((f"$.{section}{where}", f"{error.message} (the site kind {kind.name}'s schema)"))
+    return problems

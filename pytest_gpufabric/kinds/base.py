@@ -8,7 +8,7 @@ table of kind names of its own. A site's plugin returns the same objects from ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["BURN_IN", "CheckRule", "Kind", "each_gpu", "gpus", "once"]
 
@@ -44,6 +44,8 @@ class Kind:
     checks: tuple[CheckRule, ...] = ()  # how its check records read
     equivalents: tuple[tuple[str, str], ...] = ()  # (tool, test) of another tool judged as this promise
     added_in_format: int | None = None  # the results format that first held it (older files are not held to it)
+    #: a site kind's: section -> the JSON Schema that section of a profile must hold (checked before anything runs)
+    section_schema: dict[str, dict] | None = field(default=None, compare=False, hash=False)
 
 
 # --- the ids most kinds make ------------------------------------------------------------------------------------

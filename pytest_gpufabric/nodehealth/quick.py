@@ -23,6 +23,7 @@ import time
 from ..checks.hbm import check_hbm_bandwidth
 from ..checks.result import FAILED, NOT_CHECKED
 from ..errors import ToolMissing, WorkloadError
+from ..kinds.burn_in import SECTION as BURN_IN_SECTION
 from ..reference import hbm_fraction_floor
 from ..remedy_classes import RERUN, RESET, RMA, SOFTWARE
 from ..units import format_bytes
@@ -45,7 +46,7 @@ WORKLOAD_TIMEOUT_S = 120.0
 
 def quick_commands(profile, *, plant_fault: int | None = None) -> dict[str, list[str]]:
     """The three workloads' command lines for this profile (without the runner's --handshake/--result)."""
-    burn = dict(profile.data.get("burn_in") or {})
+    burn = dict(profile.data.get(BURN_IN_SECTION) or {})
     device = burn.get("device", "cuda")
     if device == "cpu":
         burn["gemm_size"] = CPU_GEMM_SIZE
@@ -140,7 +141,7 @@ class _QuickJudge:
         self.findings.append(Finding(check, severity, what, gpu.index, gpu.serial, remedy, evidence, detail))
 
     def gemm(self, result: dict) -> None:
-        floor = (self.profile.data.get("burn_in") or {}).get("min_tflops")
+        floor = (self.profile.data.get(BURN_IN_SECTION) or {}).get("min_tflops")
         planted = result.get("plant_fault")
         for index, row in self._rows(result, "gemm", "gpu").items():
             gpu = self.gpus[index]

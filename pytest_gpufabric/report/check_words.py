@@ -10,15 +10,16 @@ from .phrases import GE, LE, _figure_words, _quantity, _settings, _signed, forma
 __all__ = ["margin", "phrase"]
 
 
-def phrase(check: dict) -> tuple[str, str]:
-    """(Expected, Found) of a check record in words and units; nothing found (a check not measured): "not recorded"."""
-    want, got = _phrase(check)
+def phrase(check: dict, site_kinds: tuple = ()) -> tuple[str, str]:
+    """(Expected, Found) of a check record in words and units; nothing found (a check not measured): "not recorded".
+    ``site_kinds``: the kinds a site's plugin added to the run, whose rules phrase its checks."""
+    want, got = _phrase(check, site_kinds)
     return want, "not recorded" if check.get("found") is None else got
 
 
-def _phrase(check: dict) -> tuple[str, str]:
+def _phrase(check: dict, site_kinds: tuple) -> tuple[str, str]:
     name = str(check.get("name") or "")
-    rule = check_rule(name)
+    rule = check_rule(name, site_kinds)
     try:
         if rule is not None and rule.phrase is not None:
             return rule.phrase(check)
@@ -26,18 +27,18 @@ def _phrase(check: dict) -> tuple[str, str]:
         if legacy is not None:
             return legacy
         declares_limits = rule.limits is not None if rule is not None else by_name(name) is not None
-        if declares_limits and record_limits(check):  # a kind without a phrase of its own
-            return _from_limits(check)
+        if declares_limits and record_limits(check, site_kinds):  # a kind without a phrase of its own
+            return _from_limits(check, site_kinds)
         return _settings(check)
     except (TypeError, ValueError, KeyError, AttributeError):  # a record of a shape this does not know
         return format_value(check.get("expected"), check.get("unit")), format_value(check.get("found"),
                                                                                     check.get("unit"))
 
 
-def _from_limits(check: dict) -> tuple[str, str]:
+def _from_limits(check: dict, site_kinds: tuple) -> tuple[str, str]:
     """A record in words from its limits (checks/limits.py): each bound as '≥ 50 GB/s h2d', each figure as
     'h2d: 54.2 GB/s'."""
-    limits = record_limits(check)
+    limits = record_limits(check, site_kinds)
     want = [f"{GE if limit.higher_is_better else LE} {_quantity(limit.bound, limit.unit)} "
             f"{_figure_words(limit.label)}" for limit in limits if limit.bound is not None]
     got = [f"{_figure_words(limit.label)}: {_quantity(limit.value, limit.unit)}" for limit in limits]
@@ -45,11 +46,11 @@ def _from_limits(check: dict) -> tuple[str, str]:
             "; ".join(dict.fromkeys(got)))
 
 
-def margin(check: dict) -> tuple[str, str, bool] | None:
+def margin(check: dict, site_kinds: tuple = ()) -> tuple[str, str, bool] | None:
     """(margin text, how it was computed, within the limit) for the tightest limit a check record states
     (checks/limits.py), or None where it states none."""
     best = None
-    for limit in record_limits(check):
+    for limit in record_limits(check, site_kinds):
         if limit.bound is None:
             continue
         room = (limit.value - limit.bound) * limit.better

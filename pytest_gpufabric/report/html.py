@@ -79,9 +79,11 @@ def add_environment(config, fabric_session) -> None:
 
 
 def report_html(document: dict, *, fabric=None, expected_matrix: dict | None = None, customer: str | None = None,
-                nccl: list[str] | None = None, base: Path | None = None, embed: bool = True) -> str:
+                nccl: list[str] | None = None, base: Path | None = None, embed: bool = True,
+                site_kinds: tuple = ()) -> str:
     """The report's sections (a fragment pytest-html's page holds) for a results document; ``fabric``: the
-    machine read (its inventory and topology), None where it could not be read."""
+    machine read (its inventory and topology), None where it could not be read; ``site_kinds``: the kinds a site's
+    plugin added to the run (their checks' phrases)."""
     nccl = nccl if nccl is not None else list((document.get("software") or {}).get("nccl") or [])
     error = document.get("machine_error")
     inventory = inventory_data(fabric) if fabric is not None else {"error": error or "not read"}
@@ -89,7 +91,7 @@ def report_html(document: dict, *, fabric=None, expected_matrix: dict | None = N
     replay = (document.get("run") or {}).get("mode") == "replay"
     return render(
         "report.html.j2", page=False, page_id=REPORT_ID, css_class="", title="GPU acceptance report",
-        cover=cover_data(document, customer, nccl, base), promises=promise_rows(document, base),
+        cover=cover_data(document, customer, nccl, base), promises=promise_rows(document, base, site_kinds),
         figures=report_figures(document), inventory=inventory, topology=topology,
         health=health_data(document.get("health") or {}, replay), burn_in=burn_in_data(document.get("burn_in"), base),
         skipped=skipped_data(document.get("skip_reasons") or {}, document.get("tests") or {}, base),
@@ -188,7 +190,8 @@ class HtmlSections:
             document["machine_error"] = str(self.fabric_session.discovery_error)
         prefix.append(report_html(document, fabric=fabric, expected_matrix=profile.matrix if profile else {},
                                   customer=self.fabric_session.options.customer, nccl=list(nccl),
-                                  base=session.config.invocation_params.dir))
+                                  base=session.config.invocation_params.dir,
+                                  site_kinds=self.fabric_session.site_kinds))
         self.written = True  # pytest-html writes it unescaped (`{{ p|safe }}`)
 
     def pytest_unconfigure(self, config) -> None:

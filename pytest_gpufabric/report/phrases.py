@@ -295,82 +295,6 @@ def _traffic_links(check: dict) -> tuple[str, str]:
     return want, got
 
 
-def _burn_in_gpu(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = [f"{expected.get('wrong_elements', 0)} wrong elements"]
-    if is_number(expected.get("min_tflops")):
-        want.append(f"{GE} {expected['min_tflops']} TFLOP/s")
-    if expected.get("forbidden_counters"):
-        want.append(f"none of {len(expected['forbidden_counters'])} error counters rising")
-    if not isinstance(found, dict):
-        return ", ".join(want), format_value(found)
-    got = []
-    if is_number(found.get("tflops")):
-        got.append(f"{found['tflops']:.0f} TFLOP/s")
-    wrong = sum(found.get(k) or 0 for k in ("errors_self", "errors_cross") if is_number(found.get(k)))
-    if is_number(found.get("checks")):
-        got.append(f"{wrong:,} wrong in {found['checks']:,} checks")
-    if is_number(found.get("max_temperature_c")):
-        got.append(f"{found['max_temperature_c']} °C at most")
-    return ", ".join(want), "; ".join(got) or format_value(found)
-
-
-def _burn_in_collectives(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected"), check.get("found") or {}
-    op = str(check.get("subject") or "collective")
-    want = f"{GE} {limit_rate(expected)} {op} busbw in every run" if is_number(expected) else format_value(expected)
-    if not isinstance(found, dict) or not is_number(found.get("busbw_min")):
-        return want, format_value(found)
-    return want, (f"{rate(found['busbw_min'])} at worst in {found.get('runs')} run(s), "
-                  f"{found.get('wrong', 0):,} wrong elements")
-
-
-def _memory_estimate(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected"), check.get("found") or {}
-    want = (f"the estimate within {expected:.0%} of the measured peak" if is_number(expected)
-            else format_value(expected))
-    rows = [r for r in found.get("rows") or [] if isinstance(r, dict)] if isinstance(found, dict) else []
-    errors = [abs(r["error"]) for r in rows if is_number(r.get("error"))]
-    if not errors:
-        return want, format_value(found)
-    return want, f"{max(errors):.1%} off at worst, over {len(errors)} measured batch(es)"
-
-
-def _oom(check: dict) -> tuple[str, str]:
-    found = check.get("found") or {}
-    if isinstance(found, dict) and "oversized" in found:
-        found = found["oversized"] or {}
-    want = "a clean out-of-memory error, memory given back" if check.get("expected") == "oom" else \
-        format_value(check.get("expected"))
-    if not isinstance(found, dict):
-        return want, format_value(found)
-    outcome = {"oom": "out-of-memory error", None: "no outcome recorded"}.get(found.get("outcome"),
-                                                                              str(found.get("outcome")))
-    if found.get("recovered") is None:
-        return want, outcome  # whether memory came back was not read: nothing is said of it
-    recovered = "memory given back" if found["recovered"] else "memory NOT given back"
-    return want, f"{outcome}, {recovered}"
-
-
-def _lms(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = "completes"
-    if is_number(expected.get("max_slowdown")):
-        want += f", {LE} {expected['max_slowdown']:g}x the time without offload"
-    got = format_value(found.get("outcome")) if isinstance(found, dict) else format_value(found)
-    if isinstance(found, dict) and is_number(found.get("ratio_vs_baseline")):
-        got += f", {found['ratio_vs_baseline']:.2f}x the time"
-    return want, got
-
-
-def _lms_equality(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = "the same loss" + (f", gradients within {expected['grad_rtol']:g}" if "grad_rtol" in expected else "")
-    if not isinstance(found, dict):
-        return want, format_value(found)
-    same = "the same loss" if found.get("loss_equal") else "a different loss"
-    diff = found.get("max_grad_abs_diff")
-    return want, same + (f", gradients {diff:g} apart at most" if is_number(diff) else "")
 
 
 def _settings(check: dict) -> tuple[str, str]:
@@ -407,9 +331,8 @@ _PHRASES = {
     "copy-gpu_to_gpu_bidirectional": _copy, "hbm-bandwidth": _hbm, "pcie-under-load": _pcie_load,
     "power-hold": _power,
     "memory-pattern": _pattern,
-    "nvlink-traffic-volume": _traffic_volume, "nvlink-traffic-links": _traffic_links, "burn-in-gpu": _burn_in_gpu,
-    "burn-in-collectives": _burn_in_collectives, "burn-in-memory": _oom, "memory-estimate": _memory_estimate,
-    "memory-oom": _oom, "memory-lms": _lms, "memory-lms-equality": _lms_equality,
+    "nvlink-traffic-volume": _traffic_volume,
+    "nvlink-traffic-links": _traffic_links,
 }
 
 

@@ -113,14 +113,14 @@ def _break_points(identifier: str) -> list[str]:
 
 
 def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base: Path | None = None,
-         reference_of=None) -> dict:
+         reference_of=None, site_kinds: tuple = ()) -> dict:
     if checks:
-        phrased = [phrase(c) for c in checks]
+        phrased = [phrase(c, site_kinds) for c in checks]
         many = len(checks) > 1
         expected = "; ".join(dict.fromkeys(e for e, _ in phrased))
         found = "; ".join((f"{c.get('subject')}: {f}" if many else f) for c, (_, f) in zip(checks, phrased,
                                                                                           strict=True))
-        margins = [m for m in (margin(c) for c in checks) if m is not None]
+        margins = [m for m in (margin(c, site_kinds) for c in checks) if m is not None]
         worst = min(margins, key=lambda m: (m[2], m[0].startswith("+"))) if margins else None
     else:
         expected = "—"
@@ -143,8 +143,9 @@ def _row(pid: str, checks: list[dict], outcome: str, promise: dict | None, base:
             "remedy": remedy, "summary": summary, "detail": detail}
 
 
-def promise_rows(document: dict, base: Path | None = None) -> dict:
-    """One row per promise (and per check no promise judged: a user's own test's), in the document's order."""
+def promise_rows(document: dict, base: Path | None = None, site_kinds: tuple = ()) -> dict:
+    """One row per promise (and per check no promise judged: a user's own test's), in the document's order;
+    ``site_kinds``: the kinds a site's plugin added to the run, whose rules phrase its checks."""
     checks = _measurements(document)
     by_test = _checks_by_test(document)
     reference_of, no_reference = _references_for(document)
@@ -152,7 +153,8 @@ def promise_rows(document: dict, base: Path | None = None) -> dict:
     for promise in document.get("promises") or []:
         mine = [c for t in promise.get("tests") or [] for c in by_test.get(t, [])]
         used.update(id(c) for c in mine)
-        rows.append(_row(promise["id"], mine, promise.get("outcome", "not checked"), promise, base, reference_of))
+        rows.append(_row(promise["id"], mine, promise.get("outcome", "not checked"), promise, base, reference_of,
+                         site_kinds))
     by_id = {p.get("id"): p for p in document.get("promises") or []}
     for pid, why in (document.get("not_run") or {}).items():
         remedy = (by_id.get(pid) or {}).get("remedy")
@@ -161,7 +163,7 @@ def promise_rows(document: dict, base: Path | None = None) -> dict:
     for check in checks:
         if id(check) not in used:
             rows.append(_row(f"{check.get('name')} {check.get('subject')}", [check],
-                             str(check.get("verdict")), None, base, reference_of))
+                             str(check.get("verdict")), None, base, reference_of, site_kinds))
     why = "no profile was given" if not document.get("profile") else "no test judged a promise"
     note = ("Reference: the measured figure as a share of the GPU model's published peak (gpufabric reference "
             "MODEL lists it, with its sources), and whether that is normal: at least 0.9 of the lowest share this "

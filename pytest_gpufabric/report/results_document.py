@@ -46,6 +46,7 @@ class RunFacts:
     checks: list[dict]  # the check records (records.record)
     health: dict  # the watchdog's record
     burn_in: dict | None  # the burn-in as the results carry it; None where the run has none
+    site_kinds: tuple = ()  # the kinds a site's plugin added: their rules read their checks (remedy.annotate)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def results_document(facts: RunFacts, tests: ReportedOutcomes, exitstatus: int, 
     }
 
     # each failed or not-checked promise says what to do next, from its checks and the run's health
-    return annotate(document, lambda: platform_findings(facts.measurements))
+    return annotate(document, lambda: platform_findings(facts.measurements), facts.site_kinds)
 
 
 def platform_findings(measurements: Mapping[str, Any]) -> list[str]:

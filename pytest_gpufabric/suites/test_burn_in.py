@@ -11,6 +11,9 @@ import pytest
 
 from pytest_gpufabric.checks.burn_in import burn_in_evidence, check_burn_in_collectives, check_burn_in_gpu
 from pytest_gpufabric.checks.result import failed, passed, unknown
+from pytest_gpufabric.kinds.burn_in import BURN_IN_COLLECTIVES, BURN_IN_GPU, BURN_IN_MEMORY
+from pytest_gpufabric.kinds.burn_in import SECTION as BURN_IN_SECTION
+from pytest_gpufabric.kinds.memory import SECTION as MEMORY_SECTION
 from pytest_gpufabric.parametrize import per_gpu
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import parse_bytes, parse_gbps
@@ -28,7 +31,7 @@ def _judged_whole(burn_in, name: str, subject: str, gpufabric_check) -> None:
         gpufabric_check(unknown(name, subject, "the burn-in's log", "; ".join(unjudged)))
 
 
-@promise("burn-in-gpu")
+@promise(BURN_IN_GPU.name)
 def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     """Judged from the burn-in's log, so a bundle holding only the log is judged too; the log's serial must be
     the machine's where both are known."""
@@ -42,26 +45,26 @@ def test_burn_in_gpu(gpu_profile, gpu_index, fabric, burn_in, gpufabric_check):
     # the serial the log recorded for this board: the health reads' (NVML), else the GEMM workload's own
     serial = burn_in.serials.get(gpu_index) or (totals or {}).get("serial")
     gpufabric_check(check_burn_in_gpu(gpu_index, serial, totals,
-                                      gpu_profile.data.get("burn_in", {}), gpu_profile.data.get("health", {}),
+                                      gpu_profile.data.get(BURN_IN_SECTION, {}), gpu_profile.data.get("health", {}),
                                       burn_in.gemm_s, burn_in.workload_errors,
                                       machine_serial=gpu.serial if gpu is not None else None))
 
 
-@promise("burn-in-collectives")
+@promise(BURN_IN_COLLECTIVES.name)
 def test_burn_in_collectives(gpu_profile, burn_in, gpufabric_check):
     _judged_whole(burn_in, "burn-in-collectives", "all_reduce", gpufabric_check)
     largest = max(gpu_profile.all_reduce_busbw_floors(), key=lambda t: parse_bytes(t["size"]))
     gpufabric_check(check_burn_in_collectives(burn_in.records, parse_gbps(largest["min_busbw"])))
 
 
-@promise("burn-in-memory")
+@promise(BURN_IN_MEMORY.name)
 def test_burn_in_memory(gpu_profile, burn_in, gpufabric_check):
     _judged_whole(burn_in, "burn-in-memory", "memory workload", gpufabric_check)
     runs = [r for r in burn_in.records if r.get("type") == "memory"]
     if not runs:
         not_checked("the burn-in was too short to run the memory workload (it runs once past half the duration)")
     run = runs[-1]
-    section = gpu_profile.data["memory"]
+    section = gpu_profile.data[MEMORY_SECTION]
     # logs since the memory chunk names its run: it must be the run the profile promises (older logs do not say)
     other = [f"{key} = {run[key]!r}, the profile promises {want!r}" for key, want in
              (("budget_bytes", gpu_profile.quantity("memory", "budget")), ("input", list(section["input"])))

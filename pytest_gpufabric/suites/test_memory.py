@@ -18,6 +18,14 @@ from pytest_gpufabric.checks.memory import (
     memory_evidence,
 )
 from pytest_gpufabric.checks.result import unknown
+from pytest_gpufabric.kinds.memory import (
+    LARGE_MODEL_SUPPORT,
+    MEMORY_ESTIMATE,
+    OFFLOAD_CHANGES_NO_RESULT,
+    OVERSIZED_BATCH,
+    SECTION,
+    lms_ids,
+)
 from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import promise
 from pytest_gpufabric.units import format_bytes, parse_bytes
@@ -27,13 +35,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A large-model-support test per `memory.lms` entry of the profile."""
     if "lms_spec" in metafunc.fixturenames:
         profile = promised_profile(metafunc.config)
-        specs = profile.data.get("memory", {}).get("lms", []) if profile else []
-        over(metafunc, "lms_spec", specs,
-             [f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs])
+        specs = profile.data.get(SECTION, {}).get("lms", []) if profile else []
+        over(metafunc, "lms_spec", specs, lms_ids(specs))
 
 
 def _section(gpu_profile) -> dict:
-    return gpu_profile.data["memory"]
+    return gpu_profile.data[SECTION]
 
 
 def _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, name: str) -> None:
@@ -45,7 +52,7 @@ def _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, name: str) -
                                                       "input": _section(gpu_profile)["input"]}, "; ".join(unjudged)))
 
 
-@promise("memory-estimate")
+@promise(MEMORY_ESTIMATE.name)
 def test_memory_estimate(gpu_profile, fabric, memory_behaviour, gpufabric_check, gpufabric_extra):
     _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-estimate")
     check = check_estimate(_section(gpu_profile), memory_behaviour)
@@ -63,13 +70,13 @@ def test_memory_estimate(gpu_profile, fabric, memory_behaviour, gpufabric_check,
     gpufabric_check(check)
 
 
-@promise("oversized-batch")
+@promise(OVERSIZED_BATCH.name)
 def test_oversized_batch_fails_cleanly(gpu_profile, fabric, memory_behaviour, gpufabric_check):
     _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-oom")
     gpufabric_check(check_oom_clean(_section(gpu_profile), memory_behaviour))
 
 
-@promise("large-model-support")
+@promise(LARGE_MODEL_SUPPORT.name)
 def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
     memory_behaviour = request.getfixturevalue("memory_behaviour")
     _judged(gpu_profile, request.getfixturevalue("fabric"), memory_behaviour, gpufabric_check, "memory-lms")
@@ -79,7 +86,7 @@ def test_large_model_support(gpu_profile, lms_spec, request, gpufabric_check):
     gpufabric_check(check_lms(lms_spec, run, memory_behaviour["baseline"]))
 
 
-@promise("offload-changes-no-result")
+@promise(OFFLOAD_CHANGES_NO_RESULT.name)
 def test_offload_changes_no_result(gpu_profile, fabric, memory_behaviour, gpufabric_check):
     _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-lms-equality")
     gpufabric_check(check_lms_equality(memory_behaviour))

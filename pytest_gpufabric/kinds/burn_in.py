@@ -1,0 +1,114 @@
+"""The burn-in the operator asks for (``--gpu-burn-in``, judged by the profile's ``burn_in:`` section): each GPU's
+GEMM burn cross-checked, the all_reduce between the chunks and the memory workload once (checks/burn_in.py judges
+the log, the suite test_burn_in.py asks for it)."""
+
+from __future__ import annotations
+
+from ..checks.burn_in import collectives_limits, gpu_limits
+from ..checks.limits import Limit
+from ..remedy_classes import RERUN, RMA, SOFTWARE, Remedy
+from ..remedy_rules import Context, _bandwidth, _counters, _gpu_index, _heat
+from ..report.phrases import GE, format_value, limit_rate, rate
+from ..units import is_number
+from .base import BURN_IN, CheckRule, Kind, gpus, once
+from .memory import SECTION as MEMORY_SECTION
+from .memory import oom_phrase, stack_remedy
+
+__all__ = ["BURN_IN_COLLECTIVES", "BURN_IN_GPU", "BURN_IN_MEMORY", "KINDS", "SECTION"]
+
+POSITION = 90
+SUITE = "test_burn_in.py"
+#: the profile section that says how a burn-in is judged (a profile without it promises none)
+SECTION = BURN_IN
+OWN_MODULES = ("checks/burn_in.py", "suites/test_burn_in.py", "workloads/burn_in.py", "workloads/gemm_burn.py")
+
+
+# --- the remedies -----------------------------------------------------------------------------------------------
+
+
+def _gpu_remedy(check: dict, ctx: Context) -> list[Remedy]:
+    """Wrong results: RMA; counters (COUNTER_REMEDY), heat, clock events; slow without a cause: RERUN."""
+    who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found")
+    if not isinstance(found, dict):
+        return [(SOFTWARE, f"{who}: took no part in the burn-in: the workload did not see the GPU (CUDA_VISIBLE_"
+                           "DEVICES; a GPU off the bus shows in the GPU count)")]
+    wrong = sum(found[k] for k in ("errors_self", "errors_cross") if is_number(found.get(k)))
+    out = []
+    if wrong:
+        out.append((RMA, f"{who}: {wrong} wrong element(s) in {found.get('checks')} cross-checks of its GEMM results: "
+                         "the board computes wrong results"))
+    forbidden = set(expected.get("forbidden_counters") or ctx.forbidden)
+    out += _counters(found.get("counters_rose") or {}, forbidden, who, ctx.xid_codes.get(_gpu_index(who)))
+    out += _heat(found.get("max_temperature_c"), found.get("clock_events") or [], who, ctx)
+    floor, tflops = expected.get("min_tflops"), found.get("tflops")
+    if is_number(floor) and is_number(tflops) and tflops < floor and not out:
+        if "sw_power_cap" in (found.get("clock_events") or []):
+            out.append((SOFTWARE, f"{who}: {tflops:.0f} TFLOP/s, below the {floor:g} promised, held at its power cap: "
+                                  "a power limit set lower than the profile assumes"))
+        else:
+            out.append((RERUN, f"{who}: {tflops:.0f} TFLOP/s, below the {floor:g} promised, with no clock event or "
+                               "heat to explain it: burn it in once more"))
+    if not out:
+        out.append((RERUN, f"{who}: its figures hold no fault (the GEMM workload stopped?): burn it in once more"))
+    return out
+
+
+def _readable_limits(check: dict) -> list[Limit]:
+    """The collectives' limits, [] for a record of a shape the reader cannot read (a hand-edited file)."""
+    try:
+        return collectives_limits(check)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+
+
+def _collectives_remedy(check: dict, ctx: Context) -> Remedy:
+    """As a collective's bandwidth (remedy_rules._bandwidth), its shortfall read from this check's own limits."""
+    return _bandwidth(check, ctx, _readable_limits(check))
+
+
+# --- the phrases ------------------------------------------------------------------------------------------------
+
+
+def _gpu_phrase(check: dict) -> tuple[str, str]:
+    expected, found = check.get("expected") or {}, check.get("found") or {}
+    want = [f"{expected.get('wrong_elements', 0)} wrong elements"]
+    if is_number(expected.get("min_tflops")):
+        want.append(f"{GE} {expected['min_tflops']} TFLOP/s")
+    if expected.get("forbidden_counters"):
+        want.append(f"none of {len(expected['forbidden_counters'])} error counters rising")
+    if not isinstance(found, dict):
+        return ", ".join(want), format_value(found)
+    got = []
+    if is_number(found.get("tflops")):
+        got.append(f"{found['tflops']:.0f} TFLOP/s")
+    wrong = sum(found.get(k) or 0 for k in ("errors_self", "errors_cross") if is_number(found.get(k)))
+    if is_number(found.get("checks")):
+        got.append(f"{wrong:,} wrong in {found['checks']:,} checks")
+    if is_number(found.get("max_temperature_c")):
+        got.append(f"{found['max_temperature_c']} °C at most")
+    return ", ".join(want), "; ".join(got) or format_value(found)
+
+
+def _collectives_phrase(check: dict) -> tuple[str, str]:
+    expected, found = check.get("expected"), check.get("found") or {}
+    op = str(check.get("subject") or "collective")
+    want = f"{GE} {limit_rate(expected)} {op} busbw in every run" if is_number(expected) else format_value(expected)
+    if not isinstance(found, dict) or not is_number(found.get("busbw_min")):
+        return want, format_value(found)
+    return want, (f"{rate(found['busbw_min'])} at worst in {found.get('runs')} run(s), "
+                  f"{found.get('wrong', 0):,} wrong elements")
+
+
+# --- the kinds --------------------------------------------------------------------------------------------------
+
+BURN_IN_GPU = Kind("burn-in-gpu", "burn-in of this GPU", SUITE, gpus, asked=BURN_IN, sections=(SECTION,),
+                   checks=(CheckRule("burn-in-gpu", _gpu_remedy, _gpu_phrase, gpu_limits),))
+BURN_IN_COLLECTIVES = Kind(
+    "burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in", SUITE,
+    once(lambda p: p.all_reduce_busbw_floors() and p.gpu_count >= 2), asked=BURN_IN, sections=(SECTION,),
+    checks=(CheckRule("burn-in-collectives", _collectives_remedy, _collectives_phrase, collectives_limits),))
+BURN_IN_MEMORY = Kind("burn-in-memory", "memory behaviour", SUITE, once(lambda p: MEMORY_SECTION in p.data),
+                      asked=BURN_IN, sections=(SECTION, MEMORY_SECTION),
+                      checks=(CheckRule("burn-in-memory", stack_remedy, oom_phrase),))
+
+KINDS = (BURN_IN_GPU, BURN_IN_COLLECTIVES, BURN_IN_MEMORY)
