@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from .checks.bandwidth import size_label
-from .diagnostics import DIAGNOSTICS
 from .kinds import Kind, promise_kinds
 from .kinds.base import BURN_IN
 from .profile.loader import canonical_json
@@ -163,13 +162,8 @@ def _ib_write_bw(profile) -> dict | None:
     return profile.rdma.get("ib_write_bw")
 
 
-def _has_section(key: str) -> Callable[..., bool]:
-    """Promised by a profile section (a per-GPU diagnostic's, diagnostics.py)."""
-    return lambda profile: key in profile.data
-
-
 _TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
-_DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_nvlink_traffic.py"
+_MEMORY, _NVLINK = "test_memory.py", "test_nvlink_traffic.py"
 _PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
 
 _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
@@ -190,7 +184,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
                 _once(lambda p: "memory" in p.data)),
     PromiseKind("large-model-support", "large-model support", _MEMORY, _lms),
     PromiseKind("offload-changes-no-result", "offload in training", _MEMORY, _once(_offload_promised)),
-    *(PromiseKind(d.name, d.what, _DIAGNOSTICS, _each_gpu(_has_section(d.key))) for d in DIAGNOSTICS),
     PromiseKind("platform-acs", "PCIe ACS state", _PLATFORM, _platform("acs")),
     PromiseKind("platform-iommu", "IOMMU mode", _PLATFORM, _platform("iommu")),
     PromiseKind("platform-peer-memory", "peer-memory module", _PLATFORM, _platform("peer_memory")),

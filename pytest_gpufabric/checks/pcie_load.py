@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..diagnostics import PCIE_LOAD
+from ..diagnostics.pcie_load import PCIE_LOAD
 from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
-from .limits import HIGHER, Limit, figure, limits_of, short_subject
+from .limits import HIGHER, Limit, figure, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: the copies and the link reads cover the promised seconds when they reach this share of them (a copy in flight
@@ -86,8 +86,7 @@ def _reads(histogram: dict) -> str:
     return ", ".join(f"{value} in {count}" for value, count in histogram.items())
 
 
-@limits_of("pcie-under-load")
-def _pcie_limits(record: dict) -> list[Limit]:
+def pcie_limits(record: dict) -> list[Limit]:
     """Each direction's copy rate against ``min``, drawn as a bar each (the link's generation, width and replays are
     counts, judged exactly)."""
     expected, found = record.get("expected"), record.get("found")

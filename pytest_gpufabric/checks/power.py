@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 
-from ..diagnostics import POWER_HOLD
+from ..diagnostics.power_hold import POWER_HOLD
 from ..units import is_number, non_finite
 from ..workloads.power_figures import power_figures
-from .limits import HIGHER, LOWER, Limit, figure, limits_of
+from .limits import HIGHER, LOWER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 #: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
@@ -90,8 +90,7 @@ def _fmt(value, unit: str, digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f} {unit}"
 
 
-@limits_of("power-hold")
-def _power_limits(record: dict) -> list[Limit]:
+def power_limits(record: dict) -> list[Limit]:
     """The median SM clock at the power limit (over all samples where the GPU never reached it) against
     ``min_sm_clock_mhz``; the hottest reading, which the fleet compares."""
     expected, found = record.get("expected"), record.get("found")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 
-from ..checks.hbm import check_hbm_bandwidth
+from ..checks.hbm import check_hbm_bandwidth, model_min_fraction
 from ..checks.result import FAILED, NOT_CHECKED
 from ..errors import ToolMissing, WorkloadError
 from ..remedy_classes import RERUN, RESET, RMA, SOFTWARE
@@ -202,8 +202,5 @@ class _QuickJudge:
 
 
 def _model_fraction(name: object) -> float | None:
-    """The fraction of NVML's peak the acceptance holds a GPU model to (suites/test_diagnostics.py)."""
-    # a suite is a test module pytest imports itself (rewriting its asserts): not imported with this module
-    from ..suites.test_diagnostics import MODEL_MIN_FRACTION
-
-    return next((f for model, f in MODEL_MIN_FRACTION.items() if model in str(name or "")), None)
+    """The fraction of NVML's peak the acceptance holds a GPU model to (checks/hbm.py)."""
+    return model_min_fraction(name)

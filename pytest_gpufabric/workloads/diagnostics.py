@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..diagnostics import HBM, MEMORY_PATTERN
+from ..diagnostics.hbm import HBM
+from ..diagnostics.memory_pattern import MEMORY_PATTERN
 from ..units import parse_bytes
 from .environment import require_torch, workload_environment
 from .runner import run_workers, run_workload

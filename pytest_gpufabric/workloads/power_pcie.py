@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..diagnostics import PCIE_LOAD, POWER_HOLD
+from ..diagnostics.pcie_load import PCIE_LOAD
+from ..diagnostics.power_hold import POWER_HOLD
 from ..fabric.sysfs_pci import parse_pci_path, pci_device_path, pci_numa_node
 from ..units import parse_bytes
 from .environment import require_torch, workload_environment
