@@ -64,7 +64,7 @@ def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fracti
     Not checked: no floor at all, a number that is not finite, a figure above the peak (that measured a cache, not
     HBM), or a fraction floor where NVML gave no peak and nothing else failed."""
     who = gpu_label(gpu_row)
-    name = "hbm-bandwidth"
+    name = HBM.name
     floor = dict(floor or {})
     fraction = floor.get("min_fraction_of_peak", model_peak_min_fraction)
     expected = {key: value for key, value in floor.items()}
@@ -202,7 +202,7 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str, *,
     then covers too little of the GPU), and with ``promised`` (the profile's section) fewer seconds or other
     patterns than it promises."""
     who = gpu_label(gpu_row)
-    name = "memory-pattern"
+    name = MEMORY_PATTERN.name
     coverage_floor = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
     expected = {"mismatches": 0, "min_coverage": coverage_floor,
                 "coverage_floor_from": "default" if min_coverage is None else "profile"}

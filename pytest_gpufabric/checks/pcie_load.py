@@ -126,7 +126,7 @@ def check_pcie_under_load(gpu_row: dict, spec: dict, source: str) -> CheckResult
 
     Each part that NVML could not read (a VM that hides the link, a driver without the counter) is not judged;
     the result is then "not checked" unless another part failed. Non-finite rates are not judged either."""
-    name = "pcie-under-load"
+    name = PCIE_LOAD.name
     who = _label(gpu_row)
     link = gpu_row.get("link") or {}
     load = link.get("under_load") or {}

@@ -145,7 +145,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
         unread = gpu_row.get("unread") or {}
         why = (f"NVML answered {', '.join(f'{k}: {v}' for k, v in sorted(unread.items()))}" if unread
                else "the run read no NVML (a CPU run or a machine without the driver)")
-        return unknown("power-hold", who, expected, f"{who}: no power or clock-event sample under load "
+        return unknown(POWER_HOLD.name, who, expected, f"{who}: no power or clock-event sample under load "
                        f"({len(samples)} samples, none read; {why}) [{source}]: power and thermal cannot be judged")
     limit = gpu_row.get("power_limit_w")
     figures = power_figures(samples, limit)
@@ -153,7 +153,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
              "tflops": gpu_row.get("tflops"), "thresholds_c": gpu_row.get("thresholds_c")}
     bad = non_finite(found)
     if bad:
-        return unknown("power-hold", who, expected, f"{who}: not a finite number ({'; '.join(bad)}) [{source}]: "
+        return unknown(POWER_HOLD.name, who, expected, f"{who}: not a finite number ({'; '.join(bad)}) [{source}]: "
                        "power and thermal cannot be judged")
 
     reasons = figures["reasons_seen"]
@@ -184,7 +184,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
                                 f"{floor_clock:g} MHz promised (a GPU that needs more power for the same clock: a "
                                 "hot or leaky chip, or a lower power limit than the profile assumes)")
         elif figures["sm_clock_mhz_median"] is None:
-            return unknown("power-hold", who, expected, f"{summary} [{source}]: no SM clock was read, the "
+            return unknown(POWER_HOLD.name, who, expected, f"{summary} [{source}]: no SM clock was read, the "
                            f"{floor_clock:g} MHz floor cannot be judged")
         elif figures["sm_clock_mhz_median"] < floor_clock:
             # below its power limit nothing should hold the clock back: a low clock there is the hardware's doing
@@ -199,6 +199,6 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
         problems.append(f"{found['tflops'] or 0:.0f} TFLOP/s under sustained load, below the {floor_tflops:g} "
                         "promised")
     if problems:
-        return failed("power-hold", who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ".",
+        return failed(POWER_HOLD.name, who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ".",
                       details=problems)
-    return passed("power-hold", who, expected, found, f"{summary} [{source}]")
+    return passed(POWER_HOLD.name, who, expected, found, f"{summary} [{source}]")
