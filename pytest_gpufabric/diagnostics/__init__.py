@@ -57,12 +57,11 @@ class Diagnostic:
     measure_as: str  # how `profile init --measure` names it as it goes: "pcie"
     measure_section: Mapping  # the section `--measure` runs and promises: {"seconds": 2}
     spread: bool = False  # `--measure` repeats it to see its spread (else it runs once)
-    schema: Mapping | None = None  # its section's schema where profile.schema.json holds none (a site's kind)
 
     @property
     def defaults(self) -> dict:
-        """The section's defaults, as its schema states them."""
-        keys = (self.schema or _schema_sections()[self.key])["properties"]
+        """The section's defaults, as profile.schema.json states them."""
+        keys = _schema_sections()[self.key]["properties"]
         return {key: copy.deepcopy(spec["default"]) for key, spec in keys.items() if "default" in spec}
 
     def settings(self, section: Mapping) -> dict:
