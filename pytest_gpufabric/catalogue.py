@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from .checks.bandwidth import size_label
-from .diagnostics import DIAGNOSTICS
 from .kinds import Kind, promise_kinds
 from .kinds.base import BURN_IN
 from .kinds.burn_in import SECTION as BURN_IN_SECTION
@@ -138,13 +137,8 @@ def _ib_write_bw(profile) -> dict | None:
     return profile.rdma.get("ib_write_bw")
 
 
-def _has_section(key: str) -> Callable[..., bool]:
-    """Promised by a profile section (a per-GPU diagnostic's, diagnostics.py)."""
-    return lambda profile: key in profile.data
-
-
 _TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
-_DIAGNOSTICS, _MEMORY, _NVLINK = "test_diagnostics.py", "test_memory.py", "test_nvlink_traffic.py"
+_MEMORY, _NVLINK = "test_memory.py", "test_nvlink_traffic.py"
 _PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
 
 _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
@@ -152,7 +146,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("copy-bandwidth", "copy bandwidth", _BANDWIDTH, _copies),
     PromiseKind("nvlink-traffic", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
     PromiseKind("nvlink-traffic-volume", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
-    *(PromiseKind(d.name, d.what, _DIAGNOSTICS, _each_gpu(_has_section(d.key))) for d in DIAGNOSTICS),
     PromiseKind("rdma-port", "RDMA devices", _RDMA, _rdma_ports),
     PromiseKind("rdma-locality", "GPU paired with this RDMA device", _RDMA,
                 lambda profile: _rdma_ports(profile, only_with_gpus=True)),

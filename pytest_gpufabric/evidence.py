@@ -16,22 +16,19 @@ promise (a failure from either fails it):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .diagnostics import DIAGNOSTICS
 from .errors import GpuFabricError
 from .formats.dcgm_diag import _SEVERITY, parse_dcgm_diag
 from .formats.nvbandwidth import parse_nvbandwidth
 
-__all__ = ["BUNDLE_PATTERNS", "DCGM_PROMISES", "ToolEvidence", "dcgm_results", "nvbandwidth_copies", "read_evidence"]
+__all__ = ["BUNDLE_PATTERNS", "ToolEvidence", "dcgm_results", "nvbandwidth_copies", "read_evidence"]
 
 BUNDLE_PATTERNS = ("dcgm*.json", "dcgm*.txt", "dcgmi*.json", "dcgmi*.txt", "nvbandwidth*.json", "nvbandwidth*.txt")
 _MAX_BYTES = 32 << 20
 
-#: DCGM's test (as the parser names it) -> the promise of ours it speaks to (each diagnostic's descriptor names
-#: its DCGM tests)
-DCGM_PROMISES = {test: d.name for d in DIAGNOSTICS for test in d.dcgm}
 #: nvbandwidth's test case -> the profile's bandwidth.copy kind it measures
 NVBANDWIDTH_COPIES = {"host_to_device_memcpy_ce": "host_to_device", "host_to_device_memcpy_sm": "host_to_device",
                       "device_to_host_memcpy_ce": "device_to_host", "device_to_host_memcpy_sm": "device_to_host",
@@ -80,7 +77,7 @@ def bundle_evidence_files(directory: Path) -> list[Path]:
     return sorted({p for pattern in BUNDLE_PATTERNS for p in directory.glob(pattern) if p.is_file()})
 
 
-def dcgm_results(evidence: list[ToolEvidence], gpu_count: int = 0) -> list[dict]:
+def dcgm_results(evidence: list[ToolEvidence], gpu_count: int = 0, *, promises: Mapping[str, str]) -> list[dict]:
     """One row per DCGM test and GPU (per machine for the deployment checks): {"promise", "test", "gpu",
     "status", "message", "source", "version", "level", "driver", "uncovered", "for_all"}, in the order the files gave
     them.
@@ -88,7 +85,9 @@ def dcgm_results(evidence: list[ToolEvidence], gpu_count: int = 0) -> list[dict]
     A tool's result counts only for the GPUs it names. A result DCGM gave for all GPUs at once ("Pass - All") counts
     for the GPUs the run covered (_covered: its ``-i`` list, its GPU Device IDs, the GPUs it names elsewhere) and
     for no other; where the output does not say which GPUs those were, each of the ``gpu_count`` GPUs the profile
-    promises gets a row with ``uncovered`` saying so (not checked). A GPU the profile does not promise likewise."""
+    promises gets a row with ``uncovered`` saying so (not checked). A GPU the profile does not promise likewise.
+    ``promises``: DCGM's test (as the parser names it) -> the kind of ours it speaks to (kinds.equivalents("dcgm"));
+    any other test is the promise dcgm-<test>."""
     rows = []
     for item in evidence:
         if item.kind != "dcgm-diag":
@@ -111,7 +110,7 @@ def dcgm_results(evidence: list[ToolEvidence], gpu_count: int = 0) -> list[dict]
                 if name.startswith("deployment:"):
                     promise = f"dcgm-deployment[{name.split(':', 1)[1]}]"
                 else:
-                    base = DCGM_PROMISES.get(name, f"dcgm-{name.replace('_', '-')}")
+                    base = promises.get(name, f"dcgm-{name.replace('_', '-')}")
                     promise = f"{base}[GPU{gpu}]" if gpu is not None else base
                 rows.append({"promise": promise, "test": name, "gpu": gpu, "status": result.get("status"),
                              "message": result.get("message") or "", "source": item.source,

@@ -4,7 +4,7 @@ An entry says what a measurement is made of: the fixture the suites ask for it b
 it (no promise, no measurement: the fixture skips as "not promised"), how it is made live (a workload, in child
 processes), the bundle file it records into and how a replay reads it back, and which check and suite judge it.
 FabricSession.measurement() walks the registry instead of an if-chain, and fixtures.py makes one fixture per entry:
-a per-GPU diagnostic's entry comes from its descriptor (diagnostics.py), so a new one adds nothing here.
+a per-GPU diagnostic's entry comes from its kind (kinds.diagnostics()), so a new one adds nothing here.
 
 Live results are written to the report folder under the entry's ``record_file`` as they are made: with the
 snapshot, that folder is a bundle a replay judges the same way.
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .diagnostics import DIAGNOSTICS, Diagnostic
+from .kinds import diagnostics
+from .kinds.base import Measurement as DiagnosticMeasurement
 
 __all__ = ["REGISTRY", "Measurement", "register"]
 
@@ -120,12 +121,13 @@ def _memory_live(fabric_session):
     return measure_memory(fabric_session.profile.data["memory"], gpu_environment(fabric_session.boards()))
 
 
-def _record_replay(name: str) -> Callable[[Path, Any], Any]:
-    """The bundle's file of this kind, typed (formats/records.py): a Recording whose problems the checks say."""
+def _record_replay(name: str, file_kind: tuple | None = None) -> Callable[[Path, Any], Any]:
+    """The bundle's file of this kind, typed (formats/records.py): a Recording whose problems the checks say;
+    ``file_kind``: (format tag, shape, what) where formats/records.py does not know the file itself."""
     def replay(directory: Path, fabric_session):
         from .formats.records import load_record
 
-        return load_record(directory, name)
+        return load_record(directory, name, file_kind)
 
     return replay
 
@@ -270,7 +272,7 @@ register(Measurement(
     check="nodehealth/arrival.py", suite="suites/test_arrival.py", spare_imports=(), processes=lambda gpus: 0))
 
 
-# --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py): one entry per descriptor --
+# --- per-GPU diagnostics of the depth `dcgmi diag` gives (suites/test_diagnostics.py): one entry per kind ------
 
 
 def _gpu_env(fabric_session):
@@ -279,23 +281,27 @@ def _gpu_env(fabric_session):
     return gpu_environment(fabric_session.boards())
 
 
-def _diagnostic_live(diagnostic: Diagnostic) -> Callable[[Any], dict]:
+def _diagnostic_live(measurement: DiagnosticMeasurement) -> Callable[[Any], dict]:
     """The diagnostic measured on the run's promised boards, as its profile section asks (its launcher)."""
     def live(fabric_session) -> dict:
-        launch = diagnostic.launcher_function()
-        return launch(fabric_session.profile.data[diagnostic.key], _gpu_env(fabric_session), fabric_session.boards(),
-                      fabric_session.fabric, plant_fault=fabric_session.options.plant_memory_fault)[0]
+        section = fabric_session.profile.data[measurement.diagnostic.key]
+        return measurement.launch(section, _gpu_env(fabric_session), fabric_session.boards(), fabric_session.fabric,
+                                  plant_fault=fabric_session.options.plant_memory_fault)[0]
 
     return live
 
 
-for _diagnostic in DIAGNOSTICS:
-    register(Measurement(
-        name=_diagnostic.measurement, fixture=_diagnostic.fixture, doc=_diagnostic.doc,
-        why_not_promised=_section(_diagnostic.key, _diagnostic.what),
-        live=_record_live(_diagnostic.record_file, _diagnostic_live(_diagnostic)),
-        replay=_record_replay(_diagnostic.record_file),
-        nothing_recorded=f"the bundle holds no {_diagnostic.one} ({_diagnostic.record_file})",
-        record_file=_diagnostic.record_file, check=f"checks/{_diagnostic.check}.py",
-        suite="suites/test_diagnostics.py",
-        processes=(lambda gpus: gpus) if _diagnostic.per_gpu else (lambda gpus: 1)))
+def register_diagnostic(measurement: DiagnosticMeasurement) -> Measurement:
+    """The registry's entry of a per-GPU diagnostic kind: its descriptor's fixture, section and recording."""
+    d = measurement.diagnostic
+    return register(Measurement(
+        name=d.measurement, fixture=d.fixture, doc=d.doc, why_not_promised=_section(d.key, d.what),
+        live=_record_live(d.record_file, _diagnostic_live(measurement)),
+        replay=_record_replay(d.record_file, d.file_kind),
+        nothing_recorded=f"the bundle holds no {d.one} ({d.record_file})",
+        record_file=d.record_file, check=d.check, suite="suites/test_diagnostics.py",
+        processes=(lambda gpus: gpus) if d.per_gpu else (lambda gpus: 1)))
+
+
+for _kind in diagnostics():
+    register_diagnostic(_kind.measurement)

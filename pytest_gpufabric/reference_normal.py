@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .diagnostics.hbm import HBM
 from .reference import NUMERIC_FIELDS, Reference
 from .units import GIB, KIB, MIB, is_number
 
@@ -249,7 +250,7 @@ def judge_check(check: dict, ref: Reference, samples: list[dict], nvlink: bool) 
         gbps = min(values) if values else None
         host = op != "gpu_to_gpu"
         basis, what = (PCIE if host else fabric), f"slowest {op.replace('_', '-')} copy"
-    elif name == "hbm-bandwidth":
+    elif name == HBM.name:
         kind, op, size, gbps, basis, what = "memory", None, None, found.get("best_gbps"), MEMORY, "HBM bandwidth"
     else:
         return None

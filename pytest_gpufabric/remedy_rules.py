@@ -150,59 +150,6 @@ def _traffic(check: dict, ctx: Context) -> Remedy:
     return RERUN, f"{who}: its NVLinks carried too little{share} with every link moving data: measure it once more"
 
 
-def _pattern(check: dict, ctx: Context) -> Remedy:
-    who, found = check.get("subject"), check.get("found") or {}
-    planted = " (planted by --plant-fault: it proves the check, not the board)" if found.get("planted") else ""
-    if _number(found.get("mismatches")) and found["mismatches"] > 0:
-        return RMA, f"{who}: {found['mismatches']} word(s) read back other than written: failing device memory{planted}"
-    if found.get("error"):
-        return RESET, (f"{who}: the memory test stopped with a device error ({_first(found['error'], 120)}): reset it "
-                       f"and test again; a board that fails again goes back{planted}")
-    return RERUN, f"{_lead(check)}: too little memory was free to test (another process held it): test it again"
-
-
-def _power(check: dict, ctx: Context) -> list[Remedy]:
-    who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found") or {}
-    reasons = found.get("reasons_seen") or {}
-    out = [(THROTTLE_REMEDY.get(r, RESEAT), f"{who}: {r} in {reasons[r]:.0%} of the samples under load "
-            f"({REASON_MEANING.get(r, r)})") for r in expected.get("forbidden_reasons") or []
-           if _number(reasons.get(r)) and reasons[r] > 0]
-    hottest, ceiling = found.get("temperature_c_max"), expected.get("max_temperature_c")
-    if _number(hottest) and _number(ceiling) and hottest > ceiling:
-        out.append((RESEAT, f"{who}: reached {hottest} C under load, above the {ceiling} C allowed: its cooling "
-                            "(airflow, fans, a seated heat sink)"))
-    floor = expected.get("min_sm_clock_mhz")
-    at_limit, median = found.get("sm_clock_mhz_median_at_limit"), found.get("sm_clock_mhz_median")
-    if _number(floor) and _number(at_limit) and at_limit < floor:
-        out.append((SOFTWARE, f"{who}: SM clock {at_limit:.0f} MHz at its {found.get('power_limit_w')} W power limit, "
-                              f"below the {floor:g} MHz promised: a power limit set lower than the profile assumes"))
-    elif _number(floor) and at_limit is None and _number(median) and median < floor:
-        out.append((RESET, f"{who}: SM clock {median:.0f} MHz without reaching its power limit, below the {floor:g} "
-                           "MHz promised: the board holds its clocks itself; reset it, and return it if it stays"))
-    if not out:
-        out.append((RERUN, f"{_lead(check)}: slower under sustained load with no clock event or heat to explain it: "
-                           "measure it once more"))
-    return out
-
-
-def _pcie_load(check: dict, ctx: Context) -> list[Remedy]:
-    who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found") or {}
-    out = []
-    for part, unit in (("width", "x"), ("gen", "gen ")):
-        low, want = found.get(f"{part}_min"), expected.get(part)
-        if _number(low) and _number(want) and low < want:
-            out.append((RESEAT, f"{who}: the link ran at {unit}{low} under load, below {unit}{want}: a card, riser, "
-                                "cable or retimer that does not hold the link"))
-    rise, allowed = found.get("replay_rise"), expected.get("max_replay_rise", 0)
-    if _number(rise) and _number(allowed) and rise > allowed:
-        out.append((RESEAT, f"{who}: the PCIe replay counter rose by {rise} during the copies: the link's signal is "
-                            "marginal (riser, slot, retimer)"))
-    if not out:
-        out.append((RERUN, f"{_lead(check)}: copies below the floor on a link at full width and speed: measure once "
-                           "more"))
-    return out
-
-
 def _rdma_port(check: dict, ctx: Context) -> list[Remedy]:
     who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found")
     if not isinstance(found, dict):
@@ -250,11 +197,6 @@ RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
     "copy-": _bandwidth,
     "ib-write-bw": _bandwidth,
     "nvlink-traffic-": _traffic,  # NCCL told not to use P2P, platform findings: SOFTWARE; flat links: RESEAT
-    "hbm-bandwidth": _fixed(RESET, "a memory clock held low or rows pending remapping clear on a reset; still low "
-                                   "after it, the HBM stack is degraded and the board goes back"),
-    "memory-pattern": _pattern,  # a word read back wrong: RMA; a device error: RESET; too little tested: RERUN
-    "power-hold": _power,  # by the clock-event reasons (THROTTLE_REMEDY), the heat and the clock at the power limit
-    "pcie-under-load": _pcie_load,  # narrower, slower or replaying under load: RESEAT
     "rdma-port": _rdma_port,  # link down, rate low: RESEAT; state INIT, MTU, link layer: SOFTWARE
     "rdma-locality": _fixed(RESEAT, "the NIC or the GPU in another slot than the design"),
     "rdma-counters": _fixed(SOFTWARE, "the traffic took another device or port: ib_write_bw's device setting"),

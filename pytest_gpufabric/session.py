@@ -26,6 +26,7 @@ from .fabric.bundle import bundle_directory, load_bundle
 from .fabric.health import HealthReader
 from .fabric.model import Fabric
 from .fabric.nvml import collect_fabric
+from .kinds import equivalents
 from .measurements import REGISTRY
 from .profile.model import Profile
 from .report.metrics import MetricsExporter
@@ -113,7 +114,7 @@ class FabricSession:
         for (the burn-in) and the evidence of other tools given with the run. Made on first use, after the options
         are read (on the pytest-xdist controller too, where no test runs)."""
         if self._promises is None:
-            rows = dcgm_results(self.evidence, self.profile.gpu_count)
+            rows = dcgm_results(self.evidence, self.profile.gpu_count, promises=equivalents("dcgm"))
             self._promises = promise_list(
                 self.profile, asked={BURN_IN} if self.has_burn_in else set(),
                 left_out_why={BURN_IN: self.has_burn_in_why},

@@ -1,31 +1,38 @@
-"""Each per-GPU diagnostic is one descriptor (pytest_gpufabric/diagnostics.py) and every layer follows from it: a
-descriptor that lacks a piece, or a layer that forgets one, fails here (docs/adding-a-diagnostic.md). The layers
-are read as they are loaded, and the report's and the fleet's numbers from a results file of a real run."""
+"""Each per-GPU diagnostic is one kind (kinds/<family>/) carrying its measurement (its descriptor, diagnostics/,
+and its launcher, --measure step and check) and every layer follows from it: a kind that lacks a piece, or a layer
+that forgets one, fails here (docs/adding-a-diagnostic.md). The layers are read as they are loaded, and the
+report's and the fleet's numbers from a results file of a real run. A kind need not have an equivalent in another
+tool, nor a live recording yet."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
+from replays import copy_bundle, replay
 
-from pytest_gpufabric import diagnostics as descriptors
+from pytest_gpufabric import kinds
 from pytest_gpufabric.catalogue import KINDS
-from pytest_gpufabric.checks.limits import HIGHER, Limit, figure, limits_of, record_limits
+from pytest_gpufabric.checks import limits as check_limits
+from pytest_gpufabric.checks.limits import HIGHER, Limit, figure, limits_of
 from pytest_gpufabric.checks.pcie_load import check_pcie_under_load
-from pytest_gpufabric.diagnostics import DIAGNOSTICS, HBM, MEMORY_PATTERN, PCIE_LOAD, POWER_HOLD, Diagnostic
-from pytest_gpufabric.evidence import DCGM_PROMISES
+from pytest_gpufabric.diagnostics import Diagnostic, recorded
+from pytest_gpufabric.diagnostics.hbm import HBM
+from pytest_gpufabric.diagnostics.memory_pattern import MEMORY_PATTERN
+from pytest_gpufabric.diagnostics.pcie_load import PCIE_LOAD
+from pytest_gpufabric.diagnostics.power_hold import POWER_HOLD
 from pytest_gpufabric.fleet.nodes import _metrics
 from pytest_gpufabric.formats import records
+from pytest_gpufabric.kinds import record_limits
 from pytest_gpufabric.measurements import REGISTRY
 from pytest_gpufabric.profile import measure
-from pytest_gpufabric.promise import MARKER
 from pytest_gpufabric.report import check_words, phrases
 from pytest_gpufabric.report.figures import report_figures
-from pytest_gpufabric.suites import test_diagnostics as suite
 from pytest_gpufabric.units import parse_bytes
 from pytest_gpufabric.workloads import diagnostics as hbm_pattern_launchers
 from pytest_gpufabric.workloads import power_pcie
@@ -35,6 +42,9 @@ PACKAGE = ROOT / "pytest_gpufabric"
 SCHEMA = json.loads((PACKAGE / "profile" / "profile.schema.json").read_text(encoding="utf-8"))
 #: a real single-GPU acceptance holding all four diagnostics (H100 80GB HBM3)
 RECORDED = json.loads((ROOT / "tests/data/results/single-gpu-on-h100-x1/run-6/acceptance-results.json").read_text())
+#: the per-GPU diagnostics as the registry declares them, and their descriptors
+DIAGNOSTIC_KINDS = kinds.diagnostics()
+DIAGNOSTICS = tuple(kind.measurement.diagnostic for kind in DIAGNOSTIC_KINDS)
 IDS = [d.name for d in DIAGNOSTICS]
 
 #: the command line each launcher builds for a profile section
@@ -74,7 +84,8 @@ def test_its_defaults_are_the_schemas_and_no_one_elses(diagnostic: Diagnostic):
     assert diagnostic.settings({"seconds": 0.5})["seconds"] == 0.5  # what the section says wins
 
 
-@pytest.mark.parametrize("diagnostic", DIAGNOSTICS, ids=IDS)
+@pytest.mark.parametrize("diagnostic", [d for d in DIAGNOSTICS if d.name in COMMANDS],
+                         ids=[name for name in IDS if name in COMMANDS])
 def test_its_launcher_passes_every_setting_and_its_script_requires_them(diagnostic: Diagnostic):
     """The command for an empty section carries the schema's defaults, and the standalone script has none of its
     own to drift from them: each setting it is given is a required argument."""
@@ -119,16 +130,20 @@ def test_the_memory_pattern_times_out_by_the_schemas_seconds(monkeypatch):
     assert seen["cmd"][seen["cmd"].index("--seconds") + 1] == repr(float(seconds))
 
 
-@pytest.mark.parametrize("diagnostic", DIAGNOSTICS, ids=IDS)
-def test_the_descriptor_names_what_exists(diagnostic: Diagnostic):
-    script = (PACKAGE / "workloads" / diagnostic.script).read_text(encoding="utf-8")
-    assert f'FORMAT = "{diagnostic.format}"' in script
-    for function in (diagnostic.launcher_function(), diagnostic.measure_function()):
+@pytest.mark.parametrize("kind", DIAGNOSTIC_KINDS, ids=IDS)
+def test_the_descriptor_names_what_exists(kind):
+    diagnostic, measurement = kind.measurement.diagnostic, kind.measurement
+    if diagnostic.script:
+        script = (PACKAGE / "workloads" / diagnostic.script).read_text(encoding="utf-8")
+        assert f'FORMAT = "{diagnostic.format}"' in script
+    for function in (measurement.launch, measurement.judge):
         assert callable(function)
-    parameters = inspect.signature(diagnostic.launcher_function()).parameters
+    assert measurement.measure is None or callable(measurement.measure)
+    parameters = inspect.signature(measurement.launch).parameters
     assert list(parameters)[:4] == ["section", "env", "boards", "fabric"]
     assert {"repeats", "plant_fault"} <= set(parameters)
-    assert (PACKAGE / "checks" / f"{diagnostic.check}.py").is_file()
+    assert list(inspect.signature(measurement.judge).parameters) == ["row", "section", "source", "gpu"]
+    assert (PACKAGE / diagnostic.check).is_file()
     assert "gpus" in diagnostic.shape and "index" in diagnostic.shape["gpus"][0]  # a row per GPU, by board
     section = {"type": "object", **SCHEMA["properties"][diagnostic.key], "$defs": SCHEMA["$defs"]}  # its $refs
     jsonschema.validate(dict(diagnostic.measure_section), section)  # what --measure promises is a valid section
@@ -137,47 +152,62 @@ def test_the_descriptor_names_what_exists(diagnostic: Diagnostic):
 # --- every layer knows each one, and none knows another ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("diagnostic", DIAGNOSTICS, ids=IDS)
-def test_every_layer_knows_it(diagnostic: Diagnostic, tmp_path: Path):
-    kind = KINDS[diagnostic.name]
-    assert (kind.suite, kind.what) == ("test_diagnostics.py", diagnostic.what)
+@pytest.mark.parametrize("kind", DIAGNOSTIC_KINDS, ids=IDS)
+def test_every_layer_knows_it(kind, tmp_path: Path):
+    diagnostic = kind.measurement.diagnostic
+    assert KINDS[diagnostic.name] is kind
+    assert (kind.name, kind.suite, kind.what, kind.sections) == (diagnostic.name, "test_diagnostics.py",
+                                                                  diagnostic.what, (diagnostic.key,))
     entry = REGISTRY[diagnostic.measurement]
     assert (entry.fixture, entry.record_file) == (diagnostic.fixture, diagnostic.record_file)
-    assert entry.check == f"checks/{diagnostic.check}.py"
+    assert entry.check == diagnostic.check
     assert records.KINDS[diagnostic.record_file][:2] == (diagnostic.format, diagnostic.shape)
-    assert all(DCGM_PROMISES[test] == diagnostic.name for test in diagnostic.dcgm)
-    assert diagnostic.measure_as in measure._recorded(tmp_path)
-    judges = [test for name, test in vars(suite).items() if name.startswith("test_")
-              and any(mark.name == MARKER and mark.args == (diagnostic.name,) for mark in test.pytestmark)]
-    assert len(judges) == 1, judges
-    assert diagnostic.fixture in inspect.signature(judges[0]).parameters
+    assert all(kinds.equivalents(tool)[test] == kind.name for tool, test in kind.equivalents)
+    assert diagnostic.measure_as in measure._recorded(tmp_path, [kind.measurement])
+    assert [rule.name for rule in kind.checks] == [kind.name]
     assert f"## `{diagnostic.key}`" in (ROOT / "docs" / "profile-reference.md").read_text(encoding="utf-8")
 
 
-def test_no_layer_lists_a_diagnostic_without_a_descriptor():
+def test_no_layer_lists_a_diagnostic_without_a_kind():
     names = {d.name for d in DIAGNOSTICS}
     assert {k.name for k in KINDS.values() if k.suite == "test_diagnostics.py"} == names
     assert {m.name for m in REGISTRY.values() if m.suite == "suites/test_diagnostics.py"} == \
         {d.measurement for d in DIAGNOSTICS}
     assert set(records.KINDS) - {records.MEMORY_FILE} == {d.record_file for d in DIAGNOSTICS}
-    assert set(DCGM_PROMISES.values()) == names
-    judged = {mark.args[0] for name, test in vars(suite).items() if name.startswith("test_")
-              for mark in test.pytestmark if mark.name == MARKER}
-    assert judged == names
+    assert recorded() == DIAGNOSTICS  # the descriptors below kinds/ are the kinds' own, in promise order
+    assert set(kinds.equivalents("dcgm").values()) <= names
 
 
-def test_by_name():
-    assert descriptors.by_name("pcie-under-load") is PCIE_LOAD and descriptors.by_name("gpu-memory") is None
+def test_dcgm_tests_speak_to_the_shipped_diagnostics():
+    """`dcgmi diag`'s tests judged as our promises, as each kind declares its equivalents."""
+    assert kinds.equivalents("dcgm") == {
+        "memory_bandwidth": HBM.name, "memory": MEMORY_PATTERN.name, "targeted_power": POWER_HOLD.name,
+        "targeted_stress": POWER_HOLD.name, "pulse_test": POWER_HOLD.name, "pcie": PCIE_LOAD.name}
+
+
+def test_the_suite_binds_each_case_to_its_own_kinds_promise(pytester: pytest.Pytester):
+    """One generic test judges every diagnostic; each case's promise id is its kind's name and its GPU."""
+    bundle = ROOT / "tests" / "data" / "bundles" / "h100-x1-measured"
+    code, document = replay(pytester, bundle / "measured.yaml", copy_bundle(pytester, bundle))
+    assert code == 0 and document["summary"]["verdict"] == "ACCEPTED"
+    judged = {p["id"]: (p["outcome"], [test.split("/")[-1] for test in p["tests"]]) for p in document["promises"]
+              if p["id"].split("[")[0] in IDS}
+    assert judged == {f"{name}[GPU0]": ("passed", [f"test_diagnostics.py::test_diagnostic[{name}-GPU0]"])
+                      for name in IDS}
 
 
 # --- the report and the fleet follow from the check's limits --------------------------------------------------
 
 
-@pytest.mark.parametrize("diagnostic", DIAGNOSTICS, ids=IDS)
+#: those a real run recorded (a kind with no live recording yet is held to the rest)
+RECORDED_DIAGNOSTICS = [d for d in DIAGNOSTICS if any(c["name"] == d.name for c in RECORDED["checks"])]
+
+
+@pytest.mark.parametrize("diagnostic", RECORDED_DIAGNOSTICS, ids=[d.name for d in RECORDED_DIAGNOSTICS])
 def test_the_report_and_the_fleet_follow_from_the_checks_limits(diagnostic: Diagnostic):
     record = _recorded(diagnostic.name)
     limits = record_limits(record)
-    assert limits, f"{diagnostic.check}.py states no limits for {diagnostic.name}"
+    assert limits, f"{diagnostic.check} states no limits for {diagnostic.name}"
     assert all(isinstance(limit, Limit) and limit.unit for limit in limits)
     expected, found = check_words.phrase(record)
     assert (expected, found) != phrases._settings(record)  # its own words, not the generic ones
@@ -201,7 +231,8 @@ def test_the_recorded_diagnostics_state_their_bounds():
 
 def test_a_diagnostic_without_a_phrase_of_its_own_is_phrased_from_its_limits(monkeypatch):
     record = {**_recorded(PCIE_LOAD.name), "expected": {**_recorded(PCIE_LOAD.name)["expected"], "min_gbps": 50}}
-    monkeypatch.delitem(phrases._PHRASES, PCIE_LOAD.name)
+    rule = dataclasses.replace(kinds.check_rule(PCIE_LOAD.name), phrase=None)
+    monkeypatch.setattr(check_words, "check_rule", lambda name, site_kinds=(): rule if name == PCIE_LOAD.name else None)
     expected, found = check_words.phrase(record)
     assert expected == "≥ 50 GB/s h2d; ≥ 50 GB/s d2h"
     assert found == "; ".join(f"{key}: {phrases.number(record['found'][f'{key}_gbps'], 'GB/s')}"
@@ -216,14 +247,16 @@ def test_a_check_result_carries_its_limits():
            "replay_counter": {"before": 0, "after": 0}}
     result = check_pcie_under_load(row, {"min": "50 GB/s"}, "a test row")
     assert result.verdict == "failed"
-    assert [(limit.label, limit.value, limit.bound, limit.unit, limit.higher_is_better) for limit in result.limits] \
+    limits = record_limits(result.to_dict())  # by the reader its kind declares (kinds/pcie_load/)
+    assert [(limit.label, limit.value, limit.bound, limit.unit, limit.higher_is_better) for limit in limits] \
         == [("h2d_gbps", 54.2, 50.0, "GB/s", True), ("d2h_gbps", 48.1, 50.0, "GB/s", True)]
-    assert result.limits == record_limits(result.to_dict())
 
 
-def test_a_check_declares_its_limits_once():
+def test_a_check_declares_its_limits_once(monkeypatch):
+    monkeypatch.setattr(check_limits, "_READERS", {})
+    limits_of("example-check")(lambda record: [])
     with pytest.raises(ValueError, match="declared twice"):
-        limits_of(PCIE_LOAD.name)(lambda record: [])
+        limits_of("example-check")(test_a_figure_without_a_bound_is_one_unbounded_limit)
 
 
 def test_a_figure_without_a_bound_is_one_unbounded_limit():

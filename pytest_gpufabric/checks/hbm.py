@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 
-from ..diagnostics import HBM, MEMORY_PATTERN
+from ..diagnostics.hbm import HBM
+from ..diagnostics.memory_pattern import MEMORY_PATTERN
 from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps
-from .limits import HIGHER, Limit, figure, limits_of, short_subject
+from .limits import HIGHER, Limit, figure, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: without a minimum coverage in the profile, a pattern test that covered less than this of the free memory is not
@@ -52,7 +53,7 @@ def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fracti
     Not checked: no floor at all, a number that is not finite, a figure above the peak (that measured a cache, not
     HBM), or a fraction floor where NVML gave no peak and nothing else failed."""
     who = gpu_label(gpu_row)
-    name = "hbm-bandwidth"
+    name = HBM.name
     floor = dict(floor or {})
     fraction = floor.get("min_fraction_of_peak", model_peak_min_fraction)
     expected = {key: value for key, value in floor.items()}
@@ -102,8 +103,7 @@ def check_hbm_bandwidth(gpu_row: dict, floor: dict | None, model_peak_min_fracti
     return passed(name, who, expected, found, f"{summary} [{source}]", unit="GB/s")
 
 
-@limits_of("hbm-bandwidth")
-def _hbm_limits(record: dict) -> list[Limit]:
+def hbm_limits(record: dict) -> list[Limit]:
     """The best of copy, read and write against ``min`` and the fraction of NVML's peak, drawn as an HBM bar."""
     expected, found = record.get("expected"), record.get("found")
     if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("best_gbps")):
@@ -191,7 +191,7 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str, *,
     then covers too little of the GPU), and with ``promised`` (the profile's section) fewer seconds or other
     patterns than it promises."""
     who = gpu_label(gpu_row)
-    name = "memory-pattern"
+    name = MEMORY_PATTERN.name
     coverage_floor = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
     expected = {"mismatches": 0, "min_coverage": coverage_floor,
                 "coverage_floor_from": "default" if min_coverage is None else "profile"}
@@ -251,8 +251,7 @@ def check_mem_pattern(gpu_row: dict, min_coverage: float | None, source: str, *,
     return passed(name, who, expected, found, f"{summary}, no mismatch [{source}]")
 
 
-@limits_of("memory-pattern")
-def _pattern_limits(record: dict) -> list[Limit]:
+def pattern_limits(record: dict) -> list[Limit]:
     """The share of free memory tested against ``min_coverage``, in percent (any mismatch fails outright)."""
     expected, found = record.get("expected"), record.get("found")
     if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("coverage")):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ..diagnostics import PCIE_LOAD
+from ..diagnostics.pcie_load import PCIE_LOAD
 from ..units import format_bytes, is_number, non_finite, parse_bytes, parse_gbps, pcie_peak_gbps
-from .limits import HIGHER, Limit, figure, limits_of, short_subject
+from .limits import HIGHER, Limit, figure, short_subject
 from .result import CheckResult, failed, passed, unknown
 
 #: the copies and the link reads cover the promised seconds when they reach this share of them (a copy in flight
@@ -86,8 +86,7 @@ def _reads(histogram: dict) -> str:
     return ", ".join(f"{value} in {count}" for value, count in histogram.items())
 
 
-@limits_of("pcie-under-load")
-def _pcie_limits(record: dict) -> list[Limit]:
+def pcie_limits(record: dict) -> list[Limit]:
     """Each direction's copy rate against ``min``, drawn as a bar each (the link's generation, width and replays are
     counts, judged exactly)."""
     expected, found = record.get("expected"), record.get("found")
@@ -127,7 +126,7 @@ def check_pcie_under_load(gpu_row: dict, spec: dict, source: str) -> CheckResult
 
     Each part that NVML could not read (a VM that hides the link, a driver without the counter) is not judged;
     the result is then "not checked" unless another part failed. Non-finite rates are not judged either."""
-    name = "pcie-under-load"
+    name = PCIE_LOAD.name
     who = _label(gpu_row)
     link = gpu_row.get("link") or {}
     load = link.get("under_load") or {}

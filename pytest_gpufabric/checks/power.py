@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 
-from ..diagnostics import POWER_HOLD
+from ..diagnostics.power_hold import POWER_HOLD
 from ..units import is_number, non_finite
 from ..workloads.power_figures import power_figures
-from .limits import HIGHER, LOWER, Limit, figure, limits_of
+from .limits import HIGHER, LOWER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 #: the reasons that fail a GPU wherever they are seen: the GPU protecting itself, not its power policy
@@ -90,8 +90,7 @@ def _fmt(value, unit: str, digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f} {unit}"
 
 
-@limits_of("power-hold")
-def _power_limits(record: dict) -> list[Limit]:
+def power_limits(record: dict) -> list[Limit]:
     """The median SM clock at the power limit (over all samples where the GPU never reached it) against
     ``min_sm_clock_mhz``; the hottest reading, which the fleet compares."""
     expected, found = record.get("expected"), record.get("found")
@@ -146,7 +145,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
         unread = gpu_row.get("unread") or {}
         why = (f"NVML answered {', '.join(f'{k}: {v}' for k, v in sorted(unread.items()))}" if unread
                else "the run read no NVML (a CPU run or a machine without the driver)")
-        return unknown("power-hold", who, expected, f"{who}: no power or clock-event sample under load "
+        return unknown(POWER_HOLD.name, who, expected, f"{who}: no power or clock-event sample under load "
                        f"({len(samples)} samples, none read; {why}) [{source}]: power and thermal cannot be judged")
     limit = gpu_row.get("power_limit_w")
     figures = power_figures(samples, limit)
@@ -154,7 +153,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
              "tflops": gpu_row.get("tflops"), "thresholds_c": gpu_row.get("thresholds_c")}
     bad = non_finite(found)
     if bad:
-        return unknown("power-hold", who, expected, f"{who}: not a finite number ({'; '.join(bad)}) [{source}]: "
+        return unknown(POWER_HOLD.name, who, expected, f"{who}: not a finite number ({'; '.join(bad)}) [{source}]: "
                        "power and thermal cannot be judged")
 
     reasons = figures["reasons_seen"]
@@ -185,7 +184,7 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
                                 f"{floor_clock:g} MHz promised (a GPU that needs more power for the same clock: a "
                                 "hot or leaky chip, or a lower power limit than the profile assumes)")
         elif figures["sm_clock_mhz_median"] is None:
-            return unknown("power-hold", who, expected, f"{summary} [{source}]: no SM clock was read, the "
+            return unknown(POWER_HOLD.name, who, expected, f"{summary} [{source}]: no SM clock was read, the "
                            f"{floor_clock:g} MHz floor cannot be judged")
         elif figures["sm_clock_mhz_median"] < floor_clock:
             # below its power limit nothing should hold the clock back: a low clock there is the hardware's doing
@@ -200,6 +199,6 @@ def check_power_hold(gpu_row: dict, spec: dict, source: str) -> CheckResult:
         problems.append(f"{found['tflops'] or 0:.0f} TFLOP/s under sustained load, below the {floor_tflops:g} "
                         "promised")
     if problems:
-        return failed("power-hold", who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ".",
+        return failed(POWER_HOLD.name, who, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ".",
                       details=problems)
-    return passed("power-hold", who, expected, found, f"{summary} [{source}]")
+    return passed(POWER_HOLD.name, who, expected, found, f"{summary} [{source}]")

@@ -73,6 +73,7 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
     measured = None
     if args.measure:
         from ..fabric.bundle import bundle_directory
+        from ..kinds import diagnostics
         from ..profile.measure import measure_machine
 
         margin = 0.9 if args.margin is None else args.margin
@@ -82,7 +83,8 @@ def cmd_profile_init(args: argparse.Namespace) -> int:
             raise GpuFabricError(f"--repeats {args.repeats}: give 1 or more")
         measured = measure_machine(fabric, name, repeats=args.repeats, margin=margin,
                                    bundle=bundle_directory(args.replay) if args.replay else None,
-                                   say=lambda line: print(f"gpufabric: {line}", file=sys.stderr, flush=True))
+                                   say=lambda line: print(f"gpufabric: {line}", file=sys.stderr, flush=True),
+                                   diagnostics=[kind.measurement for kind in diagnostics()])
     text = profile_yaml_from_fabric(fabric, name, measured)
     from ..formats.strict import load_yaml_text
 

@@ -1,5 +1,5 @@
 """The recordings of the per-GPU diagnostics (hbm.json, memory-pattern.json, power-hold.json, pcie-load.json: each
-declared by its descriptor, diagnostics.py), the memory suite (memory.json) and the burn-in
+declared by its descriptor, diagnostics/), the memory suite (memory.json) and the burn-in
 (gpufabric-burnin.jsonl), read in one place each, typed.
 
 Each file kind declares its shape (formats/typed.py): its format tag, every number's kind (finite, in its
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..diagnostics import DIAGNOSTICS
+from ..diagnostics import recorded
 from .strict import load_json_text
 from .typed import NOTE, TEXT, Field, Opt, check_shape, reading, value
 
@@ -52,9 +52,9 @@ _MEMORY = {
                      "offloaded_tensors": value("count")}),
 }
 
-#: file -> (its format tag, its shape, what it is in words): each diagnostic's as its descriptor declares it
+#: file -> (its format tag, its shape, what it is in words): each shipped diagnostic's as its descriptor declares it
 KINDS = {
-    **{d.record_file: (d.format, d.shape, d.recording) for d in DIAGNOSTICS},
+    **{d.record_file: d.file_kind for d in recorded()},
     MEMORY_FILE: ("gpufabric-memory/1", _MEMORY, "memory"),
 }
 
@@ -90,10 +90,11 @@ class Recording(dict):
         return [p.text for p in self.problems if p.row is None or p.row == position]
 
 
-def read_record(name: str, data: object, source: str) -> Recording:
+def read_record(name: str, data: object, source: str, file_kind: tuple | None = None) -> Recording:
     """``data`` (a file kind's JSON, parsed) typed: every value that does not fit its shape, a format tag this
-    plugin does not read and two rows for one GPU become problems naming ``name``, the key and the value."""
-    fmt, shape, _ = KINDS[name]
+    plugin does not read and two rows for one GPU become problems naming ``name``, the key and the value.
+    ``file_kind``: (format tag, shape, what) of a file KINDS does not hold (a diagnostic declared in its kind)."""
+    fmt, shape, _ = file_kind or KINDS[name]
     if not isinstance(data, dict):
         return Recording({}, name=name, source=source, unreadable=f"{source}: not a JSON object")
     problems = [RecordProblem(f"{name}: format = {data.get('format')!r}: this plugin reads {fmt!r}")
@@ -123,7 +124,7 @@ def _duplicate_rows(name: str, rows: object) -> list[RecordProblem]:
     return problems
 
 
-def load_record(directory: Path, name: str) -> Recording | None:
+def load_record(directory: Path, name: str, file_kind: tuple | None = None) -> Recording | None:
     """The bundle's file of this kind, typed; None when it has none. An unreadable file (not UTF-8, not JSON) is a
     Recording that says so, never an exception."""
     path = directory / name
@@ -134,8 +135,8 @@ def load_record(directory: Path, name: str) -> Recording | None:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         return Recording({}, name=name, source=str(path),
-                         unreadable=f"{path}: not a readable {KINDS[name][2]} recording ({why})")
-    return read_record(name, data, str(path))
+                         unreadable=f"{path}: not a readable {(file_kind or KINDS[name])[2]} recording ({why})")
+    return read_record(name, data, str(path), file_kind)
 
 
 def live_record(name: str, data: dict) -> Recording:

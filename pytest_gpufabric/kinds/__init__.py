@@ -2,8 +2,9 @@
 or ``CHECKS`` (check rules no single kind owns) is a family of kinds, placed in the promise list by its ``POSITION``.
 
 The tables the other layers read are views of it: the promise catalogue (``promise_kinds``), the check rules that
-phrase a record, point a failure to its remedy and read its limits (``check_rule``, ``record_limits``), and the
-profile sections the kinds claim (``claimed_sections``). docs/adding-a-diagnostic.md says how to add a kind.
+phrase a record, point a failure to its remedy and read its limits (``check_rule``, ``record_limits``), the
+profile sections the kinds claim (``claimed_sections``) and the per-GPU diagnostics (``diagnostics``).
+docs/adding-a-diagnostic.md says how to add a kind.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-from .base import CheckRule, Kind
+from .base import CheckRule, Kind, Measurement
 
-__all__ = ["PLUGIN_SECTIONS", "CheckRule", "Kind", "check_rule", "claimed_sections", "families", "promise_kinds",
-           "record_limits", "section_schema_problems", "unclaimed_sections"]
+__all__ = ["PLUGIN_SECTIONS", "CheckRule", "Kind", "Measurement", "check_rule", "claimed_sections", "diagnostics",
+           "equivalents", "families", "promise_kinds", "record_limits", "section_schema_problems",
+           "unclaimed_sections"]
 
 
 @functools.cache
@@ -43,6 +45,12 @@ def _shipped() -> tuple[Kind, ...]:
 def promise_kinds() -> dict[str, Kind]:
     """Every shipped kind by name, in promise order."""
     return {kind.name: kind for kind in _shipped()}
+
+
+def diagnostics() -> tuple[Kind, ...]:
+    """The per-GPU diagnostics: the shipped kinds that carry a measurement (kinds.base.Measurement), in promise
+    order; the measurement registry, its fixtures, ``--measure`` and suites/test_diagnostics.py loop over these."""
+    return tuple(kind for kind in _shipped() if kind.measurement is not None)
 
 
 @functools.cache
@@ -76,6 +84,12 @@ def record_limits(record: dict, site_kinds: tuple[Kind, ...] = ()) -> list:
         return reader(record)
     except (ValueError, TypeError, KeyError, AttributeError):
         return []
+
+
+def equivalents(tool: str) -> dict[str, str]:
+    """Another tool's test -> the shipped kind it speaks to (each kind's ``equivalents``): evidence.dcgm_results
+    judges ``dcgmi diag``'s memory_bandwidth as hbm-bandwidth."""
+    return {test: kind.name for kind in _shipped() for of, test in kind.equivalents if of == tool}
 
 
 def claimed_sections(site_kinds: tuple[Kind, ...] = ()) -> dict[str, tuple[str, ...]]:

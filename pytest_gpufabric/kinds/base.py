@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["BURN_IN", "CheckRule", "Kind", "each_gpu", "gpus", "once"]
+__all__ = ["BURN_IN", "CheckRule", "Kind", "Measurement", "each_gpu", "gpus", "once"]
 
 #: the part of the acceptance that the operator asks for (``--gpu-burn-in``, or a bundle holding a burn-in)
 BURN_IN = "burn_in"
@@ -22,12 +22,28 @@ class CheckRule:
     every check so named shares ("bandwidth-" reads bandwidth-all_reduce, ...)."""
 
     name: str
-    remedy: Callable  # (record, remedy_rules.Context) -> Remedy | list[Remedy]: what a failure points to
+    remedy: Callable  # (record, remedy_rules.Context) -> Remedy | list[Remedy]: what a failure points to (required)
     phrase: Callable | None = None  # record -> (expected, found) in words; None: from its limits, else generic
     limits: Callable | None = None  # record -> [checks.limits.Limit]: its figures against their bounds
 
+    def __post_init__(self) -> None:
+        if not callable(self.remedy):  # a failed check with no remedy would point the operator nowhere
+            raise TypeError(f"check rule {self.name!r}: its remedy must be a function (record, Context) -> Remedy")
+
     def matches(self, check_name: str) -> bool:
         return check_name == self.name or (self.name.endswith("-") and check_name.startswith(self.name))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a per-GPU diagnostic measures (``diagnostic``: a diagnostics.Diagnostic, plain data the layers below
+    kinds/ read) and the functions, above those layers, that run it, write its profile section and judge a GPU."""
+
+    diagnostic: object  # diagnostics.Diagnostic: its section, fixture, record file, format tag and typed shape
+    launch: Callable  # (section, env, boards, fabric, *, repeats=1, plant_fault=False) -> [result]: its workload
+    judge: Callable  # (row, section, source, gpu) -> checks.result.CheckResult: one GPU's row of the recording
+    coverage: Callable | None = None  # (recording, row, section) -> why it does not cover the promise, or None
+    measure: Callable | None = None  # (measured, results, margin, where): what `profile init --measure` promises
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,7 @@ class Kind:
     checks: tuple[CheckRule, ...] = ()  # how its check records read
     equivalents: tuple[tuple[str, str], ...] = ()  # (tool, test) of another tool judged as this promise
     added_in_format: int | None = None  # the results format that first held it (older files are not held to it)
+    measurement: Measurement | None = None  # a per-GPU diagnostic's measurement (suites/test_diagnostics.py)
     #: a site kind's: section -> the JSON Schema that section of a profile must hold (checked before anything runs)
     section_schema: dict[str, dict] | None = field(default=None, compare=False, hash=False)
 

@@ -22,6 +22,8 @@ import time
 
 from ..checks.hbm import check_hbm_bandwidth
 from ..checks.result import FAILED, NOT_CHECKED
+from ..diagnostics.hbm import HBM
+from ..diagnostics.memory_pattern import MEMORY_PATTERN
 from ..errors import ToolMissing, WorkloadError
 from ..kinds.burn_in import SECTION as BURN_IN_SECTION
 from ..reference import hbm_fraction_floor
@@ -51,14 +53,14 @@ def quick_commands(profile, *, plant_fault: int | None = None) -> dict[str, list
     if device == "cpu":
         burn["gemm_size"] = CPU_GEMM_SIZE
     hbm = CPU_HBM if device == "cpu" else QUICK_HBM
-    pattern_section = {**(profile.data.get("memory_pattern") or {}), "seconds": 0.5,
+    pattern_section = {**(profile.data.get(MEMORY_PATTERN.key) or {}), "seconds": 0.5,
                        "bytes": CPU_PATTERN_BYTES if device == "cpu" else QUICK_PATTERN_BYTES}
     pattern_section.pop("chunk_bytes", None)
     commands = {"gemm": gemm_command(QUICK_GEMM_S, burn, plant_fault, profile.gpu_count),
                 "hbm": hbm_command(hbm, device),
-                "memory-pattern": mem_pattern_command(pattern_section, plant_fault, device)}
+                MEMORY_PATTERN.name: mem_pattern_command(pattern_section, plant_fault, device)}
     if device == "cpu":
-        for name in ("hbm", "memory-pattern"):
+        for name in ("hbm", MEMORY_PATTERN.name):
             commands[name] += ["--workers", str(profile.gpu_count)]
     return commands
 
@@ -95,8 +97,8 @@ def run_quick(node: NodeHealthRecord, baseline: Baseline, *, plant_fault: int | 
         judge.gemm(results["gemm"])
     if results.get("hbm") is not None:
         judge.hbm(results["hbm"])
-    if results.get("memory-pattern") is not None:
-        judge.pattern(results["memory-pattern"])
+    if results.get(MEMORY_PATTERN.name) is not None:
+        judge.pattern(results[MEMORY_PATTERN.name])
     judge.notes.append("quick tier workload seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     return findings, judge.notes, results
 
@@ -162,7 +164,7 @@ class _QuickJudge:
                           "are not the burn-in's average: shown, not judged)", min_tflops=floor, **figures)
 
     def hbm(self, result: dict) -> None:
-        section = self.profile.data.get("memory_bandwidth") or {}
+        section = self.profile.data.get(HBM.key) or {}
         floor = {k: section[k] for k in ("min", "min_fraction_of_peak") if k in section}
         for index, row in self._rows(result, "hbm", "index").items():
             gpu = self.gpus[index]
@@ -181,7 +183,7 @@ class _QuickJudge:
                 self._unknown("hbm", gpu, checked.message)
 
     def pattern(self, result: dict) -> None:
-        for index, row in self._rows(result, "memory-pattern", "index").items():
+        for index, row in self._rows(result, MEMORY_PATTERN.name, "index").items():
             gpu = self.gpus[index]
             tested, passes = row.get("tested_bytes"), row.get("passes") or []
             figures = {"tested_bytes": tested, "passes": len(passes), "mismatches": row.get("mismatches"),
@@ -196,7 +198,7 @@ class _QuickJudge:
                           f"first at offset {first.get('offset_bytes')} in {first.get('pattern')}, bit(s) "
                           f"{first.get('xor_bits')} flipped{planted}: failing device memory", **figures)
             elif not tested or not passes:
-                self._unknown("memory-pattern", gpu, f"the memory pattern test tested nothing on GPU{index} "
+                self._unknown(MEMORY_PATTERN.name, gpu, f"the memory pattern test tested nothing on GPU{index} "
                                                      f"({row.get('allocation_stopped') or 'no pass'})")
             else:
                 self.notes.append(f"GPU{index}: memory pattern over {format_bytes(tested)} "

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import functools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..diagnostics import DIAGNOSTICS, Diagnostic
 from ..fabric.bundle import load_bandwidth_recording, load_json_recording
 from ..units import GIB, MIB, format_bytes, parse_bytes
 from ..workloads.bandwidth import run_collectives, run_copy
@@ -77,14 +76,14 @@ class _Runs:
     """The workloads, live: each called with how many times to measure returns that many result dicts (as the
     registry's entries would record them); the repeats of one measurement run in its one set of processes."""
 
-    def __init__(self, fabric, name: str):
+    def __init__(self, fabric, name: str, diagnostics: Sequence):
         self.fabric = fabric
         self.boards = promised_boards(fabric, len(fabric.gpus), name)
         self.env = gpu_environment(self.boards)
         # the collectives' ranks, each diagnostic's processes (a worker per GPU, or one) and one process for each of
         # the copies, the GEMM and the memory workload, as far as the cores allow
         gpus = len(self.boards)
-        wanted = gpus + sum(gpus if d.per_gpu else 1 for d in DIAGNOSTICS) + 3
+        wanted = gpus + sum(gpus if m.diagnostic.per_gpu else 1 for m in diagnostics) + 3
         SPARES.prestart(self.env, [TORCH_ONLY] * spare_count(wanted))
 
     def copy(self, times: int) -> list[dict]:
@@ -97,10 +96,10 @@ class _Runs:
         return _repeats(run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20,
                                         env=self.env, repeats=times), times, key="ops")
 
-    def diagnostic(self, diagnostic: Diagnostic, times: int) -> list[dict]:
-        """A per-GPU diagnostic as its descriptor runs it for ``--measure`` (its ``measure_section``)."""
-        launch = diagnostic.launcher_function()
-        return launch(dict(diagnostic.measure_section), self.env, self.boards, self.fabric, repeats=times)
+    def diagnostic(self, measurement, times: int) -> list[dict]:
+        """A per-GPU diagnostic as its kind runs it for ``--measure`` (its descriptor's ``measure_section``)."""
+        section = dict(measurement.diagnostic.measure_section)
+        return measurement.launch(section, self.env, self.boards, self.fabric, repeats=times)
 
     def gemm(self, times: int) -> list[dict]:
         # the memory workload comes next: its spare (torchvision too, 14 s on an H100) imports during the GEMM,
@@ -132,7 +131,7 @@ def _memory_section(fabric) -> dict:
     return section
 
 
-def _recorded(directory: Path) -> dict[str, Callable[[int], list[dict]]]:
+def _recorded(directory: Path, diagnostics: Sequence) -> dict[str, Callable[[int], list[dict]]]:
     """A bundle's recordings, in the shapes the live workloads return (one repeat each; none when not recorded)."""
     def bandwidth(part: str):
         def read():
@@ -149,7 +148,7 @@ def _recorded(directory: Path) -> dict[str, Callable[[int], list[dict]]]:
 
     readers = {"copy": bandwidth("copy"), "collectives": bandwidth("collectives"), "gemm": gemm,
                "memory": json_file("memory.json", "memory"),
-               **{d.measure_as: json_file(d.record_file, d.recording) for d in DIAGNOSTICS}}
+               **{d.measure_as: json_file(d.record_file, d.recording) for d in (m.diagnostic for m in diagnostics)}}
 
     def once(read: Callable[[], dict | None]) -> Callable[[int], list[dict]]:
         return lambda times: [result] if (result := read()) is not None else []
@@ -158,16 +157,19 @@ def _recorded(directory: Path) -> dict[str, Callable[[int], list[dict]]]:
 
 
 def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9, bundle: Path | None = None,
-                    say: Callable[[str], None] = lambda line: None) -> Measured:
-    """Every measurement this machine (or ``bundle``) supports, turned into profile sections with their notes."""
+                    say: Callable[[str], None] = lambda line: None, diagnostics: Sequence = ()) -> Measured:
+    """Every measurement this machine (or ``bundle``) supports, turned into profile sections with their notes;
+    ``diagnostics``: the per-GPU diagnostics' measurements (kinds.base.Measurement: kinds.diagnostics() gives
+    them), in promise order."""
+    diagnostics = [m for m in diagnostics if m.measure is not None]
     measured = Measured()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     if bundle is not None:
-        runs, repeats, where = _recorded(bundle), 1, f"recorded in {bundle.name}"
+        runs, repeats, where = _recorded(bundle, diagnostics), 1, f"recorded in {bundle.name}"
     else:
-        live = _Runs(fabric, name)
+        live = _Runs(fabric, name, diagnostics)
         runs = {"copy": live.copy, "collectives": live.collectives, "gemm": live.gemm, "memory": live.memory,
-                **{d.measure_as: functools.partial(live.diagnostic, d) for d in DIAGNOSTICS}}
+                **{m.diagnostic.measure_as: functools.partial(live.diagnostic, m) for m in diagnostics}}
         where = f"measured on {fabric.hostname or 'this machine'} on {stamp}"
     gpus = len(fabric.gpus)
 
@@ -183,10 +185,11 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
                 say(f"{key}: not recorded in the bundle {bundle.name}: no floor for it")
         return results
 
-    def diagnostic(d: Diagnostic) -> None:
+    def diagnostic(measurement) -> None:
+        d = measurement.diagnostic
         results = each(d.measure_as, repeats if d.spread else 1)
         if results:
-            d.measure_function()(measured, results, margin, where)
+            measurement.measure(measured, results, margin, where)
 
     def collectives() -> None:
         if gpus >= 2:
@@ -197,7 +200,7 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
     steps = {"copy": lambda: _copies(measured, each("copy", repeats), gpus, margin, where),
              "collectives": collectives, "gemm": lambda: _gemm(measured, each("gemm", 1), margin, where),
              "memory": lambda: _memory(measured, each("memory", 1), fabric, margin, where),
-             **{d.measure_as: functools.partial(diagnostic, d) for d in DIAGNOSTICS}}
+             **{m.diagnostic.measure_as: functools.partial(diagnostic, m) for m in diagnostics}}
     try:
         for step in [*_ORDER, *(key for key in steps if key not in _ORDER)]:
             steps[step]()

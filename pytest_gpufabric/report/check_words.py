@@ -3,7 +3,6 @@ where it has one, else its limits in words, else the record's own values (report
 
 from __future__ import annotations
 
-from ..diagnostics import by_name  # a per-GPU diagnostic not yet declared in kinds/
 from ..kinds import check_rule, record_limits
 from .phrases import GE, LE, _figure_words, _quantity, _settings, _signed, format_value, legacy_phrase
 
@@ -26,8 +25,7 @@ def _phrase(check: dict, site_kinds: tuple) -> tuple[str, str]:
         legacy = legacy_phrase(check)
         if legacy is not None:
             return legacy
-        declares_limits = rule.limits is not None if rule is not None else by_name(name) is not None
-        if declares_limits and record_limits(check, site_kinds):  # a kind without a phrase of its own
+        if rule is not None and rule.limits is not None and record_limits(check, site_kinds):  # no phrase of its own
             return _from_limits(check, site_kinds)
         return _settings(check)
     except (TypeError, ValueError, KeyError, AttributeError):  # a record of a shape this does not know

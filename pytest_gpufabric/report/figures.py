@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 
+from ..diagnostics.power_hold import POWER_HOLD
 from ..kinds import record_limits
 from ..units import GIB, format_bytes, is_number, parse_gbps, parse_seconds
 from .charts import bar_chart, line_chart
@@ -166,7 +167,7 @@ def _memory(document: dict) -> list[dict]:
 def _power(document: dict) -> list[dict]:
     holds = (document.get("series") or {}).get("power_hold") or {}
     floors = {_gpu_of(c.get("subject")): (c.get("expected") or {}).get("min_sm_clock_mhz")
-              for c in document.get("checks") or [] if c.get("name") == "power-hold"
+              for c in document.get("checks") or [] if c.get("name") == POWER_HOLD.name
               and isinstance(c.get("expected"), dict)}
     charts = []
     for gpu, hold in holds.items():

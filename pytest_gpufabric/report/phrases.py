@@ -194,84 +194,6 @@ def _copy(check: dict) -> tuple[str, str]:
     return want + each, _worst_of(found) if isinstance(found, dict) else format_value(found, "GB/s")
 
 
-def _hbm(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = []
-    if expected.get("min"):
-        want.append(f"{GE} {limit_rate(parse_gbps(expected['min']))} HBM bandwidth")
-    if is_number(expected.get("min_fraction_of_peak")):
-        peak = found.get("peak_gbps")
-        of = f" of the {rate(peak)} peak" if is_number(peak) else " of the peak"
-        want.append(f"({expected['min_fraction_of_peak']:.0%}{of})")
-    best = found.get("best_gbps")
-    if not is_number(best):
-        return " ".join(want) or format_value(expected), format_value(found)
-    kind = next((k.removesuffix("_gbps") for k in ("copy_gbps", "read_gbps", "write_gbps")
-                 if found.get(k) == best), "best")
-    share = f", {found['fraction_of_peak']:.1%} of peak" if is_number(found.get("fraction_of_peak")) else ""
-    return " ".join(want) or format_value(expected), f"{rate(best)} ({kind}{share})"
-
-
-def _pcie_load(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = f"PCIe gen {expected.get('gen')} x{expected.get('width')} held under load"
-    if is_number(expected.get("max_replay_rise")):
-        rise = expected["max_replay_rise"]
-        want += ", no replays added" if rise == 0 else f", {LE} {rise} replays added"
-    if is_number(expected.get("min_gbps")):
-        want += f", {GE} {limit_rate(expected['min_gbps'])} each way"
-    got = []
-    if found.get("gen_min") is not None:
-        got.append(f"gen {found.get('gen_min')} x{found.get('width_min')} at worst in {found.get('reads')} reads")
-    speeds = [rate(found[k]) for k in ("h2d_gbps", "d2h_gbps") if is_number(found.get(k))]
-    if speeds:
-        got.append(" / ".join(speeds) + " (to / from the GPU)")
-    if found.get("replay_rise") is not None:
-        got.append(f"{found['replay_rise']} replays added")
-    return want, "; ".join(got) or format_value(found)
-
-
-def _power(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = []
-    if is_number(expected.get("min_sm_clock_mhz")):
-        want.append(f"SM clock {GE} {expected['min_sm_clock_mhz']} MHz at the power limit")
-    if is_number(expected.get("max_temperature_c")):
-        want.append(f"{LE} {expected['max_temperature_c']} °C")
-    if is_number(expected.get("min_tflops")):
-        want.append(f"{GE} {expected['min_tflops']} TFLOP/s")
-    if expected.get("forbidden_reasons"):
-        want.append("no " + ", ".join(expected["forbidden_reasons"]))
-    got = []
-    clock = found.get("sm_clock_mhz_median_at_limit", found.get("sm_clock_mhz_median"))
-    if is_number(clock):
-        got.append(f"{clock:.0f} MHz")
-    if is_number(found.get("power_w_median")):
-        limit = found.get("power_limit_w")
-        got.append(f"{found['power_w_median']:.0f} W" + (f" of {limit:.0f} W" if is_number(limit) else ""))
-    if is_number(found.get("temperature_c_max")):
-        got.append(f"{found['temperature_c_max']} °C at most")
-    if is_number(found.get("tflops")):
-        got.append(f"{found['tflops']:.0f} TFLOP/s")
-    reasons = found.get("reasons_seen")
-    if isinstance(reasons, dict):
-        got.append(", ".join(reasons) or "no clock event")
-    return "; ".join(want) or format_value(expected), "; ".join(got) or format_value(found)
-
-
-def _pattern(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = f"{expected.get('mismatches', 0)} mismatches"
-    if is_number(expected.get("min_coverage")):
-        want += f" over {GE} {expected['min_coverage']:.0%} of memory"
-    if not isinstance(found, dict) or found.get("mismatches") is None:
-        return want, format_value(found)
-    got = f"{found['mismatches']:,} mismatches"
-    if is_number(found.get("coverage")):
-        got += f", {found['coverage']:.1%} of memory"
-    if is_number(found.get("passes")):
-        got += f" in {found['passes']} passes"
-    return want, got
 
 
 def _traffic_volume(check: dict) -> tuple[str, str]:
@@ -328,9 +250,7 @@ def _worded(value: object) -> object:
 
 _PHRASES = {
     "copy-host_to_device": _copy, "copy-device_to_host": _copy, "copy-gpu_to_gpu": _copy,
-    "copy-gpu_to_gpu_bidirectional": _copy, "hbm-bandwidth": _hbm, "pcie-under-load": _pcie_load,
-    "power-hold": _power,
-    "memory-pattern": _pattern,
+    "copy-gpu_to_gpu_bidirectional": _copy,
     "nvlink-traffic-volume": _traffic_volume,
     "nvlink-traffic-links": _traffic_links,
 }

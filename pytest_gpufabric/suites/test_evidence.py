@@ -9,6 +9,7 @@ import pytest
 from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
 from pytest_gpufabric.checks.evidence import check_dcgm_result
 from pytest_gpufabric.evidence import dcgm_results, nvbandwidth_copies, of_another_machine
+from pytest_gpufabric.kinds import equivalents
 from pytest_gpufabric.parametrize import over
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.session_factory import built_session
@@ -20,7 +21,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     profile = fabric_session.profile if fabric_session is not None else None
     evidence = fabric_session.evidence if profile else []
     if "dcgm_result" in metafunc.fixturenames:
-        results = dcgm_results(evidence, profile.gpu_count if profile else 0)
+        results = dcgm_results(evidence, profile.gpu_count if profile else 0, promises=equivalents("dcgm"))
         over(metafunc, "dcgm_result", results, [f"{r['source']}:{r['promise']}" for r in results])
     if "nvbandwidth_copy" in metafunc.fixturenames:
         copies = nvbandwidth_copies(evidence)

@@ -2,7 +2,7 @@
 group with the profile section's settings.
 
 They read the profile's ``memory_bandwidth`` and ``memory_pattern`` sections, with the defaults
-profile.schema.json states for what a section leaves out (diagnostics.py: HBM.settings, MEMORY_PATTERN.settings;
+profile.schema.json states for what a section leaves out (diagnostics/: HBM.settings, MEMORY_PATTERN.settings;
 sizes may be written "4 GiB"), and pass every setting to the standalone script, which cannot read the schema
 itself. The pattern test's timeout, unless the section sets one, is three times its seconds plus five minutes;
 without ``bytes`` it tests ``fraction`` of the free memory, in chunks of ``chunk_bytes`` (the script's 1 GiB).
@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..diagnostics import HBM, MEMORY_PATTERN
+from ..diagnostics.hbm import HBM
+from ..diagnostics.memory_pattern import MEMORY_PATTERN
 from ..units import parse_bytes
 from .environment import require_torch, workload_environment
 from .runner import run_workers, run_workload
@@ -102,13 +103,13 @@ def measure_mem_pattern(section: dict, env: dict[str, str] | None = None, plant_
 
 def launch_hbm(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
                plant_fault: int | None = None) -> list[dict]:
-    """HBM bandwidth as the descriptor launches it (diagnostics.HBM): one worker per promised board, each measuring
+    """HBM bandwidth as its kind launches it (kinds/hbm/): one worker per promised board, each measuring
     its GPU ``repeats`` times in its one process."""
     return hbm_repeats(section, env, gpus=len(boards), repeats=repeats)
 
 
 def launch_mem_pattern(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
                        plant_fault: int | None = None) -> list[dict]:
-    """The memory pattern test as the descriptor launches it (diagnostics.MEMORY_PATTERN), ``repeats`` times;
+    """The memory pattern test as its kind launches it (kinds/memory_pattern/), ``repeats`` times;
     ``plant_fault``: a CUDA index whose memory gets one flipped bit (mem_pattern_command)."""
     return [measure_mem_pattern(section, env, plant_fault=plant_fault) for _ in range(repeats)]

@@ -3,7 +3,7 @@
 time where GPUs share a path), each in child process groups that its timeout kills whole.
 
 They read the profile's ``power`` and ``pcie_load`` sections, with the defaults profile.schema.json states for
-what a section leaves out (diagnostics.py: POWER_HOLD.settings, PCIE_LOAD.settings), and pass every setting to the
+what a section leaves out (diagnostics/: POWER_HOLD.settings, PCIE_LOAD.settings), and pass every setting to the
 standalone script, which cannot read the schema itself.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..diagnostics import PCIE_LOAD, POWER_HOLD
+from ..diagnostics.pcie_load import PCIE_LOAD
+from ..diagnostics.power_hold import POWER_HOLD
 from ..fabric.sysfs_pci import parse_pci_path, pci_device_path, pci_numa_node
 from ..units import parse_bytes
 from .environment import require_torch, workload_environment
@@ -92,14 +93,14 @@ def measure_pcie_load(section: dict, env: dict[str, str] | None = None, *, gpus:
 
 def launch_power_hold(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
                       plant_fault: int | None = None) -> list[dict]:
-    """The power hold as the descriptor launches it (diagnostics.POWER_HOLD): ``repeats`` holds, one after
+    """The power hold as its kind launches it (kinds/power_hold/): ``repeats`` holds, one after
     another."""
     return [measure_power_hold(section, env) for _ in range(repeats)]
 
 
 def launch_pcie_load(section: dict, env: dict[str, str], boards: list[dict], fabric, *, repeats: int = 1,
                      plant_fault: int | None = None) -> list[dict]:
-    """The PCIe load as the descriptor launches it (diagnostics.PCIE_LOAD): ``boards`` (the promised GPUs, CUDA's
+    """The PCIe load as its kind launches it (kinds/pcie_load/): ``boards`` (the promised GPUs, CUDA's
     order) copying in the rounds their places on ``fabric``'s PCIe tree allow, ``repeats`` times."""
     buses = {gpu.index: gpu.pci_bus_id for gpu in fabric.gpus if isinstance(gpu.pci_bus_id, str)}
     rounds = live_pcie_rounds([buses.get(board["index"]) for board in boards])
