@@ -127,20 +127,20 @@ def test_profile_validate_names_the_problem(tmp_path, capsys):
 
 @needs_no_driver
 def test_accept_without_driver_replays_the_shipped_bundle(tmp_path):
-    """The README's first command: runs end to end on a machine without a GPU, on the whole acceptance run of an
-    2x H200 SXM 141GB machine (every suite, the 10-minute burn-in)."""
+    """The README's first command: runs end to end on a machine without a GPU, on the whole acceptance run of a
+    1x H100 SXM 80GB machine (its snapshot with the kernel log, every suite its profile promises, the burn-in)."""
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "accept", "-q", "-p", "no:cacheprovider"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    # INCOMPLETE: every promise the recording shows passed; it holds no kernel log, so xid-events is not checked
-    assert done.returncode == 6, done.stdout + done.stderr
-    assert "replaying the shipped bundle h200-nvswitch-x2-acceptance instead" in done.stderr
-    assert "gpufabric: INCOMPLETE (profile h200-nvswitch-x2" in done.stdout
-    assert "INCOMPLETE: 1 promise(s) not checked: xid-events" in done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replaying the shipped bundle h100-sxm-x1-acceptance instead" in done.stderr
+    assert "gpufabric: ACCEPTED (profile h100-sxm-x1" in done.stdout
+    assert "ACCEPTED: all 22 promise(s) checked passed" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].startswith("gpufabric: ACCEPTED; results: ")
     assert " warning" not in done.stdout  # pytest's note that this command imported the plugin first is dropped
     assert (tmp_path / "reports" / "acceptance.html").is_file()
     results = json.loads((tmp_path / "reports" / "gpufabric-results.json").read_text())
-    assert results["summary"]["verdict"] == "INCOMPLETE" and results["summary"]["passed"] == 37
-    assert results["burn_in"]["finished"] and len(results["burn_in"]["chunks"]) == 9
+    assert results["summary"]["verdict"] == "ACCEPTED" and results["summary"]["passed"] == 22
+    assert results["burn_in"]["finished"] and len(results["burn_in"]["chunks"]) == 3  # 60, 60 and 24 s of GEMMs
 
 
 @needs_no_driver
@@ -395,6 +395,6 @@ def test_a_burn_in_asked_without_a_driver_says_the_shipped_bundles_is_judged(tmp
     done = _accept(tmp_path, "--burn-in", "90s", "-k", "burn_in")
     assert done.stderr.splitlines()[:2] == [
         done.stderr.splitlines()[0],  # NVML not available ...; replaying the shipped bundle ... instead
-        "gpufabric: --burn-in 90s: nothing runs on a replay; judging the 10 min burn-in bundle "
-        "h200-nvswitch-x2-acceptance recorded instead"]
-    assert done.stderr.splitlines()[0].endswith("replaying the shipped bundle h200-nvswitch-x2-acceptance instead")
+        "gpufabric: --burn-in 90s: nothing runs on a replay; judging the 2.5 min burn-in bundle "
+        "h100-sxm-x1-acceptance recorded instead"]
+    assert done.stderr.splitlines()[0].endswith("replaying the shipped bundle h100-sxm-x1-acceptance instead")

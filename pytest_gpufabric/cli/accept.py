@@ -14,7 +14,7 @@ from ..fleet.launch import expand_report_dir
 from ..report.results import check_writable_dir
 
 #: the demo a machine without an NVIDIA driver replays when no profile is given: a whole recorded acceptance
-DEMO_PROFILE = "h200-nvswitch-x2"
+DEMO_PROFILE = "h100-sxm-x1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
