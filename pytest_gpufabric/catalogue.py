@@ -18,13 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from .checks.bandwidth import size_label
 from .diagnostics import DIAGNOSTICS
 from .kinds import Kind, promise_kinds
 from .kinds.base import BURN_IN
 from .profile.loader import canonical_json
 from .profile.model import Profile
-from .units import parse_bytes
 
 __all__ = ["BURN_IN", "KINDS", "PromiseKind", "PromiseList", "Promised", "promise_list"]
 
@@ -118,20 +116,6 @@ def _affinity(profile) -> list[str]:
             if any(label in profile.topology.get(key, {}) for key in ("cpu_affinity", "numa_affinity"))]
 
 
-def _collectives(profile) -> list[str]:
-    return [f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in profile.collective_thresholds()]
-
-
-def _copies(profile) -> list[str]:
-    return [kind for kind in profile.copy_thresholds()
-            if profile.gpu_count >= 2 or not kind.startswith("gpu_to_gpu")]
-
-
-def _nvlink_gpus(profile) -> list[str]:
-    joined = {gpu for a, b in profile.pairs if profile.nvlinks_between(a, b) for gpu in (a, b)}
-    return [f"GPU{i}" for i in sorted(joined)]
-
-
 def _lms(profile) -> list[str]:
     specs = profile.data.get("memory", {}).get("lms", [])
     return [f"{s['threshold'].replace(' ', '')}-{s.get('usage_fraction', 0):g}" for s in specs]
@@ -155,14 +139,6 @@ def _platform_devices(profile) -> list[str]:
     return _gpus(profile) + [d["name"] for d in profile.rdma_devices]
 
 
-def _rdma_ports(profile, only_with_gpus: bool = False) -> list[str]:
-    return [f"{d['name']}:{d.get('port', 1)}" for d in profile.rdma_devices if not only_with_gpus or d.get("gpus")]
-
-
-def _ib_write_bw(profile) -> dict | None:
-    return profile.rdma.get("ib_write_bw")
-
-
 def _has_section(key: str) -> Callable[..., bool]:
     """Promised by a profile section (a per-GPU diagnostic's, diagnostics.py)."""
     return lambda profile: key in profile.data
@@ -181,10 +157,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("topology-matrix", "topology matrix", _TOPOLOGY, _once(lambda p: p.matrix)),
     PromiseKind("nvlinks", "NVLinks", _TOPOLOGY, _each_gpu(lambda p: p.nvlink)),
     PromiseKind("affinity", "CPU/NUMA affinity for this GPU", _TOPOLOGY, _affinity),
-    PromiseKind("collective-bandwidth", "collective bandwidth", _BANDWIDTH, _collectives),
-    PromiseKind("copy-bandwidth", "copy bandwidth", _BANDWIDTH, _copies),
-    PromiseKind("nvlink-traffic", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
-    PromiseKind("nvlink-traffic-volume", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
     PromiseKind("memory-estimate", "memory behaviour", _MEMORY, _once(lambda p: "memory" in p.data)),
     PromiseKind("oversized-batch", "memory behaviour", _MEMORY,
                 _once(lambda p: "memory" in p.data)),
@@ -202,12 +174,6 @@ _NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
     PromiseKind("platform-numa-balancing", "NUMA balancing", _PLATFORM, _platform("numa_balancing")),
     PromiseKind("platform-hugepages", "hugepages", _PLATFORM, _platform("hugepages")),
     PromiseKind("platform-pcie", "PCIe payload sizes", _PLATFORM, _platform("pcie", _platform_devices)),
-    PromiseKind("rdma-port", "RDMA devices", _RDMA, _rdma_ports),
-    PromiseKind("rdma-locality", "GPU paired with this RDMA device", _RDMA,
-                lambda profile: _rdma_ports(profile, only_with_gpus=True)),
-    PromiseKind("ib-write-bw", "ib_write_bw bandwidth", _RDMA, _once(lambda p: _ib_write_bw(p) is not None)),
-    PromiseKind("rdma-counters", "port counters around ib_write_bw", _RDMA,
-                _once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True))),
     PromiseKind("burn-in-gpu", "burn-in of this GPU", _BURN_IN, _gpus, asked=BURN_IN),
     PromiseKind("burn-in-collectives", "all_reduce bandwidth to keep up during the burn-in", _BURN_IN,
                 _once(lambda p: p.all_reduce_busbw_floors() and p.gpu_count >= 2), asked=BURN_IN),

@@ -9,6 +9,7 @@ import pytest
 from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
 from pytest_gpufabric.checks.evidence import check_dcgm_result
 from pytest_gpufabric.evidence import dcgm_results, nvbandwidth_copies, of_another_machine
+from pytest_gpufabric.kinds.bandwidth import COPY_BANDWIDTH
 from pytest_gpufabric.parametrize import built_session, over
 from pytest_gpufabric.promise import not_checked, promise
 
@@ -36,7 +37,7 @@ def test_dcgm_diag(gpu_profile, dcgm_result, gpufabric_run, gpufabric_check):
     gpufabric_check(check_dcgm_result(dcgm_result, gpu))
 
 
-@promise(lambda params: f"copy-bandwidth[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
+@promise(lambda params: f"{COPY_BANDWIDTH.name}[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
          "copy bandwidth from nvbandwidth")
 def test_nvbandwidth_copy(gpu_profile, nvbandwidth_copy, gpufabric_run, gpufabric_check):
     fabric = gpufabric_run.fabric
