@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .checks.limits import record_limits
 from .checks.power import REASON_MEANING
 from .checks.result import is_measurement
 from .checks.topology import matrix_cause, matrix_differences
@@ -174,10 +173,12 @@ def _nvlinks(check: dict, ctx: Context) -> Remedy:
 
 
 def _bandwidth(check: dict, ctx: Context) -> Remedy:
-    """burn-in-collectives' remedy: a collective's (kinds/bandwidth.py), until the burn-in family binds it there."""
-    from .kinds.bandwidth import bandwidth_remedy  # the rule moved up with its kind; this entry follows it
+    """burn-in-collectives' remedy: a collective's (kinds/bandwidth.py), until the burn-in family binds it there
+    (``bandwidth_rule(its limits reader)``); its limits wherever they are declared, kinds/ or checks/limits."""
+    from .kinds import record_limits as declared_limits  # the rule moved up with its kind; this entry follows it
+    from .kinds.bandwidth import bandwidth_remedy
 
-    return bandwidth_remedy(check, ctx, record_limits(check))
+    return bandwidth_remedy(check, ctx, declared_limits(check))
 
 
 def _pattern(check: dict, ctx: Context) -> Remedy:
