@@ -5,26 +5,25 @@ list that no test judged (deselected, ignored, not collected, interrupted) is *n
 selected. The list is made on the pytest-xdist controller as well as without xdist, written into the results
 (``promised``), and read again by the fleet report and ``gpufabric verify``.
 
-Each kind of promise is declared once here (its name, what it is in words, the suite that judges it, and which
-of its ids a profile makes); the suites' ``@promise(name)`` markers name the kind, and a test is promised exactly
-when its id is on this list. Some promises are the operator's to ask for (the burn-in, with ``--gpu-burn-in``):
-a run that leaves them out says so in its verdict ("ACCEPTED without the burn-in the profile promises").
+Each kind of promise is declared once, in its family under kinds/ (its name, what it is in words, the suite that
+judges it, and which of its ids a profile makes); the suites' ``@promise(name)`` markers name the kind, and a test
+is promised exactly when its id is on this list. Some promises are the operator's to ask for (the burn-in, with
+``--gpu-burn-in``): a run that leaves them out says so in its verdict ("ACCEPTED without the burn-in the profile
+promises").
 
 Plain functions of plain data: no pytest, no NVML.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from .checks.bandwidth import size_label
 from .kinds import Kind, promise_kinds
 from .kinds.base import BURN_IN
 from .kinds.burn_in import SECTION as BURN_IN_SECTION
 from .profile.loader import canonical_json
 from .profile.model import Profile
-from .units import parse_bytes
 
 __all__ = ["BURN_IN", "KINDS", "PromiseKind", "PromiseList", "Promised", "promise_list"]
 
@@ -100,62 +99,8 @@ class PromiseList:
 
 # --- the kinds ------------------------------------------------------------------------------------------------
 
-
-def _gpus(profile) -> list[str]:
-    return [f"GPU{i}" for i in range(profile.gpu_count)]
-
-
-def _each_gpu(condition: Callable[[object], object]) -> Callable[..., list[str]]:
-    return lambda profile: _gpus(profile) if condition(profile) else []
-
-
-def _once(condition: Callable[[object], object]) -> Callable[..., list[str]]:
-    return lambda profile: [""] if condition(profile) else []
-
-
-def _collectives(profile) -> list[str]:
-    return [f"{op}-{size_label(parse_bytes(t['size']))}" for op, t in profile.collective_thresholds()]
-
-
-def _copies(profile) -> list[str]:
-    return [kind for kind in profile.copy_thresholds()
-            if profile.gpu_count >= 2 or not kind.startswith("gpu_to_gpu")]
-
-
-def _nvlink_gpus(profile) -> list[str]:
-    joined = {gpu for a, b in profile.pairs if profile.nvlinks_between(a, b) for gpu in (a, b)}
-    return [f"GPU{i}" for i in sorted(joined)]
-
-
-
-
-def _rdma_ports(profile, only_with_gpus: bool = False) -> list[str]:
-    return [f"{d['name']}:{d.get('port', 1)}" for d in profile.rdma_devices if not only_with_gpus or d.get("gpus")]
-
-
-def _ib_write_bw(profile) -> dict | None:
-    return profile.rdma.get("ib_write_bw")
-
-
-_TOPOLOGY, _BANDWIDTH, _BURN_IN = "test_topology.py", "test_bandwidth.py", "test_burn_in.py"
-_MEMORY, _NVLINK = "test_memory.py", "test_nvlink_traffic.py"
-_PLATFORM, _RDMA = "test_platform.py", "test_rdma.py"
-
-_NOT_YET_MOVED: dict[str, PromiseKind] = {kind.name: kind for kind in (
-    PromiseKind("collective-bandwidth", "collective bandwidth", _BANDWIDTH, _collectives),
-    PromiseKind("copy-bandwidth", "copy bandwidth", _BANDWIDTH, _copies),
-    PromiseKind("nvlink-traffic", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
-    PromiseKind("nvlink-traffic-volume", "NVLink for this GPU", _NVLINK, _nvlink_gpus),
-    PromiseKind("rdma-port", "RDMA devices", _RDMA, _rdma_ports),
-    PromiseKind("rdma-locality", "GPU paired with this RDMA device", _RDMA,
-                lambda profile: _rdma_ports(profile, only_with_gpus=True)),
-    PromiseKind("ib-write-bw", "ib_write_bw bandwidth", _RDMA, _once(lambda p: _ib_write_bw(p) is not None)),
-    PromiseKind("rdma-counters", "port counters around ib_write_bw", _RDMA,
-                _once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True))),
-)}
-
-#: every kind of promise, in promise order: the registry's (kinds/), then those not yet declared there
-KINDS: dict[str, PromiseKind] = {**promise_kinds(), **_NOT_YET_MOVED}
+#: every kind of promise, in promise order: the registry's view (kinds/), each kind declared in its family
+KINDS: dict[str, PromiseKind] = promise_kinds()
 
 #: the suite that judges another tool's results (evidence.py): its promises come from the evidence given
 _EVIDENCE = "test_evidence.py"

@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 # the words and remedy helpers every kind phrases and judges its records with
                 "report.phrases", "remedy_rules")),
     ("kinds", ("kinds", "kinds.*")),
-    ("promises", ("measurements", "catalogue", "rejudge", "markers", "promise", "records", "session_key", "parametrize", "watchdog")),
+    ("promises", ("measurements", "catalogue", "rejudge", "markers", "promise", "records", "session_key",
+                  "parametrize", "watchdog")),
     ("report", ("report", "report.cells", "report.charts", "report.check_words", "report.cover", "report.figures",
                 "report.finishing", "report.grouped", "report.html", "report.html_signing", "report.integrity",
                 "report.metrics", "report.promise_rows", "report.provenance", "report.recorder", "report.render",

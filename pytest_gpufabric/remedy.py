@@ -10,8 +10,8 @@ The classes, from the cheapest to the dearest:
 - RESEAT: reseat or recable (a link, a bridge, a riser or a slot: PCIe width, NVLink count, signal-integrity errors);
 - RMA: return to the vendor (the board computes wrong results, fails its memory test, cannot remap a row).
 
-Each check's evidence is read by the rule of its name (``RULES``, remedy_rules.py): its expected and found figures,
-never its message. Where one piece of evidence fits two classes the cheapest it supports is taken (a low HBM
+Each check's evidence is read by the rule its kind declares (kinds/, ``CheckRule.remedy``): its expected and found
+figures, never its message. Where one piece of evidence fits two classes the cheapest it supports is taken (a low HBM
 bandwidth is a reset before it is a return); where a promise holds several pieces (a burn-in with wrong results and
 NVLink replays), the dearest stands: the cheaper remedies would not mend what it shows. Plain functions of plain
 data, as ``CheckResult.to_dict()`` and the results document give them.
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from .kinds import check_rule
 from .kinds.topology import missing_gpu
 from .remedy_classes import CLASSES, RERUN, RESET, SOFTWARE, Remedy
-from .remedy_rules import RULES, Context, _first, _lead, _watchdog, _window
+from .remedy_rules import Context, _first, _lead, _watchdog, _window
 from .verdict import HEALTH_WATCHDOG
 
 # --- the mapping ------------------------------------------------------------------------------------------------
@@ -48,12 +48,10 @@ def remedy_of_check(check: dict, ctx: Context | None = None) -> Remedy | None:
 
 
 def _rule_of(name: str, site_kinds: tuple) -> Callable | None:
-    """The remedy rule of a check name: its kind's (shipped, then the site's), else the table not yet moved into
-    kinds/ (an exact name there before a family's prefix rule: memory-pattern before memory-)."""
+    """The remedy rule of a check name: its kind's (kinds/: shipped, then the site's), None for a check no kind
+    declares (a user's own)."""
     declared = check_rule(name, site_kinds)
-    if declared is not None and (declared.name == name or name not in RULES):
-        return declared.remedy
-    return next((r for key, r in RULES.items() if name == key or (key.endswith("-") and name.startswith(key))), None)
+    return declared.remedy if declared is not None else None
 
 
 def remedy_of_promise(promise: dict, ctx: Context) -> Remedy | None:

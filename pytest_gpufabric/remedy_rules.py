@@ -10,29 +10,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .checks.limits import record_limits
 from .checks.power import REASON_MEANING
 from .checks.result import is_measurement
 from .fabric.health import COUNTERS, DEFAULT_FORBIDDEN, DEFAULT_FORBIDDEN_THROTTLE
 from .remedy_classes import (
     CLASSES,
     COUNTER_REMEDY,
-    RERUN,
     RESEAT,
     RESET,
-    RMA,
-    SOFTWARE,
     THROTTLE_REMEDY,
     XID_REMEDY,
     Remedy,
 )
 from .report.phrases import number, short
 from .units import is_number as _number
-from .units import parse_gbit
-
-#: a bandwidth below this share of its floor is no noise: something steers the traffic onto a slower path
-FAR_BELOW = 0.5
-
 
 # --- what the run knows beside one check ------------------------------------------------------------------------
 
@@ -106,102 +97,6 @@ Rule = Callable[[dict, Context], Remedy]
 def _fixed(cls: str, because: str) -> Rule:
     """A rule whose class is the same whatever the figures: the check's own first sentence, then ``because``."""
     return lambda check, ctx: (cls, f"{_lead(check)}: {because}")
-
-
-def _bandwidth(check: dict, ctx: Context, limits: list | None = None) -> Remedy:
-    """Platform findings or far below its floor: SOFTWARE; else RERUN once. ``limits``: the check's own (its
-    family's reader), else read through checks/limits.py."""
-    who, found = check.get("subject"), check.get("found")
-    wrong = _wrong_elements(found)
-    if wrong:
-        # a wrong collective names no board: the NCCL and driver versions are ruled out first, and the burn-in's
-        # per-GPU cross-check names a board that computes wrong (its own promise then points to the vendor)
-        return SOFTWARE, (f"{who}: {wrong} wrong element(s), which name no board: the NCCL and driver versions are "
-                          "suspected first; the burn-in's cross-check names a board that computes wrong")
-    share, short = _shortfall(check, limits)
-    if ctx.findings:
-        more = f" (and {len(ctx.findings) - 1} more)" if len(ctx.findings) > 1 else ""
-        return SOFTWARE, f"{who}: {short}, and the platform explains it: {ctx.findings[0]}{more}"
-    if share is not None and share < FAR_BELOW:
-        return SOFTWARE, (f"{who}: {short}, {share:.0%} of it: too far for noise, and no platform setting recorded "
-                          "explains it: the transport's settings (NCCL_P2P_*, NCCL_IB_*, MTU, PFC) come first")
-    return RERUN, (f"{who}: {short}" + (f", {share:.0%} of it" if share is not None else "")
-                   + ", and no platform setting recorded explains it: one measurement can miss by noise; measure it "
-                   "once more")
-
-
-def _traffic(check: dict, ctx: Context) -> Remedy:
-    who, found = check.get("subject"), check.get("found") or {}
-    settings = found.get("nccl_settings") or {}
-    off = [f"{key}={value}" for key, value in settings.items()
-           if (key == "NCCL_P2P_DISABLE" and str(value).strip().lower() in ("1", "true", "yes", "y", "on"))
-           or (key == "NCCL_P2P_LEVEL" and str(value).strip().upper() in ("LOC", "0"))]
-    if off:
-        return SOFTWARE, (f"{who}: the training ran with {', '.join(off)}: NCCL was told not to use peer-to-peer, "
-                          "so no NVLink could carry it")
-    if ctx.findings:
-        return SOFTWARE, f"{who}: its NVLinks carried too little, and the platform explains it: {ctx.findings[0]}"
-    flat = found.get("flat_links") or []
-    ratios = [found[k] for k in ("tx_ratio", "rx_ratio") if _number(found.get(k))]
-    if flat or (ratios and min(ratios) == 0):
-        links = f"NVLink(s) {', '.join(map(str, flat))}" if flat else "its NVLinks"
-        return RESEAT, f"{who}: {links} carried no training traffic: a bridge or cable not seated, or the links down"
-    share = f" ({min(ratios):.0%} of the all-reduce volume)" if ratios else ""
-    return RERUN, f"{who}: its NVLinks carried too little{share} with every link moving data: measure it once more"
-
-
-def _rdma_port(check: dict, ctx: Context) -> list[Remedy]:
-    who, expected, found = check.get("subject"), check.get("expected") or {}, check.get("found")
-    if not isinstance(found, dict):
-        return [(SOFTWARE, f"{_lead(check)}: its driver is not loaded (ibv_devinfo), or the card is not seated")]
-    out = []
-    if found.get("phys_state") not in (None, "LinkUp") or found.get("state") == "DOWN":
-        out.append((RESEAT, f"{who}: physical state {found.get('phys_state')}, state {found.get('state')}: the cable "
-                            "or transceiver"))
-    elif found.get("state") not in (None, "ACTIVE"):
-        out.append((SOFTWARE, f"{who}: state {found.get('state')} on a link that is up: the subnet manager or the "
-                              "switch port's configuration"))
-    rate = found.get("rate_gbit")
-    if "rate" in expected and _number(rate) and rate < parse_gbit(expected["rate"]):
-        out.append((RESEAT, f"{who}: {rate:g} Gb/s, below the {expected['rate']} promised: a cable or transceiver of "
-                            "a lower speed, or not fully seated"))
-    mtu = found.get("active_mtu")
-    if "mtu" in expected and _number(mtu) and mtu < expected["mtu"]:
-        out.append((SOFTWARE, f"{who}: active MTU {mtu}, below the {expected['mtu']} promised: the MTU setting"))
-    for key, cls, because in (("link_layer", SOFTWARE, "the port's configuration"),
-                              ("numa_node", RESEAT, "the card sits in another slot than the design")):
-        if key in expected and found.get(key) not in (None, expected[key]):
-            out.append((cls, f"{who}: {key.replace('_', ' ')} {found.get(key)}, the profile promises {expected[key]}: "
-                             f"{because}"))
-    return out or [(SOFTWARE, f"{_lead(check)}: the port's configuration")]
-
-
-#: DCGM's test (the check's name, dcgm-<test>) -> what its failure points to; any other test: a reset, then dcgmi diag
-#: again (DCGM's message names the cause)
-_DCGM = {"software": SOFTWARE, "deployment": SOFTWARE, "context-create": SOFTWARE, "nvbandwidth": RERUN,
-         "deployment-page-retirement": RESET, "memory-bandwidth": RESET, "pcie": RESEAT, "targeted-power": RESEAT,
-         "targeted-stress": RESEAT, "pulse-test": RESEAT, "sm-stress": RESEAT, "memory": RMA, "memtest": RMA,
-         "diagnostic": RMA, "eud": RMA, "cpu-eud": RMA, "deployment-inforom": RMA}
-
-
-def _dcgm(check: dict, ctx: Context) -> Remedy:
-    test = str(check.get("name", "")).removeprefix("dcgm-")
-    key = next((k for k in sorted(_DCGM, key=len, reverse=True) if test == k or test.startswith(k + "-")), None)
-    return _DCGM.get(key, RESET), f"{_lead(check)}: DCGM failed its {test} test"
-
-
-#: check name (ending in "-": every check so named) -> its rule. The table a reader checks against the docs'
-#: "What to do next" section (docs/acceptance-report.md)
-RULES: dict[str, Callable[[dict, Context], Remedy | list[Remedy]]] = {
-    "bandwidth-": _bandwidth,  # platform findings or far below: SOFTWARE; else RERUN once
-    "copy-": _bandwidth,
-    "ib-write-bw": _bandwidth,
-    "nvlink-traffic-": _traffic,  # NCCL told not to use P2P, platform findings: SOFTWARE; flat links: RESEAT
-    "rdma-port": _rdma_port,  # link down, rate low: RESEAT; state INIT, MTU, link layer: SOFTWARE
-    "rdma-locality": _fixed(RESEAT, "the NIC or the GPU in another slot than the design"),
-    "rdma-counters": _fixed(SOFTWARE, "the traffic took another device or port: ib_write_bw's device setting"),
-    "dcgm-": _dcgm,  # by DCGM's test (_DCGM)
-}
 
 
 # --- health -----------------------------------------------------------------------------------------------------
@@ -279,20 +174,11 @@ def _lead(check: dict) -> str:
     return _first(re.split(r"\.\s+(?=[A-Z])", message, maxsplit=1)[0].rstrip(".:"), 200)
 
 
-def _wrong_elements(found: object) -> int:
-    """Wrong elements a collective's record holds (its binding run's, or any run's)."""
-    if not isinstance(found, dict):
-        return 0
-    runs = found.get("runs") if isinstance(found.get("runs"), list) else []  # burn-in-collectives: a count
-    counts = [found.get("wrong")] + [run.get("wrong") for run in runs if isinstance(run, dict)]
-    return int(max((c for c in counts if _number(c)), default=0))
-
-
-def _shortfall(check: dict, limits: list | None = None) -> tuple[float | None, str]:
-    """(the worst figure as a share of its limit, 'busbw 297.4 GB/s below its 400 GB/s floor'), from ``limits`` (the
-    check's family's reader), else those checks/limits.py reads; (None, 'short of its promise') where none is read."""
+def _shortfall(check: dict, limits: Sequence) -> tuple[float | None, str]:
+    """(the worst figure as a share of its limit, 'busbw 297.4 GB/s below its 400 GB/s floor'), from ``limits``, the
+    limits the record states (checks/limits.Limit); (None, 'short of its promise') where it states none."""
     worst = None
-    for limit in record_limits(check) if limits is None else limits:
+    for limit in limits:
         bound, value = limit.bound, limit.value
         if not (_number(bound) and _number(value)) or bound <= 0 or value <= 0:
             continue

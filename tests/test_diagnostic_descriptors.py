@@ -18,8 +18,7 @@ from replays import copy_bundle, replay
 
 from pytest_gpufabric import kinds
 from pytest_gpufabric.catalogue import KINDS
-from pytest_gpufabric.checks import limits as check_limits
-from pytest_gpufabric.checks.limits import HIGHER, Limit, figure, limits_of
+from pytest_gpufabric.checks.limits import HIGHER, Limit, figure
 from pytest_gpufabric.checks.pcie_load import check_pcie_under_load
 from pytest_gpufabric.diagnostics import Diagnostic, recorded
 from pytest_gpufabric.diagnostics.hbm import HBM
@@ -250,13 +249,6 @@ def test_a_check_result_carries_its_limits():
     limits = record_limits(result.to_dict())  # by the reader its kind declares (kinds/pcie_load/)
     assert [(limit.label, limit.value, limit.bound, limit.unit, limit.higher_is_better) for limit in limits] \
         == [("h2d_gbps", 54.2, 50.0, "GB/s", True), ("d2h_gbps", 48.1, 50.0, "GB/s", True)]
-
-
-def test_a_check_declares_its_limits_once(monkeypatch):
-    monkeypatch.setattr(check_limits, "_READERS", {})
-    limits_of("example-check")(lambda record: [])
-    with pytest.raises(ValueError, match="declared twice"):
-        limits_of("example-check")(test_a_figure_without_a_bound_is_one_unbounded_limit)
 
 
 def test_a_figure_without_a_bound_is_one_unbounded_limit():

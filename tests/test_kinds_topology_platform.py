@@ -51,14 +51,12 @@ def test_the_families_declare_their_kinds_in_promise_order():
     assert sections["platform"] == tuple(PLATFORM_KINDS)
 
 
-def test_no_legacy_table_names_them():
-    legacy_limits._load_checks()
+def test_no_table_but_the_registry_names_a_check():
+    """The tables keyed by check name are gone: each kind's rules are read from the registry alone."""
+    assert not hasattr(remedy_rules, "RULES") and not hasattr(phrases, "_PHRASES")
+    assert not hasattr(legacy_limits, "_READERS") and not hasattr(legacy_limits, "limits_of")
     for name in CHECK_NAMES:
-        assert name not in remedy_rules.RULES, name
-        assert name not in phrases._PHRASES, name
-        assert name not in legacy_limits._READERS, name
         assert check_rule(name) is not None, name
-    assert check_rule("platform-persistence").name == "platform-"
 
 
 def test_a_lone_h100_judged_as_an_h200_pair_reads_by_the_topology_rules():
@@ -86,7 +84,6 @@ def test_a_lone_h100_judged_as_an_h200_pair_reads_by_the_topology_rules():
     # gpu-memory's limit is the family's reader, no longer the check module's registration
     assert [(limit.value, limit.bound) for limit in record_limits(failed["gpu-memory"])] == [
         (85520809984, 150323855360)]
-    assert legacy_limits.record_limits(failed["gpu-memory"]) == []
     assert margin(failed["gpu-memory"]) == ("−60.35 GiB (−43.1%)", "worst 79.65 GiB vs min 140.00 GiB", False)
 
 

@@ -23,9 +23,9 @@ from markupsafe import escape as _markup_escape
 from pytest_gpufabric.fabric.bundle import load_bundle
 from pytest_gpufabric.fabric.nvml import nvml_available
 from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.report.check_words import margin, phrase
 from pytest_gpufabric.report.html import report_html
 from pytest_gpufabric.report.integrity import verify_document
-from pytest_gpufabric.report.check_words import margin, phrase
 from pytest_gpufabric.report.phrases import format_value, short
 from pytest_gpufabric.report.results import SCHEMA_PATH, results_schema, results_validator, schema_errors
 from pytest_gpufabric.report.sections import inventory_data

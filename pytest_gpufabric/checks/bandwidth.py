@@ -27,7 +27,7 @@ from ..units import (
     parse_seconds,
     pcie_peak_gbps,
 )
-from .limits import HIGHER, LOWER, Limit, figure, limits_of
+from .limits import HIGHER, LOWER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 _COLLECTIVE_CAUSES = (
@@ -321,8 +321,7 @@ def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], p
                   + _COLLECTIVE_CAUSES, unit="GB/s", details=problems)
 
 
-@limits_of("bandwidth-", "nccl-tests-")
-def _collective_limits(record: dict) -> list[Limit]:
+def collective_limits(record: dict) -> list[Limit]:
     """busbw against ``min_busbw`` and the fraction of the link peak, the time against ``max_time``; the fleet
     compares both figures of our own collectives (not of nccl-tests output a customer brings)."""
     expected, found = record.get("expected"), record.get("found")
@@ -461,8 +460,7 @@ def check_copy(kind: str, threshold: dict, rows: list[dict], peak_of, source: st
                   unit="GB/s", details=lines)
 
 
-@limits_of("copy-")
-def _copy_limits(record: dict) -> list[Limit]:
+def copy_limits(record: dict) -> list[Limit]:
     """Each GPU's or pair's rate against ``min``, drawn as the report's copy bars; the fleet compares each."""
     expected, found = record.get("expected"), record.get("found")
     if not isinstance(expected, dict) or not isinstance(found, dict):

@@ -7,7 +7,7 @@ import math
 
 from ..formats.counters import LinkDelta, sample_problems
 from ..units import format_bytes, is_number
-from .limits import HIGHER, Limit, figure, limits_of
+from .limits import HIGHER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 _CAUSES = (
@@ -95,8 +95,7 @@ def check_links_carry_traffic(gpu: int, links: dict[int, LinkDelta], promised_li
     )
 
 
-@limits_of("nvlink-traffic-volume")
-def _volume_limits(record: dict) -> list[Limit]:
+def volume_limits(record: dict) -> list[Limit]:
     """TX and RX bytes against ``min_bytes``; their ratios to the all-reduce volume, which the fleet compares."""
     expected, found = record.get("expected"), record.get("found")
     if not isinstance(expected, dict) or not isinstance(found, dict):

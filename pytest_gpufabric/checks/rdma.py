@@ -9,7 +9,7 @@ from ..fabric.model import Fabric
 from ..fabric.rdma import RdmaDevice, RdmaPort, line_rate, port_data_bytes, saturated_data_counters
 from ..formats.perftest import row_disagreement
 from ..units import format_bytes, is_number, parse_bytes, parse_gbit
-from .limits import HIGHER, Limit, figure, limits_of
+from .limits import HIGHER, Limit, figure
 from .result import CheckResult, failed, passed, unknown
 
 _PORT_CAUSES = ("Usual causes: a cable or transceiver not seated or of the wrong speed, the switch port "
@@ -234,8 +234,7 @@ def check_ib_write_bw(settings: dict, result: dict, promised_rate: str | None, s
     return passed("ib-write-bw", subject, expected, found, f"{summary} [{source}]")
 
 
-@limits_of("ib-write-bw")
-def _ib_write_bw_limits(record: dict) -> list[Limit]:
+def ib_write_bw_limits(record: dict) -> list[Limit]:
     """The average bandwidth against the highest of its floors (the promised rate, the fraction of the line rate),
     drawn as a bar; the fleet compares it."""
     expected, found = record.get("expected"), record.get("found")
@@ -247,8 +246,7 @@ def _ib_write_bw_limits(record: dict) -> list[Limit]:
                   bar=f"ib_write_bw {record.get('subject')}", fleet=True)
 
 
-@limits_of("rdma-counters")
-def _counters_limits(record: dict) -> list[Limit]:
+def counters_limits(record: dict) -> list[Limit]:
     """The transmit counter's rise against the bytes ib_write_bw sent."""
     expected, found = record.get("expected"), record.get("found")
     if not isinstance(expected, dict) or not isinstance(found, dict) or not is_number(found.get("tx_bytes")):

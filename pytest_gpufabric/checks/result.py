@@ -7,7 +7,6 @@ from typing import Any
 
 from ..formats.clean import clean_line, clean_text, clean_values
 from ..units import non_finite
-from .limits import Limit, record_limits
 
 PASSED = "passed"
 FAILED = "failed"
@@ -47,12 +46,6 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return self.verdict == PASSED
-
-    @property
-    def limits(self) -> list[Limit]:
-        """Each figure this result judged against its bound, as data (checks/limits.py: read from the record, as
-        the report and the fleet read it from the results file)."""
-        return record_limits(self.to_dict())
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -77,9 +77,7 @@ def record_limits(record: dict, site_kinds: tuple[Kind, ...] = ()) -> list:
     rule = check_rule(str(record.get("name") or ""), site_kinds)
     reader = rule.limits if rule is not None else None
     if reader is None:
-        from ..checks.limits import record_limits as legacy  # a family not yet moved here
-
-        return legacy(record)
+        return []
     try:
         return reader(record)
     except (ValueError, TypeError, KeyError, AttributeError):

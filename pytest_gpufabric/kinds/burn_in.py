@@ -7,9 +7,10 @@ from __future__ import annotations
 from ..checks.burn_in import collectives_limits, gpu_limits
 from ..checks.limits import Limit
 from ..remedy_classes import RERUN, RMA, SOFTWARE, Remedy
-from ..remedy_rules import Context, _bandwidth, _counters, _gpu_index, _heat
+from ..remedy_rules import Context, _counters, _gpu_index, _heat
 from ..report.phrases import GE, format_value, limit_rate, rate
 from ..units import is_number
+from .bandwidth import bandwidth_remedy
 from .base import BURN_IN, CheckRule, Kind, gpus, once
 from .memory import SECTION as MEMORY_SECTION
 from .memory import oom_phrase, stack_remedy
@@ -62,8 +63,8 @@ def _readable_limits(check: dict) -> list[Limit]:
 
 
 def _collectives_remedy(check: dict, ctx: Context) -> Remedy:
-    """As a collective's bandwidth (remedy_rules._bandwidth), its shortfall read from this check's own limits."""
-    return _bandwidth(check, ctx, _readable_limits(check))
+    """As a collective's bandwidth (kinds/bandwidth.py), its shortfall read from this check's own limits."""
+    return bandwidth_remedy(check, ctx, _readable_limits(check))
 
 
 # --- the phrases ------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ where it has one, else its limits in words, else the record's own values (report
 from __future__ import annotations
 
 from ..kinds import check_rule, record_limits
-from .phrases import GE, LE, _figure_words, _quantity, _settings, _signed, format_value, legacy_phrase
+from .phrases import GE, LE, _figure_words, _quantity, _settings, _signed, format_value
 
 __all__ = ["margin", "phrase"]
 
@@ -22,9 +22,6 @@ def _phrase(check: dict, site_kinds: tuple) -> tuple[str, str]:
     try:
         if rule is not None and rule.phrase is not None:
             return rule.phrase(check)
-        legacy = legacy_phrase(check)
-        if legacy is not None:
-            return legacy
         if rule is not None and rule.limits is not None and record_limits(check, site_kinds):  # no phrase of its own
             return _from_limits(check, site_kinds)
         return _settings(check)

@@ -10,6 +10,7 @@ import re
 
 from ..diagnostics.power_hold import POWER_HOLD
 from ..kinds import record_limits
+from ..kinds.nvlink_traffic import NVLINK_TRAFFIC_VOLUME
 from ..units import GIB, format_bytes, is_number, parse_gbps, parse_seconds
 from .charts import bar_chart, line_chart
 from .phrases import rate, size_text
@@ -110,7 +111,7 @@ def _nvlink(document: dict) -> list[dict]:
     equal lines (an all-reduce moves as much each way) both show."""
     per_gpu = (document.get("series") or {}).get("nvlink") or {}
     volume = {_gpu_of(c.get("subject")): c for c in document.get("checks") or []
-              if c.get("name") == "nvlink-traffic-volume"}
+              if c.get("name") == NVLINK_TRAFFIC_VOLUME.name}  # its check is named after the kind
     speeds = {str(g.get("index")): g for g in (document.get("machine") or {}).get("gpus") or []}
     charts = []
     for gpu, points in per_gpu.items():

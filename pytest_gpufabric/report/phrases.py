@@ -9,7 +9,7 @@ Python repr. Nothing here is cut: where the table shows a short form, ``short`` 
 
 from __future__ import annotations
 
-from ..units import format_bytes, is_number, parse_bytes, parse_gbps, parse_seconds
+from ..units import format_bytes, is_number, parse_bytes
 
 GE, LE = "≥", "≤"
 
@@ -135,88 +135,6 @@ def _signed(value: float, unit: str) -> str:
 # --- the phrases ----------------------------------------------------------------------------------------
 
 
-def _op_and_size(check: dict) -> tuple[str, str]:
-    subject = str(check.get("subject") or "")
-    op = subject.split(" ", 1)[0] or str(check.get("name", "")).removeprefix("bandwidth-")
-    expected = check.get("expected") or {}
-    size = expected.get("size_bytes") if isinstance(expected, dict) else None
-    return op, size_text(size) if size is not None else subject.partition(" ")[2]
-
-
-def _collective(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    op, size = _op_and_size(check)
-    wants, finds = [], []
-    if "min_busbw" in expected:
-        wants.append(f"{GE} {limit_rate(parse_gbps(expected['min_busbw']))} {op} busbw at {size}")
-    if is_number(expected.get("min_fraction_of_peak")):
-        peak = found.get("peak_gbps")
-        fraction = f"{expected['min_fraction_of_peak']:.0%}"
-        if is_number(peak):
-            what = str(found.get("peak") or "link").split(" ", 1)[0]
-            wants.append(f"{GE} {rate(expected['min_fraction_of_peak'] * peak)} {op} busbw at {size} ({fraction} of "
-                         f"the {rate(peak)} {what} peak)")
-        else:
-            wants.append(f"{GE} {fraction} of the link peak, {op} busbw at {size}")
-    if "max_time" in expected:
-        wants.append(f"{LE} {number(parse_seconds(expected['max_time']) * 1e6, 'µs')} per {op} of {size}")
-    if is_number(found.get("busbw_gbps")) and ("min_busbw" in expected or "min_fraction_of_peak" in expected):
-        finds.append(f"{rate(found['busbw_gbps'])} busbw")
-    if is_number(found.get("time_us")) and "max_time" in expected:
-        finds.append(number(round(found["time_us"], 1), "µs"))
-    if not finds and is_number(found.get("busbw_gbps")):
-        finds.append(f"{rate(found['busbw_gbps'])} busbw")
-    if is_number(found.get("wrong")) and found["wrong"]:
-        finds.append(f"{found['wrong']:,} wrong elements")
-    return "; ".join(wants) or format_value(expected), ", ".join(finds) or format_value(found, "GB/s")
-
-
-_COPY = {"host_to_device": "host-to-device copy", "device_to_host": "device-to-host copy",
-         "gpu_to_gpu": "GPU-to-GPU copy", "gpu_to_gpu_bidirectional": "GPU-to-GPU copy, both ways at once"}
-
-
-def _worst_of(found: dict, unit: str = "GB/s") -> str:
-    values = {k: v for k, v in found.items() if is_number(v)}
-    if not values:
-        return format_value(found, unit)
-    if len(values) == 1:
-        return rate(next(iter(values.values())), unit)
-    worst = min(values, key=values.get)
-    return f"{rate(values[worst], unit)} at worst ({worst})"
-
-
-def _copy(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found")
-    kind = str(check.get("subject") or check.get("name", "").removeprefix("copy-"))
-    what = _COPY.get(kind, kind.replace("_", " "))
-    want = f"{GE} {limit_rate(parse_gbps(expected['min']))} {what}" if "min" in expected else format_value(expected)
-    each = " on every GPU" if "host" in kind else " of every pair" if "gpu_to_gpu" in kind else ""
-    return want + each, _worst_of(found) if isinstance(found, dict) else format_value(found, "GB/s")
-
-
-
-
-def _traffic_volume(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = format_value(expected)
-    if is_number(expected.get("min_bytes")):
-        want = f"{GE} {format_bytes(expected['min_bytes'])} each way"
-        if is_number(expected.get("allreduce_bytes")) and is_number(expected.get("min_fraction")):
-            want += (f" ({expected['min_fraction']:.0%} of the {format_bytes(expected['allreduce_bytes'])} the "
-                     "all-reduce moves)")
-    moved = [f"{k[:2].upper()} {format_bytes(found[k])}" for k in ("tx_bytes", "rx_bytes") if is_number(found.get(k))]
-    return want, ", ".join(moved) or format_value(found)
-
-
-def _traffic_links(check: dict) -> tuple[str, str]:
-    expected, found = check.get("expected") or {}, check.get("found") or {}
-    want = f"{expected.get('links_with_tx_and_rx')} links carry traffic both ways"
-    got = f"{found.get('links_with_tx_and_rx')} links"
-    if found.get("flat_links"):
-        got += f"; flat: {format_value(found['flat_links'])}"
-    return want, got
-
-
 
 
 def _settings(check: dict) -> tuple[str, str]:
@@ -248,24 +166,7 @@ def _worded(value: object) -> object:
     return out
 
 
-_PHRASES = {
-    "copy-host_to_device": _copy, "copy-device_to_host": _copy, "copy-gpu_to_gpu": _copy,
-    "copy-gpu_to_gpu_bidirectional": _copy,
-    "nvlink-traffic-volume": _traffic_volume,
-    "nvlink-traffic-links": _traffic_links,
-}
-
-
 def _figure_words(label: str) -> str:
     """'h2d_gbps' -> 'h2d': a limit's label without the unit its name ends in, in words."""
     suffix = next((s for s, _ in _SUFFIXES if label.endswith(s) and label != s), "")
     return _words(label[: len(label) - len(suffix)])
-
-def legacy_phrase(check: dict) -> tuple[str, str] | None:
-    """(Expected, Found) of a record of a kind whose phrase has not moved into its family (kinds/) yet, else None."""
-    name = str(check.get("name") or "")
-    if name.startswith(("bandwidth-", "nccl-tests-")):
-        return _collective(check)
-    if name in _PHRASES:
-        return _PHRASES[name](check)
-    return None

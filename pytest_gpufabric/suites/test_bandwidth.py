@@ -19,6 +19,7 @@ from pytest_gpufabric.checks.bandwidth import (
     pcie_peak,
     size_label,
 )
+from pytest_gpufabric.kinds.bandwidth import COLLECTIVE_BANDWIDTH, COPY_BANDWIDTH
 from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import fail_promise, not_checked, promise
 from pytest_gpufabric.units import parse_bytes
@@ -102,7 +103,7 @@ def _measurement(request, gpu_profile, what: str, promise):
 
 
 #: torch.distributed and nccl-tests measure the same floors: one promise each, judged by whichever evidence is there
-collective_promise = promise("collective-bandwidth")
+collective_promise = promise(COLLECTIVE_BANDWIDTH.name)
 
 
 @collective_promise
@@ -161,7 +162,7 @@ def _copy_rows(copy: dict, kind: str, source: str) -> list[dict]:
         not_checked(f"{source}: its {kind} copy rows are not in the recording's shape ({exc!r})")
 
 
-@promise("copy-bandwidth")
+@promise(COPY_BANDWIDTH.name)
 def test_copy_bandwidth(gpu_profile, fabric, copy_kind, request, gpufabric_check):
     bandwidth = _measurement(request, gpu_profile, "copy bandwidth", copy_kind)
     if "copy" in bandwidth.errors:

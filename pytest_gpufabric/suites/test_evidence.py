@@ -10,6 +10,7 @@ from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
 from pytest_gpufabric.checks.evidence import check_dcgm_result
 from pytest_gpufabric.evidence import dcgm_results, nvbandwidth_copies, of_another_machine
 from pytest_gpufabric.kinds import equivalents
+from pytest_gpufabric.kinds.bandwidth import COPY_BANDWIDTH
 from pytest_gpufabric.parametrize import over
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.session_factory import built_session
@@ -38,7 +39,7 @@ def test_dcgm_diag(gpu_profile, dcgm_result, gpufabric_run, gpufabric_check):
     gpufabric_check(check_dcgm_result(dcgm_result, gpu))
 
 
-@promise(lambda params: f"copy-bandwidth[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
+@promise(lambda params: f"{COPY_BANDWIDTH.name}[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
          "copy bandwidth from nvbandwidth")
 def test_nvbandwidth_copy(gpu_profile, nvbandwidth_copy, gpufabric_run, gpufabric_check):
     fabric = gpufabric_run.fabric

@@ -13,6 +13,7 @@ from pytest_gpufabric.checks.nvlink_traffic import (
     check_links_carry_traffic,
     traffic_evidence_problems,
 )
+from pytest_gpufabric.kinds.nvlink_traffic import NVLINK_TRAFFIC, NVLINK_TRAFFIC_VOLUME
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import format_bytes
 
@@ -34,7 +35,7 @@ def _judgeable_links(nvlink_training, gpu_profile, gpu: int) -> dict:
     return nvlink_training.traffic.deltas.get(gpu, {})
 
 
-@promise("nvlink-traffic")
+@promise(NVLINK_TRAFFIC.name)
 def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink_training, gpufabric_check,
                                                gpufabric_extra):
     if promised_gpu is None:
@@ -47,7 +48,7 @@ def test_every_nvlink_carries_training_traffic(gpu_profile, promised_gpu, nvlink
     ))
 
 
-@promise("nvlink-traffic-volume")
+@promise(NVLINK_TRAFFIC_VOLUME.name)
 def test_nvlinks_carry_the_allreduce_volume(gpu_profile, promised_gpu, nvlink_training, gpufabric_check):
     if promised_gpu is None:
         return

@@ -19,6 +19,7 @@ from pytest_gpufabric.checks.rdma import (
 )
 from pytest_gpufabric.errors import GpuFabricError
 from pytest_gpufabric.fabric.rdma import RdmaPort
+from pytest_gpufabric.kinds.rdma import IB_WRITE_BW, RDMA_COUNTERS, RDMA_LOCALITY, RDMA_PORT
 from pytest_gpufabric.parametrize import over, promised_profile
 from pytest_gpufabric.promise import not_checked, promise
 
@@ -35,7 +36,7 @@ def _source(fabric_session) -> str:
     return f"bundle {fabric_session.replay}" if fabric_session.replay else "this machine's /sys/class/infiniband"
 
 
-@promise("rdma-port")
+@promise(RDMA_PORT.name)
 def test_rdma_port(rdma_promise, rdma_port, gpufabric_run, request, gpufabric_check):
     if rdma_port is None:
         return  # promised but missing: the test fails on that before it gets here
@@ -43,7 +44,7 @@ def test_rdma_port(rdma_promise, rdma_port, gpufabric_run, request, gpufabric_ch
     gpufabric_check(check_rdma_port(rdma_promise, devices, _source(gpufabric_run)))
 
 
-@promise("rdma-locality")
+@promise(RDMA_LOCALITY.name)
 def test_rdma_gpu_locality(gpu_profile, rdma_promise, request, gpufabric_check):
     devices = request.getfixturevalue("rdma_devices")
     gpufabric_check(check_gpu_locality(rdma_promise, devices, request.getfixturevalue("fabric")))
@@ -71,7 +72,7 @@ def _recorded_port(fabric_session, profile, device: str | None) -> RdmaPort | No
     return find_port(devices or [], device, number)[1] if device else None
 
 
-@promise("ib-write-bw")
+@promise(IB_WRITE_BW.name)
 def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_run, gpufabric_check):
     client = ib_write_bw_result.get("client")
     source = ib_write_bw_result.get("source", "ib_write_bw on this machine")
@@ -83,7 +84,7 @@ def test_ib_write_bw(gpu_profile, ib_write_bw_result, gpufabric_run, gpufabric_c
     gpufabric_check(check_ib_write_bw(settings, client, _promised_rate(gpu_profile, device), source, device, port))
 
 
-@promise("rdma-counters")
+@promise(RDMA_COUNTERS.name)
 def test_rdma_counters_rise(gpu_profile, ib_write_bw_result, gpufabric_check):
     counters = ib_write_bw_result.get("counters")
     if not counters:

@@ -1,0 +1,75 @@
+"""NVLink traffic during a data-parallel training step (the profile's ``nvlink_traffic`` section): every link the
+profile promises a GPU carries traffic both ways, and its links carry the all-reduce volume its rank must move
+(checks/nvlink_traffic.py)."""
+
+from __future__ import annotations
+
+from ..checks.nvlink_traffic import volume_limits
+from ..remedy_classes import RERUN, RESEAT, SOFTWARE, Remedy
+from ..remedy_rules import Context
+from ..report.phrases import GE, _settings, format_value
+from ..units import format_bytes, is_number
+from .base import CheckRule, Kind
+
+POSITION = 40
+SUITE = "test_nvlink_traffic.py"
+OWN_MODULES = ("checks/nvlink_traffic.py", "suites/test_nvlink_traffic.py", "workloads/training.py",
+               "fabric/nvlink_sampler.py")
+
+
+def _nvlink_gpus(profile) -> list[str]:
+    """The GPUs the profile joins to another by NVLink (its pairs)."""
+    joined = {gpu for a, b in profile.pairs if profile.nvlinks_between(a, b) for gpu in (a, b)}
+    return [f"GPU{i}" for i in sorted(joined)]
+
+
+def _traffic(check: dict, ctx: Context) -> Remedy:
+    """NCCL told not to use peer-to-peer, or platform findings: the software; a flat link: reseat; else a rerun."""
+    who, found = check.get("subject"), check.get("found") or {}
+    settings = found.get("nccl_settings") or {}
+    off = [f"{key}={value}" for key, value in settings.items()
+           if (key == "NCCL_P2P_DISABLE" and str(value).strip().lower() in ("1", "true", "yes", "y", "on"))
+           or (key == "NCCL_P2P_LEVEL" and str(value).strip().upper() in ("LOC", "0"))]
+    if off:
+        return SOFTWARE, (f"{who}: the training ran with {', '.join(off)}: NCCL was told not to use peer-to-peer, "
+                          "so no NVLink could carry it")
+    if ctx.findings:
+        return SOFTWARE, f"{who}: its NVLinks carried too little, and the platform explains it: {ctx.findings[0]}"
+    flat = found.get("flat_links") or []
+    ratios = [found[k] for k in ("tx_ratio", "rx_ratio") if is_number(found.get(k))]
+    if flat or (ratios and min(ratios) == 0):
+        links = f"NVLink(s) {', '.join(map(str, flat))}" if flat else "its NVLinks"
+        return RESEAT, f"{who}: {links} carried no training traffic: a bridge or cable not seated, or the links down"
+    share = f" ({min(ratios):.0%} of the all-reduce volume)" if ratios else ""
+    return RERUN, f"{who}: its NVLinks carried too little{share} with every link moving data: measure it once more"
+
+
+def _volume(check: dict) -> tuple[str, str]:
+    expected, found = check.get("expected") or {}, check.get("found") or {}
+    want = format_value(expected)
+    if is_number(expected.get("min_bytes")):
+        want = f"{GE} {format_bytes(expected['min_bytes'])} each way"
+        if is_number(expected.get("allreduce_bytes")) and is_number(expected.get("min_fraction")):
+            want += (f" ({expected['min_fraction']:.0%} of the {format_bytes(expected['allreduce_bytes'])} the "
+                     "all-reduce moves)")
+    moved = [f"{k[:2].upper()} {format_bytes(found[k])}" for k in ("tx_bytes", "rx_bytes") if is_number(found.get(k))]
+    return want, ", ".join(moved) or format_value(found)
+
+
+def _links(check: dict) -> tuple[str, str]:
+    expected, found = check.get("expected") or {}, check.get("found") or {}
+    want = f"{expected.get('links_with_tx_and_rx')} links carry traffic both ways"
+    got = f"{found.get('links_with_tx_and_rx')} links"
+    if found.get("flat_links"):
+        got += f"; flat: {format_value(found['flat_links'])}"
+    return want, got
+
+
+NVLINK_TRAFFIC = Kind("nvlink-traffic", "NVLink for this GPU", SUITE, _nvlink_gpus, sections=("nvlink_traffic",),
+                      checks=(CheckRule("nvlink-traffic-links", _traffic, _links),
+                              CheckRule("nvlink-traffic-", _traffic, _settings)))
+NVLINK_TRAFFIC_VOLUME = Kind("nvlink-traffic-volume", "NVLink for this GPU", SUITE, _nvlink_gpus,
+                             sections=("nvlink_traffic",),
+                             checks=(CheckRule("nvlink-traffic-volume", _traffic, _volume, volume_limits),))
+
+KINDS = (NVLINK_TRAFFIC, NVLINK_TRAFFIC_VOLUME)
