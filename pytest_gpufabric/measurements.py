@@ -19,6 +19,7 @@ from typing import Any
 
 from .kinds import diagnostics
 from .kinds.base import Measurement as DiagnosticMeasurement
+from .kinds.nvlink_traffic import SECTION as NVLINK_TRAFFIC_SECTION
 
 __all__ = ["REGISTRY", "Measurement", "register"]
 
@@ -68,7 +69,8 @@ def _section(key: str, what: str) -> Callable[[Any], str | None]:
 def _nvlink_live(fabric_session):
     from .workloads.training import measure_training_traffic
 
-    return measure_training_traffic(fabric_session.boards(), fabric_session.profile.data.get("nvlink_traffic", {}),
+    section = fabric_session.profile.data.get(NVLINK_TRAFFIC_SECTION, {})
+    return measure_training_traffic(fabric_session.boards(), section,
                                     on_sample=fabric_session.metrics.observe_nvlink if fabric_session.metrics else None)
 
 

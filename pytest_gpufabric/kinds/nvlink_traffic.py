@@ -13,6 +13,8 @@ from .base import CheckRule, Kind
 
 POSITION = 40
 SUITE = "test_nvlink_traffic.py"
+#: the profile section that makes these promises
+SECTION = "nvlink_traffic"
 OWN_MODULES = ("checks/nvlink_traffic.py", "suites/test_nvlink_traffic.py", "workloads/training.py",
                "fabric/nvlink_sampler.py")
 
@@ -65,11 +67,11 @@ def _links(check: dict) -> tuple[str, str]:
     return want, got
 
 
-NVLINK_TRAFFIC = Kind("nvlink-traffic", "NVLink for this GPU", SUITE, _nvlink_gpus, sections=("nvlink_traffic",),
+NVLINK_TRAFFIC = Kind("nvlink-traffic", "NVLink for this GPU", SUITE, _nvlink_gpus, sections=(SECTION,),
                       checks=(CheckRule("nvlink-traffic-links", _traffic, _links),
                               CheckRule("nvlink-traffic-", _traffic, _settings)))
 NVLINK_TRAFFIC_VOLUME = Kind("nvlink-traffic-volume", "NVLink for this GPU", SUITE, _nvlink_gpus,
-                             sections=("nvlink_traffic",),
+                             sections=(SECTION,),
                              checks=(CheckRule("nvlink-traffic-volume", _traffic, _volume, volume_limits),))
 
 KINDS = (NVLINK_TRAFFIC, NVLINK_TRAFFIC_VOLUME)

@@ -13,7 +13,7 @@ from pytest_gpufabric.checks.nvlink_traffic import (
     check_links_carry_traffic,
     traffic_evidence_problems,
 )
-from pytest_gpufabric.kinds.nvlink_traffic import NVLINK_TRAFFIC, NVLINK_TRAFFIC_VOLUME
+from pytest_gpufabric.kinds.nvlink_traffic import NVLINK_TRAFFIC, NVLINK_TRAFFIC_VOLUME, SECTION
 from pytest_gpufabric.promise import not_checked, promise
 from pytest_gpufabric.units import format_bytes
 
@@ -56,7 +56,7 @@ def test_nvlinks_carry_the_allreduce_volume(gpu_profile, promised_gpu, nvlink_tr
     volume, bad_volume = allreduce_volume(nvlink_training.workload)
     if bad_volume:
         not_checked(f"{bad_volume} [{nvlink_training.source}]")
-    section = gpu_profile.data.get("nvlink_traffic", {})
+    section = gpu_profile.data.get(SECTION, {})
     gpufabric_check(check_allreduce_volume(
         promised_gpu.index, links, volume, section.get("min_fraction", 0.9), nvlink_training.describe(),
         nvlink_training.env,
