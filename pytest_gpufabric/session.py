@@ -265,7 +265,7 @@ class FabricSession:
         self.extras.setdefault(nodeid, []).append(extra)
 
     def run_facts(self) -> RunFacts:
-        """What this session knows now, for the results document (report/results_document.py builds it)."""
+        """What the session knows now, for the results document (report/results_document.py builds it)."""
         return RunFacts(
             run_id=self.run_id, started_at=self.started_at, mode=self.mode, replay=self.replay,
             host=platform.node(), user=_user(), fleet_id=self.options.fleet_id, profile=self.profile,

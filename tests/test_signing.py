@@ -2,8 +2,8 @@
 and after one digit, one cell or the key changed; the fleet's results signed the same way, and `fleet report
 --require-signed` refusing a node whose results are unsigned or changed.
 
-The runs are real replays of the shipped H200 acceptance bundle (what `gpufabric accept` judges by default); the
-keys are made here, in the PEM form `openssl genpkey -algorithm ed25519` writes (PKCS#8), and by openssl itself
+The runs are real replays of the shipped 2x H200 acceptance bundle (its all_reduce rows are what a digit is changed
+in); the keys are made here, in the PEM form `openssl genpkey -algorithm ed25519` writes (PKCS#8), and by openssl itself
 where it is installed.
 """
 
@@ -52,12 +52,13 @@ NO_KERNEL_LOG = "xid-events=the recording holds no kernel log; agreed for the si
 
 @pytest.fixture(scope="module")
 def signed_run(tmp_path_factory) -> dict[str, Path]:
-    """`gpufabric accept --sign-key KEY.pem` on the default replay, once for the module."""
+    """`gpufabric accept --sign-key KEY.pem` on the 2x H200 acceptance replay, once for the module."""
     work = tmp_path_factory.mktemp("signed-run")
     key, pub = _key_pair(work, "vendor")
     _, other = _key_pair(work, "someone-else")
-    # the default replay's bundle holds no kernel log: xid-events waived in writing, so that the run is ACCEPTED
-    done = _gpufabric("accept", "--sign-key", str(key), "--customer", "ACME Compute", "--gpu-waive", NO_KERNEL_LOG,
+    # that bundle holds no kernel log: xid-events waived in writing, so that the run is ACCEPTED
+    done = _gpufabric("accept", "--profile", "h200-nvswitch-x2", "--replay", "h200-nvswitch-x2-acceptance",
+                      "--sign-key", str(key), "--customer", "ACME Compute", "--gpu-waive", NO_KERNEL_LOG,
                       cwd=work, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return {"work": work, "key": key, "pub": pub, "other": other, "results": work / "reports" / RESULTS,

@@ -72,7 +72,9 @@ def test_the_verdict_table_of_profiles_against_bundles(pytester: pytest.Pytester
     assert sorted(pairing for pairing, cell in cells.items() if cell.startswith("ACCEPTED")) == [
         ("h100-sxm-x1-acceptance", "h100-sxm-x1"), ("h100-x1-arrival", "h100-sxm-x1")]
     whole = sorted(pairing for pairing, cell in cells.items() if cell == "INCOMPLETE (1 not checked)")
-    assert whole == [("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2"), ("h200-nvswitch-x4", "h200-nvswitch-x4")]
+    # (and two 1x H100 recordings of every diagnostic, under the demo profile)
+    assert whole == [("h100-x1-diagnostics", "h100-sxm-x1"), ("h100-x1-measured", "h100-sxm-x1"),
+                     ("h200-nvswitch-x2-acceptance", "h200-nvswitch-x2"), ("h200-nvswitch-x4", "h200-nvswitch-x4")]
 
 
 def _here(reason: str) -> str:
