@@ -17,6 +17,7 @@ own is a promise by its node id; one that claims a shipped kind is refused (clai
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -94,7 +95,11 @@ def promise_of(item: pytest.Item, suites_dir) -> tuple[str, str | None]:
 
 
 def is_suite_test(item: pytest.Item, suites_dir) -> bool:
-    return getattr(item, "path", None) is not None and item.path.parent == suites_dir
+    """A test written in a shipped suite's file (records.defining_file: its code, module and path agree)."""
+    from .records import defining_file
+
+    written_in = defining_file(item)
+    return written_in is not None and written_in.parent == Path(suites_dir).resolve()
 
 
 PROPERTY = "gpufabric_promise"  # the user property a test's reports carry its promise id in (report/recorder.py)

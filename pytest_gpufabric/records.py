@@ -66,13 +66,29 @@ SUITE, SITE, USER = "suite", "site", "user"
 
 
 def judge_of(item: pytest.Item, promise_id: str, fabric_session) -> str:
-    """Who judges, read off the test item itself (its file, not its node id or markers, which hooks can rewrite):
-    only a suite's or a site kind's record can judge a promise of the profile's list (verdict.record_rows)."""
-    if getattr(item, "path", None) is not None and item.path.parent == SUITES_DIR:
+    """Who judges, read off the code the test runs (the file its function was written in, which its module and its
+    path must agree on), not its node id, markers or path alone, which hooks can rewrite: only a shipped suite's
+    record, or a site kind's from the site's own suite file (``Kind.suite``), can judge a promise of the profile's
+    list (verdict.record_rows)."""
+    written_in = defining_file(item)
+    if written_in is not None and written_in.parent == SUITES_DIR.resolve():
         return SUITE
-    if promise_id.split("[", 1)[0] in {kind.name for kind in fabric_session.site_kinds}:
+    kind = next((k for k in fabric_session.site_kinds if k.name == promise_id.split("[", 1)[0]), None)
+    if kind is not None and written_in is not None and written_in.name == kind.suite:
         return SITE
     return USER
+
+
+def defining_file(item: pytest.Item) -> Path | None:
+    """The file a test's function was written in, where its code object, its module and its path agree; None where
+    they do not (a hook moved the item, or swapped its function) or it has no function."""
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    files = [getattr(code, "co_filename", None), getattr(getattr(item, "module", None), "__file__", None),
+             getattr(item, "path", None)]
+    if any(f is None for f in files):
+        return None
+    resolved = {Path(f).resolve() for f in files}
+    return resolved.pop() if len(resolved) == 1 else None
 
 
 class WorkerJournal:

@@ -61,9 +61,14 @@ def _rules() -> tuple[CheckRule, ...]:
 
 
 def check_rule(check_name: str, site_kinds: tuple[Kind, ...] = ()) -> CheckRule | None:
-    """The rule that reads records of ``check_name``: an exact name before the longest prefix; a site's kinds
-    (``site_kinds``) after the shipped ones."""
-    rules = [*_rules(), *(rule for kind in site_kinds for rule in kind.checks)]
+    """The rule that reads records of ``check_name``: an exact name before the longest prefix, among the shipped
+    rules first; a site's kinds (``site_kinds``) only for a check no shipped rule reads, so that a site cannot
+    reword or re-remedy a shipped check."""
+    return _matching(check_name, _rules()) or _matching(
+        check_name, tuple(rule for kind in site_kinds for rule in kind.checks))
+
+
+def _matching(check_name: str, rules: tuple[CheckRule, ...]) -> CheckRule | None:
     exact = next((rule for rule in rules if rule.name == check_name), None)
     if exact is not None:
         return exact

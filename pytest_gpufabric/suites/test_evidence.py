@@ -9,7 +9,7 @@ import pytest
 from pytest_gpufabric.checks.bandwidth import check_copy, link_peak, pcie_peak
 from pytest_gpufabric.checks.evidence import check_dcgm_result
 from pytest_gpufabric.evidence import dcgm_results, nvbandwidth_copies, of_another_machine
-from pytest_gpufabric.kinds import equivalents
+from pytest_gpufabric.kinds import equivalents, promise_kinds
 from pytest_gpufabric.kinds.bandwidth import COPY_BANDWIDTH
 from pytest_gpufabric.parametrize import over
 from pytest_gpufabric.promise import not_checked, promise
@@ -36,7 +36,9 @@ def test_dcgm_diag(gpu_profile, dcgm_result, gpufabric_run, gpufabric_check):
     if foreign:
         not_checked(f"not evidence of this machine: {foreign}")
     gpu = fabric.gpu(dcgm_result["gpu"]) if fabric is not None and dcgm_result["gpu"] is not None else None
-    gpufabric_check(check_dcgm_result(dcgm_result, gpu))
+    kind = promise_kinds().get(str(dcgm_result.get("promise") or "").split("[", 1)[0])
+    section = next((key for key in kind.sections if key in gpu_profile.data), None) if kind is not None else None
+    gpufabric_check(check_dcgm_result(dcgm_result, gpu, stands_for=f"`{section}:` section" if section else None))
 
 
 @promise(lambda params: f"{COPY_BANDWIDTH.name}[{(params['nvbandwidth_copy'] or {}).get('kind', 'nvbandwidth')}]",
