@@ -234,3 +234,22 @@ def test_a_dcgm_pass_does_not_stand_in_for_a_diagnostics_limits(pytester: pytest
     assert ("memory_bandwidth pass on GPU0 (serial 1651624029650) [dcgm-2.x-level4-blacklist-memtest-pulse-all-pass-"
             "prompt.txt]: DCGM passes it by its own criteria, which are not the profile's `memory_bandwidth:` "
             "section") in not_checked["hbm-bandwidth[GPU0]"]
+
+
+def test_copies_of_another_size_than_promised_are_not_checked(pytester: pytest.Pytester, tmp_path):
+    """Review 2, finding 4: the demo bundle's copies said to have moved 1 MiB where the profile promises its floors at
+    1 GiB. Before: ACCEPTED on those figures. Now: not checked, naming both sizes."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(shipped_bundles_dir() / "h100-sxm-x1-acceptance", bundle)
+    document = json.loads((bundle / "bandwidth.json").read_text())
+    document["copy"]["size"] = 1 << 20
+    for row in document["copy"]["host_device"]:
+        row["bytes"] = 1 << 20
+    (bundle / "bandwidth.json").write_text(json.dumps(document))
+    result = pytester.runpytest("--gpu-profile", "h100-sxm-x1", "--gpu-replay", str(bundle))
+    assert result.ret == 6
+    results = json.loads((pytester.path / "reports" / "gpufabric-results.json").read_text())
+    copies = {p["id"]: (p["outcome"], p["reason"]) for p in results["promises"] if p["id"].startswith("copy-")}
+    assert copies == {f"copy-bandwidth[{kind}]": ("not checked", f"{bundle / 'bandwidth.json'}: its copies moved "
+                                                                   "1.00 MiB; the profile promises copies of 1.00 GiB")
+                      for kind in ("host_to_device", "device_to_host")}
