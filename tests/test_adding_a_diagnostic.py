@@ -30,7 +30,7 @@ from ...diagnostics import Diagnostic, frozen
 from ...errors import GpuFabricError
 from ...formats.typed import BOARD, TEXT, reading
 from ...remedy_classes import RMA
-from ..base import CheckRule, Kind, Measurement, each_gpu
+from ..base import Measurement, diagnostic_kind
 
 POSITION = 65
 OWN_MODULES = ("kinds/pcie_generation/__init__.py",)
@@ -68,10 +68,7 @@ def _remedy(check, ctx):
     return RMA, f"{check.get('subject')}: its PCIe supports gen {check.get('found')} at most: not the board sold"
 
 
-KINDS = (Kind(PCIE_GENERATION.name, PCIE_GENERATION.what, "test_diagnostics.py",
-              each_gpu(lambda profile: PCIE_GENERATION.key in profile.data), sections=(PCIE_GENERATION.key,),
-              checks=(CheckRule(PCIE_GENERATION.name, _remedy, _phrase),),
-              measurement=Measurement(PCIE_GENERATION, _launch, _judge)),)
+KINDS = (diagnostic_kind(Measurement(PCIE_GENERATION, _launch, _judge), remedy=_remedy, phrase=_phrase),)
 '''
 
 #: file 2 of 2: its section of profile/profile.schema.json

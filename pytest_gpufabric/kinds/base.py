@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["BURN_IN", "CheckRule", "Kind", "Measurement", "each_gpu", "gpus", "once"]
+__all__ = ["BURN_IN", "CheckRule", "Kind", "diagnostic_kind", "Measurement", "each_gpu", "gpus", "once"]
 
 #: the part of the acceptance that the operator asks for (``--gpu-burn-in``, or a bundle holding a burn-in)
 BURN_IN = "burn_in"
@@ -63,6 +63,17 @@ class Kind:
     measurement: Measurement | None = None  # a per-GPU diagnostic's measurement (suites/test_diagnostics.py)
     #: a site kind's: section -> the JSON Schema that section of a profile must hold (checked before anything runs)
     section_schema: dict[str, dict] | None = field(default=None, compare=False, hash=False)
+
+
+def diagnostic_kind(measurement: Measurement, *, remedy: Callable, phrase: Callable | None = None,
+                    limits: Callable | None = None, equivalents: tuple[tuple[str, str], ...] = ()) -> Kind:
+    """The kind of a per-GPU diagnostic, all from its descriptor (``measurement.diagnostic``): promised on each GPU
+    where the profile holds its section, judged by the one diagnostics suite, its check named as the promise."""
+    diagnostic = measurement.diagnostic
+    return Kind(diagnostic.name, diagnostic.what, "test_diagnostics.py",
+                each_gpu(lambda profile: diagnostic.key in profile.data), sections=(diagnostic.key,),
+                checks=(CheckRule(diagnostic.name, remedy, phrase, limits),), equivalents=equivalents,
+                measurement=measurement)
 
 
 # --- the ids most kinds make ------------------------------------------------------------------------------------

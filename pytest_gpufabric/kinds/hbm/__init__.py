@@ -12,10 +12,9 @@ from ...remedy_rules import _fixed
 from ...report.phrases import GE, format_value, limit_rate, rate
 from ...units import is_number, parse_gbps
 from ...workloads.diagnostics import launch_hbm
-from ..base import CheckRule, Kind, Measurement, each_gpu
+from ..base import Measurement, diagnostic_kind
 
 POSITION = 61
-SUITE = "test_diagnostics.py"
 OWN_MODULES = ("kinds/hbm/__init__.py", "diagnostics/hbm.py", "checks/hbm.py", "workloads/diagnostics.py",
                "workloads/hbm.py")
 
@@ -45,12 +44,10 @@ def _judge(row: dict, section: dict, source: str, gpu) -> object:
     return check_hbm_bandwidth(row, floor, hbm_fraction_floor(row.get("name")), source)
 
 
-HBM_BANDWIDTH = Kind(
-    HBM.name, HBM.what, SUITE, each_gpu(lambda profile: HBM.key in profile.data), sections=(HBM.key,),
-    checks=(CheckRule(HBM.name, _fixed(RESET, "a memory clock held low or rows pending remapping clear on a reset; "
-                                              "still low after it, the HBM stack is degraded and the board goes back"),
-                      _phrase, hbm_limits),),
-    equivalents=(("dcgm", "memory_bandwidth"),),
-    measurement=Measurement(HBM, launch_hbm, _judge, coverage=hbm_coverage, measure=measured_hbm))
+HBM_BANDWIDTH = diagnostic_kind(
+    Measurement(HBM, launch_hbm, _judge, coverage=hbm_coverage, measure=measured_hbm),
+    remedy=_fixed(RESET, "a memory clock held low or rows pending remapping clear on a reset; still low after it, the "
+                         "HBM stack is degraded and the board goes back"),
+    phrase=_phrase, limits=hbm_limits, equivalents=(("dcgm", "memory_bandwidth"),))
 
 KINDS = (HBM_BANDWIDTH,)

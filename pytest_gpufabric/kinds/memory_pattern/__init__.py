@@ -11,10 +11,9 @@ from ...remedy_rules import Context, _first, _lead
 from ...report.phrases import GE, format_value
 from ...units import is_number
 from ...workloads.diagnostics import launch_mem_pattern
-from ..base import CheckRule, Kind, Measurement, each_gpu
+from ..base import Measurement, diagnostic_kind
 
 POSITION = 62
-SUITE = "test_diagnostics.py"
 OWN_MODULES = ("kinds/memory_pattern/__init__.py", "diagnostics/memory_pattern.py", "checks/hbm.py",
                "workloads/diagnostics.py", "workloads/mem_pattern.py")
 
@@ -53,10 +52,8 @@ def _judge(row: dict, section: dict, source: str, gpu) -> object:
                              gpu_memory_bytes=gpu.memory_bytes if gpu is not None else None)
 
 
-MEMORY_PATTERN_KIND = Kind(
-    MEMORY_PATTERN.name, MEMORY_PATTERN.what, SUITE, each_gpu(lambda profile: MEMORY_PATTERN.key in profile.data),
-    sections=(MEMORY_PATTERN.key,), checks=(CheckRule(MEMORY_PATTERN.name, _remedy, _phrase, pattern_limits),),
-    equivalents=(("dcgm", "memory"),),
-    measurement=Measurement(MEMORY_PATTERN, launch_mem_pattern, _judge, measure=measured_pattern))
+MEMORY_PATTERN_KIND = diagnostic_kind(
+    Measurement(MEMORY_PATTERN, launch_mem_pattern, _judge, measure=measured_pattern),
+    remedy=_remedy, phrase=_phrase, limits=pattern_limits, equivalents=(("dcgm", "memory"),))
 
 KINDS = (MEMORY_PATTERN_KIND,)

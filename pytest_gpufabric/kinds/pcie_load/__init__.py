@@ -12,10 +12,9 @@ from ...remedy_rules import Context, _lead
 from ...report.phrases import GE, LE, format_value, limit_rate, rate
 from ...units import is_number
 from ...workloads.power_pcie import launch_pcie_load
-from ..base import CheckRule, Kind, Measurement, each_gpu
+from ..base import Measurement, diagnostic_kind
 
 POSITION = 64
-SUITE = "test_diagnostics.py"
 OWN_MODULES = ("kinds/pcie_load/__init__.py", "diagnostics/pcie_load.py", "checks/pcie_load.py",
                "workloads/power_pcie.py", "workloads/pcie_load.py")
 
@@ -63,10 +62,8 @@ def _judge(row: dict, section: dict, source: str, gpu) -> object:
     return check_pcie_under_load(row, section, source)
 
 
-PCIE_UNDER_LOAD = Kind(
-    PCIE_LOAD.name, PCIE_LOAD.what, SUITE, each_gpu(lambda profile: PCIE_LOAD.key in profile.data),
-    sections=(PCIE_LOAD.key,), checks=(CheckRule(PCIE_LOAD.name, _remedy, _phrase, pcie_limits),),
-    equivalents=(("dcgm", "pcie"),),
-    measurement=Measurement(PCIE_LOAD, launch_pcie_load, _judge, coverage=pcie_coverage, measure=measured_pcie))
+PCIE_UNDER_LOAD = diagnostic_kind(
+    Measurement(PCIE_LOAD, launch_pcie_load, _judge, coverage=pcie_coverage, measure=measured_pcie),
+    remedy=_remedy, phrase=_phrase, limits=pcie_limits, equivalents=(("dcgm", "pcie"),))
 
 KINDS = (PCIE_UNDER_LOAD,)

@@ -11,10 +11,9 @@ from ...remedy_rules import Context, _lead
 from ...report.phrases import GE, LE, format_value
 from ...units import is_number
 from ...workloads.power_pcie import launch_power_hold
-from ..base import CheckRule, Kind, Measurement, each_gpu
+from ..base import Measurement, diagnostic_kind
 
 POSITION = 63
-SUITE = "test_diagnostics.py"
 OWN_MODULES = ("kinds/power_hold/__init__.py", "diagnostics/power_hold.py", "checks/power.py",
                "workloads/power_pcie.py", "workloads/power_hold.py", "workloads/power_figures.py")
 
@@ -77,10 +76,9 @@ def _judge(row: dict, section: dict, source: str, gpu) -> object:
     return check_power_hold(row, section, source)
 
 
-POWER_HOLD_KIND = Kind(
-    POWER_HOLD.name, POWER_HOLD.what, SUITE, each_gpu(lambda profile: POWER_HOLD.key in profile.data),
-    sections=(POWER_HOLD.key,), checks=(CheckRule(POWER_HOLD.name, _remedy, _phrase, power_limits),),
-    equivalents=(("dcgm", "targeted_power"), ("dcgm", "targeted_stress"), ("dcgm", "pulse_test")),
-    measurement=Measurement(POWER_HOLD, launch_power_hold, _judge, coverage=power_coverage, measure=measured_power))
+POWER_HOLD_KIND = diagnostic_kind(
+    Measurement(POWER_HOLD, launch_power_hold, _judge, coverage=power_coverage, measure=measured_power),
+    remedy=_remedy, phrase=_phrase, limits=power_limits,
+    equivalents=(("dcgm", "targeted_power"), ("dcgm", "targeted_stress"), ("dcgm", "pulse_test")))
 
 KINDS = (POWER_HOLD_KIND,)
