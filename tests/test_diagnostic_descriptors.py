@@ -209,7 +209,7 @@ def test_the_report_and_the_fleet_follow_from_the_checks_limits(diagnostic: Diag
     assert limits, f"{diagnostic.check} states no limits for {diagnostic.name}"
     assert all(isinstance(limit, Limit) and limit.unit for limit in limits)
     expected, found = check_words.phrase(record)
-    assert (expected, found) != phrases._settings(record)  # its own words, not the generic ones
+    assert (expected, found) != phrases.settings_phrase(record)  # its own words, not the generic ones
     bounded = [limit for limit in limits if limit.bound is not None]
     assert (check_words.margin(record) is not None) == bool(bounded)
     bars = [bar["label"] for group in report_figures({"checks": [record]}) if group["id"] == "floors"

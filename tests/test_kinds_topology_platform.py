@@ -103,5 +103,5 @@ def test_a_platform_setting_reads_by_the_platform_rule():
     failed = _failed(PLATFORM_H100)
     peer = failed["platform-peer-memory"]
     assert remedy_of_check(peer) == (SOFTWARE, f"{remedy_rules._lead(peer)}: a host setting, version or module")
-    assert phrase(peer) == phrases._settings(peer)
-    assert check_rule("platform-hugepages").phrase is phrases._settings
+    assert phrase(peer) == phrases.settings_phrase(peer)
+    assert check_rule("platform-hugepages").phrase is phrases.settings_phrase

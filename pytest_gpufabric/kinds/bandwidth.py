@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..checks.bandwidth import collective_limits, copy_limits, size_label
 from ..remedy_classes import RERUN, SOFTWARE, Remedy
 from ..remedy_rules import Context, _shortfall
-from ..report.phrases import GE, LE, _settings, format_value, limit_rate, number, rate, size_text
+from ..report.phrases import GE, LE, format_value, limit_rate, number, rate, settings_phrase, size_text
 from ..units import is_number, parse_bytes, parse_gbps, parse_seconds
 from .base import CheckRule, Kind
 
@@ -141,7 +141,7 @@ def _worst_of(found: dict, unit: str = "GB/s") -> str:
 def _copy(check: dict) -> tuple[str, str]:
     """A copy of a kind the profile names ("copy-host_to_device"); a record of another copy name in generic words."""
     if str(check.get("name") or "").removeprefix("copy-") not in _COPY:
-        return _settings(check)
+        return settings_phrase(check)
     expected, found = check.get("expected") or {}, check.get("found")
     kind = str(check.get("subject") or check.get("name", "").removeprefix("copy-"))
     what = _COPY.get(kind, kind.replace("_", " "))

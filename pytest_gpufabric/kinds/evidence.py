@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE, Remedy
 from ..remedy_rules import Context, _lead
-from ..report.phrases import _settings
+from ..report.phrases import settings_phrase
 from .base import CheckRule
 
 POSITION = 100
@@ -28,4 +28,4 @@ def _dcgm(check: dict, ctx: Context) -> Remedy:
     return _DCGM.get(key, RESET), f"{_lead(check)}: DCGM failed its {test} test"
 
 
-CHECKS = (CheckRule("dcgm-", _dcgm, _settings),)
+CHECKS = (CheckRule("dcgm-", _dcgm, settings_phrase),)

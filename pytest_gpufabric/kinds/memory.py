@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..checks.memory import estimate_limits, lms_limits
 from ..remedy_classes import RERUN, SOFTWARE, Remedy
 from ..remedy_rules import Context, _lead
-from ..report.phrases import LE, _settings, format_value
+from ..report.phrases import LE, format_value, settings_phrase
 from ..units import is_number
 from .base import CheckRule, Kind, once
 
@@ -122,4 +122,4 @@ OFFLOAD_CHANGES_NO_RESULT = Kind("offload-changes-no-result", "offload in traini
 KINDS = (MEMORY_ESTIMATE, OVERSIZED_BATCH, LARGE_MODEL_SUPPORT, OFFLOAD_CHANGES_NO_RESULT)
 
 #: any other check named memory-... is the stack's as well
-CHECKS = (CheckRule("memory-", stack_remedy, _settings),)  # any other memory check: its values, as they read
+CHECKS = (CheckRule("memory-", stack_remedy, settings_phrase),)  # any other memory check: its values, as they read

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..checks.nvlink_traffic import volume_limits
 from ..remedy_classes import RERUN, RESEAT, SOFTWARE, Remedy
 from ..remedy_rules import Context
-from ..report.phrases import GE, _settings, format_value
+from ..report.phrases import GE, format_value, settings_phrase
 from ..units import format_bytes, is_number
 from .base import CheckRule, Kind
 
@@ -69,7 +69,7 @@ def _links(check: dict) -> tuple[str, str]:
 
 NVLINK_TRAFFIC = Kind("nvlink-traffic", "NVLink for this GPU", SUITE, _nvlink_gpus, sections=(SECTION,),
                       checks=(CheckRule("nvlink-traffic-links", _traffic, _links),
-                              CheckRule("nvlink-traffic-", _traffic, _settings)))
+                              CheckRule("nvlink-traffic-", _traffic, settings_phrase)))
 NVLINK_TRAFFIC_VOLUME = Kind("nvlink-traffic-volume", "NVLink for this GPU", SUITE, _nvlink_gpus,
                              sections=(SECTION,),
                              checks=(CheckRule("nvlink-traffic-volume", _traffic, _volume, volume_limits),))

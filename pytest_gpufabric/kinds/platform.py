@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..remedy_classes import SOFTWARE
 from ..remedy_rules import _fixed
-from ..report.phrases import _settings
+from ..report.phrases import settings_phrase
 from .base import CheckRule, Kind, gpus
 
 POSITION = 70
@@ -54,4 +54,4 @@ KINDS = (ACS, IOMMU, PEER_MEMORY, PERSISTENCE_MODE, DRIVER, VBIOS, NIC_FIRMWARE,
          HUGEPAGES, PCIE)
 
 #: every platform check's records (platform-persistence is persistence mode's): a setting, said as settings
-CHECKS = (CheckRule("platform-", _fixed(SOFTWARE, "a host setting, version or module"), _settings),)
+CHECKS = (CheckRule("platform-", _fixed(SOFTWARE, "a host setting, version or module"), settings_phrase),)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..checks.rdma import counters_limits, ib_write_bw_limits
 from ..remedy_classes import RESEAT, SOFTWARE, Remedy
 from ..remedy_rules import Context, _fixed, _lead
-from ..report.phrases import _settings
+from ..report.phrases import settings_phrase
 from ..units import is_number, parse_gbit
 from .bandwidth import bandwidth_rule
 from .base import CheckRule, Kind, once
@@ -52,21 +52,21 @@ def _port(check: dict, ctx: Context) -> list[Remedy]:
 
 
 RDMA_PORT = Kind("rdma-port", "RDMA devices", SUITE, _ports, sections=("rdma",),
-                 checks=(CheckRule("rdma-port", _port, _settings),))
+                 checks=(CheckRule("rdma-port", _port, settings_phrase),))
 RDMA_LOCALITY = Kind(
     "rdma-locality", "GPU paired with this RDMA device", SUITE, lambda profile: _ports(profile, only_with_gpus=True),
     sections=("rdma",),
     checks=(CheckRule("rdma-locality", _fixed(RESEAT, "the NIC or the GPU in another slot than the design"),
-                      _settings),))
+                      settings_phrase),))
 IB_WRITE_BW = Kind("ib-write-bw", "ib_write_bw bandwidth", SUITE, once(lambda p: _ib_write_bw(p) is not None),
                    sections=("rdma",),
-                   checks=(CheckRule("ib-write-bw", bandwidth_rule(ib_write_bw_limits), _settings,
+                   checks=(CheckRule("ib-write-bw", bandwidth_rule(ib_write_bw_limits), settings_phrase,
                                      ib_write_bw_limits),),
                    equivalents=(("perftest", "ib_write_bw"),))
 RDMA_COUNTERS = Kind(
     "rdma-counters", "port counters around ib_write_bw", SUITE,
     once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True)), sections=("rdma",),
     checks=(CheckRule("rdma-counters", _fixed(SOFTWARE, "the traffic took another device or port: ib_write_bw's "
-                                                        "device setting"), _settings, counters_limits),))
+                                                        "device setting"), settings_phrase, counters_limits),))
 
 KINDS = (RDMA_PORT, RDMA_LOCALITY, IB_WRITE_BW, RDMA_COUNTERS)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..checks.topology import gpu_memory_limits, matrix_cause, matrix_differences
 from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE, Remedy
 from ..remedy_rules import Context, _fixed, _gpu_index, _lead
-from ..report.phrases import GE, _matrix_text, _settings, format_value
+from ..report.phrases import GE, format_value, matrix_text, settings_phrase
 from ..units import format_bytes, is_na, is_number, memory_as_sold
 from .base import CheckRule, Kind, each_gpu, gpus, once
 
@@ -56,7 +56,7 @@ def _gen_width(link: dict, gen: str, width: str) -> str:
 def _pcie_link_phrase(check: dict) -> tuple[str, str]:
     """The promised gen and width, and the link's best and current; a record of another shape as settings."""
     if not isinstance(check.get("expected"), dict):
-        return _settings(check)
+        return settings_phrase(check)
     expected, found = check["expected"], check.get("found") or {}
     if not isinstance(found, dict):
         return f"PCIe {_gen_width(expected, 'gen', 'width')}", format_value(found)
@@ -67,8 +67,8 @@ def _pcie_link_phrase(check: dict) -> tuple[str, str]:
 
 def _matrix_phrase(check: dict) -> tuple[str, str]:
     expected, found = check.get("expected"), check.get("found")
-    want = _matrix_text(expected) if isinstance(expected, dict) else format_value(expected)
-    got = _matrix_text(found) if isinstance(found, dict) else format_value(found)
+    want = matrix_text(expected) if isinstance(expected, dict) else format_value(expected)
+    got = matrix_text(found) if isinstance(found, dict) else format_value(found)
     if check.get("verdict") == "passed" and want == got:
         got = "as promised"
     return want or "one GPU: no link to promise", got or "one GPU"
@@ -97,7 +97,7 @@ def _affinity_phrase(check: dict) -> tuple[str, str]:
     settings."""
     expected, found = check.get("expected"), check.get("found")
     if not isinstance(expected, dict):
-        return _settings(check)
+        return settings_phrase(check)
     keys = [key for key in _AFFINITY_WORDS if key in expected]
 
     def words(values: dict) -> str:

@@ -4,7 +4,8 @@ where it has one, else its limits in words, else the record's own values (report
 from __future__ import annotations
 
 from ..kinds import check_rule, record_limits
-from .phrases import GE, LE, _figure_words, _quantity, _settings, _signed, format_value
+from ..units import format_bytes
+from .phrases import GE, LE, _figure_words, format_value, number, settings_phrase
 
 __all__ = ["margin", "phrase"]
 
@@ -24,7 +25,7 @@ def _phrase(check: dict, site_kinds: tuple) -> tuple[str, str]:
             return rule.phrase(check)
         if rule is not None and rule.limits is not None and record_limits(check, site_kinds):  # no phrase of its own
             return _from_limits(check, site_kinds)
-        return _settings(check)
+        return settings_phrase(check)
     except (TypeError, ValueError, KeyError, AttributeError):  # a record of a shape this does not know
         return format_value(check.get("expected"), check.get("unit")), format_value(check.get("found"),
                                                                                     check.get("unit"))
@@ -59,3 +60,19 @@ def margin(check: dict, site_kinds: tuple = ()) -> tuple[str, str, bool] | None:
                 text += f" ({'+' if relative >= 0 else '−'}{abs(relative):.1%})"
             best = (key, text, what, room >= 0)
     return None if best is None else best[1:]
+
+
+def _quantity(value: float, unit: str) -> str:
+    if unit in ("%", "% of memory"):
+        return f"{value:.1f} {unit}"
+    return number(value, unit)
+
+
+def _signed(value: float, unit: str) -> str:
+    sign = "+" if value >= 0 else "−"
+    if unit == "bytes":
+        return f"{sign}{format_bytes(int(abs(value)))}"
+    if unit in ("%", "% of memory"):
+        return f"{sign}{abs(value):.1f} points"
+    digits = 2 if unit in ("Gb/s", "x") else 0 if unit in ("MHz",) else 1
+    return f"{sign}{abs(value):.{digits}f} {unit}"

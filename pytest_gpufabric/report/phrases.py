@@ -54,7 +54,7 @@ def size_text(size: object) -> str:
     return f"{size} B"
 
 
-def _matrix_text(matrix: dict) -> str:
+def matrix_text(matrix: dict) -> str:
     """{'GPU0': {'GPU1': 'NV2'}, ...} -> 'GPU0-GPU1 NV2, ...' (the diagonal and mirrored cells left out)."""
     cells, shown = [], {}
     for row, columns in matrix.items():
@@ -79,7 +79,7 @@ def format_value(value: object, unit: str | None = None) -> str:
         return value
     if isinstance(value, dict):
         if value and all(isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in value.values()):
-            return _matrix_text(value)
+            return matrix_text(value)
         numeric = all(is_number(v) for v in value.values())
         parts = []
         for key, item in value.items():
@@ -113,31 +113,10 @@ def short(text: str, limit: int = 90) -> str:
     return cut.rstrip(" ;,:") + " …"
 
 
-# --- margins --------------------------------------------------------------------------------------------
-
-
-def _quantity(value: float, unit: str) -> str:
-    if unit in ("%", "% of memory"):
-        return f"{value:.1f} {unit}"
-    return number(value, unit)
-
-
-def _signed(value: float, unit: str) -> str:
-    sign = "+" if value >= 0 else "−"
-    if unit == "bytes":
-        return f"{sign}{format_bytes(int(abs(value)))}"
-    if unit in ("%", "% of memory"):
-        return f"{sign}{abs(value):.1f} points"
-    digits = 2 if unit in ("Gb/s", "x") else 0 if unit in ("MHz",) else 1
-    return f"{sign}{abs(value):.{digits}f} {unit}"
-
-
 # --- the phrases ----------------------------------------------------------------------------------------
 
 
-
-
-def _settings(check: dict) -> tuple[str, str]:
+def settings_phrase(check: dict) -> tuple[str, str]:
     """The platform checks and other small maps: {'min': x} as '≥ x', {'exact': x} as 'exactly x', 'a_b: c' as
     'a b: c'."""
     expected, found = check.get("expected"), check.get("found")
