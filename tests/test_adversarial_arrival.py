@@ -90,7 +90,8 @@ def test_a_machine_the_health_check_drains_is_rejected(pytester: pytest.Pytester
     bundle = _copy(pytester.path, "h200-nvswitch-x4")
     _edit_health(bundle, _plant_gpu2_faults)
     rc, out = _health(capsys, "h200-nvswitch-x4", bundle)
-    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapping failed (+3 more): rma")
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapping failed (+3 more); "
+                               "remedy: return to the vendor")
     rc, verdict, promises = _judge(pytester, "h200-nvswitch-x4", bundle)
     assert (rc, verdict) == (1, "REJECTED")
     outcome, reason = promises["gpu-health[GPU2]"]
@@ -174,7 +175,7 @@ def test_a_board_counted_but_not_described_is_unknown(pytester: pytest.Pytester,
 
     _edit_health(bundle, drop_gpu1)
     rc, out = _health(capsys, "h200-nvswitch-x2", bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+1 more): rerun")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+1 more); remedy: rerun")
     assert "  unknown: GPU1: counted, not described (1 of 2 GPUs) [rerun]: " in "\n".join(out)
     assert not any(line.startswith("  drain") for line in out)
     rc, verdict, promises = _judge(pytester, "h200-nvswitch-x2", bundle)
@@ -196,7 +197,7 @@ def test_a_pci_gpu_no_described_gpu_is_at_is_unknown(capsys, tmp_path):
 
     _edit_health(bundle, no_bus_id)
     rc, out = _health(capsys, "h200-nvswitch-x2", bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched: rerun")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched; remedy: rerun")
 
 
 def test_a_record_of_another_board_shows_nothing_of_this_one(pytester: pytest.Pytester):

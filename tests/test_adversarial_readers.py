@@ -117,7 +117,7 @@ def test_a_health_record_with_a_key_twice_is_unknown_not_healthy(tmp_path, capsy
     line = health.read_text(encoding="utf-8").split("\n").index('    "serial": "1653724049829",') + 1
     assert main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(bundle)]) == 6
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "gpufabric: UNKNOWN node health.json not readable: rerun"
+    assert out[0] == "gpufabric: UNKNOWN node health.json not readable; remedy: rerun"
     assert out[1] == (f"  unknown: node: health.json not readable [rerun]: {health}: not JSON (the key \"serial\" "
                       f"appears twice in one object (line {line}): a file states each key once (readers differ on "
                       "which copy they keep))")

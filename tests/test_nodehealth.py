@@ -122,7 +122,8 @@ def test_accepted_boards_are_named_by_serial(capsys):
     assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
     # the results of another x4 host: none of its boards is here, nobody is accused
     rc, out = x4(capsys, X4, "--accepted", str(OTHER_X4_ACCEPTED))
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node none of the accepted boards here: software")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node none of the accepted boards here; "
+                               "remedy: software or configuration")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -131,35 +132,43 @@ def test_accepted_boards_are_named_by_serial(capsys):
 
 DRAINS = [
     ("remapped rows pending", lambda d: gpu(d, 1)["remapped_rows"].update(pending=1),
-     "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset", "remapped-rows-pending"),
+     "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; "
+     "remedy: reset or reboot", "remapped-rows-pending"),
     ("row remapping failed", lambda d: gpu(d, 2)["remapped_rows"].update(failure=1),
-     "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapping failed: rma", "remapped-rows-failure"),
+     "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapping failed; "
+     "remedy: return to the vendor", "remapped-rows-failure"),
     ("uncorrectable ECC", lambda d: gpu(d, 0).update(ecc_uncorrected_volatile=3),
-     "gpufabric: DRAIN GPU0 (serial 1653724049829) 3 uncorrectable ECC errors: reset", "ecc-uncorrected"),
+     "gpufabric: DRAIN GPU0 (serial 1653724049829) 3 uncorrectable ECC errors; "
+     "remedy: reset or reboot", "ecc-uncorrected"),
     ("narrow PCIe link", lambda d: gpu(d, 3).update(pcie_width_current=8),
-     "gpufabric: DRAIN GPU3 (serial 1653724034047) PCIe x8, the profile promises x16: reseat", "pcie-width"),
+     "gpufabric: DRAIN GPU3 (serial 1653724034047) PCIe x8, the profile promises x16; "
+     "remedy: reseat or recable", "pcie-width"),
     ("an NVLink down", lambda d: gpu(d, 2)["nvlink_states"].__setitem__(5, 0),
-     "gpufabric: DRAIN GPU2 (serial 1653724066364) 17 of 18 NVLinks active: reset", "nvlink-state"),
+     "gpufabric: DRAIN GPU2 (serial 1653724066364) 17 of 18 NVLinks active; remedy: reset or reboot", "nvlink-state"),
     ("hardware thermal slowdown", lambda d: gpu(d, 0).update(clock_event_reasons=0x41),
-     "gpufabric: DRAIN GPU0 (serial 1653724049829) clocks held by hw_thermal_slowdown: reseat", "clock-events"),
+     "gpufabric: DRAIN GPU0 (serial 1653724049829) clocks held by hw_thermal_slowdown; "
+     "remedy: reseat or recable", "clock-events"),
     ("at the slowdown temperature", lambda d: gpu(d, 1).update(temperature_c=91),
-     "gpufabric: DRAIN GPU1 (serial 1653824128984) 91 C, slowdown at 89 C: reseat", "temperature"),
+     "gpufabric: DRAIN GPU1 (serial 1653824128984) 91 C, slowdown at 89 C; remedy: reseat or recable", "temperature"),
     ("fabric registration in progress", lambda d: gpu(d, 3).update(fabric={"state": 2, "status": 0}),
-     "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric in progress: software", "fabric"),
+     "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric in progress; "
+     "remedy: software or configuration", "fabric"),
     ("fabric registration failed", lambda d: gpu(d, 3).update(fabric={"state": 3, "status": 999}),
-     "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric failed (status 999): reset", "fabric"),
+     "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric failed (status 999); "
+     "remedy: reset or reboot", "fabric"),
     ("the driver asks for a reset", lambda d: gpu(d, 1).update(recovery_action=1),
-     "gpufabric: DRAIN GPU1 (serial 1653824128984) driver asks for GPU reset: reset", "recovery-action"),
+     "gpufabric: DRAIN GPU1 (serial 1653824128984) driver asks for GPU reset; "
+     "remedy: reset or reboot", "recovery-action"),
     ("a GPU off the bus (NVML)", lambda d: d["gpus"].__setitem__(2, {"index": 2, "lost": "GPU_IS_LOST"}),
-     "gpufabric: DRAIN GPU2 fell off the bus: reset", "gpu-lost"),
+     "gpufabric: DRAIN GPU2 fell off the bus; remedy: reset or reboot", "gpu-lost"),
     ("a GPU not enumerated", lambda d: (d["gpus"].pop(3), d.update(gpu_count=3)),
-     "gpufabric: DRAIN node 3 of 4 GPUs answer: reset", "gpu-count"),
+     "gpufabric: DRAIN node 3 of 4 GPUs answer; remedy: reset or reboot", "gpu-count"),
     ("a GPU on the PCI bus, not in NVML", lambda d: (d.update(pci_gpus=[g["pci_bus_id"] for g in d["gpus"]]),
                                                      d["pci_gpus"].append("00000000:00:0A.0")),
-     "gpufabric: DRAIN node PCI 00000000:00:0A.0 not in NVML: reset", "gpu-not-in-nvml"),
+     "gpufabric: DRAIN node PCI 00000000:00:0A.0 not in NVML; remedy: reset or reboot", "gpu-not-in-nvml"),
     ("a recent Xid 79", lambda d: d.update(kernel_log={"source": "/dev/kmsg", "error": None, "xids": [
         {"pci": "0000:00:07", "xid": 79, "age_s": 30.5, "text": XID_79}]}),
-     "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 79 fell off the bus: reset", "xid"),
+     "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 79 fell off the bus; remedy: reset or reboot", "xid"),
 ]
 
 
@@ -196,7 +205,8 @@ def test_retired_pages_on_a_gpu_before_ampere(capsys, tmp_path):
         gpu(data, 2)["retired_pages"] = {"single_bit_ecc": 1, "double_bit_ecc": 2, "pending": 1}
 
     document = result_json(capsys, planted(tmp_path, older))
-    assert document["line"] == "gpufabric: DRAIN GPU2 (serial 1653724066364) page retirement pending: reset"
+    assert document["line"] == ("gpufabric: DRAIN GPU2 (serial 1653724066364) page retirement pending; "
+                                "remedy: reset or reboot")
     assert [(f["check"], f["severity"], f["what"]) for f in document["findings"]] == [
         ("retired-pages-pending", "drain", "page retirement pending"), ("retired-pages", "warn", "3 retired pages")]
 
@@ -205,13 +215,14 @@ def test_the_board_swapped_or_missing_since_the_acceptance(capsys, tmp_path):
     swapped = planted(tmp_path, lambda d: gpu(d, 2).update(serial="1653724099999"))
     rc, out = x4(capsys, swapped, "--accepted", str(X4_ACCEPTED))
     assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724099999) not the accepted board (serial "
-                                "1653724066364): rerun")
+                                "1653724066364); remedy: rerun")
     missing = planted(tmp_path, lambda d: (d["gpus"].pop(3), d.update(gpu_count=3)))
     rc, out = x4(capsys, missing, "--accepted", str(X4_ACCEPTED))
-    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU3 (serial 1653724034047) missing (3 of 4 GPUs answer): reset")
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU3 (serial 1653724034047) missing (3 of 4 GPUs answer); "
+                               "remedy: reset or reboot")
     lost = planted(tmp_path, lambda d: d["gpus"].__setitem__(3, {"index": 3, "lost": "GPU_IS_LOST"}))
     rc, out = x4(capsys, lost, "--accepted", str(X4_ACCEPTED))
-    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU3 (serial 1653724034047) fell off the bus: reset")
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU3 (serial 1653724034047) fell off the bus; remedy: reset or reboot")
 
 
 def test_what_is_normal_between_jobs_is_not_a_fault(capsys, tmp_path):
@@ -244,8 +255,8 @@ def test_the_profile_decides_driver_and_persistence(capsys, tmp_path):
                        "  persistence_mode: true\n")
     bundle = planted(tmp_path, lambda d: gpu(d, 2).update(persistence_mode=0))
     rc, out = health(capsys, "--profile", str(profile), "--replay", str(bundle))
-    assert (rc, out[0]) == (1, "gpufabric: DRAIN node driver 580.159.04, profile wants at least 590.44.01 (+1 more): "
-                               "software")
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN node driver 580.159.04, profile wants at least 590.44.01 (+1 more); "
+                               "remedy: software or configuration")
     assert out[2].startswith("  drain: GPU2 (serial 1653724066364): persistence mode off [software or configuration]")
 
 
@@ -254,7 +265,8 @@ def test_a_drain_outranks_what_could_not_be_read(capsys, tmp_path):
         gpu(data, 0)["remapped_rows"]["pending"] = -1
         gpu(data, 3)["remapped_rows"]["failure"] = 1
     rc, out = x4(capsys, planted(tmp_path, both))
-    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU3 (serial 1653724034047) row remapping failed: rma")
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU3 (serial 1653724034047) row remapping failed; "
+                               "remedy: return to the vendor")
 
 
 def test_several_drains_name_the_dearest_remedy_and_count_the_rest(capsys, tmp_path):
@@ -263,7 +275,8 @@ def test_several_drains_name_the_dearest_remedy_and_count_the_rest(capsys, tmp_p
         gpu(data, 1)["pcie_width_current"] = 4
         gpu(data, 2)["remapped_rows"]["failure"] = 1
     rc, out = x4(capsys, planted(tmp_path, many))
-    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapping failed (+2 more): rma")
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapping failed (+2 more); "
+                               "remedy: return to the vendor")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -272,22 +285,22 @@ def test_several_drains_name_the_dearest_remedy_and_count_the_rest(capsys, tmp_p
 
 UNREADABLE = [
     ("a negative count", lambda d: gpu(d, 1)["remapped_rows"].update(pending=-1),
-     "gpufabric: UNKNOWN GPU1 (serial 1653824128984) remapped rows.pending not readable: rerun",
+     "gpufabric: UNKNOWN GPU1 (serial 1653824128984) remapped rows.pending not readable; remedy: rerun",
      "remapped rows pending -1 in {file} (gpus[1].remapped_rows.pending) is not in the range"),
     ("NaN", lambda d: gpu(d, 0).update(temperature_c=float("nan")),
-     "gpufabric: UNKNOWN GPU0 (serial 1653724049829) temperature c not readable: rerun",
+     "gpufabric: UNKNOWN GPU0 (serial 1653724049829) temperature c not readable; remedy: rerun",
      "temperature c NaN in {file} (gpus[0].temperature_c) is not a finite number"),
     ("1e400", lambda d: gpu(d, 2).update(ecc_uncorrected_volatile="1e400"),
-     "gpufabric: UNKNOWN GPU2 (serial 1653724066364) ecc uncorrected volatile not readable: rerun",
+     "gpufabric: UNKNOWN GPU2 (serial 1653724066364) ecc uncorrected volatile not readable; remedy: rerun",
      "ecc uncorrected volatile '1e400' in {file} (gpus[2].ecc_uncorrected_volatile) is not a whole number"),
     ("an NVML error", lambda d: gpu(d, 3).update(remapped_rows={"error": "UNKNOWN"}),
-     "gpufabric: UNKNOWN GPU3 (serial 1653724034047) remapped rows.pending not readable (+1 more): rerun",
+     "gpufabric: UNKNOWN GPU3 (serial 1653724034047) remapped rows.pending not readable (+1 more); remedy: rerun",
      "NVML answered UNKNOWN [{file}: gpus[3].remapped_rows.pending]"),
     ("a key left out", lambda d: gpu(d, 2).pop("clock_event_reasons"),
-     "gpufabric: UNKNOWN GPU2 (serial 1653724066364) clock event reasons not readable: rerun",
+     "gpufabric: UNKNOWN GPU2 (serial 1653724066364) clock event reasons not readable; remedy: rerun",
      "{file}: gpus[2].clock_event_reasons is not recorded"),
     ("a word for a count", lambda d: gpu(d, 0).update(pcie_width_current="x16"),
-     "gpufabric: UNKNOWN GPU0 (serial 1653724049829) pcie width current not readable: rerun",
+     "gpufabric: UNKNOWN GPU0 (serial 1653724049829) pcie width current not readable; remedy: rerun",
      "pcie width current 'x16' in {file} (gpus[0].pcie_width_current) is not a whole number"),
 ]
 
@@ -308,7 +321,8 @@ def test_1e400_as_json_writes_it(capsys, tmp_path):
     path = bundle / "health.json"
     path.write_text(path.read_text().replace('"temperature_c": 31', '"temperature_c": 1e400'))
     rc, out = x4(capsys, bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN GPU3 (serial 1653724034047) temperature c not readable: rerun")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN GPU3 (serial 1653724034047) temperature c not readable; "
+                               "remedy: rerun")
     assert f"temperature c 1e400 in {path} (gpus[3].temperature_c) is not a finite number" in out[1]
 
 
@@ -323,14 +337,14 @@ def test_a_health_file_that_is_not_one_is_could_not_tell(capsys, tmp_path, damag
     path = bundle / "health.json"
     path.write_text(damage(path.read_text()))
     rc, out = x4(capsys, bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node health.json not readable: rerun")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node health.json not readable; remedy: rerun")
     assert str(path) in out[1] and why in out[1]
 
 
 def test_a_bundle_without_health_json_is_could_not_tell(capsys):
     """A bundle of nvidia-smi's topo -m alone (the TITAN RTX write-up's): no health record, no counters to read."""
     rc, out = x4(capsys, BUNDLES / "titan-rtx-nvlink")
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no health.json in the bundle: rerun")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no health.json in the bundle; remedy: rerun")
     assert "record the bundle with gpufabric snapshot" in out[1]
 
 
@@ -340,7 +354,7 @@ def test_no_nvml_here_is_could_not_tell(capsys):
     if nvml_available()[0]:
         pytest.skip("this machine has NVML: the live check reads it")
     rc, out = health(capsys, "--profile", "h200-nvswitch-x4")
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node NVML not available: software")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node NVML not available; remedy: software or configuration")
 
 
 def test_usage_errors_exit_2(capsys, tmp_path):
@@ -393,7 +407,7 @@ def test_the_line_stays_within_128_characters():
                    "1653724034047", "reset or reboot")
     line = output.verdict_line("DRAIN", [long, long], 4, "x")
     assert len(line) == 128 and line.startswith("gpufabric: DRAIN GPU3 (serial 1653724034047) Xid 154 the driver")
-    assert line.endswith("... (+1 more): reset")
+    assert line.endswith("... (+1 more); remedy: reset or reboot")
 
 
 def test_json_and_prom_files_are_written_beside_the_text(capsys, tmp_path):
@@ -502,7 +516,7 @@ def test_quick_tier_catches_a_planted_gemm_and_memory_fault(tmp_path):
     assert pattern.what == "1 memory words read back wrong" and "planted on purpose" in pattern.detail
     assert any(note.startswith("gemm: CPU stand-ins") for note in notes)
     line = output.verdict_line("DRAIN", findings, 2, "cpu-health")
-    assert line == f"gpufabric: DRAIN GPU1 (serial 1653824016216) {gemm.what} (+1 more): rma"
+    assert line == f"gpufabric: DRAIN GPU1 (serial 1653824016216) {gemm.what} (+1 more); remedy: return to the vendor"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -525,7 +539,7 @@ def test_the_fleet_lists_nodes_whose_last_check_drained(capsys, tmp_path):
     validate_fleet_document(document)
     assert document["health"]["checked"] == 2
     assert [(n["node"], n["line"]) for n in document["health"]["drain"]] == [
-        ("x4b", "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset")]
+        ("x4b", "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; remedy: reset or reboot")]
     assert document["health"]["unknown"] == []
     assert [n["node"] for n in document["health"]["unreadable"]] == ["x4c"]
 
@@ -569,9 +583,9 @@ def test_the_npd_plugin_maps_our_exit_codes_onto_npds(tmp_path):
     assert npd("--profile h200-nvswitch-x4 --replay", str(X4)) == (
         0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4\n")
     assert npd("--profile h200-nvswitch-x4 --replay", str(faulty)) == (
-        1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset\n")
+        1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; remedy: reset or reboot\n")
     assert npd("--profile h200-nvswitch-x4 --replay", str(BUNDLES / "titan-rtx-nvlink")) == (
-        2, "gpufabric: UNKNOWN node no health.json in the bundle: rerun\n")
+        2, "gpufabric: UNKNOWN node no health.json in the bundle; remedy: rerun\n")
     rc, message = npd("--replay", str(X4))  # no profile: gpufabric's usage error, Unknown to NPD
     assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: no profile")
 
@@ -592,14 +606,14 @@ def test_the_docs_install_it_as_health_check_program_in_five_lines():
 
 MORE = [
     ("a GPU without a handle", lambda d: d["gpus"].__setitem__(1, {"index": 1, "handle": {"error": "NO_PERMISSION"}}),
-     (), 6, "gpufabric: UNKNOWN GPU1 not readable: rerun"),
+     (), 6, "gpufabric: UNKNOWN GPU1 not readable; remedy: rerun"),
     ("a serial NVML refuses", lambda d: gpu(d, 0).update(serial={"error": "UNKNOWN"}), ("--accepted", str(X4_ACCEPTED)),
-     6, "gpufabric: UNKNOWN GPU0 serial not readable: rerun"),
+     6, "gpufabric: UNKNOWN GPU0 serial not readable; remedy: rerun"),
     ("boards swapped between slots",
      lambda d: (gpu(d, 0).update(serial=SERIALS[1]), gpu(d, 1).update(serial=SERIALS[0])),
      ("--accepted", str(X4_ACCEPTED)), 0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (2 warnings)"),
     ("ECC turned off", lambda d: gpu(d, 2).update(ecc_mode=0), (), 1,
-     "gpufabric: DRAIN GPU2 (serial 1653724066364) ECC disabled: software"),
+     "gpufabric: DRAIN GPU2 (serial 1653724066364) ECC disabled; remedy: software or configuration"),
     ("no slowdown threshold, margin used up", lambda d: gpu(d, 1).update(
         slowdown_temperature_c={"error": "NOT_SUPPORTED"}, margin_temperature_c=0), (), 0,
      "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)"),
@@ -608,7 +622,7 @@ MORE = [
     ("an Xid of a device that is no GPU here", lambda d: d.update(kernel_log={"source": "/dev/kmsg", "error": None,
      "xids": [{"pci": "0000:b9:00", "xid": 74, "age_s": 12.0, "text": "NVRM: Xid (PCI:0000:b9:00): 74, pid=<unknown>, "
                "name=<unknown>, NVLink: fatal error detected on link 6(0x10000, 0x0, 0x0, 0x0, 0x0, 0x0, 0x0)"}]}),
-     (), 1, "gpufabric: DRAIN node Xid 74 NVLink error at PCI 0000:b9:00: reset"),
+     (), 1, "gpufabric: DRAIN node Xid 74 NVLink error at PCI 0000:b9:00; remedy: reset or reboot"),
 ]
 
 
@@ -620,7 +634,7 @@ def test_more_findings(capsys, tmp_path, edit, args, rc, line):
 
 def test_more_gpus_than_the_profile_is_could_not_tell(capsys):
     rc, out = health(capsys, "--profile", "h200-nvswitch-x2", "--replay", str(X4))
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node 4 GPUs, profile has 2: software")
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node 4 GPUs, profile has 2; remedy: software or configuration")
 
 
 def test_above_the_profiles_temperature_is_a_warning(capsys, tmp_path):

@@ -116,7 +116,8 @@ def test_health_check_drains_on_a_faulty_replay_and_resumes_on_a_healthy_one(slu
     control, runs = health_checked
     faulty = _faulty_bundle(tmp_path)
     rc, line = _first_line(faulty, tmp_path)
-    assert (rc, line) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping: reset")
+    assert (rc, line) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; "
+                             "remedy: reset or reboot")
     assert _first_line(BUNDLE, tmp_path) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
 
     control.write_text(str(faulty))

@@ -5,9 +5,9 @@ The line is at most 128 characters, printable ASCII without quotes (Slurm keeps 
 would end an scontrol argument) and always starts ``gpufabric: ``, the prefix by which the Slurm example resumes
 only the nodes it drained itself::
 
-    gpufabric: DRAIN GPU3 (serial 1653724061974) rows pending remapping: reset
-    gpufabric: DRAIN GPU1 (serial 1653724062199) PCIe x8, the profile promises x16 (+2 more): reseat
-    gpufabric: UNKNOWN GPU0 (serial 1653724025850) remapped rows pending not readable: rerun
+    gpufabric: DRAIN GPU3 (serial 1653724061974) rows pending remapping; remedy: reset or reboot
+    gpufabric: DRAIN GPU1 (serial 1653724062199) PCIe x8, the profile promises x16 (+2 more); remedy: reseat or recable
+    gpufabric: UNKNOWN GPU0 (serial 1653724025850) remapped rows pending not readable; remedy: rerun
     gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)
 """
 
@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import __version__, remedy_classes
+from .. import __version__
 from ..formats.clean import clean_line
 from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
 
@@ -55,7 +55,7 @@ def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, p
         return f"{PREFIX}{verdict}"
     others = sum(1 for f in findings if f.severity == severity) - 1
     tail = (f" (+{others} more)" if others else "") + (
-        f": {remedy_classes.SHORT[first.remedy]}" if first.remedy else "")
+        f"; remedy: {first.remedy}" if first.remedy else "")
     return _fit(f"{PREFIX}{verdict} {_clean(first.board)} ", _clean(first.what), tail)
 
 
