@@ -180,11 +180,22 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
     return True if collection_path == SUITES_DIR / platform.SUITE else None
 
 
+def fixtures_asked(item: pytest.Item) -> set[str]:
+    """The fixtures a test sets up: those it names, those its suite asks for by name (``ASKED_BY_NAME``) and the
+    measurement a per-GPU diagnostic's case asks for by name (suites/test_diagnostics.py), so that each workload
+    gets a spare interpreter."""
+    names = set(getattr(item, "fixturenames", ())) | set(getattr(getattr(item, "module", None), "ASKED_BY_NAME", ()))
+    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
+        measurement = getattr(value, "measurement", None)
+        if measurement is not None:
+            names.add(measurement.diagnostic.fixture)
+    return names
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     fabric_session = session.config.stash.get(SESSION_KEY, None)
     if fabric_session is not None:
-        fabric_session.prestart_workloads({name for item in session.items
-                                           for name in getattr(item, "fixturenames", ())})
+        fabric_session.prestart_workloads({name for item in session.items for name in fixtures_asked(item)})
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

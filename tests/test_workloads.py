@@ -477,3 +477,21 @@ def test_fast_pinning_left_the_offloading_slowdown_within_its_own_spread():
     assert all(r["alloc_conf"] is None for r in by["cudaHostAlloc"])
     assert {r["alloc_conf"] for r in by["cudaHostRegister x8"]} == {
         "pinned_use_cuda_host_register:True,pinned_num_register_threads:8"}
+
+
+def test_every_promised_workload_gets_a_spare_before_the_first_measurement(pytester, monkeypatch):
+    """The plugin hands prestart the fixtures every collected test sets up, the measurements the one diagnostics
+    suite asks for by name included (it asked for none of them once: HBM, memory pattern, power hold and PCIe load
+    each started cold, about 5 s each on an H200), so each measurement the profile promises gets its interpreter."""
+    from pytest_gpufabric.measurements import REGISTRY
+    from pytest_gpufabric.profile.loader import load_profile
+    from pytest_gpufabric.session import FabricSession
+
+    asked: list[set[str]] = []
+    monkeypatch.setattr(FabricSession, "prestart_workloads", lambda self, fixtures: asked.append(fixtures))
+    pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", "--collect-only", "-q")
+    profile = load_profile("h100-sxm-x1")
+    promised = {entry.fixture for entry in REGISTRY.values()
+                if entry.needs_machine and entry.asked is None and not entry.why_not_promised(profile)}
+    assert {"bandwidth", "hbm_bandwidth", "memory_pattern", "power_hold", "pcie_load"} <= promised
+    assert len(asked) == 1 and promised <= asked[0], promised - asked[0]

@@ -94,6 +94,10 @@ def _explained(check, request):
     return check
 
 
+#: the measurement these tests ask for by name, only where the profile promises it (plugin.fixtures_asked)
+ASKED_BY_NAME = ("bandwidth",)
+
+
 def _measurement(request, gpu_profile, what: str, promise):
     """The run's bandwidth measurement, asked for only when the profile promises ``what`` (so nothing is
     measured for nothing)."""

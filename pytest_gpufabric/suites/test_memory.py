@@ -70,6 +70,10 @@ def test_memory_estimate(gpu_profile, fabric, memory_behaviour, gpufabric_check,
     gpufabric_check(check)
 
 
+#: the measurement a test here asks for by name (plugin.fixtures_asked)
+ASKED_BY_NAME = ("memory_behaviour",)
+
+
 @promise(OVERSIZED_BATCH.name)
 def test_oversized_batch_fails_cleanly(gpu_profile, fabric, memory_behaviour, gpufabric_check):
     _judged(gpu_profile, fabric, memory_behaviour, gpufabric_check, "memory-oom")
