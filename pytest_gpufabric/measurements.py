@@ -44,6 +44,10 @@ class Measurement:
     # GPUs promised -> how many workload processes it starts at once (a rank or a worker per GPU): the spare
     # interpreters started ahead for it
     processes: Callable[[int], int] = lambda gpus: 1
+    #: the measurement this one starts alongside in a live run, where both are asked for (FabricSession)
+    runs_beside: str | None = None
+    #: FabricSession -> why it does not run alongside that one this time; None: it does
+    beside_refused: Callable[[Any], str | None] = lambda fabric_session: None
 
 
 REGISTRY: dict[str, Measurement] = {}
@@ -293,16 +297,30 @@ def _diagnostic_live(measurement: DiagnosticMeasurement) -> Callable[[Any], dict
     return live
 
 
+def _beside_refused(measurement: DiagnosticMeasurement) -> Callable[[Any], str | None]:
+    """Why this diagnostic does not run alongside its partner in this run (its kind's rule on both sections)."""
+    def refused(fabric_session) -> str | None:
+        partner = next(m.diagnostic for m in (k.measurement for k in diagnostics())
+                       if m.diagnostic.measurement == measurement.runs_beside)
+        data = fabric_session.profile.data
+        return measurement.beside_refused(data[measurement.diagnostic.key], data.get(partner.key, {}),
+                                          fabric_session.fabric)
+
+    return refused
+
+
 def register_diagnostic(measurement: DiagnosticMeasurement) -> Measurement:
     """The registry's entry of a per-GPU diagnostic kind: its descriptor's fixture, section and recording."""
     d = measurement.diagnostic
+    beside = {} if measurement.runs_beside is None else {
+        "runs_beside": measurement.runs_beside, "beside_refused": _beside_refused(measurement)}
     return register(Measurement(
         name=d.measurement, fixture=d.fixture, doc=d.doc, why_not_promised=_section(d.key, d.what),
         live=_record_live(d.record_file, _diagnostic_live(measurement)),
         replay=_record_replay(d.record_file, d.file_kind),
         nothing_recorded=f"the bundle holds no {d.one} ({d.record_file})",
         record_file=d.record_file, check=d.check, suite="suites/test_diagnostics.py",
-        processes=(lambda gpus: gpus) if d.per_gpu else (lambda gpus: 1)))
+        processes=(lambda gpus: gpus) if d.per_gpu else (lambda gpus: 1), **beside))
 
 
 for _kind in diagnostics():

@@ -12,6 +12,7 @@ import platform
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,6 +73,9 @@ class FabricSession:
     _discovered: bool = field(init=False, default=False)
     #: suite measurements by name (measurements.py), or the GpuFabricError that stopped them
     _measured: dict[str, Any] = field(init=False, default_factory=dict)
+    #: the fixtures the collected tests ask for (prestart_workloads): what may start alongside another measurement
+    _asked: set[str] = field(init=False, default_factory=set)
+    _beside: ThreadPoolExecutor | None = field(init=False, default=None)
     _promises: PromiseList | None = field(init=False, default=None)
 
     @property
@@ -188,11 +192,10 @@ class FabricSession:
         Returns the measurement, None when a bundle recorded nothing for it, or raises the GpuFabricError that
         stopped it (the same one for every test that asks)."""
         if name not in self._measured:
-            try:
-                self._measured[name] = self._measure(name)
-            except GpuFabricError as exc:
-                self._measured[name] = exc
+            self._measured[name] = _settled(lambda: self._measure(name))
         result = self._measured[name]
+        if isinstance(result, Future):  # started alongside another measurement: its thread's result
+            result = self._measured[name] = _settled(result.result)
         if isinstance(result, GpuFabricError):
             raise result
         return result
@@ -203,15 +206,45 @@ class FabricSession:
             return entry.replay(self.bundle_dir, self)
 
         SPARES.enable()  # the next workload script's interpreter starts while this one runs (runner.py)
+        beside = self._start_beside(name)
+        try:
+            return self._measure_live(entry)
+        finally:  # the pair ends together: no later measurement runs beside either
+            wait(beside)
+
+    def _measure_live(self, entry, beside: str | None = None):
         result = entry.live(self)
+        if beside is not None and isinstance(result, dict) and isinstance(result.get("runner"), dict):
+            result["runner"]["beside"] = beside  # the record says what ran at the same time
         if entry.record_file:
             write_json(entry.to_json(result) if entry.to_json else result, self.report_dir / entry.record_file)
         return result
+
+    def _start_beside(self, name: str) -> list[Future]:
+        """The measurements this run asks for that run alongside ``name`` (Measurement.runs_beside) start now, each
+        in a thread; the test that asks for one later takes its result."""
+        started = []
+        for entry in REGISTRY.values():
+            if (entry.runs_beside == name and entry.name not in self._measured and entry.fixture in self._asked
+                    and not entry.why_not_promised(self.profile) and not entry.beside_refused(self)):
+                if self._beside is None:
+                    self._beside = ThreadPoolExecutor(thread_name_prefix="gpufabric-beside")
+                self._measured[entry.name] = self._beside.submit(self._measure_live, entry, name)
+                started.append(self._measured[entry.name])
+        return started
+
+    def settle_measurements(self, wait: bool = True) -> None:
+        """The results of the measurements started alongside others, kept as any other's; ``wait``: also of those
+        still running (the run's end: the results document holds each one's result, never a run in progress)."""
+        for name, result in list(self._measured.items()):
+            if isinstance(result, Future) and (wait or result.done()):
+                self._measured[name] = _settled(result.result)
 
     def prestart_workloads(self, fixtures: set[str]) -> None:
         """A live run of a profile: an interpreter for each workload process of the measurements the selected tests
         ask for (``fixtures``: theirs) starts now, before the first measurement (runner.SpareInterpreters): a
         measurement that starts a rank or a worker per GPU gets one for each."""
+        self._asked = set(fixtures)
         if self.replay or self.profile is None or self.fabric is None:
             return
 
@@ -266,12 +299,14 @@ class FabricSession:
 
     def run_facts(self) -> RunFacts:
         """What the session knows now, for the results document (report/results_document.py builds it)."""
+        self.settle_measurements(wait=False)  # a checkpoint does not wait for one still running
+        measured = {name: result for name, result in self._measured.items() if not isinstance(result, Future)}
         return RunFacts(
             run_id=self.run_id, started_at=self.started_at, mode=self.mode, replay=self.replay,
             host=platform.node(), user=_user(), fleet_id=self.options.fleet_id, profile=self.profile,
             promises=self.promises if self.profile is not None else None, waivers=self.waivers,
             fabric=self._fabric, machine_error=None if self._discovery_error is None else str(self._discovery_error),
-            measurements=MappingProxyType(self._measured), checks=self.results, health=self.health,
+            measurements=MappingProxyType(measured), checks=self.results, health=self.health,
             burn_in=self._burn_in_summary() if self.burn_in is not None else None, site_kinds=self.site_kinds)
 
     def _burn_in_summary(self) -> dict:
@@ -284,3 +319,11 @@ def _user() -> str | None:
         return getpass.getuser()
     except (KeyError, OSError):
         return None
+
+
+def _settled(measure: Callable[[], Any]) -> Any:
+    """A measurement's result, or the GpuFabricError that stopped it (kept: every test that asks says it)."""
+    try:
+        return measure()
+    except GpuFabricError as exc:
+        return exc

@@ -44,6 +44,11 @@ class Measurement:
     judge: Callable  # (row, section, source, gpu) -> checks.result.CheckResult: one GPU's row of the recording
     coverage: Callable | None = None  # (recording, row, section) -> why it does not cover the promise, or None
     measure: Callable | None = None  # (measured, results, margin, where): what `profile init --measure` promises
+    #: the diagnostic (its descriptor's measurement name) this one runs alongside in a live acceptance, where
+    #: neither disturbs what the other judges (docs/acceptance-time.md says why per pair)
+    runs_beside: str | None = None
+    #: (own section, partner's section, fabric) -> why not alongside this time, None: it may
+    beside_refused: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,8 @@ class RunRecorder:
     def _document(self, exitstatus: int, finished: bool = True) -> dict:
         """The results document so far (results_document.py) from the session's facts and the reports' outcomes,
         kept as ``document`` for the report's page."""
+        if finished:
+            self.fabric_session.settle_measurements()
         facts = self.fabric_session.run_facts()
         tests = ReportedOutcomes(outcomes=self.outcomes, skip_reasons=self.skip_reasons, durations=self.durations,
                              promise_ids=self.promise_ids, messages=self.messages, not_run=self._not_judged(finished),

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class SpareInterpreters:
         self.enabled = False
         self.served = 0  # workloads a spare ran: for tests and the acceptance-time benchmark
         self._spares: list[_Spare] = []
+        self._lock = threading.Lock()  # a measurement may run alongside another (session.py): two takers at once
 
     def enable(self) -> None:
         if not self.enabled:
@@ -164,6 +166,10 @@ class SpareInterpreters:
     def _pick(self, env: dict[str, str] | None, imports: tuple[str, ...]) -> _Spare | None:
         """The waiting spare of ``env`` that imported ``imports`` (else any of ``env``), taken out of the pool;
         spares of another environment, or that died, are stopped on the way."""
+        with self._lock:
+            return self._take(env, imports)
+
+    def _take(self, env: dict[str, str] | None, imports: tuple[str, ...]) -> _Spare | None:
         for spare in list(self._spares):
             if _start_time(spare.env) != _start_time(env) or spare.process.poll() is not None:
                 self._spares.remove(spare)
@@ -186,8 +192,9 @@ class SpareInterpreters:
         while started is None and (spare := self._pick(env, imports)) is not None:
             if self._hand_over(spare, cmd, env, stdout, stderr):
                 started = (spare.process, time.monotonic() - spare.spawned)
-        if not self._spares:
-            self._spares.append(self._spawn(env, imports))
+        with self._lock:
+            if not self._spares:
+                self._spares.append(self._spawn(env, imports))
         return started
 
 

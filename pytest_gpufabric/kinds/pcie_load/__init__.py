@@ -6,11 +6,12 @@ diagnostics/pcie_load.py)."""
 from __future__ import annotations
 
 from ...checks.pcie_load import check_pcie_under_load, measured_pcie, pcie_coverage, pcie_limits
+from ...diagnostics.memory_pattern import MEMORY_PATTERN
 from ...diagnostics.pcie_load import PCIE_LOAD
 from ...remedy_classes import RERUN, RESEAT, Remedy
 from ...remedy_rules import Context, _lead
 from ...report.phrases import GE, LE, format_value, limit_rate, rate
-from ...units import is_number
+from ...units import format_bytes, is_number, parse_bytes
 from ...workloads.power_pcie import launch_pcie_load
 from ..base import Measurement, diagnostic_kind
 
@@ -62,8 +63,31 @@ def _judge(row: dict, section: dict, source: str, gpu) -> object:
     return check_pcie_under_load(row, section, source)
 
 
+#: what the copies need on each GPU beside the memory pattern's allocation: a CUDA context and slack
+_CONTEXT_AND_SLACK = 2 * 2**30
+
+
+def _beside_refused(section: dict, pattern_section: dict, fabric) -> str | None:
+    """The copies run alongside the memory pattern test: it judges wrong bits, they the link's generation, width
+    and replays, neither a rate. Not where a copy-rate floor (``min``) is promised, nor where the pattern leaves a
+    GPU too little memory for the copies' buffer."""
+    if section.get("min") is not None:
+        return "a copy-rate floor is judged on copies that run alone"
+    need = parse_bytes(PCIE_LOAD.settings(section)["size"]) + _CONTEXT_AND_SLACK
+    totals = [gpu.memory_bytes for gpu in fabric.gpus] if fabric is not None else []
+    if not totals or not all(isinstance(total, int) for total in totals):
+        return "the GPUs' memory sizes are not known"
+    for total in totals:  # the pattern takes a fraction of what is free, at most that fraction of the total
+        left = (total - parse_bytes(pattern_section["bytes"]) if pattern_section.get("bytes") is not None
+                else total * (1 - float(MEMORY_PATTERN.settings(pattern_section)["fraction"])))
+        if left < need:
+            return f"the memory pattern leaves {format_bytes(left)} of a GPU, the copies need {format_bytes(need)}"
+    return None
+
+
 PCIE_UNDER_LOAD = diagnostic_kind(
-    Measurement(PCIE_LOAD, launch_pcie_load, _judge, coverage=pcie_coverage, measure=measured_pcie),
+    Measurement(PCIE_LOAD, launch_pcie_load, _judge, coverage=pcie_coverage, measure=measured_pcie,
+                runs_beside=MEMORY_PATTERN.measurement, beside_refused=_beside_refused),
     remedy=_remedy, phrase=_phrase, limits=pcie_limits, equivalents=(("dcgm", "pcie"),))
 
 KINDS = (PCIE_UNDER_LOAD,)

@@ -1,0 +1,114 @@
+"""Measurements that run alongside another in a live acceptance (Measurement.runs_beside): the PCIe copies beside
+the memory pattern test, each judging what the other does not disturb, and how the session runs such a pair."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from pytest_gpufabric.measurements import REGISTRY, Measurement
+from pytest_gpufabric.profile.loader import load_profile
+from pytest_gpufabric.run_options import RunOptions
+from pytest_gpufabric.session import FabricSession
+
+BUNDLE = Path(__file__).parent / "data" / "bundles" / "h100-sxm-x1-acceptance"  # 1x H100 SXM 80GB, recorded
+
+
+def _session(tmp_path: Path, profile_yaml: str = "", base: str = "h100-sxm-x1", bundle: Path = BUNDLE) -> FabricSession:
+    profile = base
+    if profile_yaml:
+        (tmp_path / "site.yaml").write_text(f"name: site\nextends: {base}\n{profile_yaml}")
+        profile = str(tmp_path / "site.yaml")
+    session = FabricSession(RunOptions(profile=load_profile(profile), replay=str(bundle), report_dir=tmp_path))
+    session.discover()
+    return session
+
+
+def test_the_pcie_copies_run_beside_the_memory_pattern_on_an_80_gb_board(tmp_path):
+    pcie = REGISTRY["pcie_load"]
+    assert pcie.runs_beside == "memory_pattern"
+    session = _session(tmp_path)
+    assert session.fabric.gpus[0].memory_bytes == 85520809984  # read off the bundle's nvml.json by hand
+    assert pcie.beside_refused(session) is None  # the pattern's 90 % leaves 8 GB, the copies need 3 GiB
+
+
+def test_unknown_memory_sizes_keep_the_copies_alone(tmp_path):
+    titan = _session(tmp_path, "memory_pattern: {seconds: 5}\npcie_load: {seconds: 2}\n", "titan-rtx-nvlink",
+                     BUNDLE.parent / "titan-rtx-nvlink")  # its bundle holds `nvidia-smi topo -m` only
+    assert REGISTRY["pcie_load"].beside_refused(titan) == "the GPUs' memory sizes are not known"
+
+
+def test_a_copy_rate_floor_keeps_the_copies_alone(tmp_path):
+    session = _session(tmp_path, "pcie_load: {gen: 5, width: 16, min: 40 GB/s}\n")
+    assert REGISTRY["pcie_load"].beside_refused(session) == "a copy-rate floor is judged on copies that run alone"
+
+
+def test_a_pattern_that_leaves_too_little_memory_keeps_the_copies_alone(tmp_path):
+    big_copies = _session(tmp_path, "memory_pattern: {seconds: 5, fraction: 0.95}\npcie_load: {size: 3 GiB}\n")
+    assert REGISTRY["pcie_load"].beside_refused(big_copies) == (
+        "the memory pattern leaves 3.98 GiB of a GPU, the copies need 5.00 GiB")
+    by_bytes = _session(tmp_path, "memory_pattern: {seconds: 5, bytes: 78 GiB}\n")
+    assert REGISTRY["pcie_load"].beside_refused(by_bytes) == (  # 85520809984 - 78 GiB = 1768947712 bytes
+        "the memory pattern leaves 1.65 GiB of a GPU, the copies need 3.00 GiB")
+
+
+def _sleeper(name: str, seconds: float, log: list):
+    """A measurement whose workload is a real child process sleeping ``seconds``; it logs when it ran."""
+    def live(fabric_session):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", f"import time; time.sleep({seconds})"], check=True)
+        log.append((name, started, time.monotonic()))
+        return {"name": name, "runner": {"started_in": "cold"}}
+
+    return live
+
+
+def test_the_session_starts_the_partner_and_the_asking_test_waits_for_it(tmp_path, monkeypatch):
+    log: list = []
+    host = Measurement(name="host", fixture="host_fixture", doc="", why_not_promised=lambda p: None,
+                       live=_sleeper("host", 1.0, log), replay=lambda d, s: None, nothing_recorded="",
+                       record_file="host.json")
+    partner = Measurement(name="partner", fixture="partner_fixture", doc="", why_not_promised=lambda p: None,
+                          live=_sleeper("partner", 1.5, log), replay=lambda d, s: None, nothing_recorded="",
+                          record_file="partner.json", runs_beside="host")
+    monkeypatch.setitem(REGISTRY, "host", host)
+    monkeypatch.setitem(REGISTRY, "partner", partner)
+    session = FabricSession(RunOptions(profile=load_profile("h100-sxm-x1"), report_dir=tmp_path))
+    session.prestart_workloads({"host_fixture", "partner_fixture"})  # no GPU here: spares are not started
+
+    assert session.measurement("host")["name"] == "host"  # the pair ends together: the partner is done too
+    assert [name for name, *_ in sorted(log, key=lambda row: row[2])] == ["host", "partner"]
+    partner_result = session.measurement("partner")
+    assert partner_result == {"name": "partner", "runner": {"started_in": "cold", "beside": "host"}}
+    (_, host_start, host_end), (_, partner_start, _) = sorted(log, key=lambda row: row[0])
+    (_, _, partner_end), = [row for row in log if row[0] == "partner"]
+    assert partner_start < host_end and host_start < partner_end  # they ran at the same time
+    assert (tmp_path / "partner.json").is_file()
+    assert session.run_facts().measurements["partner"] == partner_result
+
+
+def test_a_checkpoint_does_not_wait_for_a_partner_still_running(tmp_path):
+    session = FabricSession(RunOptions(profile=load_profile("h100-sxm-x1"), report_dir=tmp_path))
+    running: Future = Future()
+    session._measured["partner"] = running
+    assert "partner" not in session.run_facts().measurements
+    running.set_result({"name": "partner"})
+    assert session.run_facts().measurements["partner"] == {"name": "partner"}
+
+
+def test_a_partner_not_asked_for_is_not_started(tmp_path, monkeypatch):
+    log: list = []
+    monkeypatch.setitem(REGISTRY, "host", Measurement(
+        name="host", fixture="host_fixture", doc="", why_not_promised=lambda p: None, live=_sleeper("host", 0.1, log),
+        replay=lambda d, s: None, nothing_recorded=""))
+    monkeypatch.setitem(REGISTRY, "partner", Measurement(
+        name="partner", fixture="partner_fixture", doc="", why_not_promised=lambda p: None,
+        live=_sleeper("partner", 0.1, log), replay=lambda d, s: None, nothing_recorded="", runs_beside="host"))
+    session = FabricSession(RunOptions(profile=load_profile("h100-sxm-x1"), report_dir=tmp_path))
+    session.prestart_workloads({"host_fixture"})  # -k selected the host's tests only
+    session.measurement("host")
+    session.settle_measurements()
+    assert [name for name, *_ in log] == ["host"]
