@@ -112,3 +112,48 @@ def test_a_partner_not_asked_for_is_not_started(tmp_path, monkeypatch):
     session.measurement("host")
     session.settle_measurements()
     assert [name for name, *_ in log] == ["host"]
+
+
+class _RecordedRuns:
+    """profile init's live workloads (measure._Runs) played by a real bundle's recordings, each behind a real child
+    process that sleeps: when each ran, and what it returned, are known."""
+
+    log: list = []
+
+    def __init__(self, fabric, name, diagnostics):
+        from pytest_gpufabric.profile.measure import _recorded
+
+        self.recorded = _recorded(BUNDLE, diagnostics)
+
+    def _run(self, key: str, times: int) -> list[dict]:
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5)"], check=True)
+        self.log.append((key, started, time.monotonic()))
+        return self.recorded[key](times)
+
+    def __getattr__(self, key):
+        return lambda times: self._run(key, times)
+
+    def diagnostic(self, measurement, times):
+        return self._run(measurement.diagnostic.measure_as, times)
+
+
+def test_profile_init_measures_the_copies_beside_the_pattern_and_writes_the_same_sections(monkeypatch):
+    from pytest_gpufabric.fabric.bundle import load_bundle
+    from pytest_gpufabric.kinds import diagnostics
+    from pytest_gpufabric.profile import measure
+
+    fabric = load_bundle(BUNDLE)
+    measurements = [kind.measurement for kind in diagnostics()]
+    from_bundle = measure.measure_machine(fabric, "x", repeats=1, bundle=BUNDLE, diagnostics=measurements)
+    monkeypatch.setattr(measure, "_Runs", _RecordedRuns)
+    monkeypatch.setattr(measure.SPARES, "disable", lambda: None)
+    _RecordedRuns.log = []
+    live = measure.measure_machine(fabric, "x", repeats=1, diagnostics=measurements)
+
+    ran = {key: (start, end) for key, start, end in _RecordedRuns.log}
+    assert ran["pcie"][0] < ran["pattern"][1] and ran["pattern"][0] < ran["pcie"][1]  # at the same time
+    others = sorted((start, end) for key, (start, end) in ran.items() if key not in ("pcie", "pattern"))
+    assert all(end <= min(ran["pcie"][0], ran["pattern"][0]) or start >= max(ran["pcie"][1], ran["pattern"][1])
+               for start, end in others)  # and nothing else did
+    assert live.sections == from_bundle.sections and live.sections["pcie_load"]["gen"] == 5

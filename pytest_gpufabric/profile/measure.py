@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import statistics
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -185,11 +186,26 @@ def measure_machine(fabric, name: str, *, repeats: int = 3, margin: float = 0.9,
                 say(f"{key}: not recorded in the bundle {bundle.name}: no floor for it")
         return results
 
+    # live, a diagnostic that runs beside another in the acceptance (Measurement.runs_beside) runs beside it here too
+    partners = {m.diagnostic.measurement: m for m in diagnostics}
+    beside = {} if bundle is not None else {
+        m.diagnostic.measure_as: partners[m.runs_beside] for m in diagnostics
+        if m.runs_beside in partners and not m.beside_refused(dict(m.diagnostic.measure_section),
+                                                             dict(partners[m.runs_beside].diagnostic.measure_section),
+                                                             fabric)}
+
     def diagnostic(measurement) -> None:
         d = measurement.diagnostic
-        results = each(d.measure_as, repeats if d.spread else 1)
-        if results:
-            measurement.measure(measured, results, margin, where)
+        if d.measure_as in beside:  # measured in its partner's step
+            return
+        companions = [m for m in diagnostics if beside.get(m.diagnostic.measure_as) is measurement]
+        with ThreadPoolExecutor() as pool:  # the pair ends together
+            started = [(m, pool.submit(each, m.diagnostic.measure_as, repeats if m.diagnostic.spread else 1))
+                       for m in companions]
+            results = each(d.measure_as, repeats if d.spread else 1)
+        for m, found in [(measurement, results), *((m, future.result()) for m, future in started)]:
+            if found:
+                m.measure(measured, found, margin, where)
 
     def collectives() -> None:
         if gpus >= 2:
