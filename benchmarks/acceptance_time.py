@@ -11,7 +11,7 @@ From each run's results JSON it reads each test's seconds (set-up, call and tear
 measurement pays for it) and from the measurement files each workload's ``runner`` timing (started in a spare or
 cold, when it was ready, done and exited; for a workload of several processes, each one's start). Prints the
 per-phase table, and writes OUT/timing.json, OUT/timing.md and the summary ``--last`` (default
-benchmarks/acceptance_time.last.json): device, gpus, init_measure_s, acceptance_wall_s, burn_in_s, burn_in_wall_s,
+benchmarks/acceptance_time.<N>gpu.last.json, a file per GPU count): device, gpus, init_measure_s, acceptance_wall_s, burn_in_s, burn_in_wall_s,
 the phases.
 
     python3 benchmarks/acceptance_time.py --measure --burn-in 60s --out /tmp/timing
@@ -173,8 +173,9 @@ def main() -> int:
     parser.add_argument("--measure", action="store_true", help="first time `gpufabric profile init --measure`")
     parser.add_argument("--burn-in", default=None, help="also time a run with --gpu-burn-in this long (e.g. 60s)")
     parser.add_argument("--out", type=Path, default=Path("reports/acceptance-time"))
-    parser.add_argument("--last", type=Path, default=Path(__file__).with_name("acceptance_time.last.json"),
-                        help="where the summary goes")
+    parser.add_argument("--last", type=Path, default=None,
+                        help="where the summary goes (default: acceptance_time.<N>gpu.last.json beside this script, a "
+                             "file per GPU count)")
     args = parser.parse_args()
     if args.profile is None and not args.measure:
         parser.error("give --profile, or --measure to accept against the profile it writes")
@@ -200,6 +201,7 @@ def main() -> int:
     (args.out / "timing.json").write_text(json.dumps(timings, indent=2) + "\n", encoding="utf-8")
     (args.out / "timing.md").write_text(text + "\n", encoding="utf-8")
     last = summary(timings, args.burn_in)
+    args.last = args.last or Path(__file__).with_name(f"acceptance_time.{last['gpus']}gpu.last.json")
     args.last.parent.mkdir(parents=True, exist_ok=True)
     args.last.write_text(json.dumps(last, indent=2) + "\n", encoding="utf-8")
     print(f"\n{last['device']}: init --measure {last['init_measure_s']} s, acceptance {last['acceptance_wall_s']} s "
