@@ -19,6 +19,7 @@ from typing import Any
 
 from .kinds import diagnostics
 from .kinds.base import Measurement as DiagnosticMeasurement
+from .kinds.memory import SECTION as MEMORY_SECTION
 from .kinds.nvlink_traffic import SECTION as NVLINK_TRAFFIC_SECTION
 
 __all__ = ["REGISTRY", "Measurement", "register"]
@@ -120,7 +121,7 @@ def _memory_live(fabric_session):
     from .workloads.environment import gpu_environment
     from .workloads.memory import measure_memory
 
-    return measure_memory(fabric_session.profile.data["memory"], gpu_environment(fabric_session.boards()))
+    return measure_memory(fabric_session.profile.memory, gpu_environment(fabric_session.boards()))
 
 
 def _record_replay(name: str, file_kind: tuple | None = None) -> Callable[[Path, Any], Any]:
@@ -147,7 +148,7 @@ def _record_live(name: str, measure: Callable[[Any], dict]) -> Callable[[Any], A
 register(Measurement(
     name="memory", fixture="memory_behaviour",
     doc="The memory suite's measurement on GPU 0 (live), or the bundle's memory.json.",
-    why_not_promised=_section("memory", "memory behaviour"),
+    why_not_promised=_section(MEMORY_SECTION, "memory behaviour"),
     live=_record_live("memory.json", _memory_live), replay=_record_replay("memory.json"),
     nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
     check="checks/memory.py", suite="suites/test_memory.py",
@@ -186,7 +187,7 @@ register(Measurement(
 def _rdma_bw_live(fabric_session):
     from .workloads.rdma import measure_ib_write_bw
 
-    return measure_ib_write_bw(fabric_session.profile.data.get("rdma", {}))
+    return measure_ib_write_bw(fabric_session.profile.rdma)
 
 
 def _rdma_bw_replay(directory: Path, fabric_session):

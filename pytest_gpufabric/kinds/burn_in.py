@@ -20,7 +20,7 @@ __all__ = ["BURN_IN_COLLECTIVES", "BURN_IN_GPU", "BURN_IN_MEMORY", "KINDS", "SEC
 POSITION = 90
 SUITE = "test_burn_in.py"
 #: the profile section that says how a burn-in is judged (a profile without it promises none)
-SECTION = BURN_IN
+SECTION = "burn_in"
 OWN_MODULES = ("checks/burn_in.py", "suites/test_burn_in.py", "workloads/burn_in.py", "workloads/gemm_burn.py")
 
 

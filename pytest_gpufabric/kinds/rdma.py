@@ -13,6 +13,8 @@ from .base import CheckRule, Kind, once
 
 POSITION = 80
 SUITE = "test_rdma.py"
+#: the profile section that makes these promises
+SECTION = "rdma"
 OWN_MODULES = ("checks/rdma.py", "suites/test_rdma.py", "workloads/rdma.py", "workloads/ib_write_bw.py")
 
 
@@ -51,21 +53,21 @@ def _port(check: dict, ctx: Context) -> list[Remedy]:
     return out or [(SOFTWARE, f"{_lead(check)}: the port's configuration")]
 
 
-RDMA_PORT = Kind("rdma-port", "RDMA devices", SUITE, _ports, sections=("rdma",),
+RDMA_PORT = Kind("rdma-port", "RDMA devices", SUITE, _ports, sections=(SECTION,),
                  checks=(CheckRule("rdma-port", _port, settings_phrase),))
 RDMA_LOCALITY = Kind(
     "rdma-locality", "GPU paired with this RDMA device", SUITE, lambda profile: _ports(profile, only_with_gpus=True),
-    sections=("rdma",),
+    sections=(SECTION,),
     checks=(CheckRule("rdma-locality", _fixed(RESEAT, "the NIC or the GPU in another slot than the design"),
                       settings_phrase),))
 IB_WRITE_BW = Kind("ib-write-bw", "ib_write_bw bandwidth", SUITE, once(lambda p: _ib_write_bw(p) is not None),
-                   sections=("rdma",),
+                   sections=(SECTION,),
                    checks=(CheckRule("ib-write-bw", bandwidth_rule(ib_write_bw_limits), settings_phrase,
                                      ib_write_bw_limits),),
                    equivalents=(("perftest", "ib_write_bw"),))
 RDMA_COUNTERS = Kind(
     "rdma-counters", "port counters around ib_write_bw", SUITE,
-    once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True)), sections=("rdma",),
+    once(lambda p: _ib_write_bw(p) is not None and _ib_write_bw(p).get("counters", True)), sections=(SECTION,),
     checks=(CheckRule("rdma-counters", _fixed(SOFTWARE, "the traffic took another device or port: ib_write_bw's "
                                                         "device setting"), settings_phrase, counters_limits),))
 
