@@ -80,15 +80,8 @@ SAME_WORD = {
     ("reference_judge.py", "memory"): "the basis a published figure is normalised to",
     ("markers.py", "nvlink"): _MARKER.format("nvlink"),
     ("markers.py", "rdma"): _MARKER.format("rdma"),
-    ("promise.py", "rdma"): _MARKER.format("rdma") + ", and " + _MEASUREMENT,
-    ("fixtures.py", "platform"): _MEASUREMENT,
-    ("report/results_document.py", "platform"): _MEASUREMENT,
-    ("measurements.py", "nvlink"): _MEASUREMENT,
-    ("measurements.py", "bandwidth"): _MEASUREMENT,
-    ("measurements.py", "memory"): _MEASUREMENT,
-    ("measurements.py", "rdma"): _MEASUREMENT,
-    ("measurements.py", "burn_in"): _MEASUREMENT,
-    ("measurements.py", "platform"): _MEASUREMENT,
+    ("promise.py", "rdma"): _MARKER.format("rdma"),
+    ("kinds/nvlink_traffic.py", "nvlink"): _MEASUREMENT + " of the training traffic",
 }
 
 

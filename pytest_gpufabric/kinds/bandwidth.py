@@ -16,6 +16,7 @@ from ..remedy_rules import Context, _shortfall
 from ..report.phrases import GE, LE, format_value, limit_rate, number, rate, settings_phrase, size_text
 from ..units import is_number, parse_bytes, parse_gbps, parse_seconds
 from .base import CheckRule, Kind
+from .suite_measurement import SuiteMeasurement
 
 POSITION = 30
 SUITE = "test_bandwidth.py"
@@ -168,3 +169,32 @@ COPY_BANDWIDTH = Kind(
                       "device_to_device_memcpy_read", "device_to_device_memcpy_write") for how in ("ce", "sm")))
 
 KINDS = (COLLECTIVE_BANDWIDTH, COPY_BANDWIDTH)
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _live(fabric_session):
+    from ..workloads.bandwidth import measure_bandwidth
+
+    return measure_bandwidth(fabric_session.profile, fabric_session.fabric, fabric_session.boards())
+
+
+def _replay(directory, fabric_session):
+    from ..fabric.bundle import load_bandwidth_recording
+
+    return load_bandwidth_recording(directory)
+
+
+BANDWIDTH = SuiteMeasurement(
+    name="bandwidth", fixture="bandwidth",
+    doc="The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded "
+        "them (bandwidth.json, nccl-tests*.txt).",
+    why_not_promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
+    live=_live, replay=_replay,
+    nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
+    record_file="bandwidth.json", to_json=lambda m: m.to_json(),
+    check="checks/bandwidth.py", suite="suites/test_bandwidth.py",
+    processes=lambda gpus: gpus + 1 if gpus > 1 else 1)  # the collectives' ranks, then the copies
+
+MEASUREMENTS = (BANDWIDTH,)

@@ -10,6 +10,7 @@ from ..report.phrases import settings_phrase
 from ..units import is_number, parse_gbit
 from .bandwidth import bandwidth_rule
 from .base import CheckRule, Kind, once
+from .suite_measurement import SuiteMeasurement
 
 POSITION = 80
 SUITE = "test_rdma.py"
@@ -72,3 +73,58 @@ RDMA_COUNTERS = Kind(
                                                         "device setting"), settings_phrase, counters_limits),))
 
 KINDS = (RDMA_PORT, RDMA_LOCALITY, IB_WRITE_BW, RDMA_COUNTERS)
+
+
+# --- the measurements ---------------------------------------------------------------------------------------------
+
+
+def _devices_live(fabric_session):
+    from ..workloads.rdma import live_rdma_devices
+
+    devices = live_rdma_devices()
+    if fabric_session.metrics is not None and devices:
+        fabric_session.metrics.observe_rdma(devices)
+    return devices
+
+
+def _devices_replay(directory, fabric_session):
+    from ..fabric.bundle import load_rdma_devices
+
+    devices = load_rdma_devices(directory)
+    if fabric_session.metrics is not None and devices:
+        fabric_session.metrics.observe_rdma(devices)
+    return devices
+
+
+RDMA_DEVICES = SuiteMeasurement(
+    name="rdma", fixture="rdma_devices",
+    doc="RDMA devices with their ports and counters (sysfs live; the bundle's sysfs copy or ibv_devinfo in "
+        "replay). An empty list is a machine without RDMA devices.",
+    why_not_promised=lambda profile: None, live=_devices_live, replay=_devices_replay,
+    nothing_recorded="the bundle holds no RDMA devices (sysfs/ copy or ibv_devinfo-v.txt)",
+    check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False)
+
+
+def _ib_write_bw_live(fabric_session):
+    from ..workloads.rdma import measure_ib_write_bw
+
+    return measure_ib_write_bw(fabric_session.profile.rdma)
+
+
+def _ib_write_bw_replay(directory, fabric_session):
+    from ..fabric.bundle import load_rdma_bandwidth
+
+    return load_rdma_bandwidth(directory)
+
+
+IB_WRITE_BW_RESULT = SuiteMeasurement(
+    name="rdma_bw", fixture="ib_write_bw_result",
+    doc="The run's ib_write_bw result and the port counters around it (live: the real binary; replay: the "
+        "bundle's rdma-bw.json or ib_write_bw output).",
+    why_not_promised=lambda profile: None if "ib_write_bw" in profile.rdma
+    else f"profile {profile.name} promises no ib_write_bw bandwidth",
+    live=_ib_write_bw_live, replay=_ib_write_bw_replay,
+    nothing_recorded="the bundle holds no ib_write_bw output (ib_write_bw.txt or rdma-bw.json)",
+    record_file="rdma-bw.json", check="checks/rdma.py", suite="suites/test_rdma.py", needs_machine=False)
+
+MEASUREMENTS = (RDMA_DEVICES, IB_WRITE_BW_RESULT)
