@@ -63,7 +63,6 @@ SAME_WORD = {
     ("report/provenance.py", "platform"): "the bundle's folder of platform files",
     ("fleet/analysis.py", "burn_in"): "the fleet node record's key of its burn-in",
     ("fleet/html_cells.py", "burn_in"): "the fleet node record's key of its burn-in",
-    ("fleet/golden.py", "bandwidth"): "the golden document's key of the measured bandwidth",
     ("formats/records.py", "memory"): "the memory.json recording's name",
     ("report/sections.py", "memory"): "the report's section of the memory measurement",
     ("report/results_document.py", "burn_in"): "the results document's key of the burn-in",

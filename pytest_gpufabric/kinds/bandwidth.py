@@ -20,6 +20,8 @@ from .suite_measurement import SuiteMeasurement
 
 POSITION = 30
 SUITE = "test_bandwidth.py"
+#: the profile section that makes these promises
+SECTION = "bandwidth"
 OWN_MODULES = ("checks/bandwidth.py", "suites/test_bandwidth.py", "workloads/bandwidth.py",
                "workloads/collectives.py", "workloads/copy_bw.py", "workloads/nccl_tests.py")
 
@@ -158,12 +160,12 @@ _COLLECTIVE_REMEDY = bandwidth_rule(collective_limits)
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
 
 COLLECTIVE_BANDWIDTH = Kind(
-    "collective-bandwidth", "collective bandwidth", SUITE, _collectives, sections=("bandwidth",),
+    "collective-bandwidth", "collective bandwidth", SUITE, _collectives, sections=(SECTION,),
     checks=(CheckRule("bandwidth-", _COLLECTIVE_REMEDY, _collective, collective_limits),
             CheckRule("nccl-tests-", _COLLECTIVE_REMEDY, _collective, collective_limits)),
     equivalents=tuple(("nccl-tests", f"{op}_perf") for op in _OPS))
 COPY_BANDWIDTH = Kind(
-    "copy-bandwidth", "copy bandwidth", SUITE, _copies, sections=("bandwidth",),
+    "copy-bandwidth", "copy bandwidth", SUITE, _copies, sections=(SECTION,),
     checks=(CheckRule("copy-", bandwidth_rule(copy_limits), _copy, copy_limits),),
     equivalents=tuple(("nvbandwidth", f"{way}_{how}") for way in ("host_to_device_memcpy", "device_to_host_memcpy",
                       "device_to_device_memcpy_read", "device_to_device_memcpy_write") for how in ("ce", "sm")))
