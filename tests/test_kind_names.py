@@ -17,6 +17,8 @@ Two rules hold a section key:
   (``profile.data["memory"]``, ``profile_data.get("rdma")``).
 
 "gpus" is held by the second rule only: it is nearly everywhere the key of an NVML, health or results record.
+A profile read or written through a name that does not say so (``doc["bandwidth"]`` in the fleet's golden profile)
+is held by the first rule alone, so SAME_WORD lists no such use: each entry was judged by reading its line.
 """
 
 from __future__ import annotations
