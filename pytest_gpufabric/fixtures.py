@@ -10,6 +10,7 @@ import pytest
 
 from .errors import BundleError, GpuFabricError, ToolMissing
 from .fabric.model import nvlink_count_of_label
+from .kinds.platform import PLATFORM_FACTS
 from .measurements import REGISTRY
 from .parametrize import over, per_gpu, promised_profile
 from .paths import SUITES_DIR
@@ -234,7 +235,7 @@ def platform_findings(request: pytest.FixtureRequest) -> list[str]:
     """The platform settings that cost bandwidth here (ACS redirect, IOMMU translation, no peer-memory module, ...),
     one line each, whatever the profile promises; [] when none, or none recorded. For failing bandwidth checks."""
     try:
-        facts = fabric_session_of(request.config).measurement("platform")
+        facts = fabric_session_of(request.config).measurement(PLATFORM_FACTS.name)
     except GpuFabricError:
         return []
     if facts is None:

@@ -90,8 +90,8 @@ def _matching(ports: list[tuple[str | None, float | None]], link_layer: str | No
 
 def _rdma_promised(profile: Profile, count: int, link_layer: str | None, min_rate_gbps: float | None) -> str | None:
     if profile.rdma_devices:
-        ports = [(d.get("link_layer"), profile.quantity("rdma", "devices", i, "rate"))
-                 for i, d in enumerate(profile.rdma_devices)]
+        ports = [(d.get("link_layer"), rate) for d, rate in zip(profile.rdma_devices, profile.rdma_device_rates(),
+                                                                  strict=True)]
     else:  # only the topology's NIC columns: devices without promised properties
         ports = [(None, None)] * len(profile.nics)
     have = _matching(ports, link_layer, min_rate_gbps)

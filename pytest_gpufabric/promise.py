@@ -23,6 +23,7 @@ from typing import NoReturn
 import pytest
 
 from .errors import GpuFabricError
+from .kinds.rdma import RDMA_DEVICES
 from .markers import decide, marker_arguments
 from .paths import SUITES_DIR
 from .verdict import NOT_CHECKED_PREFIX, WAIVED_PREFIX, waiver_for
@@ -180,7 +181,7 @@ def require_markers(marks: list[pytest.Mark], item: pytest.Item, fabric_session)
         rdma_devices = None
         if mark.name == "rdma":
             try:
-                rdma_devices = fabric_session.measurement("rdma")
+                rdma_devices = fabric_session.measurement(RDMA_DEVICES.name)
             except GpuFabricError:
                 rdma_devices = None
         decision = decide(mark.name, arguments, fabric_session.profile, fabric_session.fabric, why_no_fabric,

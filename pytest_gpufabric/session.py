@@ -268,9 +268,9 @@ class FabricSession:
         return promised_boards(self.fabric, self.profile.gpu_count, self.profile.name)
 
     def run_burn_in(self):
-        """The burn-in, live (measurements.py's burn_in entry): its log and progress are its own."""
+        """The burn-in, live (kinds/burn_in.py's measurement): its log and progress are its own."""
         require_torch("the burn-in")
-        on_cpus = self.profile.data.get("burn_in", {}).get("device", "cuda") == "cpu"  # the tests' CPU workers
+        on_cpus = self.profile.burn_in.get("device", "cuda") == "cpu"  # the tests' CPU workers
         boards = None if on_cpus else self.boards()
         try:
             health = HealthReader()

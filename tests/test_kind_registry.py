@@ -46,3 +46,16 @@ def test_a_failed_diagnostic_points_to_its_kinds_own_remedy(kind):
     remedy = remedy_of_check(failed)
     assert remedy in own
     assert "no rule reads this check's evidence" not in remedy[1]
+
+
+def test_each_measurement_is_declared_by_its_family():
+    """measurements.py is a view: every entry is a family's (``MEASUREMENTS``, judged by that family's suite) or a
+    per-GPU diagnostic's, built from its kind; none is declared there by hand."""
+    from pytest_gpufabric.measurements import REGISTRY
+
+    declared = {entry.name: family for family in kinds.families() for entry in getattr(family, "MEASUREMENTS", ())}
+    diagnostic = {kind.measurement.diagnostic.measurement for kind in kinds.diagnostics()}
+    assert set(REGISTRY) == set(declared) | diagnostic and not set(declared) & diagnostic
+    assert {name: f"suites/{family.SUITE}" for name, family in declared.items()} == \
+        {name: REGISTRY[name].suite for name in declared}
+    assert [entry.name for entry in kinds.suite_measurements()] == list(REGISTRY)[:len(declared)]

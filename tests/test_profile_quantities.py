@@ -233,3 +233,15 @@ def test_the_typos_of_issue_41_are_usage_errors_for_pytest_and_accept(pytester: 
     capsys.readouterr()
     assert main(["accept", "--profile", str(path), "--replay", "h100-x1"]) == EXIT_USAGE
     assert capsys.readouterr().err.startswith(f"gpufabric: {expected}")
+
+
+def test_the_typed_view_gives_the_sections_other_modules_read():
+    """The sections modules outside profile/ read go through Profile (tests/test_kind_names.py holds them to it):
+    a promised device's rate parsed to Gb/s, and {} for a section the profile does not hold."""
+    roce = load_profile(str(ROOT / "profiles" / "a100-pcie-roce.yaml"))
+    assert roce.rdma_device_rates() == [25.0]
+    assert roce.memory == {} and roce.burn_in == {} and roce.platform == {}
+    full = load_profile(str(BASE))
+    assert full.memory is full.data["memory"] and full.burn_in is full.data["burn_in"]
+    assert full.rdma_device_rates() == [full.quantity("rdma", "devices", i, "rate")
+                                        for i in range(len(full.rdma_devices))]

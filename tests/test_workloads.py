@@ -361,7 +361,7 @@ def test_a_spare_whose_ahead_import_breaks_still_runs_a_script_that_does_not_nee
 
 def test_the_registry_asks_for_the_spare_the_memory_workload_asks_for():
     """The spare prestarted for the memory measurement imports what its workload asks for at hand-over: the two
-    tuples are written in two modules (measurements.py loads with the plugin, the workload package does not)."""
+    tuples are written in two modules (kinds/memory.py loads with the plugin, the workload package does not)."""
     from pytest_gpufabric.measurements import REGISTRY
     from pytest_gpufabric.workloads.memory import SPARE_IMPORTS
     from pytest_gpufabric.workloads.runner import TORCH_ONLY

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..formats.recordings import FABRIC_FORMAT
 from ..formats.strict import load_json_text
+from ..kinds.rdma import SECTION as RDMA_SECTION
 from ..units import parse_bytes, parse_gbit, parse_gbps
 
 __all__ = ["FABRIC_FILE", "judge_fabric", "load_fabric_result"]
@@ -87,7 +88,7 @@ def _line_rate_gbps(section: dict, profile_data: dict) -> tuple[float | None, st
     profile promises (what the RDMA suite judges each port against)."""
     if "line_rate" in section:
         return parse_gbit(section["line_rate"]) / 8, f"line rate {section['line_rate']} (fabric.line_rate)"
-    rates = [parse_gbit(d["rate"]) for d in (profile_data.get("rdma") or {}).get("devices", []) if "rate" in d]
+    rates = [parse_gbit(d["rate"]) for d in (profile_data.get(RDMA_SECTION) or {}).get("devices", []) if "rate" in d]
     if rates:
         return min(rates) / 8, f"line rate {min(rates):g} Gb/s (the slowest RDMA port the profile promises)"
     return None, "no line rate (neither fabric.line_rate nor rdma.devices)"
@@ -201,7 +202,7 @@ def judge_fabric(result: dict, profile_data: dict | None) -> dict:
     problems += [s["message"] for s in slow_nodes] + [s["message"] for s in slow_pairs]
     transports = {node: view for node, view in (result.get("nccl") or {}).items()}
     sockets = sorted(node for node, view in transports.items() if "NET/Socket" in (view or {}).get("transports", {}))
-    if sockets and (profile_data.get("rdma") or {}).get("devices"):
+    if sockets and (profile_data.get(RDMA_SECTION) or {}).get("devices"):
         problems.append(f"NCCL fell back to TCP sockets (NET/Socket) on {', '.join(sockets)} although the profile "
                         "promises RDMA: check NCCL_IB_HCA, the peer-memory module and the HCA's state")
     verdict = "failed" if problems else ("passed" if checks or pairs else "not judged")

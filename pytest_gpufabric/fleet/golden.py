@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import GpuFabricError
 from ..formats.clean import yaml_comment
+from ..kinds.bandwidth import SECTION as BANDWIDTH_SECTION
 from ..kinds.burn_in import BURN_IN_GPU
 from ..kinds.burn_in import SECTION as BURN_IN_SECTION
 from ..profile.loader import load_profile
@@ -114,7 +115,7 @@ def golden_profile_yaml(directory: Path, name: str, percentile: float, margin: f
     if copy:
         bandwidth["copy"] = copy
     if bandwidth:
-        doc["bandwidth"] = bandwidth
+        doc[BANDWIDTH_SECTION] = bandwidth
     tflops = _values(passing, BURN_IN_GPU.name, None, "tflops")
     if tflops and BURN_IN_SECTION in base.data:
         floor = _percentile(tflops, low) * margin

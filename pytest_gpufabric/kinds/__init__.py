@@ -3,7 +3,8 @@ or ``CHECKS`` (check rules no single kind owns) is a family of kinds, placed in 
 
 The tables the other layers read are views of it: the promise catalogue (``promise_kinds``), the check rules that
 phrase a record, point a failure to its remedy and read its limits (``check_rule``, ``record_limits``), the
-profile sections the kinds claim (``claimed_sections``) and the per-GPU diagnostics (``diagnostics``).
+profile sections the kinds claim (``claimed_sections``), the per-GPU diagnostics (``diagnostics``) and the other
+measurements the suites judge (``suite_measurements``: each family's ``MEASUREMENTS``).
 docs/adding-a-diagnostic.md says how to add a kind.
 """
 
@@ -18,7 +19,7 @@ from .base import CheckRule, Kind, Measurement
 
 __all__ = ["PLUGIN_SECTIONS", "CheckRule", "Kind", "Measurement", "check_rule", "claimed_sections", "diagnostics",
            "equivalents", "families", "promise_kinds", "record_limits", "section_schema_problems",
-           "unclaimed_sections"]
+           "suite_measurements", "unclaimed_sections"]
 
 
 @functools.cache
@@ -51,6 +52,12 @@ def diagnostics() -> tuple[Kind, ...]:
     """The per-GPU diagnostics: the shipped kinds that carry a measurement (kinds.base.Measurement), in promise
     order; the measurement registry, its fixtures, ``--measure`` and suites/test_diagnostics.py loop over these."""
     return tuple(kind for kind in _shipped() if kind.measurement is not None)
+
+
+def suite_measurements() -> tuple:
+    """The measurements the families declare (``MEASUREMENTS``: kinds.suite_measurement.SuiteMeasurement), in
+    promise order; the per-GPU diagnostics' come from their kinds (``diagnostics``)."""
+    return tuple(entry for module in families() for entry in getattr(module, "MEASUREMENTS", ()))
 
 
 @functools.cache

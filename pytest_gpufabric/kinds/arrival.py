@@ -7,6 +7,7 @@ from ..remedy_classes import CLASSES, RESET, Remedy
 from ..remedy_rules import Context, _lead
 from ..report.phrases import format_value
 from .base import CheckRule, Kind, gpus
+from .suite_measurement import SuiteMeasurement
 
 POSITION = 10
 SUITE = "test_arrival.py"
@@ -42,3 +43,32 @@ XID_EVENTS = Kind("xid-events", "no Xid in the kernel log on arrival", SUITE, la
                   checks=(CheckRule("xid-events", _remedy, _phrase),), added_in_format=4)
 
 KINDS = (GPU_HEALTH, XID_EVENTS)
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _live(fabric_session):
+    from ..nodehealth.arrival_record import read_arrival_live
+
+    return read_arrival_live()
+
+
+def _replay(directory, fabric_session):
+    from ..nodehealth.arrival_record import read_arrival_bundle
+
+    return read_arrival_bundle(directory)
+
+
+ARRIVAL_HEALTH = SuiteMeasurement(
+    name="arrival", fixture="arrival_health",
+    doc="The state the machine arrives in, by `gpufabric health`'s reader: NVML and the kernel log read once per run "
+        "(and written to health.json), or the bundle's health.json, else its nvml.json with nvidia-smi-q.xml.",
+    why_not_promised=lambda profile: None,  # every profile promises a machine that arrives healthy
+    live=_live, replay=_replay,
+    nothing_recorded="the bundle holds no health record (health.json from gpufabric snapshot) and no nvml.json with "
+                     "nvidia-smi-q.xml to read the GPUs' counters from",
+    record_file="health.json", to_json=lambda arrival: arrival.to_json(),
+    check="nodehealth/arrival.py", suite="suites/test_arrival.py", spare_imports=(), processes=lambda gpus: 0)
+
+MEASUREMENTS = (ARRIVAL_HEALTH,)

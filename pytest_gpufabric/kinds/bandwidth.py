@@ -16,9 +16,12 @@ from ..remedy_rules import Context, _shortfall
 from ..report.phrases import GE, LE, format_value, limit_rate, number, rate, settings_phrase, size_text
 from ..units import is_number, parse_bytes, parse_gbps, parse_seconds
 from .base import CheckRule, Kind
+from .suite_measurement import SuiteMeasurement
 
 POSITION = 30
 SUITE = "test_bandwidth.py"
+#: the profile section that makes these promises
+SECTION = "bandwidth"
 OWN_MODULES = ("checks/bandwidth.py", "suites/test_bandwidth.py", "workloads/bandwidth.py",
                "workloads/collectives.py", "workloads/copy_bw.py", "workloads/nccl_tests.py")
 
@@ -157,14 +160,43 @@ _COLLECTIVE_REMEDY = bandwidth_rule(collective_limits)
 _OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "sendrecv")
 
 COLLECTIVE_BANDWIDTH = Kind(
-    "collective-bandwidth", "collective bandwidth", SUITE, _collectives, sections=("bandwidth",),
+    "collective-bandwidth", "collective bandwidth", SUITE, _collectives, sections=(SECTION,),
     checks=(CheckRule("bandwidth-", _COLLECTIVE_REMEDY, _collective, collective_limits),
             CheckRule("nccl-tests-", _COLLECTIVE_REMEDY, _collective, collective_limits)),
     equivalents=tuple(("nccl-tests", f"{op}_perf") for op in _OPS))
 COPY_BANDWIDTH = Kind(
-    "copy-bandwidth", "copy bandwidth", SUITE, _copies, sections=("bandwidth",),
+    "copy-bandwidth", "copy bandwidth", SUITE, _copies, sections=(SECTION,),
     checks=(CheckRule("copy-", bandwidth_rule(copy_limits), _copy, copy_limits),),
     equivalents=tuple(("nvbandwidth", f"{way}_{how}") for way in ("host_to_device_memcpy", "device_to_host_memcpy",
                       "device_to_device_memcpy_read", "device_to_device_memcpy_write") for how in ("ce", "sm")))
 
 KINDS = (COLLECTIVE_BANDWIDTH, COPY_BANDWIDTH)
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _live(fabric_session):
+    from ..workloads.bandwidth import measure_bandwidth
+
+    return measure_bandwidth(fabric_session.profile, fabric_session.fabric, fabric_session.boards())
+
+
+def _replay(directory, fabric_session):
+    from ..fabric.bundle import load_bandwidth_recording
+
+    return load_bandwidth_recording(directory)
+
+
+BANDWIDTH = SuiteMeasurement(
+    name="bandwidth", fixture="bandwidth",
+    doc="The profile's bandwidth measurements (collectives, copies, nccl-tests): live, or as the bundle recorded "
+        "them (bandwidth.json, nccl-tests*.txt).",
+    why_not_promised=lambda profile: None if profile.bandwidth else f"profile {profile.name} promises no bandwidth",
+    live=_live, replay=_replay,
+    nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
+    record_file="bandwidth.json", to_json=lambda m: m.to_json(),
+    check="checks/bandwidth.py", suite="suites/test_bandwidth.py",
+    processes=lambda gpus: gpus + 1 if gpus > 1 else 1)  # the collectives' ranks, then the copies
+
+MEASUREMENTS = (BANDWIDTH,)

@@ -14,13 +14,15 @@ from .bandwidth import bandwidth_remedy
 from .base import BURN_IN, CheckRule, Kind, gpus, once
 from .memory import SECTION as MEMORY_SECTION
 from .memory import oom_phrase, stack_remedy
+from .suite_measurement import SuiteMeasurement
 
-__all__ = ["BURN_IN_COLLECTIVES", "BURN_IN_GPU", "BURN_IN_MEMORY", "KINDS", "SECTION"]
+__all__ = ["BURN_IN_COLLECTIVES", "BURN_IN_GPU", "BURN_IN_LOG", "BURN_IN_MEMORY", "KINDS", "MEASUREMENTS",
+           "SECTION"]
 
 POSITION = 90
 SUITE = "test_burn_in.py"
 #: the profile section that says how a burn-in is judged (a profile without it promises none)
-SECTION = BURN_IN
+SECTION = "burn_in"
 OWN_MODULES = ("checks/burn_in.py", "suites/test_burn_in.py", "workloads/burn_in.py", "workloads/gemm_burn.py")
 
 
@@ -113,3 +115,34 @@ BURN_IN_MEMORY = Kind("burn-in-memory", "memory behaviour", SUITE, once(lambda p
                       checks=(CheckRule("burn-in-memory", stack_remedy, oom_phrase),))
 
 KINDS = (BURN_IN_GPU, BURN_IN_COLLECTIVES, BURN_IN_MEMORY)
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _replay(directory, fabric_session):
+    from ..formats.records import read_burn_in_log
+    from ..workloads.burn_in import LOG_FILE, BurnIn
+
+    if not (directory / LOG_FILE).is_file():
+        return None  # a burn-in asked of a bundle that holds none: not checked
+    log = read_burn_in_log(directory / LOG_FILE)
+    start = log.records[0] if log.records and log.records[0].get("type") == "start" else {}
+    planned = start.get("duration_s")
+    known = isinstance(planned, (int, float)) and not isinstance(planned, bool) and 0 < planned < float("inf")
+    # the log as far as it could be read, with what stops it being judged (checks/burn_in.py says it); the results
+    # carry it only where its plan is known (a duration above 0)
+    burn_in = BurnIn(planned if known else 0.0, log.records, problems=log.problems)
+    fabric_session.record_burn_in(burn_in if known else None)
+    return burn_in
+
+
+BURN_IN_LOG = SuiteMeasurement(
+    name="burn_in", fixture="burn_in",
+    doc="The burn-in of --gpu-burn-in (live), or the bundle's gpufabric-burnin.jsonl (replay).",
+    why_not_promised=lambda profile: None,  # the operator asks for it (FabricSession.has_burn_in)
+    live=lambda fabric_session: fabric_session.run_burn_in(), replay=_replay,
+    nothing_recorded="the bundle holds no burn-in log (gpufabric-burnin.jsonl)", asked="has_burn_in",
+    check="checks/burn_in.py", suite="suites/test_burn_in.py")
+
+MEASUREMENTS = (BURN_IN_LOG,)

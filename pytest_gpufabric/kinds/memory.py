@@ -10,9 +10,10 @@ from ..remedy_rules import Context, _lead
 from ..report.phrases import LE, format_value, settings_phrase
 from ..units import is_number
 from .base import CheckRule, Kind, once
+from .suite_measurement import SuiteMeasurement, promised_by_section, record_live, record_replay
 
 __all__ = ["KINDS", "LARGE_MODEL_SUPPORT", "MEMORY_ESTIMATE", "OFFLOAD_CHANGES_NO_RESULT", "OVERSIZED_BATCH",
-           "SECTION", "lms_ids", "oom_phrase", "stack_remedy"]
+           "MEASUREMENTS", "MEMORY_BEHAVIOUR", "SECTION", "lms_ids", "oom_phrase", "stack_remedy"]
 
 POSITION = 50
 SUITE = "test_memory.py"
@@ -123,3 +124,27 @@ KINDS = (MEMORY_ESTIMATE, OVERSIZED_BATCH, LARGE_MODEL_SUPPORT, OFFLOAD_CHANGES_
 
 #: any other check named memory-... is the stack's as well
 CHECKS = (CheckRule("memory-", stack_remedy, settings_phrase),)  # any other memory check: its values, as they read
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _live(fabric_session) -> dict:
+    from ..workloads.environment import gpu_environment
+    from ..workloads.memory import measure_memory
+
+    return measure_memory(fabric_session.profile.memory, gpu_environment(fabric_session.boards()))
+
+
+MEMORY_BEHAVIOUR = SuiteMeasurement(
+    name="memory", fixture="memory_behaviour",
+    doc="The memory suite's measurement on GPU 0 (live), or the bundle's memory.json.",
+    why_not_promised=promised_by_section(SECTION, "memory behaviour"),
+    live=record_live("memory.json", _live), replay=record_replay("memory.json"),
+    nothing_recorded="the bundle holds no memory measurements (memory.json)", record_file="memory.json",
+    check="checks/memory.py", suite="suites/test_memory.py",
+    # workloads/memory.py's SPARE_IMPORTS (the model needs torchvision), written out: this module loads with the
+    # plugin, and importing the workload package for one tuple would add to every pytest run's start-up
+    spare_imports=("torch", "torchvision"))
+
+MEASUREMENTS = (MEMORY_BEHAVIOUR,)

@@ -10,6 +10,7 @@ from ..remedy_rules import Context
 from ..report.phrases import GE, format_value, settings_phrase
 from ..units import format_bytes, is_number
 from .base import CheckRule, Kind
+from .suite_measurement import SuiteMeasurement
 
 POSITION = 40
 SUITE = "test_nvlink_traffic.py"
@@ -75,3 +76,33 @@ NVLINK_TRAFFIC_VOLUME = Kind("nvlink-traffic-volume", "NVLink for this GPU", SUI
                              checks=(CheckRule("nvlink-traffic-volume", _traffic, _volume, volume_limits),))
 
 KINDS = (NVLINK_TRAFFIC, NVLINK_TRAFFIC_VOLUME)
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _live(fabric_session):
+    from ..workloads.training import measure_training_traffic
+
+    return measure_training_traffic(fabric_session.boards(), fabric_session.profile.data.get(SECTION, {}),
+                                    on_sample=fabric_session.metrics.observe_nvlink if fabric_session.metrics else None)
+
+
+def _replay(directory, fabric_session):
+    from ..fabric.bundle import load_nvlink_recording
+    from ..workloads.training import recorded_training_traffic
+
+    return recorded_training_traffic(load_nvlink_recording(directory))
+
+
+TRAINING_TRAFFIC = SuiteMeasurement(
+    name="nvlink", fixture="nvlink_training",
+    doc="NVLink counters around the profile's data-parallel training step (live), or as the bundle recorded them.",
+    why_not_promised=lambda profile: None,  # the suite's tests ask the matrix per GPU (its promise marker)
+    live=_live, replay=_replay,
+    nothing_recorded="the bundle holds no NVLink counter samples taken during training (nvlink-traffic.json or "
+                     "nvidia-smi-nvlink-*.sample<N>.txt)",
+    record_file="nvlink-traffic.json", to_json=lambda m: m.to_json(),
+    check="checks/nvlink_traffic.py", suite="suites/test_nvlink_traffic.py", processes=lambda gpus: gpus)
+
+MEASUREMENTS = (TRAINING_TRAFFIC,)

@@ -10,6 +10,7 @@ from ..remedy_classes import SOFTWARE
 from ..remedy_rules import _fixed
 from ..report.phrases import settings_phrase
 from .base import CheckRule, Kind, gpus
+from .suite_measurement import SuiteMeasurement
 
 POSITION = 70
 SUITE = "test_platform.py"
@@ -55,3 +56,26 @@ KINDS = (ACS, IOMMU, PEER_MEMORY, PERSISTENCE_MODE, DRIVER, VBIOS, NIC_FIRMWARE,
 
 #: every platform check's records (platform-persistence is persistence mode's): a setting, said as settings
 CHECKS = (CheckRule("platform-", _fixed(SOFTWARE, "a host setting, version or module"), settings_phrase),)
+
+
+# --- the measurement ----------------------------------------------------------------------------------------------
+
+
+def _facts(fabric_session):
+    from ..fabric.platform import platform_for_session
+
+    return platform_for_session(fabric_session)
+
+
+PLATFORM_FACTS = SuiteMeasurement(
+    name="platform", fixture="platform_facts",
+    doc="The host settings that decide GPU and RDMA performance (ACS, IOMMU, modules, persistence, governor, ...): "
+        "read from this machine once per run (and written to platform.json), or from the bundle (platform.json, "
+        "lspci-vvv.txt, lsmod.txt, ...).",
+    why_not_promised=lambda profile: None,  # the platform suite runs only for a profile with a platform: section
+    live=_facts, replay=lambda directory, fabric_session: _facts(fabric_session),
+    nothing_recorded="the bundle records no platform settings (platform.json from gpufabric snapshot, "
+                     "lspci-vvv.txt, lsmod.txt, proc-cmdline.txt or dmesg.txt)",
+    check="checks/platform.py", suite="suites/test_platform.py", needs_machine=False)
+
+MEASUREMENTS = (PLATFORM_FACTS,)

@@ -318,7 +318,7 @@ class _Checker:
                 self.value(gpu, "slowdown_temperature_c", "temperature")
 
     def driver(self) -> None:
-        spec = (self.profile.data.get("platform") or {}).get("driver")
+        spec = self.profile.platform.get("driver")
         accepted = self.baseline.accepted_driver
         if spec is None and accepted is None:
             return
@@ -339,7 +339,7 @@ class _Checker:
                      "the driver changed since the acceptance", driver_version=found, accepted=accepted)
 
     def persistence(self) -> None:
-        promised = (self.profile.data.get("platform") or {}).get("persistence_mode")
+        promised = self.profile.platform.get("persistence_mode")
         for gpu in self.answering():
             if promised is None:
                 mode = gpu.values.get("persistence_mode")

@@ -95,6 +95,10 @@ class Profile:
     def rdma_devices(self) -> list[dict]:
         return self.rdma.get("devices", [])
 
+    def rdma_device_rates(self) -> list[float | None]:
+        """Each promised RDMA device's rate in Gb/s, parsed (None where it promises none), in profile order."""
+        return [self.quantity("rdma", "devices", i, "rate") for i in range(len(self.rdma_devices))]
+
     # --- bandwidth ------------------------------------------------------------------------------------
     @property
     def bandwidth(self) -> dict:
@@ -111,6 +115,22 @@ class Profile:
 
     def copy_thresholds(self) -> dict[str, dict]:
         return {kind: spec for kind, spec in self.bandwidth.get("copy", {}).items() if kind != "size"}
+
+    # --- memory, burn-in, platform ---------------------------------------------------------------------
+    @property
+    def memory(self) -> dict:
+        """The ``memory`` section: the memory suite's (and the burn-in's memory workload's) settings."""
+        return self.data.get("memory", {})
+
+    @property
+    def burn_in(self) -> dict:
+        """The ``burn_in`` section: the burn-in's settings and floors."""
+        return self.data.get("burn_in", {})
+
+    @property
+    def platform(self) -> dict:
+        """The ``platform`` section: the host settings promised ({} where none, or a null section)."""
+        return self.data.get("platform") or {}
 
     @property
     def waivers(self) -> list:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..checks.platform import bandwidth_findings
 from ..errors import GpuFabricError
+from ..kinds.platform import PLATFORM_FACTS
 from ..remedy import annotate
 from ..verdict import EXIT_CODES, HEALTH_WATCHDOG, Waiver, build_promises, judge, record_rows
 from ..verdict import counts as promise_counts
@@ -138,7 +139,7 @@ def results_document(facts: RunFacts, tests: ReportedOutcomes, exitstatus: int, 
 def platform_findings(measurements: Mapping[str, Any]) -> list[str]:
     """What in the platform explains a low bandwidth (checks/platform.bandwidth_findings), where the run read the
     platform (a failed bandwidth check reads it; nothing is read for this)."""
-    platform = measurements.get("platform")
+    platform = measurements.get(PLATFORM_FACTS.name)
     if platform is None or isinstance(platform, GpuFabricError):
         return []
 
