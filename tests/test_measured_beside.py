@@ -9,12 +9,22 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
+import pytest
+
 from pytest_gpufabric.measurements import REGISTRY, Measurement
 from pytest_gpufabric.profile.loader import load_profile
 from pytest_gpufabric.run_options import RunOptions
 from pytest_gpufabric.session import FabricSession
+from pytest_gpufabric.workloads.runner import SPARES
 
 BUNDLE = Path(__file__).parent / "data" / "bundles" / "h100-sxm-x1-acceptance"  # 1x H100 SXM 80GB, recorded
+
+
+@pytest.fixture(autouse=True)
+def _spares_off_after():
+    """A live measurement turns the spare interpreters on (session.py); other tests expect them off."""
+    yield
+    SPARES.disable()
 
 
 def _session(tmp_path: Path, profile_yaml: str = "", base: str = "h100-sxm-x1", bundle: Path = BUNDLE) -> FabricSession:
