@@ -13,7 +13,8 @@ would. It is configured as a production GPU cluster's node is, as far as a conta
   (`NodeHostname=$(hostname -s)`), as clouds name their nodes;
 - it offers 2 GPUs as the `gpu` GRES (`GresTypes=gpu`; gres.conf `AutoDetect=off` and `File=` two character
   devices 195:0 and 195:1, the NVIDIA driver's numbers, made with mknod below the cluster's directory: no driver
-  answers behind them, so opening one says "No such device or address");
+  answers behind them, so opening one says "No such device or address"; where mknod is not allowed, plain files,
+  which Slurm counts as GPUs without setting CUDA_VISIBLE_DEVICES or confining anything);
 - `ConstrainDevices=yes` (task/cgroup on the cgroup v1 devices controller, where this machine has one: this
   container has): a step sees only the GPUs it asked for, and opening another says "Operation not permitted".
 
@@ -203,6 +204,7 @@ class SlurmCluster:
         self.hostname = hostname()
         self.gpus = GPUS
         self.devices = [root / "dev" / f"nvidia{i}" for i in range(GPUS)]
+        self.device_nodes = True  # character devices (False: plain files, where mknod is not allowed)
         self.constrain_devices = devices_cgroup() is not None
         # job ids of its own: two clusters at once keep their job cgroups (slurm/uid_0/job_N) apart
         self.first_job_id = secrets.randbelow(6 * 10**7) + 10**6  # Slurm's MaxJobId is 67,043,328
@@ -291,7 +293,11 @@ class SlurmCluster:
         (self.root / "etc" / "plugstack.conf").write_text("")
         (self.root / "dev").mkdir(mode=0o755)
         for minor, device in enumerate(self.devices):
-            os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
+            try:
+                os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
+            except PermissionError:  # a container without CAP_MKNOD: Slurm counts files as GPUs, names none
+                device.touch(mode=0o666)
+                self.device_nodes = self.constrain_devices = False
         # no NVML here to detect GPUs: the devices are listed, as a site without autodetection lists them
         (self.root / "etc" / "gres.conf").write_text(
             f"AutoDetect=off\nNodeName={self.nodename} Name=gpu File={self.root}/dev/nvidia[0-{self.gpus - 1}]\n")
@@ -430,6 +436,10 @@ PartitionName={self.partition} Nodes={self.nodename} Default=YES MaxTime=INFINIT
                 proc.wait(timeout=5)
         _kill(_holders(self.root), grace=5)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.constrain_devices:
+            # slurmstepd removes its jobs' cgroups; the node's own is left (kept while another cluster uses it)
+            with contextlib.suppress(OSError):
+                (Path("/sys/fs/cgroup/devices") / f"slurm_{self.nodename}").rmdir()
 
 
 @contextlib.contextmanager

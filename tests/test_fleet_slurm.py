@@ -128,7 +128,9 @@ def test_the_cluster_confines_a_step_to_its_gpus(slurm):
         assert first.split()[:2] == [slurm.nodename, slurm.hostname]
         seen[ask] = first.split()[2:], [line.rsplit(": ", 1)[1] for line in devices]
     nodriver, confined = "No such device or address", "Operation not permitted"
-    assert seen["--gpus-per-node=1"][0] == ["1", "0"] and seen["--gres=gpu:2"][0] == ["2", "0,1"]
+    if slurm.device_nodes:
+        assert seen["--gpus-per-node=1"][0] == ["1", "0"] and seen["--gres=gpu:2"][0] == ["2", "0,1"]
+    assert [seen[ask][0][0] for ask in seen] == ["1", "2", "0"]
     assert seen["--gpus-per-node=0"][0] == ["0", "none"]
     if slurm.constrain_devices:
         assert seen["--gpus-per-node=1"][1] == [nodriver, confined]
