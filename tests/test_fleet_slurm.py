@@ -114,6 +114,24 @@ def _gpufabric(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO)
 
 
+#: a pytest plugin the sbatch test slips in through PYTEST_ADDOPTS: what the node's acceptance run was given
+PROBE = """
+import json, os
+
+def pytest_configure(config):
+    seen = {{name: os.environ.get(name) for name in ("SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES", "SLURMD_NODENAME")}}
+    seen["devices"] = []
+    for device in {devices!r}:
+        try:
+            open(device, "rb").close()
+            seen["devices"].append("opened")
+        except OSError as exc:
+            seen["devices"].append(exc.strerror)
+    with open({out!r}, "w") as out:
+        json.dump(seen, out)
+"""
+
+
 def test_the_cluster_confines_a_step_to_its_gpus(slurm):
     """What a production GPU cluster does and the sbatch relies on: a step sees the GPUs its job asked for and no
     other (ConstrainDevices), and SLURMD_NODENAME is the NodeName, not the host name."""
@@ -176,16 +194,21 @@ def test_the_shipped_sbatch_accepts_a_fleet_unchanged(slurm, tmp_path):
     """examples/fleet-acceptance.sbatch as shipped, submitted with the line `gpufabric fleet sbatch` prints: its
     one node (Slurm's node gpu-st-p5-1 on a host of another name, 2 GPUs granted) replays the recorded acceptance of
     a 2x H200 SXM 141GB host with its 10-minute burn-in (PYTEST_ADDOPTS, which pytest reads, names the bundle), the
-    fleet report finds it under the nodelist's name and the job ends ACCEPTED, exit 0."""
+    fleet report finds it under the nodelist's name and the job ends ACCEPTED, exit 0. A probe plugin, slipped in
+    the same way, records what the node's pytest was given: both GPUs."""
     bundle = BUNDLES / "h200-nvswitch-x2-acceptance"
-    fleet = tmp_path / "fleet"
+    fleet, probe = tmp_path / "fleet", tmp_path / "probe"
+    probe.mkdir()
+    (probe / "gpu_probe.py").write_text(PROBE.format(out=str(tmp_path / "seen.json"),
+                                                     devices=[str(device) for device in slurm.devices]))
     line = _gpufabric("fleet", "sbatch", "--profile", "h200-nvswitch-x2", "-N", "1", "--script", str(SBATCH))
     assert line.returncode == 0, line.stderr
     argv = shlex.split(line.stdout)
     env = {"REPORTS": str(fleet), "FLEET_REPORT_OPTS": "--allow-replays",
-           "PYTEST_ADDOPTS": shlex.join(["--gpu-replay", str(bundle), "--gpu-waive",
+           "PYTEST_ADDOPTS": shlex.join(["-p", "gpu_probe", "--gpu-replay", str(bundle), "--gpu-waive",
                                          "xid-events=the recording holds no kernel log; agreed for the Slurm test"]),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+           "PYTHONPATH": os.pathsep.join([str(probe), str(REPO), os.environ.get("PYTHONPATH", "")])}
     output = tmp_path / "job.out"
     tmp_path.chmod(0o755)
     submitted = slurm.run([argv[0], "--parsable", f"--output={output}", *argv[1:]], env=env)
@@ -193,12 +216,20 @@ def test_the_shipped_sbatch_accepts_a_fleet_unchanged(slurm, tmp_path):
     job_id = submitted.stdout.strip().split(";")[0]
     fields = slurm.wait(job_id, timeout=300)
     log = output.read_text(errors="replace") if output.exists() else ""
-    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), (fields, log, slurm.log_tails())
+    assert (fields["JobState"], fields["ExitCode"]) == ("COMPLETED", "0:0"), log + slurm.log_tails()
     job = slurm.run(["scontrol", "show", "job", job_id], check=True).stdout
     # the GPUs, the time limit, the whole node (--exclusive: all its CPUs for one task) and all its memory
     for granted in ("TresPerNode=gres:gpu:2", "TimeLimit=00:30:00", f"NumCPUs={slurm.cpus} NumTasks=1",
                     "MinMemoryNode=0"):
         assert granted in job, (granted, job)
+
+    # the node's pytest saw both GPUs the job was granted, as CUDA would be told them
+    seen = json.loads((tmp_path / "seen.json").read_text(encoding="utf-8"))
+    assert seen["SLURM_GPUS_ON_NODE"] == "2" and seen["SLURMD_NODENAME"] == slurm.nodename
+    if slurm.device_nodes:
+        assert seen["CUDA_VISIBLE_DEVICES"] == "0,1"
+    if slurm.constrain_devices:
+        assert seen["devices"] == ["No such device or address"] * 2  # granted; no driver behind them
 
     node = fleet / slurm.nodename
     results = json.loads((node / "gpufabric-results.json").read_text(encoding="utf-8"))
