@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sbatch", help="print the sbatch line that asks Slurm for the GPUs and time a profile's acceptance needs",
         description="Prints `sbatch --nodes=N --gpus-per-node=G --time=T examples/fleet-acceptance.sbatch PROFILE "
                     "BURN_IN`: G the profile's GPU count, T the time limit derived from the profile and the burn-in "
-                    "(docs/fleet.md gives the formula). Run it, or paste it: `$(gpufabric fleet sbatch ...)`.")
+                    "(docs/fleet.md gives the formula). Run it: `eval \"$(gpufabric fleet sbatch ...)\"`, or paste it.")
     sbatch.add_argument("--profile", required=True, help="the profile every node is accepted against")
     sbatch.add_argument("--burn-in", metavar="DURATION", help="each node's burn-in (90s, 10m, 2h) or `none` "
                         "(default: 10m where the profile promises a burn-in, else none)")
