@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from slurm_cluster import slurm_fixture  # noqa: F401  (the fixture `slurm`)
 
 from pytest_gpufabric.fleet.report import validate_fleet_document
@@ -240,3 +241,42 @@ def test_the_shipped_sbatch_accepts_a_fleet_unchanged(slurm, tmp_path):
     assert document["verdict"] == "ACCEPTED", document["reason"]
     assert [n["name"] for n in document["nodes"]] == [slurm.nodename] and document["missing"] == []
     assert "fleet: ACCEPTED" in log
+
+
+def test_a_job_granted_fewer_gpus_than_the_profile_judges_no_node(slurm, tmp_path):
+    """The shipped script submitted with one GPU per node under a 2-GPU profile: its steps would see one GPU (an
+    --exclusive job holds both, its steps only what it asked for) and every node would be rejected for the other,
+    so the job stops before any node runs, exit 4, saying what to submit."""
+    fleet, output = tmp_path / "fleet", tmp_path / "job.out"
+    tmp_path.chmod(0o755)
+    env = {"REPORTS": str(fleet), "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    submitted = slurm.run(["sbatch", "--parsable", f"--output={output}", "--nodes=1", "--gpus-per-node=1",
+                           str(SBATCH), "h200-nvswitch-x2", "none"], env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    fields = slurm.wait(submitted.stdout.strip().split(";")[0], timeout=120)
+    log = output.read_text(errors="replace")
+    assert (fields["JobState"], fields["ExitCode"]) == ("FAILED", "4:0"), log
+    assert log.strip() == ("gpufabric fleet sbatch: the job asked for 1 GPU(s) per node and profile h200-nvswitch-x2 "
+                           "promises 2: every node would be judged on 1; submit it with --gpus-per-node=2 (gpufabric "
+                           "fleet sbatch --profile h200-nvswitch-x2)")
+    assert list(fleet.iterdir()) == []  # no node ran
+
+
+@pytest.mark.parametrize("env, problem", [
+    ({"SLURM_GPUS_PER_NODE": "2", "SLURM_GPUS_ON_NODE": "2"}, None),
+    ({"SLURM_GPUS_PER_NODE": "h200:2"}, None),  # typed GPUs in gres.conf
+    ({"SLURM_GPUS_PER_NODE": "h200:1,l40s:1"}, None),
+    ({"SLURM_GPUS_ON_NODE": "2"}, None),  # --gres=gpu:2
+    ({}, None),  # a cluster without a gpu GRES: nothing to hold the job to
+    ({"SLURM_GPUS_PER_NODE": "1", "SLURM_GPUS_ON_NODE": "2"}, "asked for 1 GPU(s) per node"),  # --exclusive holds 2
+    ({"SLURM_GPUS_PER_NODE": "0"}, "asked for 0 GPU(s) per node"),
+    ({"SLURM_GPUS_PER_NODE": "h200:4"}, "asked for 4 GPU(s) per node"),
+    ({"SLURM_GPUS_PER_NODE": "2(x3)"}, None),  # a form not known here is not guessed at
+])
+def test_the_allocation_the_job_asked_for(env, problem):
+    from pytest_gpufabric.fleet.sbatch import allocation_problem
+    from pytest_gpufabric.profile.loader import load_profile
+
+    found = allocation_problem(load_profile("h200-nvswitch-x2", REPO), env)
+    assert found == problem if problem is None else found.startswith(f"the job {problem} and profile "
+                                                                       "h200-nvswitch-x2 promises 2")

@@ -73,6 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "or give -N to sbatch yourself)")
     sbatch.add_argument("--script", default="examples/fleet-acceptance.sbatch", help="the batch script "
                         "(default %(default)s)")
+    sbatch.add_argument("--check", action="store_true", help="inside the job, print nothing and exit 0 when it "
+                        "asked for the profile's GPUs per node (or Slurm granted none as GRES), 4 naming the "
+                        "problem when not")
     sbatch.set_defaults(func=cmd_fleet_sbatch)
     fabric = fleet_sub.add_parser(
         "fabric", help="measure the fabric between the nodes: one rank per node, started by your launcher",
@@ -190,12 +193,21 @@ def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | No
 
 
 def cmd_fleet_sbatch(args: argparse.Namespace) -> int:
-    """The sbatch line for a profile's fleet acceptance on stdout; exit 0, or 4 for a bad profile or burn-in."""
-    from ..fleet.sbatch import sbatch_line
+    """The sbatch line for a profile's fleet acceptance on stdout; exit 0, or 4 for a bad profile or burn-in (with
+    --check: for a job that asked for other GPUs per node than the profile promises)."""
+    import os
+
+    from ..fleet.sbatch import allocation_problem, sbatch_line
     from ..profile.loader import load_profile
     from ..workloads.burn_in import parse_duration
 
     profile = load_profile(args.profile, Path.cwd())
+    if args.check:
+        problem = allocation_problem(profile, dict(os.environ))
+        if problem:
+            print(f"gpufabric fleet sbatch: {printable(problem)}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
     given = args.burn_in if args.burn_in is not None else ("10m" if profile.data.get("burn_in") else "none")
     try:
         seconds = None if given.strip().lower() == "none" else parse_duration(given)

@@ -24,7 +24,8 @@ import shlex
 
 from ..profile.model import Profile
 
-__all__ = ["SUITES_S", "PER_GPU_S", "FLEET_REPORT_S", "MARGIN", "sbatch_line", "slurm_time", "time_limit_s"]
+__all__ = ["SUITES_S", "PER_GPU_S", "FLEET_REPORT_S", "MARGIN", "allocation_problem", "requested_gpus",
+           "sbatch_line", "slurm_time", "time_limit_s"]
 
 SUITES_S = 120
 PER_GPU_S = 60
@@ -64,3 +65,26 @@ def sbatch_line(profile_spec: str, profile: Profile, burn_in: str | None, burn_i
     argv += [f"--gpus-per-node={profile.gpu_count}", f"--time={slurm_time(time_limit_s(profile, burn_in_s))}",
              script, profile_spec, burn_in if burn_in_s else "none"]
     return shlex.join(argv)
+
+
+def requested_gpus(env: dict[str, str]) -> int | None:
+    """GPUs per node the job asked for, as its batch script sees it: SLURM_GPUS_PER_NODE (`2`, `h200:2`,
+    `h200:1,l40s:1`), else SLURM_GPUS_ON_NODE; None where Slurm granted no GPU as GRES (a cluster without a `gpu`
+    GRES) or says it in a form not known here. The request is what a step gets: an `--exclusive` job holds every
+    GPU of its nodes (SLURM_GPUS_ON_NODE says so in the batch script), but its steps only those it asked for."""
+    given = env.get("SLURM_GPUS_PER_NODE") or env.get("SLURM_GPUS_ON_NODE")
+    if not given:
+        return None
+    counts = [part.rsplit(":", 1)[-1].strip() for part in given.split(",")]
+    return sum(int(count) for count in counts) if all(c.isascii() and c.isdigit() for c in counts) else None
+
+
+def allocation_problem(profile: Profile, env: dict[str, str]) -> str | None:
+    """Inside the job: why its steps cannot accept a node against the profile (asked for other GPUs per node than
+    the profile's count), or None."""
+    granted = requested_gpus(env)
+    if granted is None or granted == profile.gpu_count:
+        return None
+    return (f"the job asked for {granted} GPU(s) per node and profile {profile.name} promises "
+            f"{profile.gpu_count}: every node would be judged on {granted}; submit it with "
+            f"--gpus-per-node={profile.gpu_count} (gpufabric fleet sbatch --profile {profile.name})")
