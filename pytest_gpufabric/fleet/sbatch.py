@@ -12,9 +12,10 @@ that depend on the profile, given on sbatch's command line (where they override 
 
   SUITES_S + 60 s per GPU stands for the suites themselves (80 s on 2x H100 SXM 80GB, benchmarks/
   acceptance_time.last.json; 4 min for 2 GPUs leaves room for cold caches and slower file systems); the
-  burn-in runs its whole duration plus at most the chunk it is in (the profile's `burn_in.chunk_s`); 1.5 is
-  the margin a time limit needs, and FLEET_REPORT_S the fleet report at the end of the job (100,000 nodes'
-  files in about 2 minutes, docs/fleet.md).
+  burn-in's duration, plus one chunk (the profile's `burn_in.chunk_s`, 60 s by default) for what runs around its
+  GEMM chunks: start-up, the collectives and memory workloads (a 60 s burn-in took 74 s there); 1.5 is the
+  margin a time limit needs, and FLEET_REPORT_S the fleet report at the end of the job (100,000 nodes' files in
+  about 2 minutes, docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def time_limit_s(profile: Profile, burn_in_s: float | None) -> int:
 
 
 def slurm_time(seconds: int) -> str:
-    """Slurm's `--time` form: `minutes:seconds` is not it; `hours:minutes:seconds`, with `days-` past a day."""
+    """Slurm's `--time` form `hours:minutes:seconds` (a bare `30:00` would be minutes:seconds), `days-` first
+    past a day."""
     days, rest = divmod(int(seconds), 86400)
     hours, rest = divmod(rest, 3600)
     text = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
