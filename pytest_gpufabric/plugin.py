@@ -31,8 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("--gpu-replay", "gpu_replay", "NAME|PATH",
          "judge a recorded bundle (directory or .tar.gz, or a shipped bundle's name) instead of this machine"),
         ("--gpu-report-dir", "gpu_report_dir", "DIR",
-         "where gpufabric-results.json goes (default: reports/); {host}, {task} and {fleet} are filled in, so that "
-         "every node of a fleet run writes its own folder: reports/fleet/{host}"),
+         "where gpufabric-results.json goes (default: reports/); {node}, {host}, {task} and {fleet} are filled in, "
+         "so that every node of a fleet run writes its own folder: reports/fleet/{node}"),
         ("--gpu-fleet-id", "gpu_fleet_id", "ID",
          "the fleet run these results belong to (default: SLURM_JOB_ID)"),
         ("--gpu-customer", "gpu_customer", "NAME", "the customer named on the HTML report's cover"),

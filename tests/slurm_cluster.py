@@ -6,10 +6,22 @@ pid files); every daemon and client command is pointed at it (`-f`, `SLURM_CONF`
 ports are picked free at run time. A system Slurm or munge on the same machine, or the leftovers of an earlier
 run, are never touched nor used.
 
-One node, named after `hostname -s`, stands for the fleet: `srun -n N` runs N tasks on it, each with its own
-SLURM_PROCID, as N nodes would. The node is configured with `cpus` CPUs (64 by default) whatever the machine
-has: `SlurmdParameters=config_overrides` makes slurmd take slurm.conf's word for it, and `TaskPlugin=task/none`
-binds nothing, so the extra CPUs are only slots. `srun --overcommit` goes past them.
+One node stands for the fleet: `srun -n N` runs N tasks on it, each with its own SLURM_PROCID, as N nodes
+would. It is configured as a production GPU cluster's node is, as far as a container allows:
+
+- its NodeName (`gpu-st-p5-1`, what the job's nodelist and SLURMD_NODENAME say) is not its host name
+  (`NodeHostname=$(hostname -s)`), as clouds name their nodes;
+- it offers 2 GPUs as the `gpu` GRES (`GresTypes=gpu`; gres.conf `AutoDetect=off` and `File=` two character
+  devices 195:0 and 195:1, the NVIDIA driver's numbers, made with mknod below the cluster's directory: no driver
+  answers behind them, so opening one says "No such device or address"; where mknod is not allowed, plain files,
+  which Slurm counts as GPUs without setting CUDA_VISIBLE_DEVICES or confining anything);
+- `ConstrainDevices=yes` (task/cgroup on the cgroup v1 devices controller, where this machine has one: this
+  container has): a step sees only the GPUs it asked for, and opening another says "Operation not permitted".
+
+The node is configured with `cpus` CPUs (64 by default) whatever the machine has:
+`SlurmdParameters=config_overrides` makes slurmd take slurm.conf's word for it, and nothing binds tasks to CPUs
+(task/cgroup with `ConstrainCores=no`, or task/none), so the extra CPUs are only slots. `srun --overcommit` goes
+past them.
 
 Use it as a context manager, `with slurm_cluster() as cluster: ...`, or as the session fixture `slurm`:
 
@@ -31,6 +43,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -41,6 +54,11 @@ import pytest
 
 INSTALL_HINT = "apt-get install slurmctld slurmd slurm-client munge"
 PREFIX = "gpufabric-slurm-"
+NODENAME = "gpu-st-p5-1"
+#: GPUs the node offers as the `gpu` GRES: device files made below the cluster's directory (char 195:N, the
+#: NVIDIA driver's numbers; no driver behind them), so `--gpus-per-node` is granted as on a GPU cluster
+GPUS = 2
+NVIDIA_MAJOR = 195
 _PR_SET_PDEATHSIG = 1
 _BINARIES = ("munged", "slurmctld", "slurmd", "slurmstepd", "srun", "sbatch", "sinfo", "scontrol", "squeue", "scancel")
 # what a surrounding Slurm job or the user's defaults would otherwise slip into the client commands
@@ -68,9 +86,21 @@ def missing() -> str | None:
     return None
 
 
-def nodename() -> str:
-    """What slurmctld and slurmd call this host: the short host name."""
+def hostname() -> str:
+    """This host's short host name (what `hostname -s` says)."""
     return socket.gethostname().split(".")[0]
+
+
+def nodename() -> str:
+    """What slurmctld and slurmd call this host: a Slurm NodeName other than its host name, as clouds name their
+    nodes (`NodeHostname` says which host it is), so that nothing may take one for the other."""
+    return NODENAME if NODENAME != hostname() else NODENAME + "-x"
+
+
+def devices_cgroup() -> Path | None:
+    """The cgroup v1 devices controller, when this machine has one Slurm's task/cgroup can write to."""
+    path = Path("/sys/fs/cgroup/devices")
+    return path if (path / "devices.allow").exists() and os.access(path, os.W_OK) else None
 
 
 def free_port() -> int:
@@ -171,6 +201,13 @@ class SlurmCluster:
         self.root = root
         self.cpus = cpus
         self.nodename = nodename()
+        self.hostname = hostname()
+        self.gpus = GPUS
+        self.devices = [root / "dev" / f"nvidia{i}" for i in range(GPUS)]
+        self.device_nodes = True  # character devices (False: plain files, where mknod is not allowed)
+        self.constrain_devices = devices_cgroup() is not None
+        # job ids of its own: two clusters at once keep their job cgroups (slurm/uid_0/job_N) apart
+        self.first_job_id = secrets.randbelow(6 * 10**7) + 10**6  # Slurm's MaxJobId is 67,043,328
         self.partition = "fleet"
         self.conf = root / "etc" / "slurm.conf"
         self.logs = root / "log"
@@ -254,12 +291,28 @@ class SlurmCluster:
         key.touch(mode=0o600)
         key.write_bytes(secrets.token_bytes(1024))
         (self.root / "etc" / "plugstack.conf").write_text("")
+        (self.root / "dev").mkdir(mode=0o755)
+        for minor, device in enumerate(self.devices):
+            try:
+                os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(NVIDIA_MAJOR, minor))
+            except PermissionError:  # a container without CAP_MKNOD: Slurm counts files as GPUs, names none
+                device.touch(mode=0o666)
+                self.device_nodes = self.constrain_devices = False
+        # no NVML here to detect GPUs: the devices are listed, as a site without autodetection lists them
+        (self.root / "etc" / "gres.conf").write_text(
+            f"AutoDetect=off\nNodeName={self.nodename} Name=gpu File={self.root}/dev/nvidia[0-{self.gpus - 1}]\n")
+        # a job's step sees only the GPUs it was granted (the devices controller of cgroup v1)
+        (self.root / "etc" / "cgroup.conf").write_text(
+            "CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nConstrainDevices=yes\nConstrainCores=no\n"
+            "ConstrainRAMSpace=no\nConstrainSwapSpace=no\n")
         r = self.root
+        node = (f"NodeName={self.nodename} NodeHostname={self.hostname} NodeAddr=127.0.0.1 CPUs={self.cpus} "
+                f"Gres=gpu:{self.gpus} State=UNKNOWN")
         self.conf.write_text(
             f"""\
 # private test cluster: {r}
 ClusterName=gpufabric
-SlurmctldHost={self.nodename}(127.0.0.1)
+SlurmctldHost={self.hostname}(127.0.0.1)
 SlurmctldPort={self.ctld_port}
 SlurmdPort={self.slurmd_port}
 SlurmUser=root
@@ -277,7 +330,7 @@ SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={r}/etc/plugstack.conf
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin={"task/cgroup" if self.constrain_devices else "task/none"}
 MpiDefault=none
 MailProg=/bin/true
 SwitchType=switch/none
@@ -294,7 +347,9 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=600
 SlurmdTimeout=60
-NodeName={self.nodename} NodeAddr=127.0.0.1 CPUs={self.cpus} State=UNKNOWN
+FirstJobId={self.first_job_id}
+GresTypes=gpu
+{node}
 PartitionName={self.partition} Nodes={self.nodename} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """
         )
@@ -381,6 +436,10 @@ PartitionName={self.partition} Nodes={self.nodename} Default=YES MaxTime=INFINIT
                 proc.wait(timeout=5)
         _kill(_holders(self.root), grace=5)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.constrain_devices:
+            # slurmstepd removes its jobs' cgroups; the node's own is left (kept while another cluster uses it)
+            with contextlib.suppress(OSError):
+                (Path("/sys/fs/cgroup/devices") / f"slurm_{self.nodename}").rmdir()
 
 
 @contextlib.contextmanager

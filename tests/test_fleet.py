@@ -62,8 +62,14 @@ def test_report_dir_placeholders():
     assert expand_report_dir("r/{fleet}/{task}", env) == "r/4711/3"
     assert expand_report_dir("r/{fleet}", {}, "acme-2026-11") == "r/acme-2026-11"
     assert expand_report_dir("r/{task}", {"JOB_COMPLETION_INDEX": "12"}) == "r/12"  # a Kubernetes Indexed Job
-    with pytest.raises(ValueError, match=r"unknown placeholder \{node\}"):
-        expand_report_dir("r/{node}", env)
+    # {node}: Slurm's NodeName (the nodelist's name, not always the host's), a Kubernetes node's, else the host's
+    assert expand_report_dir("r/{node}", {**env, "SLURMD_NODENAME": "gpu-st-p5-1"}, hostname="ip-10-0-1-11") == \
+        "r/gpu-st-p5-1"
+    assert expand_report_dir("r/{node}", {"NODE_NAME": "gpu-node07"}, hostname="gpufabric-fleet-7-x2b4q") == \
+        "r/gpu-node07"
+    assert expand_report_dir("r/{node}", env, hostname="ip-10-0-1-11.ec2.internal") == "r/ip-10-0-1-11"
+    with pytest.raises(ValueError, match=r"unknown placeholder \{nodename\} \(known: \{node\}, \{host\}"):
+        expand_report_dir("r/{nodename}", env)
     with pytest.raises(ValueError, match=r"\{task\} cannot be filled here: no launcher variable"):
         expand_report_dir("r/{task}", {})
 

@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "user it runs as)")
     accept.add_argument("--burn-in", metavar="DURATION", help="also run the burn-in for DURATION (90s, 10m, 2h)")
     accept.add_argument("--report-dir", metavar="DIR", help="where gpufabric-results.json and the HTML report go "
-                        "(default: reports/); {host}, {task} and {fleet} are filled in as --gpu-report-dir's are")
+                        "(default: reports/); {node}, {host}, {task} and {fleet} are filled in as --gpu-report-dir's "
+                        "are")
     # the arguments argparse does not know go on to pytest (main passes them)
     accept.set_defaults(func=cmd_accept, takes_pytest_args=True)
 

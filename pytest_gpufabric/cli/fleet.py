@@ -61,6 +61,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Ed25519 private key (`openssl genpkey -algorithm ed25519 -out KEY.pem`); `gpufabric verify` "
                         "checks them")
     report.set_defaults(func=cmd_fleet_report)
+    sbatch = fleet_sub.add_parser(
+        "sbatch", help="print the sbatch line that asks Slurm for the GPUs and time a profile's acceptance needs",
+        description="Prints `sbatch --nodes=N --gpus-per-node=G --time=T examples/fleet-acceptance.sbatch PROFILE "
+                    "BURN_IN`: G the profile's GPU count, T the time limit derived from the profile and the burn-in "
+                    "(docs/fleet.md gives the formula). Run it: `eval \"$(gpufabric fleet sbatch ...)\"`, or paste it.")
+    sbatch.add_argument("--profile", required=True, help="the profile every node is accepted against")
+    sbatch.add_argument("--burn-in", metavar="DURATION", help="each node's burn-in (90s, 10m, 2h) or `none` "
+                        "(default: 10m where the profile promises a burn-in, else none)")
+    sbatch.add_argument("--nodes", "-N", type=whole_number(1, 10**6), help="how many nodes (default: sbatch's, "
+                        "or give -N to sbatch yourself)")
+    sbatch.add_argument("--script", default="examples/fleet-acceptance.sbatch", help="the batch script "
+                        "(default %(default)s)")
+    sbatch.add_argument("--check", action="store_true", help="inside the job, print nothing and exit 0 when it "
+                        "asked for the profile's GPUs per node (or Slurm granted none as GRES), 4 naming the "
+                        "problem when not")
+    sbatch.set_defaults(func=cmd_fleet_sbatch)
     fabric = fleet_sub.add_parser(
         "fabric", help="measure the fabric between the nodes: one rank per node, started by your launcher",
         description="srun --ntasks-per-node=1 gpufabric fleet fabric -o reports/fleet (or torchrun, mpirun): an "
@@ -174,6 +190,32 @@ def _refused_nodes(args: argparse.Namespace, out: Path) -> tuple[bool, dict | No
         if len(refused) > 50:
             print(f"  ... and {len(refused) - 50} more", file=sys.stderr)
     return bool(refused), signatures, signed
+
+
+def cmd_fleet_sbatch(args: argparse.Namespace) -> int:
+    """The sbatch line for a profile's fleet acceptance on stdout; exit 0, or 4 for a bad profile or burn-in (with
+    --check: for a job that asked for other GPUs per node than the profile promises)."""
+    import os
+
+    from ..fleet.sbatch import allocation_problem, sbatch_line
+    from ..profile.loader import load_profile
+    from ..workloads.burn_in import parse_duration
+
+    profile = load_profile(args.profile, Path.cwd())
+    if args.check:
+        problem = allocation_problem(profile, dict(os.environ))
+        if problem:
+            print(f"gpufabric fleet sbatch: {printable(problem)}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
+    given = args.burn_in if args.burn_in is not None else ("10m" if profile.data.get("burn_in") else "none")
+    try:
+        seconds = None if given.strip().lower() == "none" else parse_duration(given)
+        print(sbatch_line(args.profile, profile, given.strip(), seconds, args.nodes, args.script))
+    except ValueError as exc:
+        print(f"gpufabric fleet sbatch: {printable(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def cmd_fleet_fabric(args: argparse.Namespace) -> int:
