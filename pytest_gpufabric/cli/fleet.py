@@ -208,7 +208,7 @@ def cmd_fleet_sbatch(args: argparse.Namespace) -> int:
             print(f"gpufabric fleet sbatch: {printable(problem)}", file=sys.stderr)
             return EXIT_USAGE
         return EXIT_OK
-    given = args.burn_in if args.burn_in is not None else ("10m" if profile.data.get("burn_in") else "none")
+    given = args.burn_in if args.burn_in is not None else ("10m" if profile.burn_in else "none")
     try:
         seconds = None if given.strip().lower() == "none" else parse_duration(given)
         print(sbatch_line(args.profile, profile, given.strip(), seconds, args.nodes, args.script))

@@ -37,10 +37,9 @@ SCRIPT = "examples/fleet-acceptance.sbatch"
 
 def time_limit_s(profile: Profile, burn_in_s: float | None) -> int:
     """The job's time limit in seconds, by the formula of this module's docstring, rounded up to 5 minutes."""
-    burn_in = profile.data.get("burn_in")
     running = SUITES_S + PER_GPU_S * profile.gpu_count
-    if burn_in is not None and burn_in_s:
-        running += burn_in_s + float(burn_in.get("chunk_s", 60))
+    if profile.has_burn_in and burn_in_s:
+        running += burn_in_s + float(profile.burn_in.get("chunk_s", 60))
     seconds = MARGIN * running + FLEET_REPORT_S
     return int(math.ceil(seconds / 300) * 300)
 
@@ -58,7 +57,7 @@ def sbatch_line(profile_spec: str, profile: Profile, burn_in: str | None, burn_i
                 nodes: int | None, script: str = SCRIPT) -> str:
     """`sbatch --nodes=N --gpus-per-node=G --time=T SCRIPT PROFILE BURN_IN`, quoted for a shell (BURN_IN `none`:
     the run leaves the burn-in out). Raises ValueError for a burn-in the profile does not promise."""
-    if burn_in_s and profile.data.get("burn_in") is None:
+    if burn_in_s and not profile.has_burn_in:
         raise ValueError(f"--burn-in {burn_in}: profile {profile.name} promises no burn-in (it has no burn_in: "
                          "section); give --burn-in none")
     argv = ["sbatch"]

@@ -128,6 +128,11 @@ class Profile:
         return self.data.get("burn_in", {})
 
     @property
+    def has_burn_in(self) -> bool:
+        """The profile has a ``burn_in`` section (its floors hold a burn-in the operator asks for)."""
+        return "burn_in" in self.data
+
+    @property
     def platform(self) -> dict:
         """The ``platform`` section: the host settings promised ({} where none, or a null section)."""
         return self.data.get("platform") or {}
