@@ -279,6 +279,28 @@ def test_a_script_failing_in_a_spare_fails_as_it_would_cold(tmp_path, spares):
     assert raised.value.returncode == 3 and "about to fail" in str(raised.value)
 
 
+def test_a_script_exiting_with_a_message_in_a_spare_exits_as_it_would_cold(tmp_path, spares):
+    ok = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
+    failing = _script(tmp_path, "says.py", "import sys\nsys.exit('no GPU to test')\n")
+    run_workload(ok, timeout_s=120)
+    with pytest.raises(WorkloadError) as raised:
+        run_workload(failing, timeout_s=120)
+    assert spares.served == 1 and raised.value.returncode == 1 and "no GPU to test" in str(raised.value)
+
+
+def test_a_spare_ends_without_the_interpreters_teardown(tmp_path, spares):
+    """The script's result is written when it returns; the teardown after it (torch's and CUDA's, here an exit
+    handler that sleeps 5 s) is not waited for in a spare."""
+    ok = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
+    slow_exit = _script(tmp_path, "slow_exit.py", "import atexit, time\natexit.register(time.sleep, 5)\n"
+                        + _REPORTS_ITSELF)
+    run_workload(ok, timeout_s=120)
+    started = time.monotonic()
+    result = run_workload(slow_exit, timeout_s=120)
+    assert spares.served == 1 and result["torch_already_imported"] is True
+    assert time.monotonic() - started < 4
+
+
 def test_a_spare_of_another_environment_is_not_used(tmp_path, spares):
     cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
     run_workload(cmd, timeout_s=120, env={**os.environ, "SPARE_TEST": "1"})
