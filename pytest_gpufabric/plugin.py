@@ -126,6 +126,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     refuse_missing_parts(session.config)
     fabric_session.discover()
+    if getattr(session.config.option, "dist", "no") == "no" or hasattr(session.config, "workerinput"):
+        # the first workload waits for its spare's torch import: start them now rather than after collection,
+        # for every measurement the profile promises (collection narrows what may run beside another)
+        fabric_session.prestart_workloads(promised_fixtures())
     from .report.html import add_environment
 
     add_environment(session.config, fabric_session)
@@ -178,6 +182,13 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
     if fabric_session.profile.data.get(platform.SECTION):
         return None
     return True if collection_path == SUITES_DIR / platform.SUITE else None
+
+
+def promised_fixtures() -> set[str]:
+    """Every measurement's fixture: prestart_workloads keeps those of the measurements the profile promises."""
+    from .measurements import REGISTRY
+
+    return {entry.fixture for entry in REGISTRY.values()}
 
 
 def fixtures_asked(item: pytest.Item) -> set[str]:
