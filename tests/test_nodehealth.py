@@ -358,8 +358,6 @@ def test_no_nvml_here_is_could_not_tell(capsys):
 
 
 def test_usage_errors_exit_2(capsys, tmp_path):
-    assert main(["health", "--replay", str(X4)]) == 2  # no profile, no accepted results
-    assert "no profile to judge the node by: give --profile" in capsys.readouterr().err
     assert main(["health", "--accepted", str(X4_ACCEPTED), "--replay", str(X4)]) == 2
     assert "the profile 'h200-nvswitch-x4-measured' the node was accepted with" in capsys.readouterr().err
     assert main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(tmp_path / "nothing")]) == 2
@@ -383,9 +381,33 @@ def test_results_in_the_current_folder_are_never_taken_as_the_nodes(tmp_path, ca
     """`gpufabric accept` leaves reports/gpufabric-results.json where it ran: health must not read it by accident."""
     (tmp_path / "reports").mkdir()
     shutil.copyfile(X4_ACCEPTED, tmp_path / "reports" / "gpufabric-results.json")
-    assert main(["health", "--replay", str(X4)]) == 2
-    err = capsys.readouterr().err
-    assert "no profile to judge the node by" in err and "gpufabric-results.json, not found" in err
+    rc, out = health(capsys, "--replay", str(X4))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no profile or accepted results; "
+                               "remedy: software or configuration")
+    assert "gpufabric-results.json, not found; the current folder is never read" in out[1]
+
+
+def test_no_profile_and_no_accepted_results_is_unknown_with_the_fix(capsys, tmp_path, monkeypatch):
+    """A healthy node with nothing to judge it by is never drained against a shipped demo profile: exit 6, the
+    fix on the next line, the JSON says no baseline."""
+    monkeypatch.setenv("GPUFABRIC_STATE_DIR", str(tmp_path / "state"))
+    rc, out = health(capsys, "--replay", str(X4))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no profile or accepted results; "
+                               "remedy: software or configuration")
+    assert "give --profile NAME|FILE" in out[1] and "gpufabric profile init" in out[1]
+    assert f"--accepted RESULTS.json, the results the node was ACCEPTED with (default {tmp_path / 'state'}" in out[1]
+    assert main(["health", "--replay", str(X4), "--json"]) == 6
+    document = json.loads(capsys.readouterr().out)
+    output.validate_result(document)
+    assert document["baseline"] is None and [f["check"] for f in document["findings"]] == ["baseline"]
+
+
+def test_the_profiles_gpu_model_is_held(capsys):
+    """A 2x H100 node judged by an H200 profile drains (software: the wrong profile, or changed boards), naming
+    both models."""
+    rc, out = health(capsys, "--profile", "h200-nvswitch-x2", "--replay", str(BUNDLES / "h100-x2-identity"))
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU0 (serial 1752624020194) H100 80GB HBM3, profile has H200 "
+                               "(+1 more); remedy: software or configuration")
 
 
 def test_only_an_accepted_run_counts_as_the_nodes_acceptance(tmp_path, capsys):
@@ -586,8 +608,10 @@ def test_the_npd_plugin_maps_our_exit_codes_onto_npds(tmp_path):
         1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; remedy: reset or reboot\n")
     assert npd("--profile h200-nvswitch-x4 --replay", str(BUNDLES / "titan-rtx-nvlink")) == (
         2, "gpufabric: UNKNOWN node no health.json in the bundle; remedy: rerun\n")
-    rc, message = npd("--replay", str(X4))  # no profile: gpufabric's usage error, Unknown to NPD
-    assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: no profile")
+    assert npd("--replay", str(X4)) == (  # nothing to judge the node by: Unknown to NPD
+        2, "gpufabric: UNKNOWN node no profile or accepted results; remedy: software or configuration\n")
+    rc, message = npd("--profile no-such-profile --replay", str(X4))  # gpufabric's usage error, Unknown to NPD
+    assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: ")
 
 
 def test_the_docs_install_it_as_health_check_program_in_five_lines():

@@ -21,7 +21,7 @@ from ..formats.typed import Unreadable
 from ..option_values import finite_number, whole_number
 from ..remedy_classes import RERUN, SOFTWARE
 from . import output
-from .baseline import ACCEPTED_ENV, PROFILE_ENV, resolve_baseline
+from .baseline import ACCEPTED_ENV, PROFILE_ENV, NoBaseline, resolve_baseline
 from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
@@ -99,17 +99,25 @@ def run_health(args: argparse.Namespace) -> int:
         raise GpuFabricError("--plant-fault plants its fault in the quick tier's workloads: give --quick")
     if not args.xid_window >= 0:
         raise GpuFabricError(f"--xid-window {args.xid_window}: give seconds, 0 or more")
-    baseline = resolve_baseline(args.profile, args.accepted)
+    try:
+        baseline, unjudged = resolve_baseline(args.profile, args.accepted), None
+    except NoBaseline as exc:  # what the node should be is not known: said, never judged by a demo profile
+        baseline, unjudged = None, Finding("baseline", UNKNOWN, "no profile or accepted results", remedy=SOFTWARE,
+                                           detail=str(exc), evidence={"why": str(exc)})
     started = time.monotonic()
     node, failure = _read_node(args.replay)
-    findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
-    notes = baseline.notes + notes
+    if unjudged is not None:
+        findings, notes = [unjudged], []
+    else:
+        findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
+        notes = baseline.notes + notes
     seconds = {"passive": round(time.monotonic() - started, 3)}
     tier = "quick" if args.quick else "passive"
     if args.quick:
-        if verdict_of(findings) == DRAIN_VERDICT or node is None:
-            notes.append("quick tier not run: " + ("the passive tier drains the node already" if node is not None
-                                                    else "the GPUs could not be read"))
+        if verdict_of(findings) == DRAIN_VERDICT or node is None or baseline is None:
+            notes.append("quick tier not run: " + ("the GPUs could not be read" if node is None else
+                                                    "nothing to judge it by" if baseline is None else
+                                                    "the passive tier drains the node already"))
         else:
             from .quick import run_quick
 
@@ -119,13 +127,15 @@ def run_health(args: argparse.Namespace) -> int:
             notes += quick_notes
             seconds["quick"] = round(time.monotonic() - began, 3)
     verdict = verdict_of(findings)
-    line = output.verdict_line(verdict, findings, node.gpu_count if node else None, baseline.profile.name)
+    line = output.verdict_line(verdict, findings, node.gpu_count if node else None,
+                               baseline.profile.name if baseline else None)
     gpus = [] if node is None else [
         {"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name, "pci_bus_id": g.pci_bus_id,
          "lost": g.lost, "not_applicable": g.not_applicable, "unreadable": g.unreadable} for g in node.gpus]
     document = output.result_document(
         verdict=verdict, line=line, tier=tier, findings=findings, notes=notes,
-        source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict(), gpus=gpus,
+        source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict() if baseline else None,
+        gpus=gpus,
         seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
         checked_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
     text = json.dumps(document, indent=1) + "\n"

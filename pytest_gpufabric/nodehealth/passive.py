@@ -184,6 +184,23 @@ class _Checker:
                      f"NVML counts {count} GPUs, profile {self.profile.name} promises {promised}", found=count,
                      promised=promised)
 
+    def gpu_model(self) -> None:
+        """Every GPU the profile's model (as the acceptance's gpu-model check matches it: the profile's model
+        within NVML's name): another model is a node judged by another machine's profile, or one rebuilt since."""
+        want = self.profile.gpu_model
+        if not want:
+            return
+        for gpu in self.answering():
+            if gpu.name is None:
+                self.add(UNKNOWN, "gpu-model", "GPU name not readable", gpu, RERUN,
+                         gpu.unreadable.get("name", f"{self.node.source}: gpus[{gpu.index}].name is not recorded"))
+            elif want.lower() not in gpu.name.lower():
+                short = [n.removeprefix("NVIDIA ") for n in (gpu.name, want)]
+                self.add(DRAIN, "gpu-model", f"{short[0]}, profile has {short[1]}", gpu, SOFTWARE,
+                         f"NVML names this GPU {gpu.name}; profile {self.profile.name} promises {want}: the node is "
+                         "judged by another machine's profile (give the node's own --profile or --accepted), or "
+                         "its boards were changed since the acceptance", found=gpu.name, promised=want)
+
     def pcie_width(self) -> None:
         want = self.profile.pcie.get("width")
         boards = {b.serial: b for b in self.baseline.boards or [] if b.serial}
@@ -412,8 +429,8 @@ class _Checker:
                      f"the kernel logged it {newest['age_s']:.0f} s before the check: {newest['text']}", **evidence)
 
 
-PASSIVE_CHECKS = ("gpus_present", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events", "temperature",
-                  "driver", "persistence", "fabric", "recovery_action", "xids")
+PASSIVE_CHECKS = ("gpus_present", "gpu_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
+                  "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")
 
 
 def passive_findings(node: NodeHealthRecord, baseline: Baseline, xid_window_s: float = DEFAULT_XID_WINDOW_S) \
