@@ -40,10 +40,12 @@ XID_79 = "NVRM: Xid (PCI:0000:00:07): 79, GPU has fallen off the bus."
 
 @pytest.fixture(autouse=True)
 def _elsewhere(tmp_path, monkeypatch):
-    """Run where no reports/gpufabric-results.json is, with no health settings from the environment."""
+    """Run where no reports/gpufabric-results.json is, with no health settings from the environment and the node's
+    state folder in tmp_path (a live check keeps its state there, never in the machine's /var/lib/gpufabric)."""
     monkeypatch.chdir(tmp_path)
-    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED", "GPUFABRIC_STATE_DIR"):
+    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED", "GPUFABRIC_BOOT_ID_FILE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUFABRIC_STATE_DIR", str(tmp_path / "node-state"))
 
 
 def planted(tmp_path: Path, edit, bundle: Path = X4) -> Path:

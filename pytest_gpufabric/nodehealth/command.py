@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import time
@@ -21,10 +22,19 @@ from ..formats.typed import Unreadable
 from ..option_values import finite_number, whole_number
 from ..remedy_classes import RERUN, SOFTWARE
 from . import output
-from .baseline import ACCEPTED_ENV, PROFILE_ENV, NoBaseline, resolve_baseline
+from .baseline import (
+    ACCEPTED_ENV,
+    DEFAULT_STATE_DIR,
+    PROFILE_ENV,
+    STATE_DIR_ENV,
+    NoBaseline,
+    resolve_baseline,
+    state_dir,
+)
 from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
+from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile
 
 HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler can use, or HEALTHY (0)"
 
@@ -55,6 +65,16 @@ def add_health_parser(sub, func) -> None:
                         default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
                         help="Xid lines younger than this are judged (default %(default)g); older ones stay in the "
                              "kernel log after the reset that cleared them")
+    health.add_argument("--state-dir", metavar="DIR",
+                        help="the folder of the node's health state (health-state.json: the drains remembered "
+                             f"between runs; default ${STATE_DIR_ENV}, else {DEFAULT_STATE_DIR}); a --replay keeps "
+                             "no state unless given one")
+    health.add_argument("--clear", metavar="CHECK|all", help="lift the held drains of CHECK (a check such as xid or "
+                        "quick-gemm, or a drain's key) or all of them, recorded with --by; runs no check")
+    health.add_argument("--by", metavar="NAME", help="with --clear: who lifts the drain (recorded in the state)")
+    health.add_argument("--now", type=finite_number(0, 1e11), metavar="UNIX_SECONDS",
+                        help="judge as at this time (tests, replays): the state's times, and a replayed record's Xid "
+                             "lines age by the time since it was recorded")
     health.add_argument("--plant-fault", type=whole_number(0, 4095), metavar="CUDA_INDEX",
                         help="with --quick: one wrong GEMM element and one flipped memory bit on this device, to prove "
                              "the check catches them (tests, demonstrations)")
@@ -92,9 +112,76 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
         return None, Finding("health-record", UNKNOWN, "NVML record not readable", remedy=RERUN, detail=str(exc))
 
 
+def _state_folder(args: argparse.Namespace) -> Path | None:
+    """Where the node's state is kept: --state-dir, else (live) $GPUFABRIC_STATE_DIR or its default; a replay keeps
+    none unless --state-dir names one (a bundle is not this node)."""
+    if args.state_dir:
+        return Path(args.state_dir)
+    return None if args.replay else state_dir(dict(os.environ))
+
+
+def _run_clear(args: argparse.Namespace, folder: Path | None, now: float) -> int:
+    if folder is None:
+        raise GpuFabricError("--clear with --replay: give --state-dir, the state to clear")
+    if not args.by or not args.by.strip():
+        raise GpuFabricError("--clear needs --by NAME: who lifts the drain is recorded")
+    with locked(folder):
+        try:
+            state = load_state(folder)
+        except StateUnreadable as exc:
+            raise GpuFabricError(f"the health state cannot be read, nothing cleared: {exc}") from None
+        keys = clear(state, args.clear, args.by.strip(), now, boot_id())
+        if not keys:
+            held = ", ".join(sorted(state.drains)) or "none"
+            raise GpuFabricError(f"--clear {args.clear}: no held drain of that check (held: {held})")
+        state.save()
+    print(f"gpufabric: cleared {', '.join(keys)} by {args.by.strip()}")
+    return 0
+
+
+def _on_cpu(profile) -> bool:
+    return ((profile.data.get("burn_in") or {}).get("device")) == "cpu"
+
+
+def _aged(node: NodeHealthRecord, now: float) -> None:
+    """A replayed record judged --now: its Xid lines are older by the time since it was recorded."""
+    try:
+        recorded = datetime.fromisoformat(str(node.recorded_at)).timestamp()
+    except ValueError:
+        return
+    for xid in node.kernel_log.xids:
+        xid["age_s"] = round(xid["age_s"] + max(now - recorded, 0.0), 3)
+
+
+def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float) \
+        -> tuple[list[Finding], list[str]]:
+    """The run's findings with the drains the state holds (state.py), the state saved; a state that cannot be read
+    or written is an unknown finding naming it, never silently reset."""
+    try:
+        with locked(folder):
+            state = load_state(folder)
+            findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now, boot=boot_id())
+            state.save()
+            return findings, notes
+    except StateUnreadable as exc:
+        return findings + [Finding("health-state", UNKNOWN, "health state not readable", remedy=SOFTWARE,
+                                   evidence={"why": str(exc)},
+                                   detail=f"{exc}: the drains it holds cannot be told; look at it, then move it "
+                                          "aside (the next run starts a new one)")], []
+    except OSError as exc:
+        return findings + [Finding("health-state", UNKNOWN, "health state not writable", remedy=SOFTWARE,
+                                   evidence={"why": str(exc)},
+                                   detail=f"{folder}: {exc}: drains cannot be remembered between runs (run as root, "
+                                          f"or set {STATE_DIR_ENV})")], []
+
+
 def run_health(args: argparse.Namespace) -> int:
-    if args.quick and args.replay:
-        raise GpuFabricError("--quick runs workloads on this machine's GPUs: it cannot replay a bundle")
+    now = args.now if args.now is not None else time.time()
+    folder = _state_folder(args)
+    if args.clear is not None:
+        return _run_clear(args, folder, now)
+    if args.by is not None:
+        raise GpuFabricError("--by goes with --clear")
     if args.plant_fault is not None and not args.quick:
         raise GpuFabricError("--plant-fault plants its fault in the quick tier's workloads: give --quick")
     if not args.xid_window >= 0:
@@ -104,8 +191,13 @@ def run_health(args: argparse.Namespace) -> int:
     except NoBaseline as exc:  # what the node should be is not known: said, never judged by a demo profile
         baseline, unjudged = None, Finding("baseline", UNKNOWN, "no profile or accepted results", remedy=SOFTWARE,
                                            detail=str(exc), evidence={"why": str(exc)})
+    if args.quick and args.replay and not (baseline and _on_cpu(baseline.profile)):
+        raise GpuFabricError("--quick runs workloads on this machine's GPUs: it cannot replay a bundle (a profile "
+                             "with burn_in.device: cpu runs its CPU stand-ins beside a replay: tests)")
     started = time.monotonic()
     node, failure = _read_node(args.replay)
+    if node is not None and args.replay and args.now is not None:
+        _aged(node, now)
     if unjudged is not None:
         findings, notes = [unjudged], []
     else:
@@ -126,6 +218,10 @@ def run_health(args: argparse.Namespace) -> int:
             findings += quick_findings
             notes += quick_notes
             seconds["quick"] = round(time.monotonic() - began, 3)
+    if folder is not None:
+        ran = "quick" if "quick" in seconds else "passive"
+        findings, state_notes = _with_state(folder, findings, ran, node is not None and baseline is not None, now)
+        notes += state_notes
     verdict = verdict_of(findings)
     line = output.verdict_line(verdict, findings, node.gpu_count if node else None,
                                baseline.profile.name if baseline else None)
@@ -137,7 +233,7 @@ def run_health(args: argparse.Namespace) -> int:
         source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict() if baseline else None,
         gpus=gpus,
         seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
-        checked_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
+        checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
     text = json.dumps(document, indent=1) + "\n"
     if args.json and args.json != "-":
         output.write_atomically(Path(args.json), text)
