@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from ..errors import GpuFabricError, HardwareUnavailable
 from ..formats.typed import Unreadable
 from ..option_values import finite_number, whole_number
-from ..remedy_classes import RERUN, SOFTWARE
+from ..remedy_classes import RERUN, RESET, SOFTWARE
 from . import output
 from .baseline import (
     ACCEPTED_ENV,
@@ -36,6 +37,10 @@ from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
 from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile
 
+#: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
+TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
+#: below slurmd's HealthCheckProgram kill (60 s), the interpreter's start included
+DEFAULT_DEADLINE_S = 50.0
 HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler can use, or HEALTHY (0)"
 
 
@@ -59,12 +64,20 @@ def add_health_parser(sub, func) -> None:
     health.add_argument("--quick", action="store_true", help="also run the quick workloads (needs torch; live only)")
     health.add_argument("--json", nargs="?", const="-", metavar="FILE", help="the result as JSON: on standard output "
                         "instead of the text, or into FILE (replaced atomically) beside the text")
-    health.add_argument("--prom", metavar="FILE", help="also write the node_exporter textfile (replaced atomically), "
-                        "e.g. /var/lib/node_exporter/textfile/gpufabric_health.prom")
+    health.add_argument("--prom", metavar="DIR|FILE", help="also write the node_exporter textfile (replaced "
+                        "atomically, also on errors): into a folder, one file per tier (gpufabric-health-passive.prom, "
+                        "gpufabric-health-quick.prom), e.g. /var/lib/node_exporter/textfile/; or the FILE named")
     health.add_argument("--xid-window", type=finite_number(0, 10 * 365 * 86400),
                         default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
                         help="Xid lines younger than this are judged (default %(default)g); older ones stay in the "
                              "kernel log after the reset that cleared them")
+    health.add_argument("--deadline", type=finite_number(0, 86400, above_low=True), default=DEFAULT_DEADLINE_S,
+                        metavar="SECONDS", help="say UNKNOWN 'could not finish in N s' (exit 6) when the reads and "
+                        "workloads have not returned by then (default %(default)g: inside slurmd's 60 s kill of a "
+                        "HealthCheckProgram; give the epilog's quick tier more)")
+    health.add_argument("--reason", action="store_true",
+                        help="print the scheduler's drain reason first (the board and fault in its first 20 "
+                             "characters, as sinfo -R shows them: 'gpufabric GPU3 xid79: ...'), then the verdict line")
     health.add_argument("--state-dir", metavar="DIR",
                         help="the folder of the node's health state (health-state.json: the drains remembered "
                              f"between runs; default ${STATE_DIR_ENV}, else {DEFAULT_STATE_DIR}); a --replay keeps "
@@ -176,10 +189,21 @@ def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: boo
 
 
 def run_health(args: argparse.Namespace) -> int:
+    """The check, within --deadline; its outputs (--json FILE, --prom) written whatever the exit, usage errors
+    included."""
     now = args.now if args.now is not None else time.time()
     folder = _state_folder(args)
     if args.clear is not None:
         return _run_clear(args, folder, now)
+    try:
+        return _check(args, now, folder)
+    except GpuFabricError as exc:
+        _write_outputs(args, output.error_document(str(exc), "quick" if args.quick else "passive", now,
+                                                   socket.gethostname(), args.replay), now)
+        raise
+
+
+def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
     if args.by is not None:
         raise GpuFabricError("--by goes with --clear")
     if args.plant_fault is not None and not args.quick:
@@ -194,30 +218,17 @@ def run_health(args: argparse.Namespace) -> int:
     if args.quick and args.replay and not (baseline and _on_cpu(baseline.profile)):
         raise GpuFabricError("--quick runs workloads on this machine's GPUs: it cannot replay a bundle (a profile "
                              "with burn_in.device: cpu runs its CPU stand-ins beside a replay: tests)")
-    started = time.monotonic()
-    node, failure = _read_node(args.replay)
-    if node is not None and args.replay and args.now is not None:
-        _aged(node, now)
-    if unjudged is not None:
-        findings, notes = [unjudged], []
+    progress = {"stage": "starting"}
+    judged = within_deadline(lambda: _judge(args, baseline, unjudged, now, progress), args.deadline)
+    if judged is None:  # the reads or workloads did not return: said, the held drains kept, outputs written
+        node, seconds, notes = None, {"passive": float(args.deadline)}, []
+        findings = [Finding("deadline", UNKNOWN, f"could not finish in {args.deadline:g} s", remedy=RESET,
+                            evidence={"deadline_s": args.deadline, "stage": progress["stage"]},
+                            detail=f"still {progress['stage']} after --deadline {args.deadline:g} s: a hung NVML "
+                                   "call or driver (a GPU that stopped answering; dmesg: Xid 79, 119) or a hung "
+                                   "workload; nothing it had read is judged")]
     else:
-        findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
-        notes = baseline.notes + notes
-    seconds = {"passive": round(time.monotonic() - started, 3)}
-    tier = "quick" if args.quick else "passive"
-    if args.quick:
-        if verdict_of(findings) == DRAIN_VERDICT or node is None or baseline is None:
-            notes.append("quick tier not run: " + ("the GPUs could not be read" if node is None else
-                                                    "nothing to judge it by" if baseline is None else
-                                                    "the passive tier drains the node already"))
-        else:
-            from .quick import run_quick
-
-            began = time.monotonic()
-            quick_findings, quick_notes, _ = run_quick(node, baseline, plant_fault=args.plant_fault)
-            findings += quick_findings
-            notes += quick_notes
-            seconds["quick"] = round(time.monotonic() - began, 3)
+        node, findings, notes, seconds = judged
     if folder is not None:
         ran = "quick" if "quick" in seconds else "passive"
         findings, state_notes = _with_state(folder, findings, ran, node is not None and baseline is not None, now)
@@ -229,20 +240,85 @@ def run_health(args: argparse.Namespace) -> int:
         {"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name, "pci_bus_id": g.pci_bus_id,
          "lost": g.lost, "not_applicable": g.not_applicable, "unreadable": g.unreadable} for g in node.gpus]
     document = output.result_document(
-        verdict=verdict, line=line, tier=tier, findings=findings, notes=notes,
+        verdict=verdict, line=line, tier="quick" if args.quick else "passive", findings=findings, notes=notes,
         source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict() if baseline else None,
-        gpus=gpus,
-        seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
+        gpus=gpus, seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
         checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
-    text = json.dumps(document, indent=1) + "\n"
-    if args.json and args.json != "-":
-        output.write_atomically(Path(args.json), text)
-    if args.prom:
-        output.write_atomically(Path(args.prom), output.prom_text(document, time.time()))
+    _write_outputs(args, document, now)
     if args.json == "-":
-        sys.stdout.write(text)
+        sys.stdout.write(json.dumps(document, indent=1) + "\n")
     else:
+        if args.reason:
+            print(document["reason"])
         print(line)
         for detail in output.detail_lines(findings, notes):
             print(detail)
+    if judged is None:  # the worker thread is still in its hung call: leave without waiting for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_CODES[verdict])
     return EXIT_CODES[verdict]
+
+
+def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: float, progress: dict) \
+        -> tuple[NodeHealthRecord | None, list[Finding], list[str], dict[str, float]]:
+    """Read the node and judge it (the passive tier, then the quick one): (node, findings, notes, seconds)."""
+    started = time.monotonic()
+    progress["stage"] = "reading the GPUs (NVML) and the kernel log" if not args.replay else f"reading {args.replay}"
+    delay = os.environ.get(TEST_READ_DELAY_ENV)
+    if delay:
+        time.sleep(float(delay))  # tests: a reader that hangs
+    node, failure = _read_node(args.replay)
+    if node is not None and args.replay and args.now is not None:
+        _aged(node, now)
+    progress["stage"] = "judging the passive tier"
+    if unjudged is not None:
+        findings, notes = [unjudged], []
+    else:
+        findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
+        notes = baseline.notes + notes
+    seconds = {"passive": round(time.monotonic() - started, 3)}
+    if args.quick:
+        if verdict_of(findings) == DRAIN_VERDICT or node is None or baseline is None:
+            notes.append("quick tier not run: " + ("the GPUs could not be read" if node is None else
+                                                    "nothing to judge it by" if baseline is None else
+                                                    "the passive tier drains the node already"))
+        else:
+            from .quick import run_quick
+
+            progress["stage"] = "running the quick tier's workloads"
+            began = time.monotonic()
+            quick_findings, quick_notes, _ = run_quick(node, baseline, plant_fault=args.plant_fault)
+            findings += quick_findings
+            notes += quick_notes
+            seconds["quick"] = round(time.monotonic() - began, 3)
+    return node, findings, notes, seconds
+
+
+def within_deadline(work, deadline_s: float):
+    """``work()``'s value, or None when it has not returned within ``deadline_s`` (it runs in a daemon thread: a
+    hung NVML call cannot be interrupted, only left behind). Its exception is raised here."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="gpufabric-health", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if worker.is_alive():
+        return None
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _write_outputs(args: argparse.Namespace, document: dict, now: float) -> None:
+    if args.json and args.json != "-":
+        output.write_atomically(Path(args.json), json.dumps(document, indent=1) + "\n")
+    if args.prom:
+        output.write_atomically(output.prom_path(Path(args.prom), document["tier"]),
+                                output.prom_text(document, time.time()))

@@ -9,6 +9,14 @@ only the nodes it drained itself::
     gpufabric: DRAIN GPU1 (serial 1653724062199) PCIe x8, the profile promises x16 (+2 more); remedy: reseat or recable
     gpufabric: UNKNOWN GPU0 (serial 1653724025850) remapped rows pending not readable; remedy: rerun
     gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)
+
+The scheduler's reason (``reason`` in the JSON, first with ``--reason``) puts the board and a fault word in its first
+20 characters, all that ``sinfo -R`` shows, and starts ``gpufabric `` (the Slurm example's own drains)::
+
+    gpufabric GPU3 xid79: Xid 79 fell off the bus, serial 1653724034047; reset
+    gpufabric GPU1 rrpend: rows pending remapping, serial 1653824128984 (+1 more); reset
+    gpufabric node hung: could not finish in 50 s; reset
+    gpufabric ok: HEALTHY 4 GPUs, profile h200-nvswitch-x4
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, remedy_classes
 from ..formats.clean import clean_line
 from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
 
@@ -59,6 +67,47 @@ def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, p
     return _fit(f"{PREFIX}{verdict} {_clean(first.board)} ", _clean(first.what), tail)
 
 
+#: a check's fault word in the scheduler's reason (a few characters: sinfo -R shows 20 of the whole reason)
+FAULT_WORDS = {
+    "gpu-lost": "lost", "gpu-handle": "handle", "gpu-count": "count", "gpu-not-in-nvml": "offbus",
+    "gpu-record": "record", "gpu-serial": "serial", "board-swapped": "swap", "board-missing": "gone",
+    "accepted-boards": "notme", "gpu-model": "model", "pcie-width": "pcie", "nvlink-state": "nvlink",
+    "ecc-mode": "eccoff", "ecc-uncorrected": "ecc", "remapped-rows-failure": "rrfail",
+    "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
+    "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
+    "recovery-action": "recov", "quick-gemm": "gemm", "quick-hbm": "hbm", "quick-memory-pattern": "mempat",
+    "quick-tier": "quick", "deadline": "hung", "baseline": "noprof", "health-state": "state",
+    "health-record": "record", "nvml": "nvml", "usage": "usage",
+}
+REASON_PREFIX = "gpufabric "
+
+
+def fault_word(finding: Finding) -> str:
+    """``xid79``, ``rrpend``, ``temp?`` (a reading that could not be had): the fault in a word."""
+    if finding.check == "xid" and isinstance(finding.evidence.get("xid"), int):
+        word = f"xid{finding.evidence['xid']}"
+    else:
+        word = FAULT_WORDS.get(finding.check, finding.check.replace("-", "")[:8])
+    unsure = finding.severity == UNKNOWN and finding.check not in ("deadline", "baseline", "health-state", "usage")
+    return word + ("?" if unsure else "")
+
+
+def scheduler_reason(verdict: str, findings: list[Finding], line: str) -> str:
+    """The drain reason a scheduler keeps: ``gpufabric GPU3 xid79: what, serial S (+N more); remedy-word``."""
+    if verdict == HEALTHY:
+        return _fit(REASON_PREFIX + "ok: ", line.removeprefix(PREFIX), "")
+    severity = DRAIN if verdict == DRAIN_VERDICT else UNKNOWN
+    first = headline(findings, severity)
+    if first is None:
+        return f"{REASON_PREFIX}node {verdict.lower()}: {line.removeprefix(PREFIX)}"[:MAX_LINE]
+    board = "node" if first.gpu is None else f"GPU{first.gpu}"
+    others = sum(1 for f in findings if f.severity == severity) - 1
+    serial = f", serial {_clean(first.serial)}" if first.serial else ""
+    tail = serial + (f" (+{others} more)" if others else "") + (
+        f"; {remedy_classes.SHORT.get(first.remedy, '')}" if first.remedy else "")
+    return _fit(f"{REASON_PREFIX}{board} {fault_word(first)}: ", _clean(first.what), _clean(tail))
+
+
 def detail_lines(findings: list[Finding], notes: list[str]) -> list[str]:
     """The lines after the first: every finding (drains first), then the notes."""
     order = {DRAIN: 0, UNKNOWN: 1, WARN: 2}
@@ -74,10 +123,26 @@ def result_document(*, verdict: str, line: str, tier: str, findings: list[Findin
                     baseline: dict, gpus: list[dict], seconds: dict[str, float], host: str | None,
                     checked_at: str, replay: str | None) -> dict:
     return {"format": FORMAT, "plugin_version": __version__, "verdict": verdict, "exit_code": EXIT_CODES[verdict],
-            "line": line, "tier": tier, "checked_at": checked_at, "host": host, "source": source, "replay": replay,
+            "line": line, "reason": scheduler_reason(verdict, findings, line),
+            "tier": tier, "checked_at": checked_at, "host": host, "source": source, "replay": replay,
             "baseline": baseline, "gpus": gpus, "seconds": seconds,
             "counts": {s: sum(1 for f in findings if f.severity == s) for s in (DRAIN, UNKNOWN, WARN)},
             "findings": [f.to_dict() for f in findings], "notes": notes}
+
+
+def error_document(message: str, tier: str, now: float, host: str | None, replay: str | None) -> dict:
+    """The result of a run that could not check (a usage error: exit 2), so that its files still say so."""
+    from datetime import datetime, timezone
+
+    finding = Finding("usage", UNKNOWN, "usage error", remedy=remedy_classes.SOFTWARE, detail=message,
+                      evidence={"error": message})
+    document = result_document(
+        verdict=UNKNOWN_VERDICT, line=_fit(f"{PREFIX}{UNKNOWN_VERDICT} node usage error: ", _clean(message), ""),
+        tier=tier, findings=[finding], notes=[], source=replay or "NVML", baseline=None, gpus=[],
+        seconds={"passive": 0.0}, host=host, checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(
+            timespec="seconds"), replay=replay)
+    document["exit_code"] = 2
+    return document
 
 
 def validate_result(document: dict) -> None:
@@ -102,6 +167,11 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def prom_path(target: Path, tier: str) -> Path:
+    """--prom's file: in a folder, the tier's own (a passive run never overwrites the quick tier's series)."""
+    return target / f"gpufabric-health-{tier}.prom" if target.is_dir() else target
 
 
 def _label(value: object) -> str:
