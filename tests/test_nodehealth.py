@@ -445,11 +445,11 @@ def test_json_and_prom_files_are_written_beside_the_text(capsys, tmp_path):
     document = json.loads(result.read_text())
     output.validate_result(document)
     text = prom.read_text()
-    assert 'gpufabric_health_verdict{verdict="DRAIN",tier="passive"} 1' in text
-    assert 'gpufabric_health_verdict{verdict="HEALTHY",tier="passive"} 0' in text
-    assert "gpufabric_health_exit_code 1" in text
-    assert ('gpufabric_health_finding{check="remapped-rows-pending",severity="drain",gpu="1",'
-            'serial="1653824128984",remedy="reset",what="rows pending remapping"} 1') in text
+    assert 'gpufabric_health_verdict{tier="passive",verdict="DRAIN"} 1' in text
+    assert 'gpufabric_health_verdict{tier="passive",verdict="HEALTHY"} 0' in text
+    assert 'gpufabric_health_exit_code{tier="passive"} 1' in text
+    assert ('gpufabric_health_check_status{tier="passive",gpu="1",uuid="GPU-8478a18a-03bc-4e21-8f4a-dc9fe8884ef9",'
+            'pci_bus_id="00000000:00:07.0",serial="1653824128984",check="memory-repair"} 1') in text
     assert sorted(p.name for p in out_dir.iterdir()) == ["gpufabric_health.prom", "health.json"]  # no temporaries
 
 

@@ -45,7 +45,7 @@ def test_a_hung_read_is_unknown_within_the_deadline_with_its_files(tmp_path):
     document = json.loads((tmp_path / "h.json").read_text())
     output.validate_result(document)
     assert document["findings"][0]["evidence"] == {"deadline_s": 1.0, "stage": f"reading {X4}"}
-    assert "gpufabric_health_exit_code 6" in (tmp_path / "prom" / "gpufabric-health-passive.prom").read_text()
+    assert 'gpufabric_health_exit_code{tier="passive"} 6' in (tmp_path / "prom" / "gpufabric-health-passive.prom").read_text()
 
 
 def test_a_usage_error_still_writes_its_files(capsys, tmp_path):
@@ -59,7 +59,7 @@ def test_a_usage_error_still_writes_its_files(capsys, tmp_path):
     assert document["line"].startswith("gpufabric: UNKNOWN node usage error: ")
     assert document["reason"].startswith("gpufabric node usage: usage error")
     assert document["findings"][0]["detail"] in err
-    assert "gpufabric_health_exit_code 2" in prom.read_text()
+    assert 'gpufabric_health_exit_code{tier="passive"} 2' in prom.read_text()
 
 
 @pytest.mark.parametrize("edit,reason", [

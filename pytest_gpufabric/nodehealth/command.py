@@ -33,6 +33,7 @@ from .baseline import (
     state_dir,
 )
 from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
+from .metrics import prom_text
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
 from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile
@@ -166,26 +167,27 @@ def _aged(node: NodeHealthRecord, now: float) -> None:
         xid["age_s"] = round(xid["age_s"] + max(now - recorded, 0.0), 3)
 
 
-def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float) \
-        -> tuple[list[Finding], list[str]]:
+def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float,
+                gpus: list[dict]) -> tuple[list[Finding], list[str], list[dict]]:
     """The run's findings with the drains the state holds (state.py), the state saved; a state that cannot be read
-    or written is an unknown finding naming it, never silently reset."""
+    or written is an unknown finding naming it, never silently reset. The third value: the node's last known GPUs."""
     try:
         with locked(folder):
             state = load_state(folder)
-            findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now, boot=boot_id())
+            findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now, boot=boot_id(),
+                                        gpus=gpus)
             state.save()
-            return findings, notes
+            return findings, notes, state.known_gpus()
     except StateUnreadable as exc:
         return findings + [Finding("health-state", UNKNOWN, "health state not readable", remedy=SOFTWARE,
                                    evidence={"why": str(exc)},
                                    detail=f"{exc}: the drains it holds cannot be told; look at it, then move it "
-                                          "aside (the next run starts a new one)")], []
+                                          "aside (the next run starts a new one)")], [], []
     except OSError as exc:
         return findings + [Finding("health-state", UNKNOWN, "health state not writable", remedy=SOFTWARE,
                                    evidence={"why": str(exc)},
                                    detail=f"{folder}: {exc}: drains cannot be remembered between runs (run as root, "
-                                          f"or set {STATE_DIR_ENV})")], []
+                                          f"or set {STATE_DIR_ENV})")], [], []
 
 
 def run_health(args: argparse.Namespace) -> int:
@@ -199,7 +201,7 @@ def run_health(args: argparse.Namespace) -> int:
         return _check(args, now, folder)
     except GpuFabricError as exc:
         _write_outputs(args, output.error_document(str(exc), "quick" if args.quick else "passive", now,
-                                                   socket.gethostname(), args.replay), now)
+                                                   socket.gethostname(), args.replay), [])
         raise
 
 
@@ -229,22 +231,24 @@ def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
                                    "workload; nothing it had read is judged")]
     else:
         node, findings, notes, seconds = judged
+    gpus = [] if node is None else [
+        {"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name, "pci_bus_id": g.pci_bus_id,
+         "lost": g.lost, "not_applicable": g.not_applicable, "unreadable": g.unreadable} for g in node.gpus]
+    known_gpus: list[dict] = []
     if folder is not None:
         ran = "quick" if "quick" in seconds else "passive"
-        findings, state_notes = _with_state(folder, findings, ran, node is not None and baseline is not None, now)
+        findings, state_notes, known_gpus = _with_state(folder, findings, ran,
+                                                        node is not None and baseline is not None, now, gpus)
         notes += state_notes
     verdict = verdict_of(findings)
     line = output.verdict_line(verdict, findings, node.gpu_count if node else None,
                                baseline.profile.name if baseline else None)
-    gpus = [] if node is None else [
-        {"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name, "pci_bus_id": g.pci_bus_id,
-         "lost": g.lost, "not_applicable": g.not_applicable, "unreadable": g.unreadable} for g in node.gpus]
     document = output.result_document(
         verdict=verdict, line=line, tier="quick" if args.quick else "passive", findings=findings, notes=notes,
         source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict() if baseline else None,
         gpus=gpus, seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
         checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
-    _write_outputs(args, document, now)
+    _write_outputs(args, document, known_gpus)
     if args.json == "-":
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
     else:
@@ -316,9 +320,9 @@ def within_deadline(work, deadline_s: float):
     return box["value"]
 
 
-def _write_outputs(args: argparse.Namespace, document: dict, now: float) -> None:
+def _write_outputs(args: argparse.Namespace, document: dict, known_gpus: list[dict]) -> None:
     if args.json and args.json != "-":
         output.write_atomically(Path(args.json), json.dumps(document, indent=1) + "\n")
     if args.prom:
         output.write_atomically(output.prom_path(Path(args.prom), document["tier"]),
-                                output.prom_text(document, time.time()))
+                                prom_text(document, time.time(), known_gpus))

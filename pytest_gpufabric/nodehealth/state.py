@@ -78,6 +78,12 @@ class HealthState:
     cleared: list[dict] = field(default_factory=list)
     last_check: dict | None = None
 
+    def known_gpus(self) -> list[dict]:
+        """The boards the last run that read any saw: index, uuid, pci_bus_id, serial."""
+        gpus = (self.last_check or {}).get("gpus") if isinstance(self.last_check, dict) else None
+        return [g for g in gpus if isinstance(g, dict) and isinstance(g.get("index"), int)] \
+            if isinstance(gpus, list) else []
+
     def to_dict(self) -> dict:
         return {"format": FORMAT, "drains": [self.drains[k] for k in sorted(self.drains)],
                 "cleared": self.cleared[-CLEARED_KEPT:], "last_check": self.last_check}
@@ -134,8 +140,9 @@ def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool
 
 
 def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_read: bool, now: float,
-              boot: str | None) -> tuple[list[Finding], list[str]]:
-    """Hold, keep or lift the drains (the module says how): the findings with the held drains added, and notes."""
+              boot: str | None, gpus: list[dict] | None = None) -> tuple[list[Finding], list[str]]:
+    """Hold, keep or lift the drains (the module says how): the findings with the held drains added, and notes.
+    ``gpus``: the boards the run read (kept as the node's last known, for the metrics of a run that reads none)."""
     notes: list[str] = []
     found: dict[str, Finding] = {}
     kept: list[Finding] = []
@@ -181,7 +188,8 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                                                   "kept_because": why},
                             f"drained by the {entry['tier']} tier since {entry['first_seen']} and held: {why} "
                             f"(gpufabric health --clear {entry['check']} --by NAME lifts it; {state.path})"))
-    state.last_check = {"at": _iso(now), "tier": tier, "boot_id": boot}
+    known = [{k: g.get(k) for k in ("index", "uuid", "pci_bus_id", "serial")} for g in gpus or []]
+    state.last_check = {"at": _iso(now), "tier": tier, "boot_id": boot, "gpus": known or state.known_gpus()}
     return kept, notes
 
 
