@@ -45,7 +45,8 @@ def test_a_hung_read_is_unknown_within_the_deadline_with_its_files(tmp_path):
     document = json.loads((tmp_path / "h.json").read_text())
     output.validate_result(document)
     assert document["findings"][0]["evidence"] == {"deadline_s": 1.0, "stage": f"reading {X4}"}
-    assert 'gpufabric_health_exit_code{tier="passive"} 6' in (tmp_path / "prom" / "gpufabric-health-passive.prom").read_text()
+    prom = (tmp_path / "prom" / "gpufabric-health-passive.prom").read_text()
+    assert 'gpufabric_health_exit_code{tier="passive"} 6' in prom
 
 
 def test_a_usage_error_still_writes_its_files(capsys, tmp_path):

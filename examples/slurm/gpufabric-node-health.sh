@@ -96,22 +96,39 @@ drain() {
     "$scontrol" update NodeName="$node" State=DRAIN Reason="$1"
 }
 
-# gpufabric wrote no .prom this run (not found, killed, a bad option): write one that says the exit status
+# gpufabric wrote no .prom this run (not found, killed, a bad option): rewrite the tier's last one with every check
+# "could not tell" (2), so that its series stay the same; or, where there is none yet, one saying the exit status
 error_prom() {
     local target=${GPUFABRIC_HEALTH_PROM:-}
     [ -n "$target" ] || return 0
     [ -d "$target" ] && target="$target/gpufabric-health-$tier.prom"
     [ -n "$started" ] && [ "$target" -nt "$started" ] && return 0
-    local tmp
+    local tmp checks
     tmp=$(mktemp "$(dirname "$target")/.gpufabric-health.XXXXXX") || return 0
-    {
-        echo "# HELP gpufabric_health_exit_code Exit status of the last check: 0 healthy, 1 drain, 6 could not tell."
-        echo "# TYPE gpufabric_health_exit_code gauge"
-        echo "gpufabric_health_exit_code{tier=\"$tier\"} $rc"
-        echo "# HELP gpufabric_health_last_run_timestamp_seconds When the last check ended (Unix time)."
-        echo "# TYPE gpufabric_health_last_run_timestamp_seconds gauge"
-        echo "gpufabric_health_last_run_timestamp_seconds{tier=\"$tier\"} $(date +%s)"
-    } > "$tmp" && chmod 644 "$tmp" && mv -f "$tmp" "$target"
+    if [ -s "$target" ]; then
+        checks=$(grep -c '^gpufabric_health_\(node_\)\?check_status{' "$target")
+        sed -e 's/^\(gpufabric_health_\(node_\)\?check_status{[^}]*}\) .*/\1 2/' \
+            -e 's/^\(gpufabric_health_exit_code{[^}]*}\) .*/\1 '"$rc"'/' \
+            -e 's/^\(gpufabric_health_verdict{[^}]*verdict="UNKNOWN"}\) .*/\1 1/' \
+            -e 's/^\(gpufabric_health_verdict{[^}]*verdict="\(HEALTHY\|DRAIN\)"}\) .*/\1 0/' \
+            -e 's/^\(gpufabric_health_checks{[^}]*outcome="judged"}\) .*/\1 0/' \
+            -e 's/^\(gpufabric_health_checks{[^}]*outcome="not_readable"}\) .*/\1 '"$checks"'/' \
+            -e 's/^\(gpufabric_health_findings{[^}]*severity="unknown"}\) .*/\1 1/' \
+            -e 's/^\(gpufabric_health_findings{[^}]*severity="\(drain\|warn\)"}\) .*/\1 0/' \
+            -e 's/^\(gpufabric_health_\(drain_remedy\|seconds\){[^}]*}\) .*/\1 0/' \
+            -e 's/^\(gpufabric_health_last_run_timestamp_seconds{[^}]*}\) .*/\1 '"$(date +%s)"'/' \
+            "$target" > "$tmp"
+    else
+        {
+            echo "# HELP gpufabric_health_exit_code Exit status of the last check: 0 healthy, 1 drain, 6 could not tell."
+            echo "# TYPE gpufabric_health_exit_code gauge"
+            echo "gpufabric_health_exit_code{tier=\"$tier\"} $rc"
+            echo "# HELP gpufabric_health_last_run_timestamp_seconds When the last check ended (Unix time)."
+            echo "# TYPE gpufabric_health_last_run_timestamp_seconds gauge"
+            echo "gpufabric_health_last_run_timestamp_seconds{tier=\"$tier\"} $(date +%s)"
+        } > "$tmp"
+    fi
+    chmod 644 "$tmp" && mv -f "$tmp" "$target"
 }
 
 case $rc in

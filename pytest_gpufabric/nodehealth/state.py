@@ -166,6 +166,8 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                 "key": key, "check": finding.check, "tier": tier_of(finding), "gpu": finding.gpu,
                 "serial": finding.serial, "what": finding.what, "remedy": finding.remedy, "boot_id": boot,
                 "first_seen": _iso(now), "first_seen_s": now}
+            if finding.check == "xid":
+                entry["xid"] = finding.evidence.get("xid")
         elif TIERS[tier_of(finding)] > TIERS[entry["tier"]]:
             entry["tier"] = tier_of(finding)
         if finding.remedy in NEEDS_RESET and entry.get("boot_id") != boot:
@@ -185,7 +187,8 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
         kept.append(Finding(entry["check"], DRAIN, entry["what"], entry.get("gpu"), entry.get("serial"),
                             entry.get("remedy"), {"held": True, "key": key, "tier": entry["tier"],
                                                   "first_seen": entry["first_seen"], "boot_id": entry.get("boot_id"),
-                                                  "kept_because": why},
+                                                  "kept_because": why,
+                                                  **({"xid": entry["xid"]} if "xid" in entry else {})},
                             f"drained by the {entry['tier']} tier since {entry['first_seen']} and held: {why} "
                             f"(gpufabric health --clear {entry['check']} --by NAME lifts it; {state.path})"))
     known = [{k: g.get(k) for k in ("index", "uuid", "pci_bus_id", "serial")} for g in gpus or []]
