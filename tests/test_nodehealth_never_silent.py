@@ -88,3 +88,24 @@ def test_the_deadline_is_inside_slurmds_kill(capsys):
         main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(X4), "--deadline", "0"])
     assert exited.value.code == 2
     assert "argument --deadline: '0': give a number in (0, 86400]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code,rc,line", [
+    (46, 1, "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 46 GPU stopped processing; remedy: reset or reboot"),
+    (54, 1, "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 54 Auxiliary power is not connected to the GPU board; "
+            "remedy: reseat or recable"),
+    (158, 1, "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 158 GPU Fatal Timeout; remedy: reset or reboot"),
+    (13, 0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)"),
+], ids=["46 reset", "54 mechanicals", "158 reset", "13 the application's"])
+def test_every_xid_follows_nvidias_catalogue(capsys, tmp_path, code, rc, line):
+    """Beyond the ten codes passive.XID_DRAIN words itself, an Xid drains where NVIDIA's catalogue's immediate
+    resolution is a reset, a reboot, mechanicals, software or support (xid_catalog.py); RESTART_APP is shown. The
+    line is the real Xid 79 line with its code edited."""
+    text = XID_79.replace(": 79,", f": {code},")
+    bundle = planted(tmp_path, lambda d: d.update(kernel_log={"source": "/dev/kmsg", "error": None, "xids": [
+        {"pci": "0000:00:07", "xid": code, "age_s": 30.5, "text": text}]}))
+    assert main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(bundle)]) == rc
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == line
+    if code == 13:
+        assert "  warn: GPU1 (serial 1653824128984): Xid 13 Graphics Engine Exception: " in "\n".join(out)

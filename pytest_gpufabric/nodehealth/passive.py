@@ -18,6 +18,7 @@ from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .model import Baseline
 from .record import GpuHealthRecord, NodeHealthRecord
+from .xid_catalog import XID_CATALOG
 
 #: nvmlClocksEventReason* bits (nvml.h) a profile's health.forbid_throttle can name
 CLOCK_EVENT_BITS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal_slowdown": 0x20,
@@ -41,6 +42,10 @@ XID_DRAIN = {
     140: (RESET, "unrecovered ECC error"),
     154: (RESET, "the driver asks for a recovery action"),
 }
+#: every other Xid by the immediate resolution NVIDIA's catalogue gives it (xid_catalog.py): these drain, with this
+#: remedy; RESTART_APP, IGNORE, the NVLink5 workflows (decided by the intrinfo bits, not read here) and none: shown
+CATALOG_DRAIN = {"RESET_GPU": RESET, "RESTART_BM": RESET, "RESTART_VM": RESET, "CHECK_MECHANICALS": RESEAT,
+                 "UPDATE_SWFW": SOFTWARE, "CHECK_UVM": SOFTWARE, "CONTACT_SUPPORT": RMA}
 #: nvmlDeviceGpuRecoveryAction_t (nvml.h)
 RECOVERY_ACTIONS = {1: "GPU reset", 2: "node reboot", 3: "drain peer-to-peer", 4: "drain and GPU reset",
                     5: "IMEX domain recovery", 6: "bus reset", 7: "system reboot"}
@@ -418,10 +423,11 @@ class _Checker:
                               "(a reset or reboot since leaves them there)")
         for (bus, code), lines in sorted(recent.items(), key=lambda item: (item[0][1], item[0][0])):
             gpu = by_bus.get(bus)
-            remedy, words = XID_DRAIN.get(code, (None, None))
+            resolution, described = XID_CATALOG.get(code, (None, None))
+            remedy, words = XID_DRAIN.get(code) or (CATALOG_DRAIN.get(resolution), described)
             newest = min(lines, key=lambda x: x["age_s"])
             evidence = {"xid": code, "count": len(lines), "pci": newest["pci"], "age_s": newest["age_s"],
-                        "line": newest["text"], "window_s": self.xid_window_s}
+                        "line": newest["text"], "window_s": self.xid_window_s, "nvidia_resolution": resolution}
             what = f"Xid {code}" + (f" {words}" if words else "") + (f" x{len(lines)}" if len(lines) > 1 else "")
             if gpu is None:
                 what += f" at PCI {newest['pci']}"
