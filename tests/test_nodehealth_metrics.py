@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_nodehealth import X4, XID_79, gpu, planted
+from test_nodehealth import CPU_PROFILE, X2, X4, XID_79, gpu, planted
 
 from pytest_gpufabric.cli import main
 
@@ -79,3 +79,18 @@ def test_a_run_that_reads_nothing_keeps_the_series_as_could_not_tell(tmp_path, m
 def test_each_tier_writes_its_own_file(capsys, tmp_path):
     run(tmp_path, X4)
     assert sorted(p.name for p in (tmp_path / "prom").iterdir()) == ["gpufabric-health-passive.prom"]
+
+
+def test_quick_checks_not_run_are_could_not_tell(capsys, tmp_path):
+    """The quick tier's file when the passive tier drained first: its workloads did not run, so their series say 2,
+    never 0 (ok)."""
+    (tmp_path / "cpu-health.yaml").write_text(CPU_PROFILE)
+    (tmp_path / "prom").mkdir()
+    bundle = planted(tmp_path, lambda d: gpu(d, 1)["remapped_rows"].update(pending=1), X2)
+    assert main(["health", "--quick", "--profile", str(tmp_path / "cpu-health.yaml"), "--replay", str(bundle),
+                 "--prom", str(tmp_path / "prom")]) == 1
+    found = series(tmp_path / "prom" / "gpufabric-health-quick.prom")
+    status = {k.split('check="')[1].rstrip('"}'): v for k, v in found.items()
+              if k.startswith('gpufabric_health_check_status{tier="quick",gpu="1"')}
+    assert (status["memory-repair"], status["quick-gemm"], status["quick-hbm"], status["pcie-width"]) == (
+        "1", "2", "2", "0")

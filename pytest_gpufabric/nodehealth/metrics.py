@@ -1,7 +1,8 @@
 """The node_exporter textfile of a health result: series an SRE can graph and alert on for years.
 
 - one status series per GPU and per check: ``gpufabric_health_check_status{tier,gpu,uuid,pci_bus_id,serial,check}``
-  0 ok (or not judged: a reading the GPU does not have), 1 fault (a drain, held ones included), 2 could not tell;
+  0 ok (or not judged: a reading the GPU does not have), 1 fault (a drain, held ones included), 2 could not tell
+  (also a quick workload that did not run: the passive tier drained first);
   and per node-level check ``gpufabric_health_node_check_status{tier,check}``. The checks are a fixed list per tier,
   so a healthy GPU has its series and every run writes the same set (the labels join dcgm-exporter's
   ``UUID``/``pci_bus_id``); never a reading or free text in a label, never NaN;
@@ -82,7 +83,8 @@ def prom_text(document: dict, timestamp: float, known_gpus: list[dict] | None = 
         labels = (f'{t},gpu="{gpu["index"]}",uuid="{_label(gpu.get("uuid") or "")}",'
                   f'pci_bus_id="{_label(gpu.get("pci_bus_id") or "")}",serial="{_label(gpu.get("serial") or "")}"')
         for check, covers in checks.items():
-            status = _status(findings, covers, gpu["index"], unread)
+            skipped = check in QUICK_GPU_CHECKS and "quick" not in document["seconds"]  # the workloads did not run
+            status = _status(findings, covers, gpu["index"], unread or skipped)
             judged, not_readable = judged + (status != 2), not_readable + (status == 2)
             lines.append(f'gpufabric_health_check_status{{{labels},check="{check}"}} {status}')
     lines += ["# HELP gpufabric_health_node_check_status Each node-level check: 0 ok, 1 fault, 2 could not tell.",
