@@ -532,7 +532,7 @@ def test_quick_tier_catches_a_planted_gemm_and_memory_fault(tmp_path):
     drains = sorted((f.gpu, f.check, f.remedy) for f in findings if f.severity == DRAIN)
     assert drains == [(1, "quick-gemm", "return to the vendor"), (1, "quick-memory-pattern", "return to the vendor")]
     assert [f for f in findings if f.severity == UNKNOWN] == []
-    gemm = next(f for f in findings if f.check == "quick-gemm")
+    gemm = next(f for f in findings if f.check == "quick-gemm" and f.severity == DRAIN)  # a loaded CPU may warn too
     row = next(r for r in results["gemm"]["gpus"] if r["gpu"] == 1)
     assert gemm.what == f"{2 * row['checks']} wrong GEMM elements" and row["checks"] > 0
     assert gemm.serial == "1653824016216"  # named by the node's board at that index

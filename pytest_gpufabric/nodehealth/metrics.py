@@ -18,31 +18,17 @@ import math
 
 from .. import remedy_classes
 from .finding import DRAIN, DRAIN_VERDICT, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN
+from .passive import METRIC_GPU_CHECKS, METRIC_NODE_CHECKS
 
-#: the per-GPU checks of each tier, and the findings' checks each one covers
-GPU_CHECKS = {
-    "gpu-present": ("gpu-lost", "gpu-handle", "board-swapped", "board-missing", "gpu-serial", "gpu-record"),
-    "gpu-model": ("gpu-model",),
-    "pcie-width": ("pcie-width",),
-    "nvlink-state": ("nvlink-state",),
-    "ecc-mode": ("ecc-mode",),
-    "ecc-uncorrected": ("ecc-uncorrected",),
-    "memory-repair": ("remapped-rows-pending", "remapped-rows-failure", "retired-pages-pending"),
-    "clock-events": ("clock-events",),
-    "temperature": ("temperature",),
-    "persistence-mode": ("persistence-mode",),
-    "fabric": ("fabric",),
-    "recovery-action": ("recovery-action",),
-    "xid": ("xid",),
-}
+#: the per-GPU checks of each tier (the passive ones: passive.METRIC_GPU_CHECKS), and the findings' checks each
+#: one covers
+GPU_CHECKS = METRIC_GPU_CHECKS
 QUICK_GPU_CHECKS = {"quick-gemm": ("quick-gemm",), "quick-hbm": ("quick-hbm",),
                     "quick-memory-pattern": ("quick-memory-pattern",)}
 #: node-level checks; "reading" is the check itself: the record, NVML, the state file, the deadline, a usage error
 NODE_CHECKS = {
-    "gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"),
-    "accepted-boards": ("accepted-boards", "baseline"),
-    "driver": ("driver",),
-    "xid": ("xid",),
+    **METRIC_NODE_CHECKS,
+    "accepted-boards": (*METRIC_NODE_CHECKS["accepted-boards"], "baseline"),
     "quick-tier": ("quick-tier",),
     "reading": ("health-record", "nvml", "health-state", "deadline", "usage"),
 }

@@ -29,6 +29,7 @@ from pathlib import Path
 from .. import __version__, remedy_classes
 from ..formats.clean import clean_line
 from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
+from .passive import FAULT_WORDS as PASSIVE_FAULT_WORDS
 
 PREFIX = "gpufabric: "
 MAX_LINE = 128
@@ -67,15 +68,10 @@ def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, p
     return _fit(f"{PREFIX}{verdict} {_clean(first.board)} ", _clean(first.what), tail)
 
 
-#: a check's fault word in the scheduler's reason (a few characters: sinfo -R shows 20 of the whole reason)
+#: a check's fault word in the scheduler's reason (a few characters: sinfo -R shows 20 of the whole reason): the
+#: passive tier's (passive.FAULT_WORDS), the quick tier's and the check's own
 FAULT_WORDS = {
-    "gpu-lost": "lost", "gpu-handle": "handle", "gpu-count": "count", "gpu-not-in-nvml": "offbus",
-    "gpu-record": "record", "gpu-serial": "serial", "board-swapped": "swap", "board-missing": "gone",
-    "accepted-boards": "notme", "gpu-model": "model", "pcie-width": "pcie", "nvlink-state": "nvlink",
-    "ecc-mode": "eccoff", "ecc-uncorrected": "ecc", "remapped-rows-failure": "rrfail",
-    "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
-    "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
-    "recovery-action": "recov", "quick-gemm": "gemm", "quick-hbm": "hbm", "quick-memory-pattern": "mempat",
+    **PASSIVE_FAULT_WORDS, "quick-gemm": "gemm", "quick-hbm": "hbm", "quick-memory-pattern": "mempat",
     "quick-tier": "quick", "deadline": "hung", "baseline": "noprof", "health-state": "state",
     "health-record": "record", "nvml": "nvml", "usage": "usage",
 }

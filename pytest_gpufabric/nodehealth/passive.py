@@ -189,7 +189,7 @@ class _Checker:
                      f"NVML counts {count} GPUs, profile {self.profile.name} promises {promised}", found=count,
                      promised=promised)
 
-    def gpu_model(self) -> None:
+    def board_model(self) -> None:
         """Every GPU the profile's model (as the acceptance's gpu-model check matches it: the profile's model
         within NVML's name): another model is a node judged by another machine's profile, or one rebuilt since."""
         want = self.profile.gpu_model
@@ -197,11 +197,11 @@ class _Checker:
             return
         for gpu in self.answering():
             if gpu.name is None:
-                self.add(UNKNOWN, "gpu-model", "GPU name not readable", gpu, RERUN,
+                self.add(UNKNOWN, "board-model", "GPU name not readable", gpu, RERUN,
                          gpu.unreadable.get("name", f"{self.node.source}: gpus[{gpu.index}].name is not recorded"))
             elif want.lower() not in gpu.name.lower():
                 short = [n.removeprefix("NVIDIA ") for n in (gpu.name, want)]
-                self.add(DRAIN, "gpu-model", f"{short[0]}, profile has {short[1]}", gpu, SOFTWARE,
+                self.add(DRAIN, "board-model", f"{short[0]}, profile has {short[1]}", gpu, SOFTWARE,
                          f"NVML names this GPU {gpu.name}; profile {self.profile.name} promises {want}: the node is "
                          "judged by another machine's profile (give the node's own --profile or --accepted), or "
                          "its boards were changed since the acceptance", found=gpu.name, promised=want)
@@ -435,7 +435,31 @@ class _Checker:
                      f"the kernel logged it {newest['age_s']:.0f} s before the check: {newest['text']}", **evidence)
 
 
-PASSIVE_CHECKS = ("gpus_present", "gpu_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
+#: each passive finding's check -> its fault word in the scheduler's reason (output.scheduler_reason: a few
+#: characters, since sinfo -R shows 20 of the whole reason)
+FAULT_WORDS = {
+    "gpu-lost": "lost", "gpu-handle": "handle", "gpu-count": "count", "gpu-not-in-nvml": "offbus",
+    "gpu-record": "record", "gpu-serial": "serial", "board-swapped": "swap", "board-missing": "gone",
+    "accepted-boards": "notme", "board-model": "model", "pcie-width": "pcie", "nvlink-state": "nvlink",
+    "ecc-mode": "eccoff", "ecc-uncorrected": "ecc", "remapped-rows-failure": "rrfail",
+    "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
+    "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
+    "recovery-action": "recov",
+}
+#: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
+METRIC_GPU_CHECKS = {
+    "gpu-present": ("gpu-lost", "gpu-handle", "board-swapped", "board-missing", "gpu-serial", "gpu-record"),
+    "board-model": ("board-model",), "pcie-width": ("pcie-width",), "nvlink-state": ("nvlink-state",),
+    "ecc-enabled": ("ecc-mode",), "ecc-uncorrected": ("ecc-uncorrected",),
+    "memory-repair": ("remapped-rows-pending", "remapped-rows-failure", "retired-pages-pending"),
+    "clock-events": ("clock-events",), "temperature": ("temperature",), "persistence-mode": ("persistence-mode",),
+    "fabric": ("fabric",), "recovery-action": ("recovery-action",), "xid": ("xid",),
+}
+#: and each node-level one
+METRIC_NODE_CHECKS = {"gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"), "accepted-boards": (
+    "accepted-boards",), "driver": ("driver",), "xid": ("xid",)}
+
+PASSIVE_CHECKS = ("gpus_present", "board_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
                   "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")
 
 
