@@ -140,6 +140,9 @@ def test_a_state_file_that_is_not_one_is_unknown_never_reset(capsys, node, damag
     assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node health state not readable; remedy: software or configuration")
     assert str(path) in out[1]
     assert path.read_text() == damage
+    assert main(["health", "--clear", "all", "--by", "bob", "--state-dir", str(node / "state")]) == 2
+    assert "the health state cannot be read, nothing cleared" in capsys.readouterr().err
+    assert path.read_text() == damage
 
 
 def test_a_quick_tier_drain_stays_drained_across_passive_runs(capsys, node):
