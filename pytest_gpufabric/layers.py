@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "nodehealth.arrival_record")),
     ("profile", ("profile", "profile.*")),
     ("checks", ("checks", "checks.*", "reference_judge", "reference_normal", "nodehealth.finding", "nodehealth.model",
-                "nodehealth.passive", "nodehealth.arrival",
+                "nodehealth.passive", "nodehealth.arrival", "nodehealth.xid_catalog",
                 # the words and remedy helpers every kind phrases and judges its records with
                 "report.phrases", "remedy_rules")),
     ("kinds", ("kinds", "kinds.*")),
@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "report.results", "report.results_document", "report.sections", "report.series", "report.signing",
                 "report.versions", "remedy")),
     ("fleet", ("fleet", "fleet.*", "nodehealth", "nodehealth.baseline", "nodehealth.command", "nodehealth.output",
-               "nodehealth.quick")),
+               "nodehealth.quick", "nodehealth.state", "nodehealth.metrics")),
     ("session", ("session", "run_options")),
     ("entry", ("plugin", "session_factory", "fixtures", "suites", "suites.*", "cli", "cli.*", "command", "__main__")),
 )

@@ -40,10 +40,12 @@ XID_79 = "NVRM: Xid (PCI:0000:00:07): 79, GPU has fallen off the bus."
 
 @pytest.fixture(autouse=True)
 def _elsewhere(tmp_path, monkeypatch):
-    """Run where no reports/gpufabric-results.json is, with no health settings from the environment."""
+    """Run where no reports/gpufabric-results.json is, with no health settings from the environment and the node's
+    state folder in tmp_path (a live check keeps its state there, never in the machine's /var/lib/gpufabric)."""
     monkeypatch.chdir(tmp_path)
-    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED", "GPUFABRIC_STATE_DIR"):
+    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED", "GPUFABRIC_BOOT_ID_FILE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUFABRIC_STATE_DIR", str(tmp_path / "node-state"))
 
 
 def planted(tmp_path: Path, edit, bundle: Path = X4) -> Path:
@@ -358,8 +360,6 @@ def test_no_nvml_here_is_could_not_tell(capsys):
 
 
 def test_usage_errors_exit_2(capsys, tmp_path):
-    assert main(["health", "--replay", str(X4)]) == 2  # no profile, no accepted results
-    assert "no profile to judge the node by: give --profile" in capsys.readouterr().err
     assert main(["health", "--accepted", str(X4_ACCEPTED), "--replay", str(X4)]) == 2
     assert "the profile 'h200-nvswitch-x4-measured' the node was accepted with" in capsys.readouterr().err
     assert main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(tmp_path / "nothing")]) == 2
@@ -383,9 +383,33 @@ def test_results_in_the_current_folder_are_never_taken_as_the_nodes(tmp_path, ca
     """`gpufabric accept` leaves reports/gpufabric-results.json where it ran: health must not read it by accident."""
     (tmp_path / "reports").mkdir()
     shutil.copyfile(X4_ACCEPTED, tmp_path / "reports" / "gpufabric-results.json")
-    assert main(["health", "--replay", str(X4)]) == 2
-    err = capsys.readouterr().err
-    assert "no profile to judge the node by" in err and "gpufabric-results.json, not found" in err
+    rc, out = health(capsys, "--replay", str(X4))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no profile or accepted results; "
+                               "remedy: software or configuration")
+    assert "gpufabric-results.json, not found; the current folder is never read" in out[1]
+
+
+def test_no_profile_and_no_accepted_results_is_unknown_with_the_fix(capsys, tmp_path, monkeypatch):
+    """A healthy node with nothing to judge it by is never drained against a shipped demo profile: exit 6, the
+    fix on the next line, the JSON says no baseline."""
+    monkeypatch.setenv("GPUFABRIC_STATE_DIR", str(tmp_path / "state"))
+    rc, out = health(capsys, "--replay", str(X4))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node no profile or accepted results; "
+                               "remedy: software or configuration")
+    assert "give --profile NAME|FILE" in out[1] and "gpufabric profile init" in out[1]
+    assert f"--accepted RESULTS.json, the results the node was ACCEPTED with (default {tmp_path / 'state'}" in out[1]
+    assert main(["health", "--replay", str(X4), "--json"]) == 6
+    document = json.loads(capsys.readouterr().out)
+    output.validate_result(document)
+    assert document["baseline"] is None and [f["check"] for f in document["findings"]] == ["baseline"]
+
+
+def test_the_profiles_gpu_model_is_held(capsys):
+    """A 2x H100 node judged by an H200 profile drains (software: the wrong profile, or changed boards), naming
+    both models."""
+    rc, out = health(capsys, "--profile", "h200-nvswitch-x2", "--replay", str(BUNDLES / "h100-x2-identity"))
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU0 (serial 1752624020194) H100 80GB HBM3, profile has H200 "
+                               "(+1 more); remedy: software or configuration")
 
 
 def test_only_an_accepted_run_counts_as_the_nodes_acceptance(tmp_path, capsys):
@@ -421,11 +445,11 @@ def test_json_and_prom_files_are_written_beside_the_text(capsys, tmp_path):
     document = json.loads(result.read_text())
     output.validate_result(document)
     text = prom.read_text()
-    assert 'gpufabric_health_verdict{verdict="DRAIN",tier="passive"} 1' in text
-    assert 'gpufabric_health_verdict{verdict="HEALTHY",tier="passive"} 0' in text
-    assert "gpufabric_health_exit_code 1" in text
-    assert ('gpufabric_health_finding{check="remapped-rows-pending",severity="drain",gpu="1",'
-            'serial="1653824128984",remedy="reset",what="rows pending remapping"} 1') in text
+    assert 'gpufabric_health_verdict{tier="passive",verdict="DRAIN"} 1' in text
+    assert 'gpufabric_health_verdict{tier="passive",verdict="HEALTHY"} 0' in text
+    assert 'gpufabric_health_exit_code{tier="passive"} 1' in text
+    assert ('gpufabric_health_check_status{tier="passive",gpu="1",uuid="GPU-8478a18a-03bc-4e21-8f4a-dc9fe8884ef9",'
+            'pci_bus_id="00000000:00:07.0",serial="1653824128984",check="memory-repair"} 1') in text
     assert sorted(p.name for p in out_dir.iterdir()) == ["gpufabric_health.prom", "health.json"]  # no temporaries
 
 
@@ -508,7 +532,7 @@ def test_quick_tier_catches_a_planted_gemm_and_memory_fault(tmp_path):
     drains = sorted((f.gpu, f.check, f.remedy) for f in findings if f.severity == DRAIN)
     assert drains == [(1, "quick-gemm", "return to the vendor"), (1, "quick-memory-pattern", "return to the vendor")]
     assert [f for f in findings if f.severity == UNKNOWN] == []
-    gemm = next(f for f in findings if f.check == "quick-gemm")
+    gemm = next(f for f in findings if f.check == "quick-gemm" and f.severity == DRAIN)  # a loaded CPU may warn too
     row = next(r for r in results["gemm"]["gpus"] if r["gpu"] == 1)
     assert gemm.what == f"{2 * row['checks']} wrong GEMM elements" and row["checks"] > 0
     assert gemm.serial == "1653824016216"  # named by the node's board at that index
@@ -586,8 +610,10 @@ def test_the_npd_plugin_maps_our_exit_codes_onto_npds(tmp_path):
         1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; remedy: reset or reboot\n")
     assert npd("--profile h200-nvswitch-x4 --replay", str(BUNDLES / "titan-rtx-nvlink")) == (
         2, "gpufabric: UNKNOWN node no health.json in the bundle; remedy: rerun\n")
-    rc, message = npd("--replay", str(X4))  # no profile: gpufabric's usage error, Unknown to NPD
-    assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: no profile")
+    assert npd("--replay", str(X4)) == (  # nothing to judge the node by: Unknown to NPD
+        2, "gpufabric: UNKNOWN node no profile or accepted results; remedy: software or configuration\n")
+    rc, message = npd("--profile no-such-profile --replay", str(X4))  # gpufabric's usage error, Unknown to NPD
+    assert rc == 2 and message.startswith("gpufabric: UNKNOWN gpufabric health exited 2: gpufabric: ")
 
 
 def test_the_docs_install_it_as_health_check_program_in_five_lines():

@@ -3,9 +3,11 @@ munge, started by tests/slurm_cluster.py on this one host): slurmd runs it every
 health --replay` on a bundle the test picks (a faulty copy of a recorded bundle's health.json, then the recorded
 one), and the node's state and reason are read back from slurmctld.
 
-- a faulty replay drains the node: State DRAIN, Reason the check's first line, word for word;
-- a healthy replay resumes it (the reason is the script's own: it starts "gpufabric:");
-- a node drained by someone else stays drained with their reason, healthy replay or faulty.
+- a faulty replay drains the node: State DRAIN, Reason the check's scheduler reason (`--reason`), word for word;
+- a healthy replay resumes it (the reason is the script's own: it starts "gpufabric ");
+- a node drained by someone else stays drained with their reason, healthy replay or faulty;
+- a check that cannot run (the command not found: exit 127) drains the node naming the exit, or leaves it with
+  GPUFABRIC_ON_ERROR=ignore; a node DOWN for its own reason is left as it is.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ INTERVAL_S = 2
 WRAPPER = """#!/bin/bash
 # what an operator's /etc/gpufabric/health.env would set; slurmd runs health checks with SLURMD_NODENAME alone
 export SLURM_CONF={conf} PATH={path} PYTHONPATH={repo} GPUFABRIC_HEALTH_CONF=/nonexistent
-export GPUFABRIC="{python} -m pytest_gpufabric"
+export GPUFABRIC="$(cat {command})" GPUFABRIC_ON_ERROR="$(cat {on_error})"
 export GPUFABRIC_HEALTH_ARGS="--profile {profile} --replay $(cat {control})"
 echo "$(date +%s.%N)" >> {runs}
 exec bash {script}
@@ -80,8 +82,8 @@ def _faulty_bundle(tmp_path: Path) -> Path:
 
 
 def _first_line(bundle: Path, cwd: Path) -> tuple[int, str]:
-    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "health", "--profile", PROFILE, "--replay",
-                           str(bundle)], capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "health", "--reason", "--profile", PROFILE,
+                           "--replay", str(bundle)], capture_output=True, text=True, cwd=cwd)
     return done.returncode, done.stdout.splitlines()[0]
 
 
@@ -90,10 +92,13 @@ def health_checked(slurm, tmp_path):
     """The cluster with the test's wrapper as HealthCheckProgram every INTERVAL_S seconds; put back as it was
     (and the node resumed) afterwards, whatever the test did."""
     control, runs, wrapper = tmp_path / "bundle", tmp_path / "runs", tmp_path / "healthcheck"
+    command, on_error = tmp_path / "command", tmp_path / "on-error"
     control.write_text(str(BUNDLE))
+    command.write_text(f"{sys.executable} -m pytest_gpufabric")
+    on_error.write_text("drain")
     wrapper.write_text(WRAPPER.format(conf=slurm.conf, path=Path(sys.executable).parent.as_posix() + ":/usr/bin:/bin:"
-                                      "/usr/sbin:/sbin", repo=REPO, python=sys.executable, profile=PROFILE,
-                                      control=control, runs=runs, script=SCRIPT))
+                                      "/usr/sbin:/sbin", repo=REPO, profile=PROFILE, command=command,
+                                      on_error=on_error, control=control, runs=runs, script=SCRIPT))
     wrapper.chmod(0o755)
     tmp_path.chmod(0o755)
     original = slurm.conf.read_text()
@@ -103,7 +108,9 @@ def health_checked(slurm, tmp_path):
     try:
         yield control, runs
     finally:
-        control.write_text(str(BUNDLE))  # a check still running when the program is taken away drains nothing
+        # a check still running when the program is taken away drains nothing
+        control.write_text(str(BUNDLE))
+        command.write_text(f"{sys.executable} -m pytest_gpufabric")
         slurm.conf.write_text(original)
         slurm.run(["scontrol", "reconfigure"])
         time.sleep(INTERVAL_S + 1)
@@ -116,9 +123,8 @@ def test_health_check_drains_on_a_faulty_replay_and_resumes_on_a_healthy_one(slu
     control, runs = health_checked
     faulty = _faulty_bundle(tmp_path)
     rc, line = _first_line(faulty, tmp_path)
-    assert (rc, line) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; "
-                             "remedy: reset or reboot")
-    assert _first_line(BUNDLE, tmp_path) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    assert (rc, line) == (1, "gpufabric GPU1 rrpend: rows pending remapping, serial 1653824128984; reset")
+    assert _first_line(BUNDLE, tmp_path) == (0, "gpufabric ok: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
 
     control.write_text(str(faulty))
     state, reason = _wait(slurm, lambda state, reason: "DRAIN" in state, runs, "drained on the faulty replay")
@@ -143,3 +149,37 @@ def test_health_check_never_resumes_a_node_drained_by_someone_else(slurm, health
     _runs_after(runs, 2)  # a faulty replay does not take the drain over either
     state, reason = _node(slurm)
     assert "DRAIN" in state and reason == admin
+
+
+def test_a_check_that_cannot_run_drains_naming_its_exit(slurm, health_checked, tmp_path):
+    control, runs = health_checked
+    (tmp_path / "command").write_text("/nonexistent/gpufabric")
+    state, reason = _wait(slurm, lambda state, reason: "DRAIN" in state, runs, "drained on exit 127")
+    assert reason.startswith("gpufabric node rc127: gpufabric health exited 127 (command not found): ")
+    assert reason == "gpufabric node rc127: gpufabric health exited 127 (command not found): /nonexistent/gpufabric"
+    (tmp_path / "command").write_text(f"{sys.executable} -m pytest_gpufabric")
+    _wait(slurm, lambda state, reason: "DRAIN" not in state, runs, "resumed once the check runs again")
+    (tmp_path / "on-error").write_text("ignore")
+    (tmp_path / "command").write_text("/nonexistent/gpufabric")
+    _runs_after(runs, 2)
+    state, reason = _node(slurm)
+    assert "DRAIN" not in state and reason == ""
+
+
+def test_a_node_down_for_its_own_reason_is_left_as_it_is(tmp_path):
+    """A DOWN node (an operator's reason) is not drained over by a faulty check. This cluster returns a DOWN node to
+    service as soon as slurmd answers (ReturnToService=2), so the script runs here with SINFO answering as sinfo
+    does for a down node (`sinfo --Node --format=%T|%E`) and SCONTROL logging what it is asked."""
+    calls = tmp_path / "scontrol-calls"
+    (tmp_path / "sinfo").write_text("#!/bin/bash\necho 'down|psu replaced, burn-in pending'\n")
+    (tmp_path / "scontrol").write_text(f"#!/bin/bash\necho \"$*\" >> {calls}\n")
+    for name in ("sinfo", "scontrol"):
+        (tmp_path / name).chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "GPUFABRIC_HEALTH_CONF": "/nonexistent", "SLURMD_NODENAME": "node1",
+           "PYTHONPATH": str(REPO), "GPUFABRIC": f"{sys.executable} -m pytest_gpufabric",
+           "GPUFABRIC_HEALTH_ARGS": f"--profile {PROFILE} --replay {_faulty_bundle(tmp_path)}",
+           "SINFO": str(tmp_path / "sinfo"), "SCONTROL": str(tmp_path / "scontrol")}
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and not calls.exists()
+    assert done.stderr == ("gpufabric-node-health: node1 is down (psu replaced, burn-in pending): left as it is; "
+                           "gpufabric GPU1 rrpend: rows pending remapping, serial 1653824128984; reset\n")

@@ -1,10 +1,12 @@
 """What a node is held to between jobs: the profile it was accepted with, and the boards its acceptance saw.
 
 The profile: ``--profile`` (or ``GPUFABRIC_HEALTH_PROFILE``), else the one the node's accepted results name
-(``--accepted``, ``GPUFABRIC_HEALTH_ACCEPTED``, else ``reports/gpufabric-results.json`` where it exists): the file it
-was read from where that is still there with the same content, else the shipped profile of that name with the same
-content. The boards (index, serial, UUID, PCIe width, active NVLinks) come from the accepted results alone: without
-them the GPUs are counted, not named.
+(``--accepted``, ``GPUFABRIC_HEALTH_ACCEPTED``, else ``$GPUFABRIC_STATE_DIR/gpufabric-results.json`` where it
+exists; never the current folder): the file it was read from where that is still there with the same content,
+else the shipped profile of that name with the same content. The boards (index, serial, UUID, PCIe width, active
+NVLinks) come from the accepted results alone: without
+them the GPUs are counted, not named. With neither a profile nor accepted results the node cannot be judged
+(NoBaseline: the check says UNKNOWN with the fix), never against a shipped demo profile.
 """
 
 from __future__ import annotations
@@ -21,15 +23,24 @@ STATE_DIR_ENV, DEFAULT_STATE_DIR = "GPUFABRIC_STATE_DIR", Path("/var/lib/gpufabr
 ACCEPTED_FILE = "gpufabric-results.json"
 
 
+class NoBaseline(Exception):
+    """Neither a profile nor accepted results: what the node should be is not known (the check says UNKNOWN)."""
+
+
+def state_dir(env: dict[str, str]) -> Path:
+    """The node's own gpufabric folder: $GPUFABRIC_STATE_DIR, default /var/lib/gpufabric."""
+    return Path(env.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+
+
 def default_accepted(env: dict[str, str]) -> Path:
     """Where a node keeps the results it was accepted with: $GPUFABRIC_STATE_DIR/gpufabric-results.json."""
-    return Path(env.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR) / ACCEPTED_FILE
+    return state_dir(env) / ACCEPTED_FILE
 
 
 def resolve_baseline(profile_spec: str | None, accepted_spec: str | None, env: dict[str, str] | None = None) \
         -> Baseline:
-    """The profile and accepted boards, as the module says. Raises GpuFabricError (a usage error) when no profile
-    can be had, or a results file named is not one."""
+    """The profile and accepted boards, as the module says. Raises NoBaseline when there is neither a profile nor
+    accepted results, GpuFabricError (a usage error) when a profile or results file named is not one."""
     from ..profile.loader import load_profile
 
     env = dict(os.environ) if env is None else env
@@ -49,9 +60,10 @@ def resolve_baseline(profile_spec: str | None, accepted_spec: str | None, env: d
     elif results is not None:
         profile, profile_from = _accepted_profile(results, accepted_path, load_profile)
     else:
-        raise GpuFabricError(f"no profile to judge the node by: give --profile NAME|FILE (or set {PROFILE_ENV}), or "
-                             f"--accepted RESULTS.json, the results the node was accepted with (default "
-                             f"{default}, not found)")
+        raise NoBaseline(f"no profile to judge the node by: give --profile NAME|FILE (or set {PROFILE_ENV}; "
+                         f"gpufabric profile init writes one from a machine that passes), or --accepted RESULTS.json, "
+                         f"the results the node was ACCEPTED with (default {default}, not found; the current folder "
+                         "is never read)")
     baseline = Baseline(profile, profile_from, notes=notes)
     if results is None:
         notes.append("no accepted results: the GPUs are counted, not named by serial (give --accepted)")

@@ -9,6 +9,14 @@ only the nodes it drained itself::
     gpufabric: DRAIN GPU1 (serial 1653724062199) PCIe x8, the profile promises x16 (+2 more); remedy: reseat or recable
     gpufabric: UNKNOWN GPU0 (serial 1653724025850) remapped rows pending not readable; remedy: rerun
     gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)
+
+The scheduler's reason (``reason`` in the JSON, first with ``--reason``) puts the board and a fault word in its first
+20 characters, all that ``sinfo -R`` shows, and starts ``gpufabric `` (the Slurm example's own drains)::
+
+    gpufabric GPU3 xid79: Xid 79 fell off the bus, serial 1653724034047; reset
+    gpufabric GPU1 rrpend: rows pending remapping, serial 1653824128984 (+1 more); reset
+    gpufabric node hung: could not finish in 50 s; reset
+    gpufabric ok: HEALTHY 4 GPUs, profile h200-nvswitch-x4
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import __version__
+from .. import __version__, remedy_classes
 from ..formats.clean import clean_line
 from .finding import DRAIN, DRAIN_VERDICT, EXIT_CODES, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN, Finding, headline
+from .passive import FAULT_WORDS as PASSIVE_FAULT_WORDS
 
 PREFIX = "gpufabric: "
 MAX_LINE = 128
@@ -59,6 +68,42 @@ def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, p
     return _fit(f"{PREFIX}{verdict} {_clean(first.board)} ", _clean(first.what), tail)
 
 
+#: a check's fault word in the scheduler's reason (a few characters: sinfo -R shows 20 of the whole reason): the
+#: passive tier's (passive.FAULT_WORDS), the quick tier's and the check's own
+FAULT_WORDS = {
+    **PASSIVE_FAULT_WORDS, "quick-gemm": "gemm", "quick-hbm": "hbm", "quick-memory-pattern": "mempat",
+    "quick-tier": "quick", "deadline": "hung", "baseline": "noprof", "health-state": "state",
+    "health-record": "record", "nvml": "nvml", "usage": "usage",
+}
+REASON_PREFIX = "gpufabric "
+
+
+def fault_word(finding: Finding) -> str:
+    """``xid79``, ``rrpend``, ``temp?`` (a reading that could not be had): the fault in a word."""
+    if finding.check == "xid" and isinstance(finding.evidence.get("xid"), int):
+        word = f"xid{finding.evidence['xid']}"
+    else:
+        word = FAULT_WORDS.get(finding.check, finding.check.replace("-", "")[:8])
+    unsure = finding.severity == UNKNOWN and finding.check not in ("deadline", "baseline", "health-state", "usage")
+    return word + ("?" if unsure else "")
+
+
+def scheduler_reason(verdict: str, findings: list[Finding], line: str) -> str:
+    """The drain reason a scheduler keeps: ``gpufabric GPU3 xid79: what, serial S (+N more); remedy-word``."""
+    if verdict == HEALTHY:
+        return _fit(REASON_PREFIX + "ok: ", line.removeprefix(PREFIX), "")
+    severity = DRAIN if verdict == DRAIN_VERDICT else UNKNOWN
+    first = headline(findings, severity)
+    if first is None:
+        return f"{REASON_PREFIX}node {verdict.lower()}: {line.removeprefix(PREFIX)}"[:MAX_LINE]
+    board = "node" if first.gpu is None else f"GPU{first.gpu}"
+    others = sum(1 for f in findings if f.severity == severity) - 1
+    serial = f", serial {_clean(first.serial)}" if first.serial else ""
+    tail = serial + (f" (+{others} more)" if others else "") + (
+        f"; {remedy_classes.SHORT.get(first.remedy, '')}" if first.remedy else "")
+    return _fit(f"{REASON_PREFIX}{board} {fault_word(first)}: ", _clean(first.what), _clean(tail))
+
+
 def detail_lines(findings: list[Finding], notes: list[str]) -> list[str]:
     """The lines after the first: every finding (drains first), then the notes."""
     order = {DRAIN: 0, UNKNOWN: 1, WARN: 2}
@@ -74,10 +119,26 @@ def result_document(*, verdict: str, line: str, tier: str, findings: list[Findin
                     baseline: dict, gpus: list[dict], seconds: dict[str, float], host: str | None,
                     checked_at: str, replay: str | None) -> dict:
     return {"format": FORMAT, "plugin_version": __version__, "verdict": verdict, "exit_code": EXIT_CODES[verdict],
-            "line": line, "tier": tier, "checked_at": checked_at, "host": host, "source": source, "replay": replay,
+            "line": line, "reason": scheduler_reason(verdict, findings, line),
+            "tier": tier, "checked_at": checked_at, "host": host, "source": source, "replay": replay,
             "baseline": baseline, "gpus": gpus, "seconds": seconds,
             "counts": {s: sum(1 for f in findings if f.severity == s) for s in (DRAIN, UNKNOWN, WARN)},
             "findings": [f.to_dict() for f in findings], "notes": notes}
+
+
+def error_document(message: str, tier: str, now: float, host: str | None, replay: str | None) -> dict:
+    """The result of a run that could not check (a usage error: exit 2), so that its files still say so."""
+    from datetime import datetime, timezone
+
+    finding = Finding("usage", UNKNOWN, "usage error", remedy=remedy_classes.SOFTWARE, detail=message,
+                      evidence={"error": message})
+    document = result_document(
+        verdict=UNKNOWN_VERDICT, line=_fit(f"{PREFIX}{UNKNOWN_VERDICT} node usage error: ", _clean(message), ""),
+        tier=tier, findings=[finding], notes=[], source=replay or "NVML", baseline=None, gpus=[],
+        seconds={"passive": 0.0}, host=host, checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(
+            timespec="seconds"), replay=replay)
+    document["exit_code"] = 2
+    return document
 
 
 def validate_result(document: dict) -> None:
@@ -104,38 +165,6 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def _label(value: object) -> str:
-    """A Prometheus label value: backslash, quote and newline escaped (the exposition format's three)."""
-    return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
-
-
-def prom_text(document: dict, timestamp: float) -> str:
-    """The node_exporter textfile-collector form of a result document."""
-    verdict = document["verdict"]
-    lines = [
-        "# HELP gpufabric_health_verdict The last gpufabric health check's verdict (1 for the verdict it gave).",
-        "# TYPE gpufabric_health_verdict gauge",
-        *(f'gpufabric_health_verdict{{verdict="{v}",tier="{document["tier"]}"}} {int(v == verdict)}'
-          for v in (HEALTHY, DRAIN_VERDICT, UNKNOWN_VERDICT)),
-        "# HELP gpufabric_health_exit_code Exit status of the last check: 0 healthy, 1 drain, 6 could not tell.",
-        "# TYPE gpufabric_health_exit_code gauge",
-        f"gpufabric_health_exit_code {document['exit_code']}",
-        "# HELP gpufabric_health_findings Findings of the last check, by severity.",
-        "# TYPE gpufabric_health_findings gauge",
-        *(f'gpufabric_health_findings{{severity="{s}"}} {n}' for s, n in document["counts"].items()),
-        "# HELP gpufabric_health_finding One series per finding of the last check.",
-        "# TYPE gpufabric_health_finding gauge",
-    ]
-    for f in document["findings"]:
-        gpu = "" if f["gpu"] is None else f["gpu"]
-        lines.append(f'gpufabric_health_finding{{check="{_label(f["check"])}",severity="{f["severity"]}",gpu="{gpu}",'
-                     f'serial="{_label(f["serial"] or "")}",remedy="{f["remedy_short"] or ""}",'
-                     f'what="{_label(f["what"])}"}} 1')
-    lines += ["# HELP gpufabric_health_seconds Wall time of each tier of the last check.",
-              "# TYPE gpufabric_health_seconds gauge",
-              *(f'gpufabric_health_seconds{{tier="{tier}"}} {seconds:.3f}'
-                for tier, seconds in document["seconds"].items()),
-              "# HELP gpufabric_health_last_run_timestamp_seconds When the last check ended (Unix time).",
-              "# TYPE gpufabric_health_last_run_timestamp_seconds gauge",
-              f"gpufabric_health_last_run_timestamp_seconds {timestamp:.3f}"]
-    return "\n".join(lines) + "\n"
+def prom_path(target: Path, tier: str) -> Path:
+    """--prom's file: in a folder, the tier's own (a passive run never overwrites the quick tier's series)."""
+    return target / f"gpufabric-health-{tier}.prom" if target.is_dir() else target

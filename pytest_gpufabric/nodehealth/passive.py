@@ -18,6 +18,7 @@ from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .model import Baseline
 from .record import GpuHealthRecord, NodeHealthRecord
+from .xid_catalog import XID_CATALOG
 
 #: nvmlClocksEventReason* bits (nvml.h) a profile's health.forbid_throttle can name
 CLOCK_EVENT_BITS = {"sw_power_cap": 0x4, "hw_slowdown": 0x8, "sw_thermal_slowdown": 0x20,
@@ -41,6 +42,10 @@ XID_DRAIN = {
     140: (RESET, "unrecovered ECC error"),
     154: (RESET, "the driver asks for a recovery action"),
 }
+#: every other Xid by the immediate resolution NVIDIA's catalogue gives it (xid_catalog.py): these drain, with this
+#: remedy; RESTART_APP, IGNORE, the NVLink5 workflows (decided by the intrinfo bits, not read here) and none: shown
+CATALOG_DRAIN = {"RESET_GPU": RESET, "RESTART_BM": RESET, "RESTART_VM": RESET, "CHECK_MECHANICALS": RESEAT,
+                 "UPDATE_SWFW": SOFTWARE, "CHECK_UVM": SOFTWARE, "CONTACT_SUPPORT": RMA}
 #: nvmlDeviceGpuRecoveryAction_t (nvml.h)
 RECOVERY_ACTIONS = {1: "GPU reset", 2: "node reboot", 3: "drain peer-to-peer", 4: "drain and GPU reset",
                     5: "IMEX domain recovery", 6: "bus reset", 7: "system reboot"}
@@ -183,6 +188,23 @@ class _Checker:
             self.add(DRAIN, "gpu-count", f"{count} of {promised} GPUs answer", None, RESET,
                      f"NVML counts {count} GPUs, profile {self.profile.name} promises {promised}", found=count,
                      promised=promised)
+
+    def board_model(self) -> None:
+        """Every GPU the profile's model (as the acceptance's gpu-model check matches it: the profile's model
+        within NVML's name): another model is a node judged by another machine's profile, or one rebuilt since."""
+        want = self.profile.gpu_model
+        if not want:
+            return
+        for gpu in self.answering():
+            if gpu.name is None:
+                self.add(UNKNOWN, "board-model", "GPU name not readable", gpu, RERUN,
+                         gpu.unreadable.get("name", f"{self.node.source}: gpus[{gpu.index}].name is not recorded"))
+            elif want.lower() not in gpu.name.lower():
+                short = [n.removeprefix("NVIDIA ") for n in (gpu.name, want)]
+                self.add(DRAIN, "board-model", f"{short[0]}, profile has {short[1]}", gpu, SOFTWARE,
+                         f"NVML names this GPU {gpu.name}; profile {self.profile.name} promises {want}: the node is "
+                         "judged by another machine's profile (give the node's own --profile or --accepted), or "
+                         "its boards were changed since the acceptance", found=gpu.name, promised=want)
 
     def pcie_width(self) -> None:
         want = self.profile.pcie.get("width")
@@ -401,10 +423,11 @@ class _Checker:
                               "(a reset or reboot since leaves them there)")
         for (bus, code), lines in sorted(recent.items(), key=lambda item: (item[0][1], item[0][0])):
             gpu = by_bus.get(bus)
-            remedy, words = XID_DRAIN.get(code, (None, None))
+            resolution, described = XID_CATALOG.get(code, (None, None))
+            remedy, words = XID_DRAIN.get(code) or (CATALOG_DRAIN.get(resolution), described)
             newest = min(lines, key=lambda x: x["age_s"])
             evidence = {"xid": code, "count": len(lines), "pci": newest["pci"], "age_s": newest["age_s"],
-                        "line": newest["text"], "window_s": self.xid_window_s}
+                        "line": newest["text"], "window_s": self.xid_window_s, "nvidia_resolution": resolution}
             what = f"Xid {code}" + (f" {words}" if words else "") + (f" x{len(lines)}" if len(lines) > 1 else "")
             if gpu is None:
                 what += f" at PCI {newest['pci']}"
@@ -412,8 +435,32 @@ class _Checker:
                      f"the kernel logged it {newest['age_s']:.0f} s before the check: {newest['text']}", **evidence)
 
 
-PASSIVE_CHECKS = ("gpus_present", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events", "temperature",
-                  "driver", "persistence", "fabric", "recovery_action", "xids")
+#: each passive finding's check -> its fault word in the scheduler's reason (output.scheduler_reason: a few
+#: characters, since sinfo -R shows 20 of the whole reason)
+FAULT_WORDS = {
+    "gpu-lost": "lost", "gpu-handle": "handle", "gpu-count": "count", "gpu-not-in-nvml": "offbus",
+    "gpu-record": "record", "gpu-serial": "serial", "board-swapped": "swap", "board-missing": "gone",
+    "accepted-boards": "notme", "board-model": "model", "pcie-width": "pcie", "nvlink-state": "nvlink",
+    "ecc-mode": "eccoff", "ecc-uncorrected": "ecc", "remapped-rows-failure": "rrfail",
+    "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
+    "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
+    "recovery-action": "recov",
+}
+#: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
+METRIC_GPU_CHECKS = {
+    "gpu-present": ("gpu-lost", "gpu-handle", "board-swapped", "board-missing", "gpu-serial", "gpu-record"),
+    "board-model": ("board-model",), "pcie-width": ("pcie-width",), "nvlink-state": ("nvlink-state",),
+    "ecc-enabled": ("ecc-mode",), "ecc-uncorrected": ("ecc-uncorrected",),
+    "memory-repair": ("remapped-rows-pending", "remapped-rows-failure", "retired-pages-pending"),
+    "clock-events": ("clock-events",), "temperature": ("temperature",), "persistence-mode": ("persistence-mode",),
+    "fabric": ("fabric",), "recovery-action": ("recovery-action",), "xid": ("xid",),
+}
+#: and each node-level one
+METRIC_NODE_CHECKS = {"gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"), "accepted-boards": (
+    "accepted-boards",), "driver": ("driver",), "xid": ("xid",)}
+
+PASSIVE_CHECKS = ("gpus_present", "board_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
+                  "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")
 
 
 def passive_findings(node: NodeHealthRecord, baseline: Baseline, xid_window_s: float = DEFAULT_XID_WINDOW_S) \

@@ -1,0 +1,207 @@
+"""The node's health state: the drains `gpufabric health` remembers between runs (health-state.json in the state
+folder, $GPUFABRIC_STATE_DIR, default /var/lib/gpufabric; written atomically, under a lock, by root).
+
+A run's findings are checked against it (``reconcile``):
+
+- every DRAIN finding is held: its key (check, Xid code, board serial), the tier that saw it (passive < quick), the
+  boot id and the time it was first seen;
+- a held drain the run no longer finds is lifted only when the run is of its tier or a deeper one (a passive run
+  does not run the GEMM that found wrong elements), read the node (nothing about the check was unknown), and, for a
+  finding whose remedy is a reset or reboot (or a return to the vendor, which takes the node down), only once the
+  boot id changed since it was first seen: an Xid that left the window is not a reset;
+- a held drain not lifted drains the run again, with its first line as it was first seen;
+- an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid lines logged before it are not
+  judged again (the counters are: a remap still pending drains again, the fault is still there).
+
+A state file that cannot be read is never replaced: the run is UNKNOWN naming it (StateUnreadable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..remedy_classes import RESET, RMA
+from .finding import DRAIN, UNKNOWN, Finding
+from .output import write_atomically
+
+STATE_FILE, LOCK_FILE = "health-state.json", ".health-state.lock"
+FORMAT = "gpufabric-health-state/1"
+TIERS = {"passive": 0, "quick": 1}
+#: remedies a fault needs a reset or reboot for: lifted only after evidence of one (a new boot id)
+NEEDS_RESET = (RESET, RMA)
+BOOT_ID_FILE, BOOT_ID_ENV = "/proc/sys/kernel/random/boot_id", "GPUFABRIC_BOOT_ID_FILE"
+#: cleared entries kept (the newest), so the file stays small over years
+CLEARED_KEPT = 200
+
+
+class StateUnreadable(Exception):
+    """The state file exists and is not one: never silently reset (the drains it holds would be forgotten)."""
+
+
+def boot_id(env: dict[str, str] | None = None) -> str | None:
+    """This boot's id (the kernel's, or the file $GPUFABRIC_BOOT_ID_FILE names: tests), None where unreadable."""
+    env = os.environ if env is None else env
+    try:
+        return Path(env.get(BOOT_ID_ENV) or BOOT_ID_FILE).read_text(encoding="ascii").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def drain_key(finding: Finding) -> str:
+    """``xid:79@1653724049829``, ``quick-gemm@1653824016216``, ``gpu-count@node``: the check (an Xid's code with
+    it) and the board by serial (by index where it has none)."""
+    check = finding.check
+    if check == "xid" and isinstance(finding.evidence.get("xid"), int):
+        check = f"xid:{finding.evidence['xid']}"
+    board = finding.serial or (f"GPU{finding.gpu}" if finding.gpu is not None else "node")
+    return f"{check}@{board}"
+
+
+def tier_of(finding: Finding) -> str:
+    return "quick" if finding.check.startswith("quick-") else "passive"
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class HealthState:
+    path: Path
+    drains: dict[str, dict] = field(default_factory=dict)
+    cleared: list[dict] = field(default_factory=list)
+    last_check: dict | None = None
+
+    def known_gpus(self) -> list[dict]:
+        """The boards the last run that read any saw: index, uuid, pci_bus_id, serial."""
+        gpus = (self.last_check or {}).get("gpus") if isinstance(self.last_check, dict) else None
+        return [g for g in gpus if isinstance(g, dict) and isinstance(g.get("index"), int)] \
+            if isinstance(gpus, list) else []
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "drains": [self.drains[k] for k in sorted(self.drains)],
+                "cleared": self.cleared[-CLEARED_KEPT:], "last_check": self.last_check}
+
+    def save(self) -> None:
+        write_atomically(self.path, json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+def load_state(directory: Path) -> HealthState:
+    """The state in ``directory`` (empty where there is no file yet); StateUnreadable for a file that is not one."""
+    path = Path(directory) / STATE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return HealthState(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateUnreadable(f"{path}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StateUnreadable(f"{path}: not JSON ({exc})") from None
+    drains = data.get("drains") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(drains, list) \
+            or not all(isinstance(d, dict) and isinstance(d.get("key"), str) and d.get("tier") in TIERS
+                       and isinstance(d.get("check"), str) for d in drains) \
+            or not isinstance(data.get("cleared", []), list):
+        raise StateUnreadable(f"{path}: not a {FORMAT} file (a drains list of keyed entries)")
+    return HealthState(path, {d["key"]: d for d in drains}, list(data.get("cleared") or []), data.get("last_check"))
+
+
+@contextlib.contextmanager
+def locked(directory: Path):
+    """Hold the state folder's lock (a check between jobs and the epilog's may run at once)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool) -> str | None:
+    """Why a held drain the run did not find is not shown gone (None: it is)."""
+    if not node_read:
+        return "the node could not be read"
+    if TIERS[tier] < TIERS[entry["tier"]]:
+        return f"a {entry['tier']} tier run verifies it (this was a {tier} run)"
+    if any(f.severity == UNKNOWN and f.check == entry["check"] and f.gpu in (None, entry.get("gpu"))
+           for f in findings):
+        return f"{entry['check']} could not be read"
+    return None
+
+
+def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_read: bool, now: float,
+              boot: str | None, gpus: list[dict] | None = None) -> tuple[list[Finding], list[str]]:
+    """Hold, keep or lift the drains (the module says how): the findings with the held drains added, and notes.
+    ``gpus``: the boards the run read (kept as the node's last known, for the metrics of a run that reads none)."""
+    notes: list[str] = []
+    found: dict[str, Finding] = {}
+    kept: list[Finding] = []
+    for finding in findings:
+        if finding.severity != DRAIN:
+            kept.append(finding)
+            continue
+        key = drain_key(finding)
+        clear = next((c for c in reversed(state.cleared) if c.get("key") == key), None)
+        age = finding.evidence.get("age_s") if finding.check == "xid" else None
+        if clear is not None and isinstance(age, (int, float)) and now - age <= clear.get("at_s", 0):
+            notes.append(f"{key}: its newest line was logged before {clear.get('by')} cleared it "
+                         f"({clear.get('at')}): not judged again")
+            continue
+        kept.append(finding)
+        found[key] = finding
+    for key, finding in found.items():
+        entry = state.drains.get(key)
+        if entry is None:
+            state.drains[key] = entry = {
+                "key": key, "check": finding.check, "tier": tier_of(finding), "gpu": finding.gpu,
+                "serial": finding.serial, "what": finding.what, "remedy": finding.remedy, "boot_id": boot,
+                "first_seen": _iso(now), "first_seen_s": now}
+            if finding.check == "xid":
+                entry["xid"] = finding.evidence.get("xid")
+        elif TIERS[tier_of(finding)] > TIERS[entry["tier"]]:
+            entry["tier"] = tier_of(finding)
+        if finding.remedy in NEEDS_RESET and entry.get("boot_id") != boot:
+            entry["boot_id"] = boot  # seen again after a reboot: the next one is what lifts it
+        entry["last_seen"] = _iso(now)
+    for key, entry in sorted(state.drains.items()):
+        if key in found:
+            continue
+        why = _unverified(entry, findings, tier, node_read)
+        if why is None and entry.get("remedy") in NEEDS_RESET and (boot is None or boot == entry.get("boot_id")):
+            why = ("no reset or reboot since it was seen (boot id unchanged)" if boot is not None
+                   else "no reset or reboot can be shown (the boot id is not readable)")
+        if why is None:
+            del state.drains[key]
+            notes.append(f"{key}: drained since {entry['first_seen']}, now gone: lifted")
+            continue
+        kept.append(Finding(entry["check"], DRAIN, entry["what"], entry.get("gpu"), entry.get("serial"),
+                            entry.get("remedy"), {"held": True, "key": key, "tier": entry["tier"],
+                                                  "first_seen": entry["first_seen"], "boot_id": entry.get("boot_id"),
+                                                  "kept_because": why,
+                                                  **({"xid": entry["xid"]} if "xid" in entry else {})},
+                            f"drained by the {entry['tier']} tier since {entry['first_seen']} and held: {why} "
+                            f"(gpufabric health --clear {entry['check']} --by NAME lifts it; {state.path})"))
+    known = [{k: g.get(k) for k in ("index", "uuid", "pci_bus_id", "serial")} for g in gpus or []]
+    state.last_check = {"at": _iso(now), "tier": tier, "boot_id": boot, "gpus": known or state.known_gpus()}
+    return kept, notes
+
+
+def clear(state: HealthState, which: str, by: str, now: float, boot: str | None) -> list[str]:
+    """Lift the held drains ``which`` names (a check, a key, or ``all``) by an operator; the keys lifted."""
+    keys = [k for k, e in state.drains.items() if which in ("all", k, e["check"])]
+    for key in keys:
+        entry = state.drains.pop(key)
+        state.cleared.append({"key": key, "check": entry["check"], "serial": entry.get("serial"),
+                              "what": entry["what"], "tier": entry["tier"], "first_seen": entry["first_seen"],
+                              "by": by, "at": _iso(now), "at_s": now, "boot_id": boot})
+    return keys

@@ -1,0 +1,176 @@
+"""The node's health state (nodehealth/state.py): drains remembered between runs of `gpufabric health`.
+
+Each run replays a copy of a shipped bundle (faults planted as tests/test_nodehealth.py plants them) against a state
+folder in tmp_path; the clock is `--now` (a replayed record's Xid lines age with it) and the boot id a file the test
+writes (GPUFABRIC_BOOT_ID_FILE), so an Xid ages out and a reboot happens within the test.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from test_nodehealth import CPU_PROFILE, X2, X4, XID_79, gpu, planted
+
+from pytest_gpufabric.cli import main
+from pytest_gpufabric.nodehealth import output
+
+RECORDED_X4 = datetime.fromisoformat(json.loads((X4 / "health.json").read_text())["recorded_at"]).timestamp()
+ROWS_PENDING = "gpufabric: DRAIN GPU1 (serial 1653824128984) rows pending remapping; remedy: reset or reboot"
+XID_LINE = "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 79 fell off the bus; remedy: reset or reboot"
+HEALTHY_X4 = "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4"
+
+
+@pytest.fixture(autouse=True)
+def node(tmp_path, monkeypatch):
+    """A node: its state folder and its boot id file (tmp_path), no health settings from the environment."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("GPUFABRIC_HEALTH_PROFILE", "GPUFABRIC_HEALTH_ACCEPTED"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUFABRIC_STATE_DIR", str(tmp_path / "node-state"))
+    boot = tmp_path / "boot_id"
+    boot.write_text("5e0d7a64-0c4f-4d43-9a57-1b1c1f5e0001\n")
+    monkeypatch.setenv("GPUFABRIC_BOOT_ID_FILE", str(boot))
+    return tmp_path
+
+
+def reboot(node: Path, n: int = 2) -> None:
+    (node / "boot_id").write_text(f"5e0d7a64-0c4f-4d43-9a57-1b1c1f5e000{n}\n")
+
+
+def check(capsys, node: Path, bundle: Path, *extra: str, at: float = 0.0, profile: str = "h200-nvswitch-x4") \
+        -> tuple[int, list[str]]:
+    rc = main(["health", "--profile", profile, "--replay", str(bundle), "--state-dir", str(node / "state"),
+               "--now", str(RECORDED_X4 + at), *extra])
+    return rc, capsys.readouterr().out.splitlines()
+
+
+def state(node: Path) -> dict:
+    return json.loads((node / "state" / "health-state.json").read_text())
+
+
+def with_xid(age_s: float = 30.0):
+    return lambda d: d.update(kernel_log={"source": "/dev/kmsg", "error": None, "xids": [
+        {"pci": "0000:00:07", "xid": 79, "age_s": age_s, "text": XID_79}]})
+
+
+def test_a_drain_is_recorded_with_its_tier_board_boot_and_first_seen(capsys, node):
+    faulty = planted(node, lambda d: gpu(d, 1)["remapped_rows"].update(pending=1))
+    assert check(capsys, node, faulty, at=10)[0] == 1
+    assert check(capsys, node, faulty, at=310)[0] == 1
+    (entry,) = state(node)["drains"]
+    assert entry == {"key": "remapped-rows-pending@1653824128984", "check": "remapped-rows-pending",
+                     "tier": "passive", "gpu": 1, "serial": "1653824128984", "what": "rows pending remapping",
+                     "remedy": "reset or reboot", "boot_id": "5e0d7a64-0c4f-4d43-9a57-1b1c1f5e0001",
+                     "first_seen": "2026-11-22T17:57:39+00:00", "first_seen_s": RECORDED_X4 + 10,
+                     "last_seen": "2026-11-22T18:02:39+00:00"}
+    assert [p.name for p in (node / "state").iterdir() if p.name.endswith(".tmp")] == []  # written by rename
+
+
+def test_a_reset_fault_gone_without_a_reboot_stays_drained(capsys, node):
+    """The counter reads clean again (another reader, a bad replay): no reboot since, so the drain is held; after a
+    new boot id the same tier seeing it gone lifts it."""
+    faulty = planted(node, lambda d: gpu(d, 1)["remapped_rows"].update(pending=1))
+    assert check(capsys, node, faulty)[0] == 1
+    rc, out = check(capsys, node, X4, at=300)
+    assert (rc, out[0]) == (1, ROWS_PENDING)
+    assert "held: no reset or reboot since it was seen (boot id unchanged)" in "\n".join(out)
+    reboot(node)
+    assert check(capsys, node, X4, at=600)[:1] == (0,)
+    assert state(node)["drains"] == []
+
+
+def test_a_reseat_fault_is_lifted_when_the_same_tier_sees_it_gone(capsys, node):
+    narrow = planted(node, lambda d: gpu(d, 2).update(pcie_width_current=8))
+    rc, out = check(capsys, node, narrow)
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) PCIe x8, the profile promises x16; "
+                               "remedy: reseat or recable")
+    rc, out = check(capsys, node, X4, at=300)
+    assert (rc, out[0]) == (0, HEALTHY_X4)
+    assert "  note: pcie-width@1653724066364: drained since 2026-11-22T17:57:29+00:00, now gone: lifted" in out
+
+
+def test_an_xid_that_ages_out_stays_drained_until_a_reboot(capsys, node):
+    bundle = planted(node, with_xid(30.0))
+    assert check(capsys, node, bundle)[1][0] == XID_LINE
+    assert check(capsys, node, bundle, at=3569)[1][0] == XID_LINE  # 3599 s old: still in the window
+    rc, out = check(capsys, node, bundle, at=3670)  # 3700 s old: out of the window, no reset since
+    assert (rc, out[0]) == (1, XID_LINE)
+    assert "1 Xid line(s) older than 3600 s in the kernel log, not judged" in "\n".join(out)
+    reboot(node)
+    rc, out = check(capsys, node, X4, at=3970)  # a new boot: the kernel log starts empty
+    assert (rc, out[0]) == (0, HEALTHY_X4)
+    assert state(node)["drains"] == []
+
+
+def test_an_operators_clear_is_recorded_and_respected(capsys, node):
+    bundle = planted(node, with_xid(30.0))
+    assert check(capsys, node, bundle)[0] == 1
+    assert main(["health", "--clear", "xid", "--by", "alice", "--state-dir", str(node / "state"),
+                 "--now", str(RECORDED_X4 + 60)]) == 0
+    assert capsys.readouterr().out == "gpufabric: cleared xid:79@1653824128984 by alice\n"
+    (cleared,) = state(node)["cleared"]
+    assert (cleared["key"], cleared["by"], cleared["at"]) == ("xid:79@1653824128984", "alice",
+                                                              "2026-11-22T17:58:29+00:00")
+    rc, out = check(capsys, node, bundle, at=120)  # the same line, logged before the clear: not judged again
+    assert (rc, out[0]) == (0, HEALTHY_X4)
+    assert ("  note: xid:79@1653824128984: its newest line was logged before alice cleared it "
+            "(2026-11-22T17:58:29+00:00): not judged again") in out
+    later = datetime.fromtimestamp(RECORDED_X4 + 895, timezone.utc).isoformat(timespec="seconds")
+    again = planted(node, lambda d: (with_xid(5.0)(d), d.update(recorded_at=later)))  # an Xid after the clear
+    assert check(capsys, node, again, at=900)[1][0] == XID_LINE
+
+
+def test_clear_needs_who_and_a_held_drain(capsys, node):
+    assert main(["health", "--clear", "xid", "--state-dir", str(node / "state")]) == 2
+    assert "--clear needs --by NAME" in capsys.readouterr().err
+    assert main(["health", "--clear", "xdi", "--by", "bob", "--state-dir", str(node / "state")]) == 2
+    assert "--clear xdi: no held drain of that check (held: none)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["{not json", json.dumps({"format": "other", "drains": []}),
+                                    json.dumps({"format": "gpufabric-health-state/1", "drains": [{"key": 3}]})])
+def test_a_state_file_that_is_not_one_is_unknown_never_reset(capsys, node, damage):
+    (node / "state").mkdir()
+    path = node / "state" / "health-state.json"
+    path.write_text(damage)
+    rc, out = check(capsys, node, X4)
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node health state not readable; remedy: software or configuration")
+    assert str(path) in out[1]
+    assert path.read_text() == damage
+    assert main(["health", "--clear", "all", "--by", "bob", "--state-dir", str(node / "state")]) == 2
+    assert "the health state cannot be read, nothing cleared" in capsys.readouterr().err
+    assert path.read_text() == damage
+
+
+def test_a_quick_tier_drain_stays_drained_across_passive_runs(capsys, node):
+    """Wrong GEMM elements (the quick tier's planted fault, CPU stand-ins) drain; passive runs do not run the GEMM,
+    so they keep the drain; a clean quick run after a reboot lifts it (rma: the board was replaced)."""
+    (node / "cpu-health.yaml").write_text(CPU_PROFILE)
+    profile = str(node / "cpu-health.yaml")
+    rc, out = check(capsys, node, X2, "--quick", "--plant-fault", "1", profile=profile)
+    assert rc == 1 and out[0].startswith("gpufabric: DRAIN GPU1 (serial 1653824016216) ")
+    assert out[0].endswith(" wrong GEMM elements (+1 more); remedy: return to the vendor")
+    drained = out[0]
+    for at in (300, 600, 900):
+        rc, out = check(capsys, node, X2, at=at, profile=profile)
+        assert (rc, out[0]) == (1, drained)
+        assert "held: a quick tier run verifies it (this was a passive run)" in "\n".join(out)
+    assert {d["tier"] for d in state(node)["drains"]} == {"quick"}
+    reboot(node)
+    rc, out = check(capsys, node, X2, "--quick", at=1200, profile=profile)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 2 GPUs, profile cpu-health")
+    assert state(node)["drains"] == []
+
+
+def test_the_state_shows_in_the_json(capsys, node):
+    faulty = planted(node, lambda d: gpu(d, 1)["remapped_rows"].update(pending=1))
+    check(capsys, node, faulty)
+    main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(X4), "--state-dir", str(node / "state"),
+          "--json"])
+    document = json.loads(capsys.readouterr().out)
+    output.validate_result(document)
+    (held,) = document["findings"]
+    assert held["evidence"]["held"] is True and held["evidence"]["tier"] == "passive"
