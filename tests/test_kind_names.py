@@ -51,6 +51,7 @@ SAME_WORD = {
         "nodehealth/passive.py")},
     ("nodehealth/passive.py", "gpu-count"): "the health check's own finding: a GPU fewer than its baseline",
     ("nodehealth/passive.py", "ecc-mode"): "the health check's own finding: ECC off where the baseline had it on",
+    ("nodehealth/passive.py", "nvlink"): "the nvlink-state finding's fault word in the scheduler's drain reason",
     ("formats/dcgm_diag.py", "memory_bandwidth"): "DCGM's name of its memory bandwidth test",
     ("reference_judge.py", "memory_bandwidth"): "DCGM's name of its memory bandwidth test",
     ("formats/dcgm_diag.py", "memory"): _DCGM_MEMORY,

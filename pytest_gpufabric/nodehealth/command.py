@@ -154,7 +154,7 @@ def _run_clear(args: argparse.Namespace, folder: Path | None, now: float) -> int
 
 
 def _on_cpu(profile) -> bool:
-    return ((profile.data.get("burn_in") or {}).get("device")) == "cpu"
+    return profile.burn_in.get("device") == "cpu"
 
 
 def _aged(node: NodeHealthRecord, now: float) -> None:
