@@ -82,16 +82,20 @@ def health_words(mask: int, summary: int | None = None) -> dict[str, str]:
     return words
 
 
-def status_words(code: int, error_name) -> str:
+#: nvmlReturn_t codes (nvml.h) a fabric status takes, as nvidia-smi prints them
+_STATUS_WORDS = {0: SUCCESS, 3: "Not Supported", 10: "Timeout", 23: "Insufficient Resources", 27: "Not Ready",
+                 999: "Unknown Error"}
+
+
+def status_words(code: int) -> str:
     """An nvmlReturn_t as nvidia-smi prints it: 0 'Success', 23 'Insufficient Resources'."""
-    if code == 0:
-        return SUCCESS
-    return error_name(code).replace("_", " ").title()
+    return _STATUS_WORDS.get(code, f"NVML return {code}")
 
 
 def fabric_info_from_record(value, where: str, who: str) -> GpuFabricInfo | None:
-    """The ``fabric`` entry of a GPU in nvml.json (docs/bundles.md): None when not recorded; an NVML error
-    ({"error": "NOT_SUPPORTED"}) is NA throughout; a value of the wrong shape is said in ``unreadable``."""
+    """The ``fabric`` entry of a GPU in nvml.json (docs/bundles.md: NVML's numbers, ``state`` 3, ``status`` 0, or
+    nvidia-smi's words): None when not recorded; an NVML error ({"error": "NOT_SUPPORTED"}) is NA throughout; a
+    value of the wrong shape is said in ``unreadable``."""
     if value is None:
         return None
     if isinstance(value, dict) and set(value) == {"error"}:
@@ -101,6 +105,10 @@ def fabric_info_from_record(value, where: str, who: str) -> GpuFabricInfo | None
         info.unreadable["fabric"] = f"{who} fabric {value!r} in {where} is not an object"
         return info
     state, status = value.get("state"), value.get("status")
+    if _whole(state) and state in STATE_WORDS:
+        state = STATE_WORDS[state]
+    if _whole(status):
+        status = status_words(status)
     if state in STATE_WORDS.values():
         info.state = NA if state == "Not Supported" else state
     elif state is not None:
@@ -120,12 +128,19 @@ def fabric_info_from_record(value, where: str, who: str) -> GpuFabricInfo | None
         info.cluster_uuid = uuid.lower()
     elif uuid is not None:
         info.unreadable["cluster_uuid"] = f"{who} fabric cluster UUID {uuid!r} in {where} is not a UUID"
-    health = value.get("health")
+    health, mask = value.get("health"), value.get("health_mask")
     if isinstance(health, dict):
         info.health = {str(k): str(v) for k, v in health.items() if isinstance(v, str | int)}
+    elif _whole(mask):
+        summary = value.get("health_summary")
+        info.health = health_words(mask, summary if _whole(summary) else None)
     if info.state is NA:
         info.status = info.clique_id = info.cluster_uuid = NA
     return info
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def fabric_problem(info: GpuFabricInfo | None) -> str | None:
@@ -139,7 +154,7 @@ def fabric_problem(info: GpuFabricInfo | None) -> str | None:
         return None
     if info.state != COMPLETED:
         return f"fabric state {info.state}, not {COMPLETED} (the fabric manager has not registered the GPU)"
-    if info.status not in (SUCCESS, None):
+    if info.status not in (SUCCESS, None, NA):
         return f"fabric status {info.status}, not {SUCCESS}"
     for name, bad in _HEALTH_BAD.items():
         if info.health.get(name) in bad:
@@ -167,7 +182,7 @@ def rack_fabric_problems(members: list[tuple[str, GpuFabricInfo | None]], *, req
             problems.append((label, "no fabric reading" if info is None else "fabric Not Supported: the GPU is not "
                              "on an NVLink switch fabric"))
             continue
-        if isinstance(info.cluster_uuid, str) and isinstance(info.clique_id, int):
+        if isinstance(info.cluster_uuid, str) and info.cluster_uuid is not NA and _whole(info.clique_id):
             ids.setdefault((info.cluster_uuid, info.clique_id), []).append(label)
     candidates = [key for key in ids if key[0] != ZERO_CLUSTER_UUID]
     if not candidates:

@@ -364,7 +364,7 @@ def _q_fabric(values: dict[str, str], who: str) -> GpuFabricInfo | None:
     if state not in (None, NA, "Completed", "In Progress", "Not Started"):
         info.unreadable["state"] = f"{who} Fabric State {state!r} is not a fabric state nvidia-smi prints"
     clique = _q_text(values.get("Fabric/CliqueId"))
-    if isinstance(clique, str):
+    if isinstance(clique, str) and clique is not NA:
         if clique.isdigit():
             info.clique_id = int(clique)
         else:
@@ -372,7 +372,7 @@ def _q_fabric(values: dict[str, str], who: str) -> GpuFabricInfo | None:
     else:
         info.clique_id = clique
     uuid = _q_text(values.get("Fabric/ClusterUUID"))
-    info.cluster_uuid = uuid.lower() if isinstance(uuid, str) else uuid
+    info.cluster_uuid = uuid.lower() if isinstance(uuid, str) and uuid is not NA else uuid
     info.health = {key.split("/", 2)[2]: value for key, value in values.items()
                   if key.startswith("Fabric/Health/") and value and value != "N/A"}
     if info.state is NA:
