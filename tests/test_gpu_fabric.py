@@ -30,7 +30,7 @@ def test_recorded_nvswitch_bundle_reads_completed_success_from_its_xml():
     assert fabric.provenance["fabric"] == "nvidia-smi -q -x"
     assert [fabric_problem(g.fabric) for g in fabric.gpus] == [None] * 4
     # one HGX board: clique 0 and an all-zero UUID are healthy, no rack domain to hold them to
-    assert rack_fabric_problems([(g.label, g.fabric) for g in fabric.gpus], require_fabric=False) == ([], None)
+    assert rack_fabric_problems([(g.label, g.fabric) for g in fabric.gpus], require_fabric=False) == ([], [], None)
 
 
 def test_recorded_single_gpu_bundle_is_not_supported_not_a_failure():
@@ -38,7 +38,7 @@ def test_recorded_single_gpu_bundle_is_not_supported_not_a_failure():
     assert gpu.fabric.state is NA and gpu.fabric.clique_id is NA and gpu.fabric.unreadable == {}
     assert fabric_problem(gpu.fabric) is None
     assert rack_fabric_problems([("GPU0", gpu.fabric)]) == (
-        [("GPU0", "fabric Not Supported: the GPU is not on an NVLink switch fabric")], None)
+        [("GPU0", "fabric Not Supported: the GPU is not on an NVLink switch fabric")], [], None)
 
 
 def test_a_bundle_whose_driver_printed_no_fabric_has_none():

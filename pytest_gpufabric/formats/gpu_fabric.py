@@ -163,13 +163,14 @@ def fabric_problem(info: GpuFabricInfo | None) -> str | None:
 
 
 def rack_fabric_problems(members: list[tuple[str, GpuFabricInfo | None]], *, require_fabric: bool = True,
-                         ) -> tuple[list[tuple[str, str]], str | None]:
+                         ) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str | None]:
     """One NVLink domain's GPUs (label, fabric info): each GPU whose own registration is not whole, then each GPU
     whose cluster UUID and clique id are not the domain's. The domain's (cluster UUID, clique) is the one most GPUs
     report; an all-zero cluster UUID is never it (no multi-node partition: one HGX board reports clique 0 and an
     all-zero UUID when healthy). ``require_fabric``: a GPU without a reading, or Not Supported, is a problem too
-    (a rack's GPUs are all on its NVLink fabric). Returns the (label, why) pairs and the domain's identity in
-    words (None when no GPU reports one)."""
+    (a rack's GPUs are all on its NVLink fabric). Returns the (label, why) pairs of the GPUs whose own
+    registration is not whole, those of the GPUs outside the domain, and the domain's identity in words (None when
+    no GPU reports one)."""
     problems: list[tuple[str, str]] = []
     ids: dict[tuple, list[str]] = {}
     for label, info in members:
@@ -186,12 +187,9 @@ def rack_fabric_problems(members: list[tuple[str, GpuFabricInfo | None]], *, req
             ids.setdefault((info.cluster_uuid, info.clique_id), []).append(label)
     candidates = [key for key in ids if key[0] != ZERO_CLUSTER_UUID]
     if not candidates:
-        return problems, None
+        return problems, [], None
     domain = max(candidates, key=lambda key: len(ids[key]))
     words = f"cluster UUID {domain[0]}, clique {domain[1]}"
-    for key, labels in ids.items():
-        if key == domain:
-            continue
-        for label in labels:
-            problems.append((label, f"cluster UUID {key[0]}, clique {key[1]}: not the rack's ({words})"))
-    return problems, words
+    outside = [(label, f"cluster UUID {key[0]}, clique {key[1]}: not the rack's ({words})")
+               for key, labels in ids.items() if key != domain for label in labels]
+    return problems, outside, words

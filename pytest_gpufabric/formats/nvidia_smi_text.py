@@ -82,8 +82,10 @@ class SmiText:
         if self.processes is not None:
             out["processes"] = self.processes
         if any(gpu.fabric is not None for gpu in self.gpus):
-            problems, domain = rack_fabric_problems([(g.label, g.fabric) for g in self.gpus], require_fabric=False)
-            out["fabric"] = {"domain": domain, "problems": [{"gpu": label, "why": why} for label, why in problems]}
+            own, outside, domain = rack_fabric_problems([(g.label, g.fabric) for g in self.gpus],
+                                                        require_fabric=False)
+            out["fabric"] = {"domain": domain,
+                             "problems": [{"gpu": label, "why": why} for label, why in own + outside]}
         out["unknown"] = list(self.unknown)
         return out
 
