@@ -163,3 +163,30 @@ def test_bad_input_is_one_line_and_exit_4(tmp_path):
     assert _rack(str(tmp_path / "nowhere")).returncode == 4
     assert _rack(str(RACK), "--all-reduce", str(NCCL_72)).stderr.strip() == (
         "gpufabric fleet rack: --all-reduce and --min-busbw go together")
+
+
+def test_a_tray_whose_evidence_has_no_fabric_reading_is_not_checked_not_failed(tmp_path):
+    rack = _copy(tmp_path)
+    path = rack / "gb200-tray04" / "nvml.json"
+    record = json.loads(path.read_text())
+    for gpu in record["gpus"]:
+        del gpu["fabric"]
+    path.write_text(json.dumps(record))
+    document = judge_rack(read_trays(rack))
+    assert document["verdict"] == "INCOMPLETE"
+    registration, domain = document["promises"][1:3]
+    assert registration == {"id": "rack-fabric-registration", "outcome": "not checked",
+                            "reason": "no fabric reading for " + ", ".join(
+                                f"tray gb200-tray04 GPU{i} ({tray_record(4)['gpus'][i]['uuid']})" for i in range(4))}
+    assert domain["outcome"] == "not checked"
+
+
+def test_a_rack_in_no_multi_node_partition_fails_its_domain(tmp_path):
+    rack = _copy(tmp_path)
+    for tray in TRAYS:
+        _set_fabric(rack, tray, clique_id=0, cluster_uuid=ZERO)
+    document = judge_rack(read_trays(rack))
+    domain = document["promises"][2]
+    assert domain == {"id": "rack-nvlink-domain", "outcome": "failed",
+                      "reason": "no GPU reports a rack cluster UUID and clique (every one all-zero or not "
+                                "supported): the GPUs are in no multi-node NVLink partition"}

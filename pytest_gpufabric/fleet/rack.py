@@ -93,16 +93,18 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
     """The rack's result document: each promise with its outcome and reason, the trays, the verdict."""
     promises = [_trays_promise(trays, expected, tray_count, gpus_per_tray)]
     members = [(_gpu_words(tray, gpu), gpu.fabric) for tray in trays for gpu in tray.gpus]
-    own, outside, domain = rack_fabric_problems(members)
+    read = [(who, info) for who, info in members if info is not None]
+    unread = [who for who, info in members if info is None]  # evidence without the reading: not checked
+    own, outside, domain = rack_fabric_problems(read)
     promises.append(_outcome("rack-fabric-registration", own, "every GPU's fabric Completed / Success",
-                             unread=not members))
-    if domain is None:
-        promises.append({"id": "rack-nvlink-domain", "outcome": FAILED if members else NOT_CHECKED,
-                         "reason": "no GPU reports a rack cluster UUID and clique (every one all-zero or unread)"
-                         if members else "no GPU's fabric could be read"})
+                             unread=unread, nothing=not read))
+    if domain is None and read:
+        promises.append({"id": "rack-nvlink-domain", "outcome": FAILED,
+                         "reason": "no GPU reports a rack cluster UUID and clique (every one all-zero or not "
+                                   "supported): the GPUs are in no multi-node NVLink partition"})
     else:
-        promises.append(_outcome("rack-nvlink-domain", outside, f"one NVLink domain: {domain}", unread=False,
-                                 trays_out=_trays_out(trays, outside)))
+        promises.append(_outcome("rack-nvlink-domain", outside, f"one NVLink domain: {domain}", unread=unread,
+                                 nothing=not read, trays_out=_trays_out(trays, outside)))
     promises.append(_fleet_promise(trays, fleet))
     promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray))
     promises.append({"id": "rack-imex", "outcome": NOT_CHECKED,
@@ -126,7 +128,7 @@ def _plain(value):
     return "N/A" if value is NA else value
 
 
-def _outcome(promise: str, problems: list[tuple[str, str]], held: str, *, unread: bool,
+def _outcome(promise: str, problems: list[tuple[str, str]], held: str, *, unread: list[str], nothing: bool,
              trays_out: list[str] | None = None) -> dict:
     if problems:
         named = "; ".join(f"{who}: {why}" for who, why in problems[:8])
@@ -135,8 +137,12 @@ def _outcome(promise: str, problems: list[tuple[str, str]], held: str, *, unread
             if trays_out else ""
         return {"id": promise, "outcome": FAILED, "reason": lead + named + more,
                 "gpus": [who for who, _ in problems]}
+    if nothing:
+        return {"id": promise, "outcome": NOT_CHECKED, "reason": "no GPU's fabric reading in the trays' evidence"}
     if unread:
-        return {"id": promise, "outcome": NOT_CHECKED, "reason": "no GPU's fabric could be read"}
+        more = f" (+{len(unread) - 4} more)" if len(unread) > 4 else ""
+        return {"id": promise, "outcome": NOT_CHECKED,
+                "reason": f"no fabric reading for {', '.join(unread[:4])}{more}"}
     return {"id": promise, "outcome": PASSED, "reason": held}
 
 
