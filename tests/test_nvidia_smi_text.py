@@ -189,3 +189,28 @@ def test_q_cli_json_and_not_q_text_exit_2():
     wrong = _cli("smi-q", str(GB200))
     assert wrong.returncode == 2
     assert "not `nvidia-smi -q` output: nvidia-smi -q: no `GPU 00000000:XX:00.0` block" in wrong.stderr
+
+
+# --- this project's own H200 VM (tests/data/captures/h200-x1-smi-text/FACTS.md) -----------------------------------
+
+H200 = ROOT / "tests" / "data" / "captures" / "h200-x1-smi-text"
+
+
+def test_the_three_text_forms_and_the_xml_agree_on_a_recorded_h200():
+    from pytest_gpufabric.formats.nvidia_smi_q import parse_nvidia_smi_q_xml
+
+    table = parse_smi_table((H200 / "nvidia-smi.txt").read_text())
+    listed = parse_smi_list((H200 / "nvidia-smi-L.txt").read_text())
+    q = parse_smi_q((H200 / "nvidia-smi-q.txt").read_text())
+    xml = parse_nvidia_smi_q_xml((H200 / "nvidia-smi-q.xml").read_text())
+    assert (table.driver_version, table.cuda_version) == ("580.159.04", "13.0")
+    assert table.extra[0]["power_draw_w"] == 79.0 and table.extra[0]["power_cap_w"] == 700.0
+    assert listed.gpus[0].uuid == q.gpus[0].uuid == xml.gpus[0].uuid == "GPU-213a48c5-960e-6649-3943-3af8e3379c63"
+    assert q.gpus[0].serial == xml.gpus[0].serial == "1654024032393"
+    assert table.gpus[0].pci_bus_id == q.gpus[0].pci_bus_id == xml.gpus[0].pci_bus_id == "00000000:00:06.0"
+    assert table.gpus[0].memory_bytes == q.gpus[0].memory_bytes == xml.gpus[0].memory_bytes == 143771 * MIB
+    for fabric in (q.gpus[0].fabric, xml.gpus[0].fabric):  # one GPU in a VM: no NVSwitch fabric, not a failure
+        assert (fabric.state, fabric.status, fabric.clique_id, fabric.cluster_uuid) == (NA, NA, NA, NA)
+        assert fabric.health == {} and fabric.unreadable == {}
+    assert q.to_json()["fabric"] == {"domain": None, "problems": []}
+    assert table.unknown == listed.unknown == q.unknown == []
