@@ -101,3 +101,67 @@ def test_degraded_bandwidth_in_the_health_mask_is_a_problem():
 def test_health_summary(summary, expected):
     info = GpuFabricInfo(state="Completed", status="Success", health=health_words(0, summary))
     assert fabric_problem(info) == expected
+
+
+# --- the live read (fabric/gpu_fabric.py), its NVML calls answered by this test --------------------------------
+
+class _NvmlError(Exception):
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class _Pynvml:
+    """The pynvml names read_gpu_fabric uses, with nvidia-ml-py's real structures; the calls answer as a driver of
+    ``knows`` struct versions would (NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25 for a newer one)."""
+
+    def __init__(self, knows: int, answer: dict | None) -> None:
+        import pynvml
+
+        self.NVMLError = _NvmlError
+        self.NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+        for name in ("c_nvmlGpuFabricInfo_v3_t", "c_nvmlGpuFabricInfo_v2_t", "c_nvmlGpuFabricInfo_t",
+                     "nvmlGpuFabricInfo_v3", "nvmlGpuFabricInfo_v2"):
+            setattr(self, name, getattr(pynvml, name))
+        self.knows, self.answer, self.asked = knows, answer, []
+
+    def query(self, name: str, handle, pointer):
+        info = pointer._obj
+        self.asked.append((name, getattr(info, "version", None)))
+        if self.answer is None:
+            return {"error": "NOT_SUPPORTED"}
+        if getattr(info, "version", None) == self.nvmlGpuFabricInfo_v3 and self.knows < 3:
+            raise _NvmlError(25)
+        for key, value in self.answer.items():
+            if key == "clusterUuid":
+                for i, byte in enumerate(value):
+                    info.clusterUuid[i] = byte
+            elif hasattr(info, key):
+                setattr(info, key, value)
+        return 0
+
+
+def test_the_live_read_takes_v3_and_types_its_record():
+    from pytest_gpufabric.fabric.gpu_fabric import read_gpu_fabric
+
+    nvml = _Pynvml(3, {"state": 3, "status": 0, "cliqueId": 4026, "healthMask": 2, "healthSummary": 1,
+                       "clusterUuid": bytes(range(16))})
+    record = read_gpu_fabric(nvml, "handle", nvml.query)
+    assert record == {"state": 3, "status": 0, "clique_id": 4026,
+                      "cluster_uuid": "00010203-0405-0607-0809-0a0b0c0d0e0f", "health_mask": 2, "health_summary": 1}
+    assert [name for name, _ in nvml.asked] == ["nvmlDeviceGetGpuFabricInfoV"]
+
+
+def test_the_live_read_falls_back_to_v2_on_an_older_driver():
+    from pytest_gpufabric.fabric.gpu_fabric import read_gpu_fabric
+
+    nvml = _Pynvml(2, {"state": 2, "status": 0, "cliqueId": 0, "healthMask": 0, "clusterUuid": bytes(16)})
+    record = read_gpu_fabric(nvml, "handle", nvml.query)
+    assert record == {"state": 2, "status": 0, "clique_id": 0, "cluster_uuid": ZERO, "health_mask": 0}
+    assert [version for _, version in nvml.asked] == [nvml.nvmlGpuFabricInfo_v3, nvml.nvmlGpuFabricInfo_v2]
+
+
+def test_the_live_read_records_not_supported():
+    from pytest_gpufabric.fabric.gpu_fabric import read_gpu_fabric
+
+    nvml = _Pynvml(3, None)
+    assert read_gpu_fabric(nvml, "handle", nvml.query) == {"error": "NOT_SUPPORTED"}
