@@ -214,3 +214,12 @@ def test_the_three_text_forms_and_the_xml_agree_on_a_recorded_h200():
         assert fabric.health == {} and fabric.unreadable == {}
     assert q.to_json()["fabric"] == {"domain": None, "problems": []}
     assert table.unknown == listed.unknown == q.unknown == []
+
+
+def test_a_name_nvidia_smi_cut_is_unknown_not_another_model():
+    """A copy of the B300 table with GPU 0's name cut as nvidia-smi cuts a name wider than its column."""
+    text = B300.read_text().replace("|   0  NVIDIA B300 SXM6 AC            On  |",
+                                    "|   0  NVIDIA B300 SXM6 A...       On  |", 1)
+    table = parse_smi_table(text)
+    assert table.gpus[0].name is None and table.gpus[1].name == "NVIDIA B300 SXM6 AC"
+    assert table.unknown == ["GPU0 name 'NVIDIA B300 SXM6 A...' is cut by nvidia-smi's column: the model is unknown"]
