@@ -190,3 +190,25 @@ def test_a_rack_in_no_multi_node_partition_fails_its_domain(tmp_path):
     assert domain == {"id": "rack-nvlink-domain", "outcome": "failed",
                       "reason": "no GPU reports a rack cluster UUID and clique (every one all-zero or not "
                                 "supported): the GPUs are in no multi-node NVLink partition"}
+
+
+def test_a_tray_given_as_nvidia_smi_q_text_is_read_and_judged(tmp_path):
+    """A tray folder holding a saved `nvidia-smi -q` (here the real one-GPU HGX H100 -q, clique 0, all-zero UUID)
+    instead of a bundle: read through the -q reader, and judged as a tray of the wrong size outside the domain."""
+    rack = _copy(tmp_path)
+    (rack / "gb200-tray10" / "nvml.json").unlink()
+    shutil.copy(ROOT / "tests/data/captures/public/blackwell/"
+                "nvidia-smi-q-h100-1gpu-560.35.03-della-fabric-completed-clique0.txt",
+                rack / "gb200-tray10" / "nvidia-smi-q.txt")
+    document = judge_rack(read_trays(rack))
+    tray = next(t for t in document["trays"] if t["name"] == "gb200-tray10")
+    assert tray["source"] == "nvidia-smi-q.txt"
+    assert tray["gpus"] == [{"gpu": "GPU0", "uuid": "GPU-f7b02328-d6fe-5b1f-9683-15041689bb03",
+                             "pci_bus_id": "00000000:DB:00.0",
+                             "fabric": {"state": "Completed", "status": "Success", "clique_id": 0,
+                                        "cluster_uuid": ZERO, "health": {}}}]
+    trays, _, domain = document["promises"][:3]
+    assert trays["reason"] == "tray gb200-tray10 has 1 GPUs, a tray has 4"
+    assert domain["reason"] == (
+        "tray gb200-tray10 out of the rack's NVLink domain: tray gb200-tray10 GPU0 "
+        f"(GPU-f7b02328-d6fe-5b1f-9683-15041689bb03): cluster UUID {ZERO}, clique 0: not the rack's ({DOMAIN})")
