@@ -31,6 +31,8 @@ _KINDS = {
     "smi-q": ("`nvidia-smi -q` (or -a): per GPU the product name, serial, UUID, bus id, FB memory, VBIOS, ECC, PCIe "
               "link and the Fabric section (state, status, clique id, cluster UUID, health), judged per GPU and for "
               "one cluster UUID and clique", ()),
+    "imex": ("`nvidia-imex-ctl -N`: each IMEX node's address and state, the connectivity table and the domain "
+             "state (a GB200/GB300 NVL72 rack's IMEX domain); a cut table is named unknown", ()),
 }
 
 
@@ -71,7 +73,7 @@ def misused_option(args: argparse.Namespace) -> str | None:
     """An option given to a kind it is not for: the usage error main() reports, else None."""
     if args.nccl_op is not None and args.kind != "nccl-tests":
         return "--op is for `gpufabric parse nccl-tests`"
-    if args.reference is not None and args.kind in ("topo", "nvlink", "smi-table", "smi-list", "smi-q"):
+    if args.reference is not None and args.kind in ("topo", "nvlink", "smi-table", "smi-list", "smi-q", "imex"):
         return "--reference is for `gpufabric parse` nccl-tests, perftest, nvbandwidth and dcgm-diag"
     if args.line_rate is not None and args.kind != "perftest":
         return "--line-rate is for `gpufabric parse perftest`"
@@ -80,6 +82,7 @@ def misused_option(args: argparse.Namespace) -> str | None:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     from ..formats.dcgm_diag import parse_dcgm_diag
+    from ..formats.imex import parse_imex_status
     from ..formats.nccl_tests import parse_nccl_tests_json
     from ..formats.nvbandwidth import parse_nvbandwidth
     from ..formats.nvidia_smi_text import parse_smi_list, parse_smi_q, parse_smi_table
@@ -98,6 +101,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
         "smi-table": ("nvidia-smi", lambda text: parse_smi_table(text).to_json()),
         "smi-list": ("nvidia-smi -L", lambda text: parse_smi_list(text).to_json()),
         "smi-q": ("nvidia-smi -q", lambda text: parse_smi_q(text).to_json()),
+        "imex": ("nvidia-imex-ctl -N", parse_imex_status),
     }
     try:
         text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()

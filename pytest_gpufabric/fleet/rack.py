@@ -12,7 +12,8 @@ fleet-results.json, given with --fleet); the rack adds what no tray can show alo
 - ``rack-trays-accepted``: each tray ACCEPTED in the fleet results (not checked without --fleet);
 - ``rack-all-reduce``: an all_reduce over all the rack's GPUs (nccl-tests output, --all-reduce) at least
   --min-busbw at its largest size, its rank count the rack's (a device list cut short is counted from its ranks);
-- ``rack-imex``: IMEX ready on every tray: not read by this version, always not checked.
+- ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected (`nvidia-imex-ctl -N` saved on
+  one tray, --imex; formats/imex.py).
 
 Each tray is a folder of RACKDIR named after the tray, holding a bundle (`gpufabric snapshot`: nvml.json and/or
 nvidia-smi-q.xml) or a saved `nvidia-smi -q` text (nvidia-smi-q.txt). A failed promise names the tray and GPU; the
@@ -31,6 +32,7 @@ from pathlib import Path
 from ..errors import GpuFabricError
 from ..formats.gpu import Gpu
 from ..formats.gpu_fabric import rack_fabric_problems
+from ..formats.imex import CONNECTED
 from ..units import NA, parse_gbps
 from ..verdict import EXIT_CODES
 from .hostlist import expand_hostlist
@@ -89,7 +91,7 @@ def _gpu_words(tray: Tray, gpu: Gpu) -> str:
 
 def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_count: int = 18,
                gpus_per_tray: int = 4, fleet: dict | None = None, all_reduce: dict | None = None,
-               min_busbw: float | None = None) -> dict:
+               min_busbw: float | None = None, imex: dict | None = None) -> dict:
     """The rack's result document: each promise with its outcome and reason, the trays, the verdict."""
     promises = [_trays_promise(trays, expected, tray_count, gpus_per_tray)]
     members = [(_gpu_words(tray, gpu), gpu.fabric) for tray in trays for gpu in tray.gpus]
@@ -107,8 +109,7 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
                                  nothing=not read, trays_out=_trays_out(trays, outside)))
     promises.append(_fleet_promise(trays, fleet))
     promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray))
-    promises.append({"id": "rack-imex", "outcome": NOT_CHECKED,
-                     "reason": "IMEX readiness is not read by this version (check `nvidia-imex-ctl -N` on a tray)"})
+    promises.append(_imex_promise(imex, tray_count))
     outcomes = {p["outcome"] for p in promises}
     verdict = "REJECTED" if FAILED in outcomes else "INCOMPLETE" if NOT_CHECKED in outcomes else "ACCEPTED"
     first = next((p for p in promises if p["outcome"] == FAILED), None) or \
@@ -236,6 +237,29 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
             "reason": f"all_reduce over {ranks} ranks: {figure}"}
 
 
+def _imex_promise(imex: dict | None, tray_count: int) -> dict:
+    """The IMEX domain (`nvidia-imex-ctl -N`, formats/imex.py): UP, one READY node per tray, every pair Connected."""
+    if imex is None:
+        return {"id": "rack-imex", "outcome": NOT_CHECKED,
+                "reason": "no IMEX status given (--imex: `nvidia-imex-ctl -N` saved on one tray)"}
+    failed = []
+    if imex["domain_state"] not in (None, "UP"):
+        failed.append(f"IMEX domain state {imex['domain_state']}, not UP")
+    failed += [f"IMEX node #{n['node']} ({n['address']}) {n['state']}, not READY" for n in imex["nodes"]
+               if n["state"] != "READY"]
+    failed += [f"IMEX node {a} to node {b}: {code}, not C (connected)" for a, row in imex["connectivity"].items()
+               for b, code in row.items() if code != CONNECTED]
+    if len(imex["nodes"]) > tray_count or (not imex["unknown"] and len(imex["nodes"]) < tray_count):
+        failed.append(f"the IMEX domain has {len(imex['nodes'])} nodes, the rack {tray_count} trays")
+    if failed:
+        more = f" (+{len(failed) - 6} more)" if len(failed) > 6 else ""
+        return {"id": "rack-imex", "outcome": FAILED, "reason": "; ".join(failed[:6]) + more}
+    if imex["unknown"]:
+        return {"id": "rack-imex", "outcome": NOT_CHECKED, "reason": "; ".join(imex["unknown"])}
+    return {"id": "rack-imex", "outcome": PASSED,
+            "reason": f"IMEX domain UP: {len(imex['nodes'])} nodes READY, every pair connected"}
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the command
 
@@ -255,6 +279,7 @@ def register_rack(fleet_sub: argparse._SubParsersAction) -> None:
     rack.add_argument("--fleet", metavar="FILE", help="the trays' fleet-results.json (`gpufabric fleet report`)")
     rack.add_argument("--all-reduce", metavar="FILE", help="nccl-tests all_reduce_perf output over the rack's GPUs")
     rack.add_argument("--min-busbw", metavar="GB/s", help="the all_reduce busbw floor at its largest size")
+    rack.add_argument("--imex", metavar="FILE", help="`nvidia-imex-ctl -N` saved on one tray: the IMEX domain")
     rack.add_argument("--json", action="store_true", help="print the rack result as JSON")
     rack.set_defaults(func=cmd_fleet_rack)
 
@@ -277,6 +302,7 @@ def cmd_fleet_rack(args: argparse.Namespace) -> int:
 
 def _rack_document(args: argparse.Namespace) -> dict:
     from ..formats.clean import clean_values
+    from ..formats.imex import parse_imex_status
 
     if args.trays < 1 or args.gpus_per_tray < 1:
         raise GpuFabricError("--trays and --gpus-per-tray are whole numbers of at least 1")
@@ -296,9 +322,16 @@ def _rack_document(args: argparse.Namespace) -> dict:
             run = all_reduce_run(Path(args.all_reduce).read_text(encoding="utf-8", errors="replace"))
         except (ValueError, OSError) as exc:
             raise GpuFabricError(f"--all-reduce/--min-busbw: {exc}") from None
+    imex = None
+    if args.imex:
+        try:
+            imex = parse_imex_status(Path(args.imex).read_text(encoding="utf-8", errors="replace"))
+        except (ValueError, OSError) as exc:
+            raise GpuFabricError(f"--imex {args.imex}: {exc}") from None
     trays = read_trays(Path(args.rackdir))
     return clean_values(judge_rack(trays, expected=expected, tray_count=args.trays,
-                                   gpus_per_tray=args.gpus_per_tray, fleet=fleet, all_reduce=run, min_busbw=floor))
+                                   gpus_per_tray=args.gpus_per_tray, fleet=fleet, all_reduce=run, min_busbw=floor,
+                                   imex=imex))
 
 
 def _read_fleet(path: Path) -> dict:
