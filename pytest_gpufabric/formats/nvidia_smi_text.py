@@ -136,13 +136,13 @@ def parse_smi_table(text: str) -> SmiText:
     current: dict | None = None
     rows_seen = 0  # rows of the current GPU block read
     in_processes = processes_closed = gpus_closed = False
-    for number, line in enumerate(lines[position + 1:], start=position + 2):
+    for line in lines[position + 1:]:
         if "Processes:" in line:
             in_processes, out.processes = True, []
             gpus_closed = True
             continue
         if in_processes:
-            processes_closed = processes_closed or _process_line(line, number, out)
+            processes_closed = processes_closed or _process_line(line, out)
             continue
         row = _GPU_ROW.match(line)
         if row:
@@ -205,10 +205,10 @@ def _second_row(second: re.Match, current: dict, out: SmiText) -> None:
                     "compute_mode": second.group("mode")})
 
 
-def _process_line(line: str, number: int, out: SmiText) -> bool:
-    """One line of the process list; True at its closing border."""
+def _process_line(line: str, out: SmiText) -> bool:
+    """One line of the process list; True at its closing border (``+---+``, not the ``|===|`` under its header)."""
     if _BORDER.match(line):
-        return line.startswith("+") and bool(out.processes is not None) and "=" not in line
+        return line.startswith("+") and "=" not in line
     if "No running processes found" in line:
         return False
     m = _PROCESS.match(line)
