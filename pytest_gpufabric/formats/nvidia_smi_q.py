@@ -145,7 +145,7 @@ _HEALTH_TAGS = {"summary": "Summary", "bandwidth": "Bandwidth",
 
 
 def _fabric(elem: ET.Element, who: str) -> GpuFabricInfo | None:
-    """``<fabric>`` (drivers 535 and later): state, status, clique id, cluster UUID and health, in -q's words."""
+    """``<fabric>`` (where the driver prints it): state, status, clique id, cluster UUID and health, in -q's words."""
     if elem.find("fabric") is None:
         return None
     state = _text(elem, "fabric/state")
