@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import GpuFabricError
 from ..fleet.fabric import FABRIC_FILE, judge_fabric
+from ..fleet.rack import register_rack
 from ..verdict import EXIT_CODES
 from .common import (
     EXIT_OK,
@@ -98,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fabric.add_argument("-o", "--output", default="reports/fleet", metavar="OUTDIR",
                         help="where rank 0 writes fabric.json (default %(default)s)")
     fabric.set_defaults(func=cmd_fleet_fabric)
+    register_rack(fleet_sub)
 
 
 def cmd_fleet_report(args: argparse.Namespace) -> int:

@@ -24,6 +24,15 @@ _KINDS = {
     "dcgm-diag": ("`dcgmi diag -r N` (its table of DCGM 1.x-4.x, or -j JSON): each test with its status and message "
                   "per GPU", ("reference",)),
     "nvbandwidth": ("its text (v0.4-v0.10) or -j JSON: each test case with its matrix in GB/s", ("reference",)),
+    "smi-table": ("the plain `nvidia-smi` table (either header form, and driver 610's KMD/UMD words): versions, each "
+                  "GPU's name, bus id, memory, power, and the process list; what the paste cuts is named unknown", ()),
+    "smi-list": ("`nvidia-smi -L`: each GPU's index, name and UUID (and its MIG devices); a cut line or a gap in the "
+                 "indices is named unknown", ()),
+    "smi-q": ("`nvidia-smi -q` (or -a): per GPU the product name, serial, UUID, bus id, FB memory, VBIOS, ECC, PCIe "
+              "link and the Fabric section (state, status, clique id, cluster UUID, health), judged per GPU and for "
+              "one cluster UUID and clique", ()),
+    "imex": ("`nvidia-imex-ctl -N`: each IMEX node's address and state, the connectivity table and the domain "
+             "state (a GB200/GB300 NVL72 rack's IMEX domain); a cut table is named unknown", ()),
 }
 
 
@@ -64,7 +73,7 @@ def misused_option(args: argparse.Namespace) -> str | None:
     """An option given to a kind it is not for: the usage error main() reports, else None."""
     if args.nccl_op is not None and args.kind != "nccl-tests":
         return "--op is for `gpufabric parse nccl-tests`"
-    if args.reference is not None and args.kind in ("topo", "nvlink"):
+    if args.reference is not None and args.kind in ("topo", "nvlink", "smi-table", "smi-list", "smi-q", "imex"):
         return "--reference is for `gpufabric parse` nccl-tests, perftest, nvbandwidth and dcgm-diag"
     if args.line_rate is not None and args.kind != "perftest":
         return "--line-rate is for `gpufabric parse perftest`"
@@ -73,8 +82,10 @@ def misused_option(args: argparse.Namespace) -> str | None:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     from ..formats.dcgm_diag import parse_dcgm_diag
+    from ..formats.imex import parse_imex_status
     from ..formats.nccl_tests import parse_nccl_tests_json
     from ..formats.nvbandwidth import parse_nvbandwidth
+    from ..formats.nvidia_smi_text import parse_smi_list, parse_smi_q, parse_smi_table
     from ..formats.nvlink import parse_nvlink_any
     from ..formats.perftest import parse_perftest
     from ..formats.topo import parse_topo_m
@@ -87,6 +98,10 @@ def cmd_parse(args: argparse.Namespace) -> int:
         "perftest": ("perftest ib_*_bw", parse_perftest),
         "dcgm-diag": ("dcgmi diag", parse_dcgm_diag),
         "nvbandwidth": ("nvbandwidth", parse_nvbandwidth),
+        "smi-table": ("nvidia-smi", lambda text: parse_smi_table(text).to_json()),
+        "smi-list": ("nvidia-smi -L", lambda text: parse_smi_list(text).to_json()),
+        "smi-q": ("nvidia-smi -q", lambda text: parse_smi_q(text).to_json()),
+        "imex": ("nvidia-imex-ctl -N", parse_imex_status),
     }
     try:
         text = Path(args.file).read_text(encoding="utf-8", errors="replace") if args.file != "-" else sys.stdin.read()

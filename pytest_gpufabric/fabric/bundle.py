@@ -169,6 +169,8 @@ def load_bundle(spec: str | Path) -> Fabric:
         raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc})") from None
     except (KeyError, TypeError, AttributeError, IndexError) as exc:  # a shape the reader did not foresee
         raise BundleError(f"{directory / NVML_FILE}: not a gpufabric NVML record ({exc!r})") from None
+    if text_fabric is not None:
+        _fabric_registration_from_xml(nvml_fabric, text_fabric)
     if text_fabric is None or topo is None:
         return nvml_fabric
     # a GPU nvml.json announces and does not describe is still one of the machine's: the text may show it
@@ -190,6 +192,16 @@ def load_bundle(spec: str | Path) -> Fabric:
         provenance=provenance,
         damaged=_merged_damage(nvml_fabric, text_fabric),
     )
+
+
+def _fabric_registration_from_xml(nvml_fabric: Fabric, text_fabric: Fabric) -> None:
+    """A GPU whose nvml.json has no fabric entry (bundles recorded before it was) takes the registration its
+    nvidia-smi-q.xml recorded, matched by bus id."""
+    by_bus = {g.pci_bus_id: g.fabric for g in text_fabric.gpus if g.fabric is not None and g.pci_bus_id}
+    for gpu in nvml_fabric.gpus:
+        if gpu.fabric is None and gpu.pci_bus_id in by_bus:
+            gpu.fabric = by_bus[gpu.pci_bus_id]
+            nvml_fabric.provenance["fabric"] = "nvidia-smi -q -x"
 
 
 def _merged_damage(nvml_fabric: Fabric, text_fabric: Fabric) -> dict[str, str]:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from ..errors import HardwareUnavailable
 from ..units import format_cpu_list
 from . import sysfs_pci
+from .gpu_fabric import read_gpu_fabric
 from .model import Fabric
 from .nvml_format import FORMAT, RECORDED_ERRORS, cuda_version_text, is_error, normalize_bus_id, recorded_error
 from .nvml_record import fabric_from_record
@@ -255,6 +256,7 @@ def _gpu_record(pynvml, index: int, h, sysfs_root: str) -> dict:
     links, end = _nvlink_records(pynvml, h)
     rec["nvlinks"] = links
     rec["nvlinks_end"] = end
+    rec["fabric"] = read_gpu_fabric(pynvml, h, query)
     return rec
 
 

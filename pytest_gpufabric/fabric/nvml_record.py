@@ -15,6 +15,7 @@ import re
 from ..formats.clean import clean_line
 from ..formats.coverage import undescribed_members
 from ..formats.gpu import Gpu, NvLink
+from ..formats.gpu_fabric import fabric_info_from_record
 from ..formats.typed import Reader, Unreadable
 from ..units import NA, NAType
 from .model import GPU_LIST, Fabric, Nic
@@ -88,6 +89,9 @@ def _gpu(r: _RecordReader, rec: dict, position: int) -> Gpu:
             gpu.nvlinks = _links(r, links, f"{path}.nvlinks", who)
         except Unreadable as exc:
             bad["nvlinks"] = str(exc)
+    gpu.fabric = fabric_info_from_record(rec.get("fabric"), r.where, f"{path}.fabric ({who})")
+    if gpu.fabric is not None and gpu.fabric.unreadable:
+        bad["fabric"] = next(iter(gpu.fabric.unreadable.values()))
     gpu.unreadable = bad
     return gpu
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..units import NAType
+from .gpu_fabric import GpuFabricInfo
 
 Str = str | NAType | None
 Int = int | NAType | None
@@ -44,6 +45,7 @@ class Gpu:
     cpu_affinity: Str = None  # "0-31", the cpuset NVML reports for the GPU
     numa_node: Int = None
     nvlinks: list[NvLink] | None = None  # None: not recorded; []: recorded, the GPU has none
+    fabric: GpuFabricInfo | None = None  # its NVLink fabric registration (formats/gpu_fabric.py); None: not recorded
     #: facts the evidence holds but that could not be read, by field name ("memory_bytes", "nvlinks", ...): why,
     #: naming file, key and value; the field itself is None
     unreadable: dict[str, str] = field(default_factory=dict)

@@ -28,6 +28,8 @@ import math
 import re
 from typing import Any
 
+from .nccl_ranks import rank_count
+
 #: Columns every data row starts with, in this order; then, per test and version, ``redop`` and/or ``root``.
 PREAMBLE = ("size", "count", "type", "redop", "root")
 #: NCCL 1's test programs (2015-2018) and nccl-tests 1.0 named them so; read as the names above.
@@ -267,9 +269,7 @@ class _Run:
         out: dict[str, Any] = {"op": op, "op_from": source}
         if self.version is not None:
             out["version"] = self.version
-        if self.devices:
-            out["nranks"] = len(self.devices)
-            out["devices"] = self.devices
+        out.update(rank_count(self.devices))  # "nranks" only from a whole device list, and "devices"
         out["rows"] = self.rows
         out["avg_busbw"] = self.avg_busbw
         if self.unreadable:

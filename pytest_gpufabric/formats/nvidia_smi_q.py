@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..units import NA, parse_bytes
 from .gpu import Gpu
+from .gpu_fabric import GpuFabricInfo
 from .typed import Reader, Unreadable
 
 __all__ = ["XmlInventory", "parse_nvidia_smi_q_xml"]
@@ -128,11 +129,44 @@ def parse_nvidia_smi_q_xml(text: str, where: str = "nvidia-smi-q.xml") -> XmlInv
             vbios_version=r.get("vbios_version", "vbios_version", "VBIOS version", r.version, True),
             ecc_mode=r.get("ecc_mode/current_ecc", "ecc_mode", "ECC mode", r.choice, ("Enabled", "Disabled")),
         )
+        gpu.fabric = _fabric(elem, gpu.label)
         gpu.unreadable = bad
         inventory.gpus.append(gpu)
     if not inventory.gpus:
         raise ValueError("nvidia-smi -q -x: no <gpu> element (no GPU visible, or not the -q -x output)")
     return inventory
+
+
+#: ``<fabric><health>`` elements by the words `nvidia-smi -q` prints for them
+_HEALTH_TAGS = {"summary": "Summary", "bandwidth": "Bandwidth",
+                "route_recovery_in_progress": "Route Recovery in progress", "route_unhealthy": "Route Unhealthy",
+                "access_timeout_recovery": "Access Timeout Recovery",
+                "incorrect_configuration": "Incorrect Configuration", "partition_assigned": "Partition Assigned"}
+
+
+def _fabric(elem: ET.Element, who: str) -> GpuFabricInfo | None:
+    """``<fabric>`` (where the driver prints it): state, status, clique id, cluster UUID and health, in -q's words."""
+    if elem.find("fabric") is None:
+        return None
+    state = _text(elem, "fabric/state")
+    info = GpuFabricInfo(state=state, status=_text(elem, "fabric/status"))
+    clique = _text(elem, "fabric/cliqueId")
+    if isinstance(clique, str) and clique is not NA:
+        if clique.isdigit():
+            info.clique_id = int(clique)
+        else:
+            info.unreadable["clique_id"] = f"{who} <fabric/cliqueId> {clique!r} is not a whole number"
+    else:
+        info.clique_id = clique
+    uuid = _text(elem, "fabric/clusterUuid")
+    info.cluster_uuid = uuid.lower() if isinstance(uuid, str) and uuid is not NA else uuid
+    for tag, words in _HEALTH_TAGS.items():
+        value = _text(elem, f"fabric/health/{tag}")
+        if isinstance(value, str) and value is not NA:
+            info.health[words] = value
+    if state is NA:
+        info.status = info.clique_id = info.cluster_uuid = NA
+    return info
 
 
 def _no_na(value):

@@ -1,0 +1,346 @@
+"""`gpufabric fleet rack`: an NVL72 rack accepted as a fleet of its compute trays plus the rack's own promises.
+
+A GB200/GB300 NVL72 rack is 18 compute trays of 4 GPUs whose 72 GPUs share one NVLink domain through the rack's
+NVLink switch trays. Each tray is a node of the fleet (its own acceptance: `gpufabric fleet report`'s
+fleet-results.json, given with --fleet); the rack adds what no tray can show alone:
+
+- ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect);
+- ``rack-fabric-registration``: every GPU's fabric state Completed and status Success, its health not degraded
+  (formats/gpu_fabric.py, the one judgement of a GPU's registration);
+- ``rack-nvlink-domain``: one cluster UUID and one clique id across the rack's GPUs (a tray the fabric manager left
+  out of the partition reports another clique, or clique 0 with an all-zero UUID);
+- ``rack-trays-accepted``: each tray ACCEPTED in the fleet results (not checked without --fleet);
+- ``rack-all-reduce``: an all_reduce over all the rack's GPUs (nccl-tests output, --all-reduce) at least
+  --min-busbw at its largest size, its rank count the rack's (a device list cut short is counted from its ranks);
+- ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected (`nvidia-imex-ctl -N` saved on
+  one tray, --imex; formats/imex.py).
+
+Each tray is a folder of RACKDIR named after the tray, holding a bundle (`gpufabric snapshot`: nvml.json and/or
+nvidia-smi-q.xml) or a saved `nvidia-smi -q` text (nvidia-smi-q.txt). A failed promise names the tray and GPU; the
+verdict is REJECTED when one failed, INCOMPLETE when one is not checked, else ACCEPTED (docs/verdict.md's rule).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import GpuFabricError
+from ..formats.gpu import Gpu
+from ..formats.gpu_fabric import rack_fabric_problems
+from ..formats.imex import CONNECTED
+from ..units import NA, parse_gbps
+from ..verdict import EXIT_CODES
+from .hostlist import expand_hostlist
+
+__all__ = ["all_reduce_run", "judge_rack", "read_trays", "register_rack"]
+
+FORMAT = "gpufabric-rack-result/1"
+SMI_Q_TEXT = "nvidia-smi-q.txt"
+PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+_EXIT_USAGE = 4
+
+
+@dataclass
+class Tray:
+    """One compute tray as its folder recorded it: its GPUs (with their fabric registration), or why none."""
+
+    name: str
+    gpus: list[Gpu] = field(default_factory=list)
+    source: str = ""
+    unreadable: str | None = None
+
+
+def read_trays(rack: Path) -> list[Tray]:
+    """Every tray folder of ``rack``, by name: a bundle (nvml.json / nvidia-smi-q.xml) or nvidia-smi-q.txt."""
+    from ..fabric.bundle import BundleError, load_bundle
+    from ..formats.nvidia_smi_text import parse_smi_q
+
+    if not rack.is_dir():
+        raise GpuFabricError(f"{rack}: not a folder of tray folders")
+    trays = []
+    for folder in sorted((p for p in rack.iterdir() if p.is_dir()), key=lambda p: _natural(p.name)):
+        tray = Tray(name=folder.name)
+        text = folder / SMI_Q_TEXT
+        try:
+            if (folder / "nvml.json").is_file() or (folder / "nvidia-smi-q.xml").is_file():
+                tray.gpus, tray.source = load_bundle(folder).gpus, "bundle"
+            elif text.is_file():
+                tray.gpus, tray.source = parse_smi_q(text.read_text(encoding="utf-8", errors="replace")).gpus, \
+                    SMI_Q_TEXT
+            else:
+                tray.unreadable = f"no nvml.json, nvidia-smi-q.xml or {SMI_Q_TEXT} in {folder}"
+        except (BundleError, ValueError, OSError) as exc:
+            tray.unreadable = str(exc)
+        trays.append(tray)
+    return trays
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def _gpu_words(tray: Tray, gpu: Gpu) -> str:
+    uuid = gpu.uuid if isinstance(gpu.uuid, str) and gpu.uuid is not NA else "UUID unknown"
+    return f"tray {tray.name} {gpu.label} ({uuid})"
+
+
+def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_count: int = 18,
+               gpus_per_tray: int = 4, fleet: dict | None = None, all_reduce: dict | None = None,
+               min_busbw: float | None = None, imex: dict | None = None) -> dict:
+    """The rack's result document: each promise with its outcome and reason, the trays, the verdict."""
+    promises = [_trays_promise(trays, expected, tray_count, gpus_per_tray)]
+    members = [(_gpu_words(tray, gpu), gpu.fabric) for tray in trays for gpu in tray.gpus]
+    read = [(who, info) for who, info in members if info is not None]
+    unread = [who for who, info in members if info is None]  # evidence without the reading: not checked
+    own, outside, domain = rack_fabric_problems(read)
+    promises.append(_outcome("rack-fabric-registration", own, "every GPU's fabric Completed / Success",
+                             unread=unread, nothing=not read))
+    if domain is None and read:
+        promises.append({"id": "rack-nvlink-domain", "outcome": FAILED,
+                         "reason": "no GPU reports a rack cluster UUID and clique (every one all-zero or not "
+                                   "supported): the GPUs are in no multi-node NVLink partition"})
+    else:
+        promises.append(_outcome("rack-nvlink-domain", outside, f"one NVLink domain: {domain}", unread=unread,
+                                 nothing=not read, trays_out=_trays_out(trays, outside)))
+    promises.append(_fleet_promise(trays, fleet))
+    promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray))
+    promises.append(_imex_promise(imex, tray_count))
+    outcomes = {p["outcome"] for p in promises}
+    verdict = "REJECTED" if FAILED in outcomes else "INCOMPLETE" if NOT_CHECKED in outcomes else "ACCEPTED"
+    first = next((p for p in promises if p["outcome"] == FAILED), None) or \
+        next((p for p in promises if p["outcome"] == NOT_CHECKED), None)
+    return {
+        "format": FORMAT, "verdict": verdict,
+        "reason": f"{first['id']}: {first['reason']}" if first else "every promise of the rack held",
+        "domain": domain, "promises": promises,
+        "trays": [{"name": t.name, "source": t.source, "unreadable": t.unreadable,
+                   "gpus": [{"gpu": g.label, "uuid": _plain(g.uuid), "pci_bus_id": _plain(g.pci_bus_id),
+                             "fabric": g.fabric.to_json() if g.fabric is not None else None} for g in t.gpus]}
+                  for t in trays],
+    }
+
+
+def _plain(value):
+    return "N/A" if value is NA else value
+
+
+def _outcome(promise: str, problems: list[tuple[str, str]], held: str, *, unread: list[str], nothing: bool,
+             trays_out: list[str] | None = None) -> dict:
+    if problems:
+        named = "; ".join(f"{who}: {why}" for who, why in problems[:8])
+        more = f" (+{len(problems) - 8} more)" if len(problems) > 8 else ""
+        lead = f"tray{'s' if len(trays_out) > 1 else ''} {', '.join(trays_out)} out of the rack's NVLink domain: " \
+            if trays_out else ""
+        return {"id": promise, "outcome": FAILED, "reason": lead + named + more,
+                "gpus": [who for who, _ in problems]}
+    if nothing:
+        return {"id": promise, "outcome": NOT_CHECKED, "reason": "no GPU's fabric reading in the trays' evidence"}
+    if unread:
+        more = f" (+{len(unread) - 4} more)" if len(unread) > 4 else ""
+        return {"id": promise, "outcome": NOT_CHECKED,
+                "reason": f"no fabric reading for {', '.join(unread[:4])}{more}"}
+    return {"id": promise, "outcome": PASSED, "reason": held}
+
+
+def _trays_out(trays: list[Tray], outside: list[tuple[str, str]]) -> list[str]:
+    """The trays every one of whose GPUs is outside the rack's domain: the tray is out, not one GPU."""
+    named = {who for who, _ in outside}
+    return [t.name for t in trays if t.gpus and all(_gpu_words(t, g) in named for g in t.gpus)]
+
+
+def _trays_promise(trays: list[Tray], expected: list[str] | None, tray_count: int, gpus_per_tray: int) -> dict:
+    names = [t.name for t in trays]
+    failed, unknown = [], []
+    if expected is not None:
+        unknown += [f"tray {name} did not report" for name in expected if name not in names]
+        failed += [f"tray {name} is not one of the rack's (--expect)" for name in names if name not in expected]
+    elif len(trays) < tray_count:
+        unknown.append(f"{len(trays)} tray folders of {tray_count}: {tray_count - len(trays)} did not report")
+    elif len(trays) > tray_count:
+        failed.append(f"{len(trays)} tray folders, the rack has {tray_count}")
+    for tray in trays:
+        if tray.unreadable:
+            unknown.append(f"tray {tray.name}: {tray.unreadable}")
+        elif len(tray.gpus) != gpus_per_tray:
+            failed.append(f"tray {tray.name} has {len(tray.gpus)} GPUs, a tray has {gpus_per_tray}")
+    if failed:
+        return {"id": "rack-trays", "outcome": FAILED, "reason": "; ".join(failed + unknown)}
+    if unknown:
+        return {"id": "rack-trays", "outcome": NOT_CHECKED, "reason": "; ".join(unknown)}
+    return {"id": "rack-trays", "outcome": PASSED,
+            "reason": f"{len(trays)} trays of {gpus_per_tray} GPUs"}
+
+
+def _fleet_promise(trays: list[Tray], fleet: dict | None) -> dict:
+    if fleet is None:
+        return {"id": "rack-trays-accepted", "outcome": NOT_CHECKED,
+                "reason": "the trays' own acceptance was not given (--fleet fleet-results.json)"}
+    verdicts = {node["name"]: (node.get("verdict"), node.get("reason", "")) for node in fleet["nodes"]}
+    failed, unknown = [], []
+    for tray in trays:
+        verdict, reason = verdicts.get(tray.name, (None, "not in the fleet results"))
+        if verdict == "REJECTED":
+            failed.append(f"tray {tray.name} REJECTED: {reason}")
+        elif verdict != "ACCEPTED":
+            unknown.append(f"tray {tray.name} {verdict or 'without results'}: {reason}")
+    if failed:
+        return {"id": "rack-trays-accepted", "outcome": FAILED, "reason": "; ".join(failed + unknown)}
+    if unknown:
+        return {"id": "rack-trays-accepted", "outcome": NOT_CHECKED, "reason": "; ".join(unknown)}
+    return {"id": "rack-trays-accepted", "outcome": PASSED, "reason": f"all {len(trays)} trays ACCEPTED"}
+
+
+_RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s", re.MULTILINE)
+
+
+def all_reduce_run(text: str) -> dict:
+    """The last all_reduce run of an nccl-tests output, with ``ranks`` (the rank count where the device list shows
+    ranks 0 to N-1, else None) and ``ranks_at_least`` (one more than the highest rank printed): a list cut short
+    leaves the count unknown, never counted from what is visible."""
+    from ..formats.nccl_tests import parse_nccl_tests_json
+
+    parsed = parse_nccl_tests_json(text, "all_reduce")
+    run = dict(parsed["runs"][-1] if "runs" in parsed else parsed)
+    printed = sorted({int(rank) for rank in _RANK_LINE.findall(text)})
+    run["ranks_at_least"] = printed[-1] + 1 if printed else None
+    run["ranks"] = len(printed) if printed and printed == list(range(len(printed))) else None
+    return run
+
+
+def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: int) -> dict:
+    """The rack's all_reduce over every GPU against --min-busbw (out of place, at its largest size)."""
+    if run is None or min_busbw is None:
+        return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
+                "reason": "no all_reduce over the rack's GPUs given (--all-reduce FILE --min-busbw GB/s)"}
+    rows = [r for r in run.get("rows", []) if isinstance((r.get("oop") or {}).get("busbw"), int | float)]
+    if not rows:
+        return {"id": "rack-all-reduce", "outcome": NOT_CHECKED, "reason": "the all_reduce output has no result row"}
+    last = max(rows, key=lambda r: r["size"])
+    busbw = last["oop"]["busbw"]
+    figure = f"{busbw:g} GB/s busbw at {last['size']} B, floor {min_busbw:g} GB/s"
+    ranks, at_least = run.get("ranks"), run.get("ranks_at_least")
+    if ranks is not None and ranks != rack_gpus:
+        return {"id": "rack-all-reduce", "outcome": FAILED,
+                "reason": f"the all_reduce ran over {ranks} ranks, the rack has {rack_gpus} GPUs ({figure})"}
+    if ranks is None:
+        count = (f"its device list is cut (ranks printed up to {at_least - 1}: at least {at_least} ranks)"
+                 if at_least else "it prints no device list")
+        return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
+                "reason": f"the rank count is unknown, {count}, so it cannot show an all_reduce over the rack's "
+                          f"{rack_gpus} GPUs ({figure})"}
+    return {"id": "rack-all-reduce", "outcome": PASSED if busbw >= min_busbw else FAILED,
+            "reason": f"all_reduce over {ranks} ranks: {figure}"}
+
+
+def _imex_promise(imex: dict | None, tray_count: int) -> dict:
+    """The IMEX domain (`nvidia-imex-ctl -N`, formats/imex.py): UP, one READY node per tray, every pair Connected."""
+    if imex is None:
+        return {"id": "rack-imex", "outcome": NOT_CHECKED,
+                "reason": "no IMEX status given (--imex: `nvidia-imex-ctl -N` saved on one tray)"}
+    failed = []
+    if imex["domain_state"] not in (None, "UP"):
+        failed.append(f"IMEX domain state {imex['domain_state']}, not UP")
+    failed += [f"IMEX node #{n['node']} ({n['address']}) {n['state']}, not READY" for n in imex["nodes"]
+               if n["state"] != "READY"]
+    failed += [f"IMEX node {a} to node {b}: {code}, not C (connected)" for a, row in imex["connectivity"].items()
+               for b, code in row.items() if code != CONNECTED]
+    if len(imex["nodes"]) > tray_count or (not imex["unknown"] and len(imex["nodes"]) < tray_count):
+        failed.append(f"the IMEX domain has {len(imex['nodes'])} nodes, the rack {tray_count} trays")
+    if failed:
+        more = f" (+{len(failed) - 6} more)" if len(failed) > 6 else ""
+        return {"id": "rack-imex", "outcome": FAILED, "reason": "; ".join(failed[:6]) + more}
+    if imex["unknown"]:
+        return {"id": "rack-imex", "outcome": NOT_CHECKED, "reason": "; ".join(imex["unknown"])}
+    return {"id": "rack-imex", "outcome": PASSED,
+            "reason": f"IMEX domain UP: {len(imex['nodes'])} nodes READY, every pair connected"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the command
+
+
+def register_rack(fleet_sub: argparse._SubParsersAction) -> None:
+    rack = fleet_sub.add_parser(
+        "rack", help="accept an NVL72 rack: its trays plus the rack's NVLink domain",
+        description="An NVL72 rack accepted as a fleet of its compute trays plus the rack's promises: every GPU's "
+                    "fabric Completed/Success, one cluster UUID and clique across the rack, each tray ACCEPTED in "
+                    "the fleet results, the all_reduce over the rack's GPUs (docs/blackwell.md). RACKDIR holds one "
+                    "folder per tray, named after it: a bundle (gpufabric snapshot) or nvidia-smi-q.txt.")
+    rack.add_argument("rackdir", metavar="RACKDIR", help="one folder per compute tray")
+    rack.add_argument("--trays", type=int, default=18, help="compute trays in the rack (default %(default)s)")
+    rack.add_argument("--gpus-per-tray", type=int, default=4, help="GPUs per tray (default %(default)s)")
+    rack.add_argument("--expect", metavar="HOSTLIST", help="the trays' names in Slurm's hostlist syntax "
+                      "(tray[01-18]): a missing one is named")
+    rack.add_argument("--fleet", metavar="FILE", help="the trays' fleet-results.json (`gpufabric fleet report`)")
+    rack.add_argument("--all-reduce", metavar="FILE", help="nccl-tests all_reduce_perf output over the rack's GPUs")
+    rack.add_argument("--min-busbw", metavar="GB/s", help="the all_reduce busbw floor at its largest size")
+    rack.add_argument("--imex", metavar="FILE", help="`nvidia-imex-ctl -N` saved on one tray: the IMEX domain")
+    rack.add_argument("--json", action="store_true", help="print the rack result as JSON")
+    rack.set_defaults(func=cmd_fleet_rack)
+
+
+def cmd_fleet_rack(args: argparse.Namespace) -> int:
+    """Exit 0 accepted, 1 rejected, 6 incomplete; 4 a usage error (a file that is not what it should be)."""
+    try:
+        document = _rack_document(args)
+    except GpuFabricError as exc:
+        print(f"gpufabric fleet rack: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"gpufabric: {document['verdict']} rack {Path(args.rackdir).name}: {document['reason']}")
+        for promise in document["promises"]:
+            print(f"  {promise['id']}: {promise['outcome']}: {promise['reason']}")
+    return EXIT_CODES[document["verdict"]]
+
+
+def _rack_document(args: argparse.Namespace) -> dict:
+    from ..formats.clean import clean_values
+    from ..formats.imex import parse_imex_status
+
+    if args.trays < 1 or args.gpus_per_tray < 1:
+        raise GpuFabricError("--trays and --gpus-per-tray are whole numbers of at least 1")
+    if (args.all_reduce is None) != (args.min_busbw is None):
+        raise GpuFabricError("--all-reduce and --min-busbw go together")
+    expected = None
+    if args.expect:
+        try:
+            expected = expand_hostlist(args.expect)
+        except ValueError as exc:
+            raise GpuFabricError(f"--expect: {exc}") from None
+    fleet = _read_fleet(Path(args.fleet)) if args.fleet else None
+    run = floor = None
+    if args.all_reduce:
+        try:
+            floor = parse_gbps(args.min_busbw)
+            run = all_reduce_run(Path(args.all_reduce).read_text(encoding="utf-8", errors="replace"))
+        except (ValueError, OSError) as exc:
+            raise GpuFabricError(f"--all-reduce/--min-busbw: {exc}") from None
+    imex = None
+    if args.imex:
+        try:
+            imex = parse_imex_status(Path(args.imex).read_text(encoding="utf-8", errors="replace"))
+        except (ValueError, OSError) as exc:
+            raise GpuFabricError(f"--imex {args.imex}: {exc}") from None
+    trays = read_trays(Path(args.rackdir))
+    return clean_values(judge_rack(trays, expected=expected, tray_count=args.trays,
+                                   gpus_per_tray=args.gpus_per_tray, fleet=fleet, all_reduce=run, min_busbw=floor,
+                                   imex=imex))
+
+
+def _read_fleet(path: Path) -> dict:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GpuFabricError(f"--fleet {path}: not a readable fleet-results.json ({exc})") from None
+    nodes = document.get("nodes") if isinstance(document, dict) else None
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) and isinstance(n.get("name"), str)
+                                              for n in nodes):
+        raise GpuFabricError(f"--fleet {path}: not a fleet-results.json (no nodes list with names)")
+    return document

@@ -1,0 +1,47 @@
+"""Builds the replayed GB200 NVL72 rack of tests/data/racks/gb200-nvl72-replayed/ (README.md there) from the real
+public GB200 outputs of tests/data/captures/public/blackwell/: one nvml.json (format gpufabric-nvml/1) per tray."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_gpufabric.formats.nvidia_smi_text import parse_smi_list, parse_smi_table
+
+ROOT = Path(__file__).resolve().parent
+BLACKWELL = ROOT / "data" / "captures" / "public" / "blackwell"
+RACK = ROOT / "data" / "racks" / "gb200-nvl72-replayed"
+TRAYS = [f"gb200-tray{t:02d}" for t in range(1, 19)]
+
+#: the fabric reading every GPU of the healthy rack carries. NOT read off a GB200: no GB200 `nvidia-smi -q` or NVML
+#: fabric reading was found in a copyable form. State 3 (Completed) and status 0 (Success) are what NVIDIA documents
+#: for a registered GPU; clique 4026 is the clique id read by hand off a public GB200 NVML fabric dump (leptonai/gpud
+#: pull request #1106, tests/data/captures/public/blackwell/SOURCES.md); the cluster UUID is this test's own value.
+CLIQUE_ID = 4026
+CLUSTER_UUID = "72727272-7272-4272-8272-727272727272"
+
+
+def tray_record(tray: int) -> dict:
+    """Tray ``tray`` (1-18): the GB200 tray's 4 GPUs as the real captures show them (names and UUIDs from
+    `nvidia-smi -L`, bus ids and memory from the `nvidia-smi` table, driver from the table). Tray 1 keeps the real
+    UUIDs; trays 2-18 change only each UUID's last 4 hex digits to the tray number, for 72 distinct boards."""
+    listed = parse_smi_list((BLACKWELL / "nvidia-smi-L-gb200-4gpu-slurm-k8s-aarch64.txt").read_text()).gpus
+    table = parse_smi_table((BLACKWELL / "nvidia-smi-gb200-4gpu-580.126.09-openshift-driver-pod.txt").read_text())
+    gpus = []
+    for named, row in zip(listed, table.gpus, strict=True):
+        uuid = named.uuid if tray == 1 else f"{named.uuid[:-4]}{tray:04x}"
+        gpus.append({"index": named.index, "name": named.name, "uuid": uuid, "pci_bus_id": row.pci_bus_id,
+                     "memory_total_bytes": row.memory_bytes,
+                     "fabric": {"state": 3, "status": 0, "clique_id": CLIQUE_ID, "cluster_uuid": CLUSTER_UUID}})
+    return {"format": "gpufabric-nvml/1", "hostname": TRAYS[tray - 1], "driver_version": table.driver_version,
+            "cuda_driver_version_text": table.cuda_version, "gpu_count": len(gpus), "gpus": gpus}
+
+
+def write_rack(directory: Path) -> None:
+    for tray, name in enumerate(TRAYS, start=1):
+        (directory / name).mkdir(parents=True, exist_ok=True)
+        (directory / name / "nvml.json").write_text(json.dumps(tray_record(tray), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    write_rack(RACK)

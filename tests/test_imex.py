@@ -1,0 +1,97 @@
+"""`nvidia-imex-ctl -N` (formats/imex.py) and the rack's IMEX promise (fleet/rack.py), on a real 18-node GB200 NVL72
+IMEX status (tests/data/captures/public/blackwell/, its SOURCES.md row: every value below read off it by hand).
+The failing cases are copies of it changed here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from rack_replay import RACK
+
+from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
+from pytest_gpufabric.formats.imex import parse_imex_status
+
+ROOT = Path(__file__).resolve().parent.parent
+BLACKWELL = ROOT / "tests" / "data" / "captures" / "public" / "blackwell"
+IMEX = BLACKWELL / "nvidia-imex-ctl-N-gb200-nvl72-18node-570.172-aws-p6e.txt"
+NCCL_72 = BLACKWELL / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
+
+
+def _imex_outcome(text: str) -> dict:
+    document = judge_rack(read_trays(RACK), imex=parse_imex_status(text))
+    return next(p for p in document["promises"] if p["id"] == "rack-imex")
+
+
+def test_the_real_nvl72_imex_status():
+    status = parse_imex_status(IMEX.read_text())
+    assert [n["node"] for n in status["nodes"]] == list(range(18))
+    assert status["nodes"][0] == {"node": 0, "address": "172.31.48.81", "state": "READY", "version": "570.172"}
+    assert status["nodes"][17]["address"] == "172.31.56.47"
+    assert sorted(status["connectivity"], key=int) == [str(i) for i in range(18)]
+    assert {code for row in status["connectivity"].values() for code in row.values()} == {"C"}
+    assert (status["domain_state"], status["unknown"]) == ("UP", [])
+    assert _imex_outcome(IMEX.read_text()) == {
+        "id": "rack-imex", "outcome": "passed", "reason": "IMEX domain UP: 18 nodes READY, every pair connected"}
+
+
+def test_a_node_down_and_a_lost_connection_fail_naming_them():
+    text = IMEX.read_text().replace("Node #4   - 172.31.50.39    - READY  ",
+                                    "Node #4   - 172.31.50.39    - UNAVAILABLE")
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("       4        C"))
+    lines[row] = lines[row][:16] + "D" + lines[row][17:]
+    text = "\n".join(lines).replace("Domain State: UP", "Domain State: DEGRADED")
+    assert _imex_outcome(text) == {
+        "id": "rack-imex", "outcome": "failed",
+        "reason": "IMEX domain state DEGRADED, not UP; IMEX node #4 (172.31.50.39) UNAVAILABLE, not READY; IMEX node "
+                  "4 to node 0: D, not C (connected)"}
+
+
+def test_a_status_cut_before_its_domain_line_is_not_checked():
+    text = IMEX.read_text()
+    cut = text[:text.index("      12        C")]
+    status = parse_imex_status(cut)
+    assert status["unknown"] == ["no `Domain State:` line: the output is cut, the domain's state is unknown",
+                                 "the connectivity table is cut: node(s) 12, 13, 14, 15, 16, 17 have no whole row"]
+    assert _imex_outcome(cut)["outcome"] == "not checked"
+
+
+def test_an_imex_domain_of_another_size_fails():
+    lines = [line for line in IMEX.read_text().splitlines() if not line.startswith("Node #17 ")]
+    assert _imex_outcome("\n".join(lines))["outcome"] == "not checked"  # the table still names node 17: cut
+    whole = parse_imex_status(IMEX.read_text())
+    document = judge_rack(read_trays(RACK), imex=whole, tray_count=19)
+    imex = next(p for p in document["promises"] if p["id"] == "rack-imex")
+    assert imex["reason"] == "the IMEX domain has 18 nodes, the rack 19 trays"
+
+
+def test_every_rack_promise_held_is_accepted():
+    """The one path to ACCEPTED: the replayed rack, its trays ACCEPTED in fleet results written here, the real
+    IMEX status, and the real NVL72 all_reduce taken as if its device list were whole (its rank count set to 72:
+    the capture itself shows only rank 71, test_rack_nvl72.py holds that to not checked)."""
+    run = dict(all_reduce_run(NCCL_72.read_text()), ranks=72)
+    fleet = {"nodes": [{"name": tray.name, "verdict": "ACCEPTED"} for tray in read_trays(RACK)]}
+    document = judge_rack(read_trays(RACK), fleet=fleet, all_reduce=run, min_busbw=800.0,
+                          imex=parse_imex_status(IMEX.read_text()))
+    assert document["verdict"] == "ACCEPTED"
+    assert {p["outcome"] for p in document["promises"]} == {"passed"}
+    assert document["reason"] == "every promise of the rack held"
+    below = judge_rack(read_trays(RACK), fleet=fleet, all_reduce=run, min_busbw=850.0,
+                       imex=parse_imex_status(IMEX.read_text()))
+    assert below["verdict"] == "REJECTED"
+    assert below["reason"] == ("rack-all-reduce: all_reduce over 72 ranks: 834.57 GB/s busbw at 8589934592 B, "
+                               "floor 850 GB/s")
+
+
+def test_parse_imex_cli():
+    done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "parse", "imex", str(IMEX)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["domain_state"] == "UP"
+    rack = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "rack", str(RACK), "--imex", str(IMEX)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert rack.returncode == 6
+    assert "  rack-imex: passed: IMEX domain UP: 18 nodes READY, every pair connected" in rack.stdout.splitlines()
