@@ -51,6 +51,8 @@ SAME_WORD = {
         "nodehealth/passive.py")},
     ("nodehealth/passive.py", "gpu-count"): "the health check's own finding: a GPU fewer than its baseline",
     ("nodehealth/passive.py", "ecc-mode"): "the health check's own finding: ECC off where the baseline had it on",
+    ("formats/nvidia_smi_q.py", "bandwidth"): "the XML tag of the fabric health's bandwidth state (<fabric><health>)",
+    ("formats/nvidia_smi_text.py", "memory"): "the regular expression's group of a process's memory in the table",
     ("nodehealth/passive.py", "nvlink"): "the nvlink-state finding's fault word in the scheduler's drain reason",
     ("formats/dcgm_diag.py", "memory_bandwidth"): "DCGM's name of its memory bandwidth test",
     ("reference_judge.py", "memory_bandwidth"): "DCGM's name of its memory bandwidth test",
