@@ -167,3 +167,27 @@ def test_profile_init_measures_the_copies_beside_the_pattern_and_writes_the_same
     assert all(end <= min(ran["pcie"][0], ran["pattern"][0]) or start >= max(ran["pcie"][1], ran["pattern"][1])
                for start, end in others)  # and nothing else did
     assert live.sections == from_bundle.sections and live.sections["pcie_load"]["gen"] == 5
+
+
+RECORDED = Path(__file__).parent / "data" / "results" / "acceptance-time-h100-x1"
+
+
+@pytest.mark.parametrize("run", ["run-2", "run-3", "run-4"])
+def test_recorded_pairs_judged_as_the_copies_and_pattern_alone_were(run):
+    """On 1x H100 SXM 80GB the copies ran beside the pattern (their record says so) and every judged figure is what
+    the same machine gave with each alone (run-1): gen 5 x16 under load, no replay, no wrong bit, the pattern's
+    coverage 88.6 % of free memory (figures read off the files by hand)."""
+    import json
+
+    pcie = json.loads((RECORDED / run / "pcie-load.json").read_text())
+    pattern = json.loads((RECORDED / run / "memory-pattern.json").read_text())
+    results = json.loads((RECORDED / run / "acceptance-results.json").read_text())
+    assert pcie["runner"]["beside"] == "memory_pattern"
+    (row,) = pcie["gpus"]
+    assert (row["link"]["under_load"]["gen_min"], row["link"]["under_load"]["width_min"]) == (5, 16)
+    assert row["replay_counter"]["rise"] == 0
+    (tested,) = pattern["gpus"]
+    assert sum(p["mismatches"] for p in tested["passes"]) == 0 and round(tested["coverage"], 3) == 0.886
+    assert results["summary"]["verdict"] == "ACCEPTED"
+    outcomes = {c["promise"]: c["verdict"] for c in results["checks"]}
+    assert outcomes["pcie-under-load[GPU0]"] == outcomes["memory-pattern[GPU0]"] == "passed"
