@@ -127,7 +127,8 @@ def test_the_warm_up_ends_once_every_gpu_is_at_its_power_limit(at_limit_after_s,
     began = time.perf_counter()
     at_limit = None if at_limit_after_s is None else (lambda: time.perf_counter() - began >= at_limit_after_s)
     warmed_s, window_s = power_hold._hold(loads, sampler, 0.2, 3.0, None, measure, stop, at_limit)
-    assert expected_s[0] <= warmed_s < expected_s[1] and window_s >= 0.2
+    # _hold times its warm-up from its own start, a little after ``began``: a loaded machine shows the gap
+    assert expected_s[0] - 0.05 <= warmed_s < expected_s[1] and window_s >= 0.2
     assert power_hold.MIN_WARMUP_S == 1.0 and loads[0].iterations > 0 and sampler.samples[0]
 
 
