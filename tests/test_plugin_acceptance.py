@@ -82,8 +82,8 @@ def test_unknown_profile_is_a_usage_error_listing_profiles(pytester: pytest.Pyte
     result = pytester.runpytest("--gpu-profile", "titan-rtx")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown profile 'titan-rtx' (did you mean 'titan-rtx-nvlink'?); available "
-                                 "profiles: a100-pcie-roce, h100-sxm-x1, h200-nvswitch-x2, h200-nvswitch-x4, "
-                                 "rtx-2080ti-pcie, titan-rtx-nvlink*"])
+                                 "profiles: a100-pcie-roce, gb200-nvl72-tray, h100-sxm-x1, h200-nvswitch-x2, "
+                                 "h200-nvswitch-x4, hgx-b200-8gpu, hgx-b300-8gpu, rtx-2080ti-pcie, titan-rtx-nvlink*"])
     assert "must not run" not in result.stdout.str()
 
 

@@ -290,15 +290,15 @@ def test_a_script_exiting_with_a_message_in_a_spare_exits_as_it_would_cold(tmp_p
 
 def test_a_spare_ends_without_the_interpreters_teardown(tmp_path, spares):
     """The script's result is written when it returns; the teardown after it (torch's and CUDA's, here an exit
-    handler that sleeps 5 s) is not waited for in a spare."""
+    handler that sleeps 60 s) is not waited for in a spare (whose own torch import, under load, may take 10 s)."""
     ok = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
-    slow_exit = _script(tmp_path, "slow_exit.py", "import atexit, time\natexit.register(time.sleep, 5)\n"
+    slow_exit = _script(tmp_path, "slow_exit.py", "import atexit, time\natexit.register(time.sleep, 60)\n"
                         + _REPORTS_ITSELF)
     run_workload(ok, timeout_s=120)
     started = time.monotonic()
     result = run_workload(slow_exit, timeout_s=120)
     assert spares.served == 1 and result["torch_already_imported"] is True
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 30
 
 
 def test_a_spare_of_another_environment_is_not_used(tmp_path, spares):
