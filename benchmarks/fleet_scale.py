@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -55,6 +56,21 @@ _PEAK = ("import resource, sys\nfrom pytest_gpufabric.cli import main\nrc = main
          "sys.exit(rc)")
 
 
+#: the yardstick: every node's results file read and parsed whole by json.loads, one after the other on one core
+_LOADS = ("import json, os, sys, time\nroot = sys.argv[1]\nstart = time.perf_counter()\n"
+          "for name in sorted(os.listdir(root)):\n"
+          "    try:\n        handle = open(os.path.join(root, name, 'gpufabric-results.json'), 'rb')\n"
+          "    except FileNotFoundError:\n        continue\n"
+          "    with handle:\n        json.loads(handle.read())\n"
+          "print(time.perf_counter() - start)")
+
+
+def loads_seconds(nodes: Path) -> float:
+    """Seconds one core takes to read and json.loads every node's results file once."""
+    done = subprocess.run([sys.executable, "-c", _LOADS, str(nodes)], capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
 #: the warm rack: 40 consecutively named healthy nodes, 6 C warmer, from 2/5 into fleets of 1,000 nodes and more
 WARM_NODES, WARM_C = 40, 6
 BASE_C, SPREAD_C = 60, 2.0
@@ -74,6 +90,8 @@ def _planted(i: int) -> str | None:
         return "slow"
     if i % 250 == 17:
         return "hot"
+    if i % 100 == 71:
+        return "noisy"
     return None
 
 
@@ -130,6 +148,8 @@ def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[
         for g, check in enumerate(temperatures):
             over = rng.uniform(15, 22) if g == hot_gpu else rng.gauss(0, SPREAD_C)
             check["found"]["max_temperature_c"] = round(BASE_C + rack_c + over)
+        if kind == "noisy":  # healthy, one measurement read low: a collective at one size, 3.5-4.5 % slower
+            _one_slow_measurement(document, rng, rng.uniform(0.955, 0.965))
         if kind == "hot" and hot_gpu is None:
             planted_kinds[name] = "hot, but its source has no burn-in temperature"
         document["synthetic"].update({"rack_c": rack_c, "hot_gpu": hot_gpu})
@@ -138,6 +158,19 @@ def build_fleet(root: Path, count: int, seed: int = 1) -> tuple[list[str], dict[
         text = _as_written(sources[source], document, shared[source])
         (folder / "gpufabric-results.json").write_text(text, encoding="utf-8")
     return names, planted_kinds, warm
+
+
+def _one_slow_measurement(document: dict, rng: random.Random, factor: float) -> None:
+    """One check record of the node's collectives (its bandwidths and time: one measurement) ``factor`` as fast."""
+    records = [c for c in document["checks"] if c["name"].startswith("bandwidth-") and isinstance(c["found"], dict)
+               and "busbw_gbps" in c["found"]]
+    record = rng.choice(records)
+    for key in ("busbw_gbps", "algbw_gbps"):
+        if isinstance(record["found"].get(key), float):
+            record["found"][key] *= factor
+    if isinstance(record["found"].get("time_us"), float):
+        record["found"]["time_us"] /= factor
+    document["synthetic"]["noisy"] = f"{record['name']} {record['subject']}"
 
 
 def score(document: dict, planted: dict[str, str], count: int, with_temperatures: set[str]) -> dict:
@@ -153,10 +186,14 @@ def score(document: dict, planted: dict[str, str], count: int, with_temperatures
         hit = len(named & truth)
         out[kind] = {"planted": len(truth), "flagged": len(named), "recall": hit / len(truth) if truth else None,
                      "precision": hit / len(named) if named else None}
-    healthy = [n["name"] for n in document["nodes"] if n["verdict"] == "ACCEPTED" and n["name"] not in planted]
+    # healthy: every accepted node but the slow and hot ones (those with one noisy number included)
+    healthy = [n["name"] for n in document["nodes"] if n["verdict"] == "ACCEPTED"
+               and planted.get(n["name"], "noisy") == "noisy"]
     wrongly = sorted(set(healthy) & flagged)
     out["healthy"] = {"nodes": len(healthy), "flagged_one_by_one": len(wrongly),
                       "share": len(wrongly) / len(healthy) if healthy else None, "names": wrongly[:20]}
+    noisy = {n for n, k in planted.items() if k == "noisy"}
+    out["noisy"] = {"planted": len(noisy), "flagged": len(noisy & flagged)}
     rack = {f"node{i:05d}" for i in warm_rack(count)} & with_temperatures  # those a temperature can group
     rack_healthy = {n for n in rack if n not in planted}
     best = max(document.get("groups") or [], key=lambda g: len(rack & set(g["nodes"])), default=None)
@@ -173,6 +210,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="100,1000,10000")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpufabric-fleet-scale"))
+    parser.add_argument("--seed", type=int, default=1, help="the fleet's random draws (a new fleet per seed)")
     parser.add_argument("--reuse", action="store_true", help="time the report again on the fleets an earlier run "
                         "built under --out (100,000 nodes take minutes to build and 29 GB)")
     args = parser.parse_args()
@@ -186,7 +224,7 @@ def main() -> int:
             built = None  # built by an earlier run
         else:
             shutil.rmtree(root, ignore_errors=True)
-            expected, planted, with_temperatures = build_fleet(root / "nodes", count)
+            expected, planted, with_temperatures = build_fleet(root / "nodes", count, args.seed)
             (root / "plan.json").write_text(json.dumps({"expected": expected, "planted": planted,
                                                         "with_temperatures": sorted(with_temperatures)}))
         built = None if built is None else time.perf_counter() - built
@@ -194,11 +232,14 @@ def main() -> int:
         hostlist = f"node[00000-{count - 1:05d}]"
         assert expected == [f"node{i:05d}" for i in range(count)]
         (root / "expect.txt").write_text(hostlist)
+        loads_s = loads_seconds(root / "nodes")  # also brings the files into the page cache, as for the report
+        load_before = os.getloadavg()[0]
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _PEAK, "fleet", "report", str(root / "nodes"),
-                               "--expect", hostlist, "-o", str(root / "report")],
+        done = subprocess.run([sys.executable, "-c", _PEAK, "fleet", "report", "--allow-replays",
+                               str(root / "nodes"), "--expect", hostlist, "-o", str(root / "report")],
                               capture_output=True, text=True)
         seconds = time.perf_counter() - start
+        load_after = os.getloadavg()[0]
         own, children = (int(v) for v in done.stderr.rsplit("PEAK_KIB ", 1)[-1].split("\n", 1)[0].split())
         cpu_own, cpu_workers = (float(v) for v in done.stderr.rsplit("CPU_S ", 1)[-1].split())
         if done.returncode not in (0, 1):
@@ -211,21 +252,29 @@ def main() -> int:
                      "peak_rss_mib": round((own + children) / 1024, 1),
                      # CPU seconds of the report's own process and of its node-reading workers
                      "cpu_s": round(cpu_own + cpu_workers, 2), "cpu_s_report": round(cpu_own, 2),
-                     "html_mb": round(html_mb, 2), "verdict": document["verdict"],
+                     "html_mb": round(html_mb, 2),
+                     # one core's json.loads of every results file, and the report's time as a share of it
+                     "json_loads_s": round(loads_s, 2), "vs_json_loads": round(seconds / loads_s, 2),
+                     "vs_previous_row": round(seconds / rows[-1]["seconds"], 2) if rows else None,
+                     # the machine's 1-minute load average before and after the report (2 cores, shared)
+                     "load_before": round(load_before, 2), "load_after": round(load_after, 2),
+                     "cpus": os.cpu_count(), "seed": args.seed, "verdict": document["verdict"],
                      "outlier_nodes": document["counts"]["outlier_nodes"], "missing": len(document["missing"]),
                      "build_s": None if built is None else round(built, 1),
                      "flags": score(document, planted, count, with_temperatures)})
         print(json.dumps(rows[-1]), flush=True)
-    print("\n| nodes | seconds | ms/node | CPU s (report + workers) | peak RSS MiB | HTML MB | outlier nodes | groups "
-          "| missing |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| nodes | seconds | x json.loads (s) | x previous row | load before/after | ms/node "
+          "| CPU s (report + workers) | peak RSS MiB | HTML MB | outlier nodes | groups | missing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['nodes']:,} | {r['seconds']} | {r['ms_per_node']} | {r['cpu_s']} ({r['cpu_s_report']} + "
+        print(f"| {r['nodes']:,} | {r['seconds']} | {r['vs_json_loads']} ({r['json_loads_s']}) | "
+              f"{r['vs_previous_row'] or '-'} | {r['load_before']}/{r['load_after']} | "
+              f"{r['ms_per_node']} | {r['cpu_s']} ({r['cpu_s_report']} + "
               f"{round(r['cpu_s'] - r['cpu_s_report'], 2)}) | {r['peak_rss_mib']} | {r['html_mb']} | "
               f"{r['outlier_nodes']} | {len(r['flags']['groups'])} | {r['missing']} |")
     print("\n| nodes | slow: recall | slow: precision | hot: recall | hot: precision | healthy flagged one by one | "
-          "warm rack (40 nodes, +6 C) |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "one noisy number: flagged | warm rack (40 nodes, +6 C) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         f = r["flags"]
 
@@ -243,6 +292,7 @@ def main() -> int:
               f"{pct(f['slow']['precision'])} of {f['slow']['flagged']} | {pct(f['hot']['recall'])} of "
               f"{f['hot']['planted']} | {pct(f['hot']['precision'])} of {f['hot']['flagged']} | "
               f"{f['healthy']['flagged_one_by_one']} of {f['healthy']['nodes']:,} ({f['healthy']['share']:.2%}) | "
+              f"{f['noisy']['flagged']} of {f['noisy']['planted']} | "
               f"{rack_text if warm_rack(r['nodes']) else 'none in this fleet'} |")
     (args.out / "fleet_scale.last.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..catalogue import CHECK_HERE
-from ..kinds import record_limits
+from ..kinds import check_rule
 from ..kinds.burn_in import BURN_IN_GPU
 from ..remedy import remedies_by_class
 from ..report.versions import NotJudgeable, judge_again
@@ -28,7 +28,7 @@ __all__ = ["RESULTS_FILE", "Node", "find_node_dirs", "read_node"]
 RESULTS_FILE = "gpufabric-results.json"
 _HTML_NAMES = ("acceptance.html", "report.html")
 
-@dataclass
+@dataclass(slots=True)  # slots: a node's record costs its fields, not a dict of them (100,000 nodes in memory)
 class Node:
     """What the fleet report keeps of one node's results."""
 
@@ -181,12 +181,34 @@ def _metrics(checks: list[dict]) -> tuple[dict[tuple[str, str, str], float], dic
     units: dict[tuple[str, str], tuple[str, int]] = {}
     for check in checks:
         name, subject = str(check.get("name", "")), _SERIAL_SUFFIX.sub("", str(check.get("subject", "")))
-        for limit in record_limits(check):
+        for limit in _limits(name, check):
             if limit.fleet and (number := _number(limit.value)) is not None:
                 out[_shared((name, subject, limit.label))] = number
                 unit = _ASCII.get(limit.unit, limit.unit) + (f" {limit.of}" if limit.of else "")
                 units[_shared((name, limit.label))] = _shared((unit, limit.better))
-    return out, units
+    return out, _shared_dict(units)
+
+
+def _limits(name: str, check: dict) -> list:
+    """The limits a check record states, as kinds.record_limits reads them, its check's rule looked up once per
+    check name (a node holds a hundred records of a dozen checks: the lookup was a tenth of a node's reading)."""
+    rule = _RULES[name] if name in _RULES else _RULES.setdefault(name, check_rule(name))
+    if rule is None or rule.limits is None:
+        return []
+    try:
+        return rule.limits(check)
+    except (ValueError, TypeError, KeyError, AttributeError):  # a record of a shape its reader cannot read
+        return []
+
+
+#: check name -> its rule among the shipped ones (kinds.check_rule; a fleet judges by the shipped rules only)
+_RULES: dict = {}
+
+
+def _shared_dict(value: dict) -> dict:
+    """One dict for each content that nodes share (every node of a machine class has the same units): read it,
+    never change it."""
+    return _SHARED.setdefault(("dict", *value.items()), value)
 
 
 def _slowdowns(checks: list[dict]) -> dict[str, float]:
