@@ -162,6 +162,9 @@ def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path, capsy
     out = capsys.readouterr().out
     assert f"  group 1: {group['summary']}" in out.splitlines()
     assert "  outlier r02n07: burn-in-gpu GPU0 max_temperature_c" in out
+    # the line says the rule the flag rests on, with its figures
+    assert f"  outlier r02n07: burn-in-gpu GPU0 max_temperature_c {gpu0 + 22} C against the fleet's median " \
+           f"{gpu0 + 6}: {hot['rule']}" in out.splitlines()
 
 
 def test_scattered_slow_nodes_are_not_a_group():

@@ -206,9 +206,12 @@ _RULES: dict = {}
 
 
 def _shared_dict(value: dict) -> dict:
-    """One dict for each content that nodes share (every node of a machine class has the same units): read it,
-    never change it."""
-    return _SHARED.setdefault(("dict", *value.items()), value)
+    """One dict for each content that nodes share (the units, the inventory and the promise counts of a fleet's
+    nodes are alike): read it, never change it. A dict holding lists is its own."""
+    try:
+        return _SHARED.setdefault(("dict", *value.items()), value)
+    except TypeError:  # a value that is not hashable
+        return value
 
 
 def _slowdowns(checks: list[dict]) -> dict[str, float]:
@@ -278,6 +281,7 @@ def read_node(directory: Path, max_bytes: int = MAX_BYTES, digest: bool = False)
                    for c in checks if c["verdict"] == "failed"]
     node.remedies = remedies_by_class(document.get("promises") or [])
     node.inventory, node.serials = _inventory(document)
+    node.inventory, node.promises = _shared_dict(node.inventory), _shared_dict(node.promises)
     node.metrics, node.units = _metrics(checks)
     node.burn_in = _burn_in(checks)
     node.slowdown_c = _slowdowns(checks)
