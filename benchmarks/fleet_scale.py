@@ -61,18 +61,27 @@ _PEAK = ("import resource, sys\nfrom pytest_gpufabric.cli import main\nrc = main
 
 
 #: the yardstick: every node's results file read and parsed whole by json.loads, one after the other on one core
-_LOADS = ("import json, os, sys, time\nroot = sys.argv[1]\nstart = time.perf_counter()\n"
+_LOADS = ("import json, os, sys, time\nroot = sys.argv[1]\nstart, cpu = time.perf_counter(), time.process_time()\n"
           "for name in sorted(os.listdir(root)):\n"
           "    try:\n        handle = open(os.path.join(root, name, 'gpufabric-results.json'), 'rb')\n"
           "    except FileNotFoundError:\n        continue\n"
           "    with handle:\n        json.loads(handle.read())\n"
-          "print(time.perf_counter() - start)")
+          "print(time.perf_counter() - start, time.process_time() - cpu)")
 
 
-def loads_seconds(nodes: Path) -> float:
-    """Seconds one core takes to read and json.loads every node's results file once."""
+def _workers(count: int) -> int:
+    """The node-reading processes of a report over ``count`` nodes (fleet/report.py read_nodes)."""
+    from pytest_gpufabric.fleet.report import PARALLEL_FROM
+
+    cpus = min(os.cpu_count() or 1, 8)
+    return cpus if count >= PARALLEL_FROM and cpus >= 2 else 1
+
+
+def loads_seconds(nodes: Path) -> tuple[float, float]:
+    """(seconds, CPU seconds) one core takes to read and json.loads every node's results file once."""
     done = subprocess.run([sys.executable, "-c", _LOADS, str(nodes)], capture_output=True, text=True, check=True)
-    return float(done.stdout.split()[-1])
+    seconds, cpu = done.stdout.split()[-2:]
+    return float(seconds), float(cpu)
 
 
 #: the warm rack: 40 consecutively named healthy nodes, 6 C warmer, from 2/5 into fleets of 1,000 nodes and more
@@ -236,7 +245,8 @@ def main() -> int:
         hostlist = f"node[00000-{count - 1:05d}]"
         assert expected == [f"node{i:05d}" for i in range(count)]
         (root / "expect.txt").write_text(hostlist)
-        loads_s = loads_seconds(root / "nodes")  # also brings the files into the page cache, as for the report
+        # the yardstick; it also brings the files into the page cache, for the report
+        loads_s, loads_cpu_s = loads_seconds(root / "nodes")
         load_before = os.getloadavg()[0]
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", _PEAK, "fleet", "report", "--allow-replays",
@@ -259,6 +269,11 @@ def main() -> int:
                      "html_mb": round(html_mb, 2),
                      # one core's json.loads of every results file, and the report's time as a share of it
                      "json_loads_s": round(loads_s, 2), "vs_json_loads": round(seconds / loads_s, 2),
+                     # the same from CPU seconds, which other work on the machine changes less: the report's own
+                     # plus its workers' shared among them (the node-reading workers: one per CPU, up to 8, from
+                     # 1,000 nodes on), against the yardstick's
+                     "json_loads_cpu_s": round(loads_cpu_s, 2),
+                     "vs_json_loads_cpu": round((cpu_own + cpu_workers / _workers(count)) / loads_cpu_s, 2),
                      "vs_previous_row": round(seconds / rows[-1]["seconds"], 2) if rows else None,
                      # the machine's 1-minute load average before and after the report (2 cores, shared)
                      "load_before": round(load_before, 2), "load_after": round(load_after, 2),
@@ -271,7 +286,8 @@ def main() -> int:
           "| CPU s (report + workers) | peak RSS MiB | HTML MB | outlier nodes | groups | missing |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['nodes']:,} | {r['seconds']} | {r['vs_json_loads']} ({r['json_loads_s']}) | "
+        print(f"| {r['nodes']:,} | {r['seconds']} | {r['vs_json_loads']} ({r['json_loads_s']}; from CPU s "
+              f"{r['vs_json_loads_cpu']}) | "
               f"{r['vs_previous_row'] or '-'} | {r['load_before']}/{r['load_after']} | "
               f"{r['ms_per_node']} | {r['cpu_s']} ({r['cpu_s_report']} + "
               f"{round(r['cpu_s'] - r['cpu_s_report'], 2)}) | {r['peak_rss_mib']} | {r['html_mb']} | "

@@ -10,6 +10,7 @@ import functools
 import gc
 import os
 import tempfile
+import threading
 import uuid
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -20,6 +21,7 @@ from pathlib import Path
 from ..errors import GpuFabricError
 from ..formats.clean import clean_line
 from ..profile.loader import load_profile
+from ..reference import load_references
 from ..report.html_signing import signed_page
 from ..report.integrity import INTEGRITY_KEY, integrity_block
 from ..report.results import json_text, published_mode
@@ -119,7 +121,21 @@ def read_nodes(directories: list[Path], max_bytes: int = MAX_BYTES, digest: bool
 
     prepare()  # the validators compiled once, before the workers fork
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(read, directories, chunksize=max(1, len(directories) // (workers * 8))))
+        read_all = pool.map(read, directories, chunksize=max(1, len(directories) // (workers * 8)))
+        # the workers forked: while they read, this process, idle, reads what judging by a profile will need
+        warm = threading.Thread(target=_warm_up, daemon=True)
+        warm.start()
+        nodes = list(read_all)
+    warm.join()
+    return nodes
+
+
+def _warm_up() -> None:
+    """Load the shipped reference data (the profile loader checks a profile against it: half a second of YAML), so
+    that the report's own process does it while its workers read nodes, not after. A failure is left to the real
+    load, which reports it."""
+    with contextlib.suppress(Exception):
+        load_references()
 
 
 def _fabric_result(paths: list[Path], fabric: Path | None) -> tuple[dict | None, str | None]:
