@@ -71,9 +71,9 @@ _LOADS = ("import json, os, sys, time\nroot = sys.argv[1]\nstart, cpu = time.per
 
 def _workers(count: int) -> int:
     """The node-reading processes of a report over ``count`` nodes (fleet/report.py read_nodes)."""
-    from pytest_gpufabric.fleet.report import PARALLEL_FROM
+    from pytest_gpufabric.fleet.report import PARALLEL_FROM, usable_cpus
 
-    cpus = min(os.cpu_count() or 1, 8)
+    cpus = min(usable_cpus(), 8)
     return cpus if count >= PARALLEL_FROM and cpus >= 2 else 1
 
 

@@ -101,3 +101,22 @@ def test_a_nan_past_many_capital_ns_is_found(tmp_path):
     assert (node["state"], node["verdict"]) == ("unreadable", None)
     assert node["reason"] == (f"unreadable: gpufabric-results.json holds a number that is not finite (NaN at byte "
                               f"{at:,}): not a results file this tool wrote")
+
+
+def test_the_node_readers_fit_the_cpus_the_report_may_use():
+    """A report run inside a Slurm step or a container confined to one CPU of a larger host reads its nodes in its
+    own process, not with a worker per host CPU crowding that one (os.cpu_count counts the host's)."""
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "sched_setaffinity"):
+        import pytest
+
+        pytest.skip("no CPU affinity on this system")
+    one = min(os.sched_getaffinity(0))
+    code = (f"import os; os.sched_setaffinity(0, {{{one}}}); from pytest_gpufabric.fleet.report import usable_cpus; "
+            "print(usable_cpus(), os.cpu_count())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    usable, host = (int(v) for v in done.stdout.split())
+    assert usable == 1 and host == os.cpu_count()

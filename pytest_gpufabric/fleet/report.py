@@ -111,9 +111,18 @@ def hold_to(yardstick: Yardstick, nodes: list[Node]) -> None:
 PARALLEL_FROM = 1000
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: a Slurm step or a container confined to a few of a large host's CPUs gets
+    those few (os.cpu_count counts the host's), so its node readers do not crowd them."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this system
+        return os.cpu_count() or 1
+
+
 def read_nodes(directories: list[Path], max_bytes: int = MAX_BYTES, digest: bool = False) -> list[Node]:
     """Every node in ``directories``, in their order (``digest``: with each file's sha256, see read_node)."""
-    workers = min(os.cpu_count() or 1, 8)
+    workers = min(usable_cpus(), 8)
     read = functools.partial(read_node, max_bytes=max_bytes, digest=digest)
     if len(directories) < PARALLEL_FROM or workers < 2:
         return [read(d) for d in directories]
