@@ -285,6 +285,12 @@ def test_no_node_accused_on_one_noisy_number(tmp_path):
     assert confirmed["rule"].endswith("; under 5% worse, confirmed by 1 other measurement(s) of this node past both "
                                       "tests: bandwidth-sendrecv sendrecv 1GiB")
 
+    # the page's outlier table shows the rule each flag rests on, the confirmation with it
+    page = fleet_html(document, tmp_path / "out")
+    table = page[page.index("Outliers among the passing nodes"):page.index('id="distributions"')]
+    assert "h200noisy" not in table and "confirmed by 1 other measurement(s) of this node past both tests: " \
+        "bandwidth-sendrecv sendrecv 1GiB" in table
+
     six = _outlier(document, "h200six", *size, "busbw_gbps")
     assert six["confirmed_by"] == [] and six["worse_by"] > 0.05
     assert six["rule"].startswith(f"{six['worse_by']:.1%} worse than the median (at least 3%) and ")
