@@ -69,6 +69,21 @@ _LOADS = ("import json, os, sys, time\nroot = sys.argv[1]\nstart, cpu = time.per
           "print(time.perf_counter() - start, time.process_time() - cpu)")
 
 
+def evict(nodes: Path) -> None:
+    """Every node file out of the page cache (posix_fadvise DONTNEED: these files only, the machine's other cached
+    files stay), so that the next reader reads them from the disk, as a report reads a fleet's results off a shared
+    file system."""
+    for folder in nodes.iterdir():
+        try:
+            fd = os.open(folder / "gpufabric-results.json", os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def _workers(count: int) -> int:
     """The node-reading processes of a report over ``count`` nodes (fleet/report.py read_nodes)."""
     from pytest_gpufabric.fleet.report import PARALLEL_FROM, usable_cpus
@@ -223,6 +238,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="100,1000,10000")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gpufabric-fleet-scale"))
+    parser.add_argument("--cold", action="store_true", help="the node files out of the page cache before the "
+                        "yardstick and before the report: both read them from the disk")
     parser.add_argument("--seed", type=int, default=1, help="the fleet's random draws (a new fleet per seed)")
     parser.add_argument("--reuse", action="store_true", help="time the report again on the fleets an earlier run "
                         "built under --out (100,000 nodes take minutes to build and 29 GB)")
@@ -245,8 +262,12 @@ def main() -> int:
         hostlist = f"node[00000-{count - 1:05d}]"
         assert expected == [f"node{i:05d}" for i in range(count)]
         (root / "expect.txt").write_text(hostlist)
-        # the yardstick; it also brings the files into the page cache, for the report
+        # the yardstick; it also brings the files into the page cache, for the report (unless --cold)
+        if args.cold:
+            evict(root / "nodes")
         loads_s, loads_cpu_s = loads_seconds(root / "nodes")
+        if args.cold:
+            evict(root / "nodes")
         load_before = os.getloadavg()[0]
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", _PEAK, "fleet", "report", "--allow-replays",
@@ -277,7 +298,7 @@ def main() -> int:
                      "vs_previous_row": round(seconds / rows[-1]["seconds"], 2) if rows else None,
                      # the machine's 1-minute load average before and after the report (2 cores, shared)
                      "load_before": round(load_before, 2), "load_after": round(load_after, 2),
-                     "cpus": os.cpu_count(), "seed": args.seed, "verdict": document["verdict"],
+                     "cpus": os.cpu_count(), "seed": args.seed, "cold": args.cold, "verdict": document["verdict"],
                      "outlier_nodes": document["counts"]["outlier_nodes"], "missing": len(document["missing"]),
                      "build_s": None if built is None else round(built, 1),
                      "flags": score(document, planted, count, with_temperatures)})

@@ -31,7 +31,7 @@ from .health import fleet_health
 from .hostlist import expand_hostlist
 from .html import fleet_html
 from .loader import MAX_BYTES, prepare
-from .nodes import Node, find_node_dirs, read_node
+from .nodes import Node, find_node_dirs, read_nodes_ahead
 from .provenance import FleetRun, fleet_run, hold_to_source, replayed_nodes
 
 __all__ = ["SCHEMA_PATH", "build_fleet_document", "write_fleet_report"]
@@ -123,14 +123,16 @@ def usable_cpus() -> int:
 def read_nodes(directories: list[Path], max_bytes: int = MAX_BYTES, digest: bool = False) -> list[Node]:
     """Every node in ``directories``, in their order (``digest``: with each file's sha256, see read_node)."""
     workers = min(usable_cpus(), 8)
-    read = functools.partial(read_node, max_bytes=max_bytes, digest=digest)
+    read = functools.partial(read_nodes_ahead, max_bytes=max_bytes, digest=digest)
     if len(directories) < PARALLEL_FROM or workers < 2:
-        return [read(d) for d in directories]
+        return read(directories)
     from concurrent.futures import ProcessPoolExecutor
 
+    size = max(1, len(directories) // (workers * 8))
+    chunks = [directories[i:i + size] for i in range(0, len(directories), size)]
     prepare()  # the validators compiled once, before the workers fork
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        read_all = pool.map(read, directories, chunksize=max(1, len(directories) // (workers * 8)))
+        read_all = (node for chunk in pool.map(read, chunks) for node in chunk)
         # the workers forked: while they read, this process, idle, reads what judging by a profile will need
         warm = threading.Thread(target=_warm_up, daemon=True)
         warm.start()
