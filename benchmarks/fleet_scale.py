@@ -25,6 +25,7 @@ whether the warm rack came back as one group.
 
     python3 benchmarks/fleet_scale.py --nodes 3000,30000 --out /tmp/fleet-scale
     python3 benchmarks/fleet_scale.py --nodes 3000 --out /tmp/fleet-scale --reuse   # time it again, same fleet
+    python3 benchmarks/fleet_scale.py --nodes 10000,100000 --out /tmp/fleet-scale --reuse --cold   # off the disk
 
 Goals (issue 44): 3,000 nodes in at most 0.85 times one core's json.loads of the same files; 100,000 nodes in at
 most 12 times the 10,000-node time (where 100,000 nodes do not fit this machine's disk and time, 30,000 against
