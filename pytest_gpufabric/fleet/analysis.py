@@ -2,8 +2,10 @@
 
 Outliers are judged per measurement and machine class among the nodes that passed on their own, by median and MAD:
 a node is flagged only when a statistical test (more than ``k`` MAD) and a practical one (a fraction of the median,
-or degrees for temperatures) agree. Nodes shifted together along their name order (a warm rack) are one group,
-accusing no node. The rules, their thresholds and why: docs/fleet.md, "How outliers and groups are found".
+or degrees for temperatures) agree, and a speed less than ``alone_deviation`` worse only where another measurement
+of the node confirms it (no node accused on one noisy number). Nodes shifted together along their name order (a
+warm rack) are one group, accusing no node. The rules, their thresholds and why: docs/fleet.md, "How outliers and
+groups are found".
 """
 
 from __future__ import annotations
