@@ -162,6 +162,9 @@ def test_a_warm_row_is_one_group_and_its_hot_node_is_still_named(tmp_path, capsy
     out = capsys.readouterr().out
     assert f"  group 1: {group['summary']}" in out.splitlines()
     assert "  outlier r02n07: burn-in-gpu GPU0 max_temperature_c" in out
+    # the line says the rule the flag rests on, with its figures
+    assert f"  outlier r02n07: burn-in-gpu GPU0 max_temperature_c {gpu0 + 22} C against the fleet's median " \
+           f"{gpu0 + 6}: {hot['rule']}" in out.splitlines()
 
 
 def test_scattered_slow_nodes_are_not_a_group():
@@ -239,3 +242,60 @@ def test_the_rules_come_from_the_profile(tmp_path):
     profile.write_text("name: p\nextends: h200-nvswitch-x2\nfleet: {fraction: 0.9}\n")
     with pytest.raises(ProfileError, match="fraction"):  # the old either-or rule is gone, not silently ignored
         load_profile(str(profile))
+
+
+def _slower(document: dict, check: str, subject: str, factor: float) -> dict:
+    """DERIVED: one measurement of the node (one check record: its bandwidths and time) ``factor`` as fast."""
+    record = next(c for c in document["checks"] if (c["name"], c["subject"]) == (check, subject))
+    for key in ("busbw_gbps", "algbw_gbps"):
+        record["found"][key] *= factor
+    record["found"]["time_us"] /= factor
+    return document
+
+
+def test_no_node_accused_on_one_noisy_number(tmp_path):
+    """Ten healthy nodes within 0.2 % (DERIVED), then three with measurements made slower (DERIVED): one all_reduce
+    size 4 % slower (past 3 % and k MAD, but one number: not flagged); that size and the sendrecv 4 % slower (two
+    measurements agree: flagged on both, each naming the other); one all_reduce size 6 % slower (past the 5 % a
+    figure needs alone, SuperBench's variance rule: flagged)."""
+    accepted = replayed("accepted")
+    root = tmp_path / "fleet"
+    for i in range(10):
+        name = f"h200n{i + 1:02d}"
+        write_node(root, name, derived(accepted, name, 1 + (i % 5 - 2) * 0.001))
+    size, sendrecv = ("bandwidth-all_reduce", "all_reduce 256MiB"), ("bandwidth-sendrecv", "sendrecv 1GiB")
+    write_node(root, "h200noisy", _slower(derived(accepted, "h200noisy"), *size, 0.96))
+    write_node(root, "h200two", _slower(_slower(derived(accepted, "h200two"), *size, 0.96), *sendrecv, 0.96))
+    write_node(root, "h200six", _slower(derived(accepted, "h200six"), *size, 0.94))
+    document = build_fleet_document([root], None, allow_replays=True)
+    validate_fleet_document(document)
+    assert document["settings"]["alone_deviation"] == 0.05
+    assert sorted(n["name"] for n in document["nodes"] if n["outliers"]) == ["h200six", "h200two"]
+
+    busbw = next(m for m in document["metrics"] if (m["check"], m["subject"], m["metric"]) == (*size, "busbw_gbps"))
+    assert busbw["flagged"] == ["h200six", "h200two"]  # the noisy node is in no metric's flagged list either
+    assert (busbw["median"] - accepted_busbw(accepted, size) * 0.96) / busbw["mad"] > 5  # it was past k MAD
+
+    two = {(o["check"], o["subject"], o["metric"]): o for o in _node(document, "h200two")["outliers"]}
+    assert set(two) == {(*size, "busbw_gbps"), (*size, "time_us"), (*sendrecv, "busbw_gbps"), (*sendrecv, "time_us")}
+    confirmed = two[(*size, "busbw_gbps")]
+    assert confirmed["confirmed_by"] == ["bandwidth-sendrecv sendrecv 1GiB"]
+    assert two[(*sendrecv, "time_us")]["confirmed_by"] == ["bandwidth-all_reduce all_reduce 256MiB"]
+    assert 0.03 < confirmed["worse_by"] < 0.05
+    assert confirmed["rule"].endswith("; under 5% worse, confirmed by 1 other measurement(s) of this node past both "
+                                      "tests: bandwidth-sendrecv sendrecv 1GiB")
+
+    # the page's outlier table shows the rule each flag rests on, the confirmation with it
+    page = fleet_html(document, tmp_path / "out")
+    table = page[page.index("Outliers among the passing nodes"):page.index('id="distributions"')]
+    assert "h200noisy" not in table and "confirmed by 1 other measurement(s) of this node past both tests: " \
+        "bandwidth-sendrecv sendrecv 1GiB" in table
+
+    six = _outlier(document, "h200six", *size, "busbw_gbps")
+    assert six["confirmed_by"] == [] and six["worse_by"] > 0.05
+    assert six["rule"].startswith(f"{six['worse_by']:.1%} worse than the median (at least 3%) and ")
+    assert six["rule"].endswith(f"; {six['worse_by']:.1%} worse stands alone (at least 5%)")
+
+
+def accepted_busbw(document: dict, measurement: tuple[str, str]) -> float:
+    return next(c["found"]["busbw_gbps"] for c in document["checks"] if (c["name"], c["subject"]) == measurement)

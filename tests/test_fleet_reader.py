@@ -101,3 +101,51 @@ def test_a_nan_past_many_capital_ns_is_found(tmp_path):
     assert (node["state"], node["verdict"]) == ("unreadable", None)
     assert node["reason"] == (f"unreadable: gpufabric-results.json holds a number that is not finite (NaN at byte "
                               f"{at:,}): not a results file this tool wrote")
+
+
+def test_the_node_readers_fit_the_cpus_the_report_may_use():
+    """A report run inside a Slurm step or a container confined to one CPU of a larger host reads its nodes in its
+    own process, not with a worker per host CPU crowding that one (os.cpu_count counts the host's)."""
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(os, "sched_setaffinity"):
+        import pytest
+
+        pytest.skip("no CPU affinity on this system")
+    one = min(os.sched_getaffinity(0))
+    code = (f"import os; os.sched_setaffinity(0, {{{one}}}); from pytest_gpufabric.fleet.report import usable_cpus; "
+            "print(usable_cpus(), os.cpu_count())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    usable, host = (int(v) for v in done.stdout.split())
+    assert usable == 1 and host == os.cpu_count()
+
+
+def test_reading_ahead_neither_waits_on_a_fifo_nor_fetches_a_huge_file(tmp_path):
+    """The reader asks the kernel to fetch the next nodes' files ahead (fleet/nodes.py read_nodes_ahead): a FIFO
+    among them is never opened to wait for a writer, a sparse 1.5 GB file is not fetched; both nodes are named
+    unreadable, as without reading ahead, and the healthy nodes around them are read."""
+    import os
+
+    import pytest
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    from pytest_gpufabric.fleet.nodes import READ_AHEAD, read_nodes_ahead
+
+    accepted = replayed("accepted")
+    root = tmp_path / "fleet"
+    names = [f"n{i:02d}" for i in range(READ_AHEAD + 3)]
+    for name in names:
+        write_node(root, name, derived(accepted, name))
+    os.unlink(root / "n01" / "gpufabric-results.json")
+    os.mkfifo(root / "n01" / "gpufabric-results.json")
+    with open(root / "n02" / "gpufabric-results.json", "wb") as handle:
+        handle.truncate(1_500_000_000)
+    nodes = read_nodes_ahead([root / name for name in names])
+    assert [n.name for n in nodes] == names
+    assert (nodes[1].state, nodes[1].error) == ("unreadable", "unreadable: gpufabric-results.json is not a regular "
+                                                              "file")
+    assert nodes[2].state == "unreadable" and "1,500.0 MB, over the 67 MB a results file may have" in nodes[2].error
+    assert all(n.state == "reported" for i, n in enumerate(nodes) if i not in (1, 2))

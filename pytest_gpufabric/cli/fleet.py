@@ -148,7 +148,7 @@ def cmd_fleet_report(args: argparse.Namespace) -> int:
     findings = [f"  not accepted {node['name']}: {node['verdict'] or node.get('state') or 'no results'}: "
                 f"{node['reason']}" for node in document["nodes"] if node["verdict"] != "ACCEPTED"]
     findings += [f"  outlier {node['name']}: {o['check']} {o['subject']} {o['metric']} {o['value']:.4g} {o['unit']} "
-                 f"against the fleet's median {o['median']:.4g}"
+                 f"against the fleet's median {o['median']:.4g}: {o['rule']}"
                  for node in document["nodes"] for o in node["outliers"][:1]]
     findings += [f"  {group['id']}: {group['summary']}" for group in document.get("groups") or []]
     findings += [f"  drift {node['name']}: {d['field']} {d['value']} (fleet: {d['majority']})"

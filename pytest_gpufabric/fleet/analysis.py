@@ -2,8 +2,10 @@
 
 Outliers are judged per measurement and machine class among the nodes that passed on their own, by median and MAD:
 a node is flagged only when a statistical test (more than ``k`` MAD) and a practical one (a fraction of the median,
-or degrees for temperatures) agree. Nodes shifted together along their name order (a warm rack) are one group,
-accusing no node. The rules, their thresholds and why: docs/fleet.md, "How outliers and groups are found".
+or degrees for temperatures) agree, and a speed less than ``alone_deviation`` worse only where another measurement
+of the node confirms it (no node accused on one noisy number). Nodes shifted together along their name order (a
+warm rack) are one group, accusing no node. The rules, their thresholds and why: docs/fleet.md, "How outliers and
+groups are found".
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class FleetSettings:
     #: practical margin for bandwidths, throughputs and times: worse than the median by at least this share of it
     #: (a fleet whose nodes agree to 0.1 % has a MAD so small that run-to-run noise, 1-2 %, would pass k MAD)
     min_deviation: float = 0.03
+    #: a bandwidth, throughput or time worse by less than this share of the median accuses its node only where
+    #: another measurement of the node confirms it (SuperBench's variance rule is 5 % against a baseline)
+    alone_deviation: float = 0.05
     min_degrees_c: float = 10.0  # practical margin for temperatures: degrees over the median
     slowdown_headroom_c: float = 5.0  # or: fewer degrees than this below the GPU's own NVML slowdown threshold
     group_min_nodes: int = 5  # consecutively named nodes shifted together, at least this many, make a group
@@ -48,6 +53,7 @@ class FleetSettings:
         section = section or {}
         return cls(k=float(section.get("k", cls.k)),
                    min_deviation=float(section.get("min_deviation", cls.min_deviation)),
+                   alone_deviation=float(section.get("alone_deviation", cls.alone_deviation)),
                    min_degrees_c=float(section.get("min_degrees_c", cls.min_degrees_c)),
                    slowdown_headroom_c=float(section.get("slowdown_headroom_c", cls.slowdown_headroom_c)),
                    group_min_nodes=int(section.get("group_min_nodes", cls.group_min_nodes)),
@@ -58,7 +64,8 @@ class FleetSettings:
                    fail_on_drift=tuple(section.get("fail_on_drift", cls.fail_on_drift)))
 
     def as_dict(self) -> dict:
-        return {"k": self.k, "min_deviation": self.min_deviation, "min_degrees_c": self.min_degrees_c,
+        return {"k": self.k, "min_deviation": self.min_deviation, "alone_deviation": self.alone_deviation,
+                "min_degrees_c": self.min_degrees_c,
                 "slowdown_headroom_c": self.slowdown_headroom_c, "group_min_nodes": self.group_min_nodes,
                 "group_min_deviation": self.group_min_deviation, "group_min_degrees_c": self.group_min_degrees_c,
                 "min_nodes": self.min_nodes, "fail_on_outlier": self.fail_on_outlier,
@@ -236,6 +243,42 @@ def _judge(distribution: _Distribution, settings: FleetSettings) -> tuple[dict, 
     return summary, flagged, groups
 
 
+def _measurement(record: dict) -> str:
+    """One measurement of a node: the figures of one check record are one (a collective's bus bandwidth and time at
+    one size come from one run of it; a copy record's directions from one run of the copy test)."""
+    return f"{record['check']} {record['subject']}"
+
+
+def _confirm(outliers: dict[str, list[dict]], metrics: list[dict], settings: FleetSettings) -> None:
+    """No node accused on one noisy number: a bandwidth, throughput or time worse than its median by less than
+    ``alone_deviation`` stays a finding only where another measurement of the same node is past both tests too
+    (the rerun SuperBench confirms a suspect by, found in the node's own results); alone it is dropped. A figure
+    worse by ``alone_deviation`` or more stands alone (SuperBench's variance rule). Temperatures are judged in
+    degrees, each GPU's once, and stand alone. Each kept record's rule says which held it (``confirmed_by``)."""
+    dropped: set[tuple] = set()
+    alone = max(settings.alone_deviation, settings.min_deviation)
+    for node, records in outliers.items():
+        speeds = [r for r in records if not is_temperature(r["unit"])]
+        measured = sorted({_measurement(r) for r in speeds})
+        for record in speeds:
+            others = [m for m in measured if m != _measurement(record)]
+            if record["worse_by"] >= alone:
+                record["confirmed_by"] = []
+                record["rule"] += f"; {record['worse_by']:.1%} worse stands alone (at least {alone:.0%})"
+            elif others:
+                record["confirmed_by"] = others
+                record["rule"] += (f"; under {alone:.0%} worse, confirmed by {len(others)} other measurement(s) of "
+                                   f"this node past both tests: " + ", ".join(others[:3])
+                                   + (f" and {len(others) - 3} more" if len(others) > 3 else ""))
+            else:
+                dropped.add((node, record["check"], record["subject"], record["metric"]))
+        if dropped:
+            records[:] = [r for r in records if (node, r["check"], r["subject"], r["metric"]) not in dropped]
+    for summary in metrics if dropped else []:
+        summary["flagged"] = [n for n in summary["flagged"]
+                              if (n, summary["check"], summary["subject"], summary["metric"]) not in dropped]
+
+
 def _merge_groups(found: list[dict], order: dict[str, int]) -> list[dict]:
     """One group per stretch of nodes: stretches of one machine class found on several measurements that share
     at least half of the smaller one's nodes are one group (its nodes: all of them)."""
@@ -334,6 +377,7 @@ def analyse(nodes: list[Node], expected: list[str] | None, settings: FleetSettin
         found_groups += groups
         for node, record in flagged:
             outliers[node].append(record)
+    _confirm(outliers, metrics, settings)
     groups = _merge_groups(found_groups, order)
     group_of = {id(part): g["id"] for g in groups for part in g.pop("_parts")}
     member_of: dict[str, list[str]] = {}
