@@ -36,7 +36,7 @@ from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
 from .metrics import prom_text
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
-from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile
+from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile, refuse_another_node
 
 #: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
 TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
@@ -88,7 +88,8 @@ def add_health_parser(sub, func) -> None:
     health.add_argument("--by", metavar="NAME", help="with --clear: who lifts the drain (recorded in the state)")
     health.add_argument("--now", type=finite_number(0, 1e11), metavar="UNIX_SECONDS",
                         help="judge as at this time (tests, replays): the state's times, and a replayed record's Xid "
-                             "lines age by the time since it was recorded")
+                             "lines age by the time since it was recorded; with --clear, the clear's time (never "
+                             "later than the real clock)")
     health.add_argument("--plant-fault", type=whole_number(0, 4095), metavar="CUDA_INDEX",
                         help="with --quick: one wrong GEMM element and one flipped memory bit on this device, to prove "
                              "the check catches them (tests, demonstrations)")
@@ -144,7 +145,9 @@ def _run_clear(args: argparse.Namespace, folder: Path | None, now: float) -> int
             state = load_state(folder)
         except StateUnreadable as exc:
             raise GpuFabricError(f"the health state cannot be read, nothing cleared: {exc}") from None
-        keys = clear(state, args.clear, args.by.strip(), now, boot_id())
+        # a clear covers the Xid lines logged before it: never a time past the real clock (a --now in the future
+        # would hide the Xids of the days up to it)
+        keys = clear(state, args.clear, args.by.strip(), min(now, time.time()), boot_id())
         if not keys:
             held = ", ".join(sorted(state.drains)) or "none"
             raise GpuFabricError(f"--clear {args.clear}: no held drain of that check (held: {held})")
@@ -174,6 +177,7 @@ def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: boo
     try:
         with locked(folder):
             state = load_state(folder)
+            refuse_another_node(state, gpus)
             findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now, boot=boot_id(),
                                         gpus=gpus)
             state.save()

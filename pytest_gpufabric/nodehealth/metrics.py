@@ -33,6 +33,9 @@ NODE_CHECKS = {
     "reading": ("health-record", "nvml", "health-state", "deadline", "usage"),
 }
 STATUS = {"ok": 0, "fault": 1, "unknown": 2}
+#: per-GPU checks that a node-level unknown of the same check leaves could-not-tell on every GPU (a kernel log not
+#: read tells no GPU's Xids)
+NODE_WIDE_UNKNOWN = ("xid",)
 
 
 def _label(value: object) -> str:
@@ -59,6 +62,7 @@ def prom_text(document: dict, timestamp: float, known_gpus: list[dict] | None = 
     tier, verdict, findings = document["tier"], document["verdict"], document["findings"]
     gpus = document["gpus"] or list(known_gpus or [])
     unread = not document["gpus"]  # the run read no GPU: every GPU check is could-not-tell unless a drain is held
+    node_unknown = {f["check"] for f in findings if f["gpu"] is None and f["severity"] == UNKNOWN}
     checks = {**GPU_CHECKS, **(QUICK_GPU_CHECKS if tier == "quick" else {})}
     t = f'tier="{tier}"'
     lines = [
@@ -70,7 +74,8 @@ def prom_text(document: dict, timestamp: float, known_gpus: list[dict] | None = 
                   f'pci_bus_id="{_label(gpu.get("pci_bus_id") or "")}",serial="{_label(gpu.get("serial") or "")}"')
         for check, covers in checks.items():
             skipped = check in QUICK_GPU_CHECKS and "quick" not in document["seconds"]  # the workloads did not run
-            status = _status(findings, covers, gpu["index"], unread or skipped)
+            untold = check in NODE_WIDE_UNKNOWN and check in node_unknown
+            status = _status(findings, covers, gpu["index"], unread or skipped or untold)
             judged, not_readable = judged + (status != 2), not_readable + (status == 2)
             lines.append(f'gpufabric_health_check_status{{{labels},check="{check}"}} {status}')
     lines += ["# HELP gpufabric_health_node_check_status Each node-level check: 0 ok, 1 fault, 2 could not tell.",

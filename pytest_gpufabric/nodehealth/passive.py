@@ -407,8 +407,13 @@ class _Checker:
 
     def xids(self) -> None:
         log = self.node.kernel_log
-        if log.error is not None:
+        if log.error is not None and self.node.derived:  # a replayed bundle that holds no kernel log: said
             self.notes.append(f"Xid events not checked: the kernel log could not be read ({log.error})")
+            return
+        if log.error is not None:  # could not tell: never healthy, and the held Xid drains stay (state.py)
+            self.add(UNKNOWN, "xid", "kernel log not readable", None, SOFTWARE,
+                     f"Xid events not checked: the kernel log could not be read ({log.error}); run the check as "
+                     "root (kernel.dmesg_restrict), with /dev/kmsg in a container", source=log.source, why=log.error)
             return
         by_bus = {g.pci_bus_id[:-2] if g.pci_bus_id else None: g for g in self.node.gpus}
         recent: dict[tuple, list[dict]] = {}

@@ -7,13 +7,16 @@ A run's findings are checked against it (``reconcile``):
   boot id and the time it was first seen;
 - a held drain the run no longer finds is lifted only when the run is of its tier or a deeper one (a passive run
   does not run the GEMM that found wrong elements), read the node (nothing about the check was unknown), and, for a
-  finding whose remedy is a reset or reboot (or a return to the vendor, which takes the node down), only once the
-  boot id changed since it was first seen: an Xid that left the window is not a reset;
+  finding whose remedy needs the node down or a hand on it (reset or reboot, reseat or recable, return to the vendor)
+  and for every Xid, only once a readable boot id differs from the readable one it was last seen under: an Xid that
+  left the window is not a reset; a drain seen while the boot id was unreadable is lifted only by ``--clear``;
 - a held drain not lifted drains the run again, with its first line as it was first seen;
 - an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid lines logged before it are not
   judged again (the counters are: a remap still pending drains again, the fault is still there).
 
-A state file that cannot be read is never replaced: the run is UNKNOWN naming it (StateUnreadable).
+A state file that cannot be read, a symlink, or another node's (none of the boards it last saw answer here) is never
+replaced: the run is UNKNOWN naming it (StateUnreadable). A deleted state file cannot be told from a new node:
+deleting it is an operator's act, as ``--clear all`` is.
 """
 
 from __future__ import annotations
@@ -26,15 +29,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..remedy_classes import RESET, RMA
+from ..remedy_classes import RESEAT, RESET, RMA
 from .finding import DRAIN, UNKNOWN, Finding
 from .output import write_atomically
 
 STATE_FILE, LOCK_FILE = "health-state.json", ".health-state.lock"
 FORMAT = "gpufabric-health-state/1"
 TIERS = {"passive": 0, "quick": 1}
-#: remedies a fault needs a reset or reboot for: lifted only after evidence of one (a new boot id)
-NEEDS_RESET = (RESET, RMA)
+#: remedies that take the node down or a hand on it: lifted only after evidence of a reboot (a new boot id)
+NEEDS_REBOOT = (RESET, RESEAT, RMA)
 BOOT_ID_FILE, BOOT_ID_ENV = "/proc/sys/kernel/random/boot_id", "GPUFABRIC_BOOT_ID_FILE"
 #: cleared entries kept (the newest), so the file stays small over years
 CLEARED_KEPT = 200
@@ -61,6 +64,12 @@ def drain_key(finding: Finding) -> str:
         check = f"xid:{finding.evidence['xid']}"
     board = finding.serial or (f"GPU{finding.gpu}" if finding.gpu is not None else "node")
     return f"{check}@{board}"
+
+
+def needs_reboot(check: str, remedy: str | None) -> bool:
+    """Whether a drain is lifted only after a reboot: its remedy takes the node down, or it is an Xid (a line that
+    left the window says nothing of its fault)."""
+    return remedy in NEEDS_REBOOT or check == "xid"
 
 
 def tier_of(finding: Finding) -> str:
@@ -95,6 +104,8 @@ class HealthState:
 def load_state(directory: Path) -> HealthState:
     """The state in ``directory`` (empty where there is no file yet); StateUnreadable for a file that is not one."""
     path = Path(directory) / STATE_FILE
+    if path.is_symlink():  # another node's file linked in, or one outside the root-owned folder
+        raise StateUnreadable(f"{path}: a symlink (to {os.readlink(path)}), not this node's state file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -112,6 +123,17 @@ def load_state(directory: Path) -> HealthState:
             or not isinstance(data.get("cleared", []), list):
         raise StateUnreadable(f"{path}: not a {FORMAT} file (a drains list of keyed entries)")
     return HealthState(path, {d["key"]: d for d in drains}, list(data.get("cleared") or []), data.get("last_check"))
+
+
+def refuse_another_node(state: HealthState, gpus: list[dict]) -> None:
+    """StateUnreadable where none of the boards the state knows (its last check's and its drains' serials) answers
+    in this run: another node's state file, whose drains and clears are not this node's."""
+    recorded = {g.get("serial") for g in state.known_gpus()} | {d.get("serial") for d in state.drains.values()}
+    recorded = {s for s in recorded if isinstance(s, str) and s}
+    present = {g.get("serial") for g in gpus if isinstance(g.get("serial"), str) and g.get("serial")}
+    if recorded and present and not recorded & present:
+        raise StateUnreadable(f"{state.path}: another node's state (boards {', '.join(sorted(recorded))}; this "
+                              f"node's: {', '.join(sorted(present))})")
 
 
 @contextlib.contextmanager
@@ -137,6 +159,15 @@ def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool
            for f in findings):
         return f"{entry['check']} could not be read"
     return None
+
+
+def _no_reboot(recorded: str | None, boot: str | None) -> str | None:
+    """Why no reboot is shown since a drain was seen under boot id ``recorded`` (None: one is)."""
+    if recorded is None:
+        return "the boot id was not readable when it was seen: no reboot can be shown since"
+    if boot is None:
+        return "no reset or reboot can be shown (the boot id is not readable)"
+    return "no reset or reboot since it was seen (boot id unchanged)" if boot == recorded else None
 
 
 def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_read: bool, now: float,
@@ -170,16 +201,15 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                 entry["xid"] = finding.evidence.get("xid")
         elif TIERS[tier_of(finding)] > TIERS[entry["tier"]]:
             entry["tier"] = tier_of(finding)
-        if finding.remedy in NEEDS_RESET and entry.get("boot_id") != boot:
-            entry["boot_id"] = boot  # seen again after a reboot: the next one is what lifts it
+        if needs_reboot(finding.check, finding.remedy) and entry.get("boot_id") != boot:
+            entry["boot_id"] = boot  # seen again after a reboot (or unreadably): the next one is what lifts it
         entry["last_seen"] = _iso(now)
     for key, entry in sorted(state.drains.items()):
         if key in found:
             continue
         why = _unverified(entry, findings, tier, node_read)
-        if why is None and entry.get("remedy") in NEEDS_RESET and (boot is None or boot == entry.get("boot_id")):
-            why = ("no reset or reboot since it was seen (boot id unchanged)" if boot is not None
-                   else "no reset or reboot can be shown (the boot id is not readable)")
+        if why is None and needs_reboot(entry["check"], entry.get("remedy")):
+            why = _no_reboot(entry.get("boot_id"), boot)
         if why is None:
             del state.drains[key]
             notes.append(f"{key}: drained since {entry['first_seen']}, now gone: lifted")
