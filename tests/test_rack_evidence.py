@@ -220,7 +220,7 @@ def test_a_tray_listed_twice_is_not_accepted(tmp_path):
                                  "without results: listed more than once"}
 
 
-def test_fleet_results_of_a_missing_tray_leave_it_not_checked():
+def test_the_fleet_promise_looks_up_the_rack_s_trays_not_the_folders():
     document = fleet_results()
     trays = [t for t in read_trays(RACK) if t.name != "gb200-tray18"]
     promise = _promise(judge_rack(trays, expected=TRAYS, fleet=document), "rack-trays-accepted")

@@ -4,14 +4,17 @@ A GB200/GB300 NVL72 rack is 18 compute trays of 4 GPUs whose 72 GPUs share one N
 NVLink switch trays. Each tray is a node of the fleet (its own acceptance: `gpufabric fleet report`'s
 fleet-results.json, given with --fleet); the rack adds what no tray can show alone:
 
-- ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect);
+- ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect), and its
+  evidence its own: no board in two tray folders, no linked folder, no bundle of another tray's host, no two
+  readings in one folder that disagree (failed); a reading the reader could not read whole is not checked;
 - ``rack-fabric-registration``: every GPU's fabric state Completed and status Success, its health not degraded
   (formats/gpu_fabric.py, the one judgement of a GPU's registration);
 - ``rack-nvlink-domain``: one cluster UUID and one clique id across the rack's GPUs (a tray the fabric manager left
   out of the partition reports another clique, or clique 0 with an all-zero UUID);
-- ``rack-trays-accepted``: each tray ACCEPTED in the fleet results (not checked without --fleet);
-- ``rack-all-reduce``: an all_reduce over all the rack's GPUs (nccl-tests output, --all-reduce) at least
-  --min-busbw at its largest size, its rank count the rack's (a device list cut short is counted from its ranks);
+- ``rack-trays-accepted``: each tray ACCEPTED, once, in fleet results that are a whole verdict (their own verdict,
+  integrity block, no duplicate hosts; not checked without --fleet);
+- ``rack-all-reduce``: the file's last run an all_reduce, no wrong values, its own rank count the rack's, at least
+  --min-busbw at its largest size (a device list cut short leaves the count unknown);
 - ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected (`nvidia-imex-ctl -N` saved on
   one tray, --imex; formats/imex.py).
 
@@ -405,7 +408,7 @@ def register_rack(fleet_sub: argparse._SubParsersAction) -> None:
     rack.add_argument("--trays", type=int, default=18, help="compute trays in the rack (default %(default)s)")
     rack.add_argument("--gpus-per-tray", type=int, default=4, help="GPUs per tray (default %(default)s)")
     rack.add_argument("--expect", metavar="HOSTLIST", help="the trays' names in Slurm's hostlist syntax "
-                      "(tray[01-18]): a missing one is named")
+                      "(tray[01-18]), as many as --trays: a missing one is named")
     rack.add_argument("--fleet", metavar="FILE", help="the trays' fleet-results.json (`gpufabric fleet report`)")
     rack.add_argument("--all-reduce", metavar="FILE", help="nccl-tests all_reduce_perf output over the rack's GPUs")
     rack.add_argument("--min-busbw", metavar="GB/s", help="the all_reduce busbw floor at its largest size")
