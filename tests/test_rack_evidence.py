@@ -275,3 +275,54 @@ def test_two_readings_of_a_tray_that_disagree_are_rejected(tmp_path):
     trays = _promise(judge_rack(read_trays(rack)), "rack-trays")
     assert trays == {"id": "rack-trays", "outcome": "failed",
                      "reason": "tray gb200-tray05: its bundle and nvidia-smi-q.txt name different GPUs"}
+
+
+def test_two_readings_of_one_gpu_with_another_fabric_state_are_rejected(tmp_path):
+    """The tray's bundle holds the one GPU of the real della `-q` text with that text's fabric reading; the text
+    beside it says In Progress."""
+    rack = _copy(tmp_path)
+    path = rack / "gb200-tray05" / "nvml.json"
+    record = json.loads(path.read_text())
+    record["gpus"] = [dict(record["gpus"][0], uuid="GPU-f7b02328-d6fe-5b1f-9683-15041689bb03",
+                           fabric={"state": 3, "status": 0, "clique_id": 0,
+                                   "cluster_uuid": "00000000-0000-0000-0000-000000000000"})]
+    record["gpu_count"] = 1
+    path.write_text(json.dumps(record))
+    text = SMI_Q_TEXT.read_text()
+    (rack / "gb200-tray05" / "nvidia-smi-q.txt").write_text(text)
+    assert _promise(judge_rack(read_trays(rack)), "rack-trays")["reason"] == \
+        "tray gb200-tray05 has 1 GPUs, a tray has 4"  # the same reading twice: no contradiction
+    state = "        State                             : "
+    (rack / "gb200-tray05" / "nvidia-smi-q.txt").write_text(text.replace(state + "Completed", state + "In Progress"))
+    trays = _promise(judge_rack(read_trays(rack)), "rack-trays")
+    assert trays["reason"].startswith(
+        "tray gb200-tray05: its bundle and nvidia-smi-q.txt disagree on GPU0's fabric: ('Completed', 'Success', 0, "
+        "'00000000-0000-0000-0000-000000000000') vs ('In Progress', 'Success', 0, "
+        "'00000000-0000-0000-0000-000000000000')")
+
+
+# finding 8: an IMEX domain named by hostnames is the rack's trays
+
+
+def _imex_with_hosts(hosts: list[str]) -> str:
+    lines = (BLACKWELL / "nvidia-imex-ctl-N-gb200-nvl72-18node-570.172-aws-p6e.txt").read_text().splitlines()
+    out = []
+    for line in lines:
+        if line.startswith("Node #"):
+            number, rest = line.split(" - ", 1)
+            line = f"{number} - {hosts[int(number[6:])]}    - {rest.split(' - ', 1)[1]}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_an_imex_domain_of_other_hosts_fails():
+    from pytest_gpufabric.formats.imex import parse_imex_status
+
+    ours = parse_imex_status(_imex_with_hosts(TRAYS))
+    assert ours["nodes"][4]["address"] == "gb200-tray05"
+    assert _promise(judge_rack(read_trays(RACK), imex=ours), "rack-imex")["outcome"] == "passed"
+    other = parse_imex_status(_imex_with_hosts([*TRAYS[:17], "gb300-tray18"]))
+    assert _promise(judge_rack(read_trays(RACK), imex=other), "rack-imex") == {
+        "id": "rack-imex", "outcome": "failed",
+        "reason": "IMEX node #17 (gb300-tray18) is no tray of the rack (their hosts: gb200-tray01, gb200-tray02, "
+                  "gb200-tray03 ...)"}

@@ -149,7 +149,7 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
                                  nothing=not read, trays_out=_trays_out(trays, outside), partial=partial))
     promises.append(_fleet_promise(trays, fleet, expected, tray_count))
     promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray))
-    promises.append(_imex_promise(imex, tray_count))
+    promises.append(_imex_promise(imex, tray_count, trays))
     outcomes = {p["outcome"] for p in promises}
     verdict = "REJECTED" if FAILED in outcomes else "INCOMPLETE" if NOT_CHECKED in outcomes else "ACCEPTED"
     first = next((p for p in promises if p["outcome"] == FAILED), None) or \
@@ -370,7 +370,27 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
             "reason": f"all_reduce over {ranks} ranks: {figure}"}
 
 
-def _imex_promise(imex: dict | None, tray_count: int) -> dict:
+def _imex_strangers(imex: dict, trays: list[Tray]) -> list[str]:
+    """IMEX nodes named by a hostname that no tray's bundle was recorded on: judged only where every tray's bundle
+    names its host and every IMEX node is named by a hostname (not an IP address)."""
+    import ipaddress
+
+    hosts = {t.hostname for t in trays}
+    if not trays or None in hosts or "" in hosts:
+        return []
+    addresses = [str(n["address"]) for n in imex["nodes"]]
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+            return []
+        except ValueError:
+            continue
+    return [f"IMEX node #{n['node']} ({n['address']}) is no tray of the rack (their hosts: "
+            f"{', '.join(sorted(hosts)[:3])}{' ...' if len(hosts) > 3 else ''})"
+            for n in imex["nodes"] if str(n["address"]) not in hosts]
+
+
+def _imex_promise(imex: dict | None, tray_count: int, trays: list[Tray] | None = None) -> dict:
     """The IMEX domain (`nvidia-imex-ctl -N`, formats/imex.py): UP, one READY node per tray, every pair Connected."""
     if imex is None:
         return {"id": "rack-imex", "outcome": NOT_CHECKED,
@@ -384,6 +404,7 @@ def _imex_promise(imex: dict | None, tray_count: int) -> dict:
                for b, code in row.items() if code != CONNECTED]
     if len(imex["nodes"]) > tray_count or (not imex["unknown"] and len(imex["nodes"]) < tray_count):
         failed.append(f"the IMEX domain has {len(imex['nodes'])} nodes, the rack {tray_count} trays")
+    failed += _imex_strangers(imex, trays or [])
     if failed:
         more = f" (+{len(failed) - 6} more)" if len(failed) > 6 else ""
         return {"id": "rack-imex", "outcome": FAILED, "reason": "; ".join(failed[:6]) + more}
