@@ -326,3 +326,37 @@ def test_an_imex_domain_of_other_hosts_fails():
         "id": "rack-imex", "outcome": "failed",
         "reason": "IMEX node #17 (gb300-tray18) is no tray of the rack (their hosts: gb200-tray01, gb200-tray02, "
                   "gb200-tray03 ...)"}
+
+
+def _four_gpu_text(tray: int) -> str:
+    """The real della `-q` text made a tray's: its one GPU block four times, each with the tray's bus id and UUID
+    and the rack's fabric clique and cluster UUID (the header's GPU count set to 4)."""
+    from rack_replay import CLIQUE_ID, CLUSTER_UUID
+
+    text = SMI_Q_TEXT.read_text()
+    start = text.index("GPU 00000000:DB:00.0")
+    header, block = text[:start], text[start:]
+    block = block.replace("CliqueId                          : 0", f"CliqueId                          : {CLIQUE_ID}")
+    block = block.replace("ClusterUUID                       : 00000000-0000-0000-0000-000000000000",
+                          f"ClusterUUID                       : {CLUSTER_UUID}")
+    blocks = [block.replace("00000000:DB:00.0", gpu["pci_bus_id"]).replace(
+        "GPU-f7b02328-d6fe-5b1f-9683-15041689bb03", gpu["uuid"]) for gpu in tray_record(tray)["gpus"]]
+    attached = "Attached GPUs                             : "
+    header = header.replace(attached + "1", attached + "4")
+    return header + "".join(b if b.endswith("\n") else b + "\n" for b in blocks)
+
+
+def test_a_tray_text_whose_header_says_more_gpus_than_it_describes_is_not_checked(tmp_path):
+    rack = _copy(tmp_path)
+    (rack / "gb200-tray10" / "nvml.json").unlink()
+    text = _four_gpu_text(10)
+    (rack / "gb200-tray10" / "nvidia-smi-q.txt").write_text(text)
+    whole = judge_rack(read_trays(rack))
+    assert _promise(whole, "rack-trays") == {"id": "rack-trays", "outcome": "passed", "reason": "18 trays of 4 GPUs"}
+    assert _promise(whole, "rack-fabric-registration")["outcome"] == "passed"
+    (rack / "gb200-tray10" / "nvidia-smi-q.txt").write_text(text.replace(
+        "Attached GPUs                             : 4", "Attached GPUs                             : 6"))
+    trays = _promise(judge_rack(read_trays(rack)), "rack-trays")
+    assert trays["outcome"] == "not checked"
+    assert trays["reason"].startswith("tray gb200-tray10: nvidia-smi-q.txt: the header says 6 attached GPUs, the "
+                                      "text describes 4")
