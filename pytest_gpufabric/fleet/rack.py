@@ -271,8 +271,10 @@ def _fleet_promise(trays: list[Tray], fleet: dict | None, expected: list[str] | 
             unknown.append(f"the fleet results hold {name}, not a tray of this rack")
     for name in names:
         listed = entries.get(name, [])
-        verdict, reason = (listed[0].get("verdict"), listed[0].get("reason", "")) if len(listed) == 1 else \
-            (None, "not in the fleet results" if not listed else "listed more than once")
+        if len(listed) > 1:  # failed above: which entry is the tray's cannot be told
+            continue
+        verdict, reason = (listed[0].get("verdict"), listed[0].get("reason", "")) if listed else \
+            (None, "not in the fleet results")
         if verdict == "REJECTED":
             failed.append(f"tray {name} REJECTED: {reason}")
         elif verdict != "ACCEPTED":
@@ -476,11 +478,11 @@ def _rack_document(args: argparse.Namespace) -> dict:
     if args.all_reduce:
         try:
             floor = parse_gbps(args.min_busbw)
-            if not floor > 0:
-                raise ValueError(f"--min-busbw {args.min_busbw!r} is no floor: give a bandwidth above 0")
             run = all_reduce_run(Path(args.all_reduce).read_text(encoding="utf-8", errors="replace"))
         except (ValueError, OSError) as exc:
             raise GpuFabricError(f"--all-reduce/--min-busbw: {exc}") from None
+        if not floor > 0:  # a floor of 0 passes any run: no promise
+            raise GpuFabricError(f"--min-busbw {args.min_busbw!r}: give a bandwidth above 0")
     imex = None
     if args.imex:
         try:
