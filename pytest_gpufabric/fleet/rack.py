@@ -212,6 +212,8 @@ def _trays_promise(trays: list[Tray], expected: list[str] | None, tray_count: in
     names = [t.name for t in trays]
     failed, unknown = [], []
     if expected is not None:
+        if len(expected) != tray_count:
+            unknown.append(f"--expect names {len(expected)} trays, the rack has {tray_count}")
         unknown += [f"tray {name} did not report" for name in expected if name not in names]
         failed += [f"tray {name} is not one of the rack's (--expect)" for name in names if name not in expected]
     elif len(trays) < tray_count:
@@ -302,13 +304,16 @@ def _fleet_document_problems(fleet: dict) -> tuple[list[str], list[str]]:
     if not isinstance(fleet.get(INTEGRITY_KEY), dict):
         unknown.append("the fleet results carry no integrity block (written by `gpufabric fleet report`)")
     else:
-        problems = verify_document(fleet, None, "fleet results", "the fleet results").problems
-        failed += [f"integrity: {why}" for why in problems]
+        try:
+            problems = verify_document(fleet, None, "fleet results", "the fleet results").problems
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a block of the wrong shape
+            problems = [f"its integrity block cannot be checked ({type(exc).__name__})"]
+        failed += [f"integrity: {why[:200]}{' ...' if len(why) > 200 else ''}" for why in problems]
     return failed, unknown
 
 
 _RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s", re.MULTILINE)
-_CHECK_FAILED = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+FAILED", re.MULTILINE)
+_CHECK_FAILED = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
 
 
 def all_reduce_run(text: str) -> dict:
