@@ -45,3 +45,18 @@ def write_rack(directory: Path) -> None:
 
 if __name__ == "__main__":
     write_rack(RACK)
+
+
+def fleet_results(verdicts: dict[str, str | None] | None = None) -> dict:
+    """A fleet-results.json of the rack's trays as `gpufabric fleet report` shapes it (its own verdict, counts,
+    no duplicate hosts, an unsigned integrity block), each tray ACCEPTED unless ``verdicts`` says otherwise."""
+    from pytest_gpufabric.report.integrity import integrity_block
+
+    nodes = [{"name": name, "verdict": (verdicts or {}).get(name, "ACCEPTED"), "reason": "as judged"}
+             for name in TRAYS]
+    said = {node["verdict"] for node in nodes}
+    verdict = "REJECTED" if "REJECTED" in said else "ACCEPTED" if said == {"ACCEPTED"} else "INCOMPLETE"
+    document = {"verdict": verdict, "reason": "as judged", "counts": {"nodes": len(nodes)}, "nodes": nodes,
+                "duplicate_hosts": []}
+    document["integrity"] = integrity_block(document, None, None, None)
+    return document

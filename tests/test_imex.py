@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rack_replay import RACK
+from rack_replay import RACK, fleet_results
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
@@ -73,7 +73,7 @@ def test_every_rack_promise_held_is_accepted():
     IMEX status, and the real NVL72 all_reduce taken as if its device list were whole (its rank count set to 72:
     the capture itself shows only rank 71, test_rack_nvl72.py holds that to not checked)."""
     run = dict(all_reduce_run(NCCL_72.read_text()), ranks=72)
-    fleet = {"nodes": [{"name": tray.name, "verdict": "ACCEPTED"} for tray in read_trays(RACK)]}
+    fleet = fleet_results()
     document = judge_rack(read_trays(RACK), fleet=fleet, all_reduce=run, min_busbw=800.0,
                           imex=parse_imex_status(IMEX.read_text()))
     assert document["verdict"] == "ACCEPTED"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rack_replay import CLIQUE_ID, CLUSTER_UUID, RACK, TRAYS, tray_record
+from rack_replay import CLIQUE_ID, CLUSTER_UUID, RACK, TRAYS, fleet_results, tray_record
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 
@@ -149,8 +149,7 @@ def test_the_public_72_rank_all_reduce_cannot_show_its_rank_count():
                                                ({"gb200-tray09": None}, "not checked")])
 def test_the_trays_own_acceptance_from_the_fleet_results(tmp_path, verdicts, outcome):
     fleet = tmp_path / "fleet-results.json"
-    fleet.write_text(json.dumps({"verdict": "ACCEPTED", "nodes": [
-        {"name": name, "verdict": verdicts.get(name, "ACCEPTED"), "reason": "as judged"} for name in TRAYS]}))
+    fleet.write_text(json.dumps(fleet_results(verdicts)))
     document = json.loads(_rack(str(RACK), "--json", "--fleet", str(fleet)).stdout)
     assert _outcomes(document)["rack-trays-accepted"] == outcome
 

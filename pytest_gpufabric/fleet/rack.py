@@ -4,14 +4,17 @@ A GB200/GB300 NVL72 rack is 18 compute trays of 4 GPUs whose 72 GPUs share one N
 NVLink switch trays. Each tray is a node of the fleet (its own acceptance: `gpufabric fleet report`'s
 fleet-results.json, given with --fleet); the rack adds what no tray can show alone:
 
-- ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect);
+- ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect), and its
+  evidence its own: no board in two tray folders, no linked folder, no bundle of another tray's host, no two
+  readings in one folder that disagree (failed); a reading the reader could not read whole is not checked;
 - ``rack-fabric-registration``: every GPU's fabric state Completed and status Success, its health not degraded
   (formats/gpu_fabric.py, the one judgement of a GPU's registration);
 - ``rack-nvlink-domain``: one cluster UUID and one clique id across the rack's GPUs (a tray the fabric manager left
   out of the partition reports another clique, or clique 0 with an all-zero UUID);
-- ``rack-trays-accepted``: each tray ACCEPTED in the fleet results (not checked without --fleet);
-- ``rack-all-reduce``: an all_reduce over all the rack's GPUs (nccl-tests output, --all-reduce) at least
-  --min-busbw at its largest size, its rank count the rack's (a device list cut short is counted from its ranks);
+- ``rack-trays-accepted``: each tray ACCEPTED, once, in fleet results that are a whole verdict (their own verdict,
+  integrity block, no duplicate hosts; not checked without --fleet);
+- ``rack-all-reduce``: the file's last run an all_reduce, no wrong values, its own rank count the rack's, at least
+  --min-busbw at its largest size (a device list cut short leaves the count unknown);
 - ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected (`nvidia-imex-ctl -N` saved on
   one tray, --imex; formats/imex.py).
 
@@ -53,12 +56,16 @@ class Tray:
     gpus: list[Gpu] = field(default_factory=list)
     source: str = ""
     unreadable: str | None = None
+    hostname: str | None = None  # the host the bundle was recorded on, where it says
+    #: what the folder's evidence contradicts (a link to another folder, two files that disagree): never a pass
+    contradictions: list[str] = field(default_factory=list)
+    #: what the reader could not tell from the evidence (its ``unknown`` sentences): not checked
+    unknown: list[str] = field(default_factory=list)
 
 
 def read_trays(rack: Path) -> list[Tray]:
     """Every tray folder of ``rack``, by name: a bundle (nvml.json / nvidia-smi-q.xml) or nvidia-smi-q.txt."""
     from ..fabric.bundle import BundleError, load_bundle
-    from ..formats.nvidia_smi_text import parse_smi_q
 
     if not rack.is_dir():
         raise GpuFabricError(f"{rack}: not a folder of tray folders")
@@ -66,18 +73,49 @@ def read_trays(rack: Path) -> list[Tray]:
     for folder in sorted((p for p in rack.iterdir() if p.is_dir()), key=lambda p: _natural(p.name)):
         tray = Tray(name=folder.name)
         text = folder / SMI_Q_TEXT
+        evidence = [folder / name for name in ("nvml.json", "nvidia-smi-q.xml", SMI_Q_TEXT)]
+        links = [path for path in (folder, *evidence) if path.is_symlink()]
+        if links:
+            tray.contradictions.append(f"{links[0].name} is a link to {links[0].resolve()}: not the tray's own "
+                                       "evidence")
         try:
-            if (folder / "nvml.json").is_file() or (folder / "nvidia-smi-q.xml").is_file():
-                tray.gpus, tray.source = load_bundle(folder).gpus, "bundle"
+            if evidence[0].is_file() or evidence[1].is_file():
+                bundle = load_bundle(folder)
+                tray.gpus, tray.source, tray.hostname = bundle.gpus, "bundle", bundle.hostname
+                if text.is_file():  # a second reading of the same tray: both must say the same
+                    tray.contradictions += _disagreements(tray.gpus, _read_text(text, tray))
             elif text.is_file():
-                tray.gpus, tray.source = parse_smi_q(text.read_text(encoding="utf-8", errors="replace")).gpus, \
-                    SMI_Q_TEXT
+                tray.gpus, tray.source = _read_text(text, tray), SMI_Q_TEXT
             else:
                 tray.unreadable = f"no nvml.json, nvidia-smi-q.xml or {SMI_Q_TEXT} in {folder}"
         except (BundleError, ValueError, OSError) as exc:
             tray.unreadable = str(exc)
         trays.append(tray)
     return trays
+
+
+def _read_text(path: Path, tray: Tray) -> list[Gpu]:
+    """The GPUs of a saved `nvidia-smi -q`; what the reader could not tell goes to the tray's ``unknown``."""
+    from ..formats.nvidia_smi_text import parse_smi_q
+
+    parsed = parse_smi_q(path.read_text(encoding="utf-8", errors="replace"))
+    tray.unknown += [f"{path.name}: {why}" for why in parsed.unknown]
+    return parsed.gpus
+
+
+def _fabric_facts(gpu: Gpu) -> tuple:
+    info = gpu.fabric
+    return (None,) * 4 if info is None else (info.state, info.status, info.clique_id, info.cluster_uuid)
+
+
+def _disagreements(bundle: list[Gpu], text: list[Gpu]) -> list[str]:
+    """Where the bundle and the tray's nvidia-smi-q.txt say different things of its GPUs (UUIDs, fabric state,
+    status, clique, cluster UUID)."""
+    by_uuid = {g.uuid: g for g in text}
+    if sorted(map(str, by_uuid)) != sorted(str(g.uuid) for g in bundle):
+        return [f"its bundle and {SMI_Q_TEXT} name different GPUs"]
+    return [f"its bundle and {SMI_Q_TEXT} disagree on {g.label}'s fabric: {_fabric_facts(g)} vs "
+            f"{_fabric_facts(by_uuid[g.uuid])}" for g in bundle if _fabric_facts(g) != _fabric_facts(by_uuid[g.uuid])]
 
 
 def _natural(name: str) -> tuple:
@@ -96,20 +134,22 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
     promises = [_trays_promise(trays, expected, tray_count, gpus_per_tray)]
     members = [(_gpu_words(tray, gpu), gpu.fabric) for tray in trays for gpu in tray.gpus]
     read = [(who, info) for who, info in members if info is not None]
-    unread = [who for who, info in members if info is None]  # evidence without the reading: not checked
+    # evidence without the reading, or a reading without a fact the promises need: not checked
+    unread = [who for who, info in members if info is None]
+    partial = [(who, _lacking(info)) for who, info in read if _lacking(info)]
     own, outside, domain = rack_fabric_problems(read)
     promises.append(_outcome("rack-fabric-registration", own, "every GPU's fabric Completed / Success",
-                             unread=unread, nothing=not read))
+                             unread=unread, nothing=not read, partial=partial))
     if domain is None and read:
         promises.append({"id": "rack-nvlink-domain", "outcome": FAILED,
                          "reason": "no GPU reports a rack cluster UUID and clique (every one all-zero or not "
                                    "supported): the GPUs are in no multi-node NVLink partition"})
     else:
         promises.append(_outcome("rack-nvlink-domain", outside, f"one NVLink domain: {domain}", unread=unread,
-                                 nothing=not read, trays_out=_trays_out(trays, outside)))
-    promises.append(_fleet_promise(trays, fleet))
+                                 nothing=not read, trays_out=_trays_out(trays, outside), partial=partial))
+    promises.append(_fleet_promise(trays, fleet, expected, tray_count))
     promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray))
-    promises.append(_imex_promise(imex, tray_count))
+    promises.append(_imex_promise(imex, tray_count, trays))
     outcomes = {p["outcome"] for p in promises}
     verdict = "REJECTED" if FAILED in outcomes else "INCOMPLETE" if NOT_CHECKED in outcomes else "ACCEPTED"
     first = next((p for p in promises if p["outcome"] == FAILED), None) or \
@@ -129,8 +169,17 @@ def _plain(value):
     return "N/A" if value is NA else value
 
 
+def _lacking(info) -> str:
+    """The facts a registered GPU's reading must hold that this one lacks ('' when whole or Not Supported)."""
+    if info.state is NA:
+        return ""
+    facts = (("state", info.state), ("status", info.status), ("clique id", info.clique_id),
+             ("cluster UUID", info.cluster_uuid))
+    return ", ".join(name for name, value in facts if value is None)
+
+
 def _outcome(promise: str, problems: list[tuple[str, str]], held: str, *, unread: list[str], nothing: bool,
-             trays_out: list[str] | None = None) -> dict:
+             trays_out: list[str] | None = None, partial: list[tuple[str, str]] | None = None) -> dict:
     if problems:
         named = "; ".join(f"{who}: {why}" for who, why in problems[:8])
         more = f" (+{len(problems) - 8} more)" if len(problems) > 8 else ""
@@ -140,10 +189,16 @@ def _outcome(promise: str, problems: list[tuple[str, str]], held: str, *, unread
                 "gpus": [who for who, _ in problems]}
     if nothing:
         return {"id": promise, "outcome": NOT_CHECKED, "reason": "no GPU's fabric reading in the trays' evidence"}
-    if unread:
-        more = f" (+{len(unread) - 4} more)" if len(unread) > 4 else ""
-        return {"id": promise, "outcome": NOT_CHECKED,
-                "reason": f"no fabric reading for {', '.join(unread[:4])}{more}"}
+    if unread or partial:
+        said = []
+        if unread:
+            more = f" (+{len(unread) - 4} more)" if len(unread) > 4 else ""
+            said.append(f"no fabric reading for {', '.join(unread[:4])}{more}")
+        if partial:
+            more = f" (+{len(partial) - 4} more)" if len(partial) > 4 else ""
+            said.append("a fabric reading without " + "; ".join(f"{why} for {who}" for who, why in partial[:4])
+                        + more)
+        return {"id": promise, "outcome": NOT_CHECKED, "reason": "; ".join(said)}
     return {"id": promise, "outcome": PASSED, "reason": held}
 
 
@@ -157,6 +212,8 @@ def _trays_promise(trays: list[Tray], expected: list[str] | None, tray_count: in
     names = [t.name for t in trays]
     failed, unknown = [], []
     if expected is not None:
+        if len(expected) != tray_count:
+            unknown.append(f"--expect names {len(expected)} trays, the rack has {tray_count}")
         unknown += [f"tray {name} did not report" for name in expected if name not in names]
         failed += [f"tray {name} is not one of the rack's (--expect)" for name in names if name not in expected]
     elif len(trays) < tray_count:
@@ -164,10 +221,15 @@ def _trays_promise(trays: list[Tray], expected: list[str] | None, tray_count: in
     elif len(trays) > tray_count:
         failed.append(f"{len(trays)} tray folders, the rack has {tray_count}")
     for tray in trays:
+        failed += [f"tray {tray.name}: {why}" for why in tray.contradictions]
+        if tray.hostname and tray.hostname != tray.name and tray.hostname in names:
+            failed.append(f"tray {tray.name}'s bundle was recorded on {tray.hostname}, another tray of the rack")
         if tray.unreadable:
             unknown.append(f"tray {tray.name}: {tray.unreadable}")
         elif len(tray.gpus) != gpus_per_tray:
             failed.append(f"tray {tray.name} has {len(tray.gpus)} GPUs, a tray has {gpus_per_tray}")
+        unknown += [f"tray {tray.name}: {why}" for why in tray.unknown]
+    failed += _same_boards(trays)
     if failed:
         return {"id": "rack-trays", "outcome": FAILED, "reason": "; ".join(failed + unknown)}
     if unknown:
@@ -176,39 +238,104 @@ def _trays_promise(trays: list[Tray], expected: list[str] | None, tray_count: in
             "reason": f"{len(trays)} trays of {gpus_per_tray} GPUs"}
 
 
-def _fleet_promise(trays: list[Tray], fleet: dict | None) -> dict:
+def _same_boards(trays: list[Tray]) -> list[str]:
+    """GPU UUIDs or serials found in two tray folders: one board cannot sit in two trays (a copied bundle)."""
+    seen: dict[tuple[str, str], str] = {}
+    found = []
+    for tray in trays:
+        for gpu in tray.gpus:
+            for what, value in (("UUID", gpu.uuid), ("serial", gpu.serial)):
+                if not isinstance(value, str) or value is NA or not value.strip():
+                    continue
+                other = seen.setdefault((what, value), tray.name)
+                if other != tray.name:
+                    found.append(f"GPU {what} {value} in tray {other} and tray {tray.name}: the same board twice")
+    return found
+
+
+def _fleet_promise(trays: list[Tray], fleet: dict | None, expected: list[str] | None, tray_count: int) -> dict:
+    """Each tray ACCEPTED in a fleet-results.json that is itself a whole verdict of these trays: its own verdict,
+    its integrity block, no host twice, one entry per tray and none of another rack."""
     if fleet is None:
         return {"id": "rack-trays-accepted", "outcome": NOT_CHECKED,
                 "reason": "the trays' own acceptance was not given (--fleet fleet-results.json)"}
-    verdicts = {node["name"]: (node.get("verdict"), node.get("reason", "")) for node in fleet["nodes"]}
-    failed, unknown = [], []
-    for tray in trays:
-        verdict, reason = verdicts.get(tray.name, (None, "not in the fleet results"))
+    failed, unknown = _fleet_document_problems(fleet)
+    names = expected if expected is not None else [t.name for t in trays]
+    if len(names) != tray_count:
+        unknown.append(f"{len(names)} trays to look up, the rack has {tray_count}")
+    entries: dict[str, list[dict]] = {}
+    for node in fleet["nodes"]:
+        entries.setdefault(node["name"], []).append(node)
+    for name, listed in entries.items():
+        if len(listed) > 1:
+            failed.append(f"tray {name} is listed {len(listed)} times in the fleet results")
+        if name not in names:
+            unknown.append(f"the fleet results hold {name}, not a tray of this rack")
+    for name in names:
+        listed = entries.get(name, [])
+        if len(listed) > 1:  # failed above: which entry is the tray's cannot be told
+            continue
+        verdict, reason = (listed[0].get("verdict"), listed[0].get("reason", "")) if listed else \
+            (None, "not in the fleet results")
         if verdict == "REJECTED":
-            failed.append(f"tray {tray.name} REJECTED: {reason}")
+            failed.append(f"tray {name} REJECTED: {reason}")
         elif verdict != "ACCEPTED":
-            unknown.append(f"tray {tray.name} {verdict or 'without results'}: {reason}")
+            unknown.append(f"tray {name} {verdict or 'without results'}: {reason}")
     if failed:
         return {"id": "rack-trays-accepted", "outcome": FAILED, "reason": "; ".join(failed + unknown)}
     if unknown:
         return {"id": "rack-trays-accepted", "outcome": NOT_CHECKED, "reason": "; ".join(unknown)}
-    return {"id": "rack-trays-accepted", "outcome": PASSED, "reason": f"all {len(trays)} trays ACCEPTED"}
+    return {"id": "rack-trays-accepted", "outcome": PASSED, "reason": f"all {len(names)} trays ACCEPTED"}
+
+
+def _fleet_document_problems(fleet: dict) -> tuple[list[str], list[str]]:
+    """What the fleet results say against themselves (failed) and what they leave open (not checked)."""
+    from ..report.integrity import INTEGRITY_KEY, verify_document
+
+    failed, unknown = [], []
+    verdict = fleet.get("verdict")
+    if verdict == "REJECTED":
+        failed.append(f"the fleet results' own verdict is REJECTED: {fleet.get('reason', '')}")
+    elif verdict != "ACCEPTED":
+        unknown.append(f"the fleet results' own verdict is {verdict or 'missing'}")
+    hosts = fleet.get("duplicate_hosts")
+    if hosts:
+        failed.append(f"the fleet results name a host for more than one node: {hosts!r}"[:300])
+    if not isinstance(fleet.get(INTEGRITY_KEY), dict):
+        unknown.append("the fleet results carry no integrity block (written by `gpufabric fleet report`)")
+    else:
+        try:
+            problems = verify_document(fleet, None, "fleet results", "the fleet results").problems
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a block of the wrong shape
+            problems = [f"its integrity block cannot be checked ({type(exc).__name__})"]
+        failed += [f"integrity: {why[:200]}{' ...' if len(why) > 200 else ''}" for why in problems]
+    return failed, unknown
 
 
 _RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s", re.MULTILINE)
+_CHECK_FAILED = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
 
 
 def all_reduce_run(text: str) -> dict:
-    """The last all_reduce run of an nccl-tests output, with ``ranks`` (the rank count where the device list shows
-    ranks 0 to N-1, else None) and ``ranks_at_least`` (one more than the highest rank printed): a list cut short
-    leaves the count unknown, never counted from what is visible."""
-    from ..formats.nccl_tests import parse_nccl_tests_json
+    """The last run of an nccl-tests output, with its own ``ranks`` (the rank count where its device list shows
+    ranks 0 to N-1, else None) and ``ranks_at_least`` (one more than its highest rank printed): a list cut short
+    leaves the count unknown, never counted from what is visible. ``out_of_bounds_failed``: the data check's
+    failed count where the output says `Out of bounds values : N FAILED` (anywhere in the file)."""
+    from ..formats.nccl_tests import parse_nccl_tests
 
-    parsed = parse_nccl_tests_json(text, "all_reduce")
-    run = dict(parsed["runs"][-1] if "runs" in parsed else parsed)
-    printed = sorted({int(rank) for rank in _RANK_LINE.findall(text)})
+    runs = parse_nccl_tests(text, "all_reduce")
+    run = dict(runs[-1])
+    printed = sorted({d["rank"] for d in run.get("devices", [])})
+    run["ranks"] = run.get("nranks")
+    if not printed and len(runs) == 1:  # device lines pasted above the run's header: the file's one run
+        lines = [int(rank) for rank in _RANK_LINE.findall(text)]
+        printed = sorted(set(lines))
+        whole = printed == list(range(len(printed))) and len(lines) == len(printed)
+        run["ranks"] = len(printed) if printed and whole else None
     run["ranks_at_least"] = printed[-1] + 1 if printed else None
-    run["ranks"] = len(printed) if printed and printed == list(range(len(printed))) else None
+    run["runs_in_file"] = len(runs)
+    failed = [int(n) for n in _CHECK_FAILED.findall(text)]
+    run["out_of_bounds_failed"] = max(failed) if failed else None
     return run
 
 
@@ -217,6 +344,19 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
     if run is None or min_busbw is None:
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
                 "reason": "no all_reduce over the rack's GPUs given (--all-reduce FILE --min-busbw GB/s)"}
+    from ..formats.nccl_tests import row_groups, wrong_count
+
+    if run.get("op") != "all_reduce":
+        return {"id": "rack-all-reduce", "outcome": FAILED,
+                "reason": f"the output's last run is {run.get('op') or 'of no named test'}, not an all_reduce"}
+    wrong = [(r["size"], label, wrong_count(group)) for r in run.get("rows", []) for label, group in row_groups(r)
+             if (wrong_count(group) or 0) > 0]
+    if wrong or run.get("out_of_bounds_failed"):
+        said = [f"{count} wrong values at {size} B {label}" for size, label, count in wrong[:3]]
+        if run.get("out_of_bounds_failed"):
+            said.append(f"Out of bounds values : {run['out_of_bounds_failed']} FAILED")
+        return {"id": "rack-all-reduce", "outcome": FAILED,
+                "reason": "the all_reduce's data check failed: " + "; ".join(said)}
     rows = [r for r in run.get("rows", []) if isinstance((r.get("oop") or {}).get("busbw"), int | float)]
     if not rows:
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED, "reason": "the all_reduce output has no result row"}
@@ -237,7 +377,27 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
             "reason": f"all_reduce over {ranks} ranks: {figure}"}
 
 
-def _imex_promise(imex: dict | None, tray_count: int) -> dict:
+def _imex_strangers(imex: dict, trays: list[Tray]) -> list[str]:
+    """IMEX nodes named by a hostname that no tray's bundle was recorded on: judged only where every tray's bundle
+    names its host and every IMEX node is named by a hostname (not an IP address)."""
+    import ipaddress
+
+    hosts = {t.hostname for t in trays}
+    if not trays or None in hosts or "" in hosts:
+        return []
+    addresses = [str(n["address"]) for n in imex["nodes"]]
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+            return []
+        except ValueError:
+            continue
+    return [f"IMEX node #{n['node']} ({n['address']}) is no tray of the rack (their hosts: "
+            f"{', '.join(sorted(hosts)[:3])}{' ...' if len(hosts) > 3 else ''})"
+            for n in imex["nodes"] if str(n["address"]) not in hosts]
+
+
+def _imex_promise(imex: dict | None, tray_count: int, trays: list[Tray] | None = None) -> dict:
     """The IMEX domain (`nvidia-imex-ctl -N`, formats/imex.py): UP, one READY node per tray, every pair Connected."""
     if imex is None:
         return {"id": "rack-imex", "outcome": NOT_CHECKED,
@@ -251,6 +411,7 @@ def _imex_promise(imex: dict | None, tray_count: int) -> dict:
                for b, code in row.items() if code != CONNECTED]
     if len(imex["nodes"]) > tray_count or (not imex["unknown"] and len(imex["nodes"]) < tray_count):
         failed.append(f"the IMEX domain has {len(imex['nodes'])} nodes, the rack {tray_count} trays")
+    failed += _imex_strangers(imex, trays or [])
     if failed:
         more = f" (+{len(failed) - 6} more)" if len(failed) > 6 else ""
         return {"id": "rack-imex", "outcome": FAILED, "reason": "; ".join(failed[:6]) + more}
@@ -275,7 +436,7 @@ def register_rack(fleet_sub: argparse._SubParsersAction) -> None:
     rack.add_argument("--trays", type=int, default=18, help="compute trays in the rack (default %(default)s)")
     rack.add_argument("--gpus-per-tray", type=int, default=4, help="GPUs per tray (default %(default)s)")
     rack.add_argument("--expect", metavar="HOSTLIST", help="the trays' names in Slurm's hostlist syntax "
-                      "(tray[01-18]): a missing one is named")
+                      "(tray[01-18]), as many as --trays: a missing one is named")
     rack.add_argument("--fleet", metavar="FILE", help="the trays' fleet-results.json (`gpufabric fleet report`)")
     rack.add_argument("--all-reduce", metavar="FILE", help="nccl-tests all_reduce_perf output over the rack's GPUs")
     rack.add_argument("--min-busbw", metavar="GB/s", help="the all_reduce busbw floor at its largest size")
@@ -314,6 +475,9 @@ def _rack_document(args: argparse.Namespace) -> dict:
             expected = expand_hostlist(args.expect)
         except ValueError as exc:
             raise GpuFabricError(f"--expect: {exc}") from None
+        if len(set(expected)) != args.trays or len(expected) != args.trays:
+            raise GpuFabricError(f"--expect names {len(expected)} trays, --trays is {args.trays}: they must agree "
+                                 "(one distinct name per tray)")
     fleet = _read_fleet(Path(args.fleet)) if args.fleet else None
     run = floor = None
     if args.all_reduce:
@@ -322,6 +486,8 @@ def _rack_document(args: argparse.Namespace) -> dict:
             run = all_reduce_run(Path(args.all_reduce).read_text(encoding="utf-8", errors="replace"))
         except (ValueError, OSError) as exc:
             raise GpuFabricError(f"--all-reduce/--min-busbw: {exc}") from None
+        if not floor > 0:  # a floor of 0 passes any run: no promise
+            raise GpuFabricError(f"--min-busbw {args.min_busbw!r}: give a bandwidth above 0")
     imex = None
     if args.imex:
         try:

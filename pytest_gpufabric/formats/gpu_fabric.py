@@ -40,7 +40,11 @@ HEALTH_FIELDS = (
     ("Partition Assigned", 12, 3, {1: "True", 2: "False"}),
 )
 #: a health field's word that says the GPU's fabric is not whole, by field
-_HEALTH_BAD = {"Bandwidth": {"Degraded"}, "Route Unhealthy": {"True"}, "Summary": {"Unhealthy", "Limited Capacity"}}
+_HEALTH_BAD = {"Bandwidth": {"Degraded"}, "Route Unhealthy": {"True"}, "Summary": {"Unhealthy", "Limited Capacity"},
+               "Route Recovery in progress": {"True"}, "Access Timeout Recovery": {"True"},
+               "Partition Assigned": {"False"}}
+#: health fields whose every word but these says the GPU is misplaced (NVML's INCORRECT_CONFIGURATION_NONE)
+_HEALTH_ONLY_GOOD = {"Incorrect Configuration": {"None", "N/A", "Not Supported"}}
 _HEALTH_SUMMARY = {1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
 
 
@@ -158,6 +162,9 @@ def fabric_problem(info: GpuFabricInfo | None) -> str | None:
         return f"fabric status {info.status}, not {SUCCESS}"
     for name, bad in _HEALTH_BAD.items():
         if info.health.get(name) in bad:
+            return f"fabric health {name} {info.health[name]}"
+    for name, good in _HEALTH_ONLY_GOOD.items():
+        if name in info.health and info.health[name] not in good:
             return f"fabric health {name} {info.health[name]}"
     return None
 
