@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from test_nodehealth import CPU_PROFILE, X2, X4, gpu, planted
@@ -126,3 +127,129 @@ def test_a_skipped_gpu_is_said_never_healthy_and_keeps_its_quick_drain(capsys, t
     kept, notes = reconcile(state, [], tier="quick", node_read=True, now=90.0, boot="b", quick_skipped=set())
     assert kept == [] and notes == ["quick-hbm@1653824016216: drained since 2026-12-06T00:00:00+00:00, now gone: "
                                     "lifted"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2. error counters judged by their rate since the last run
+
+
+def counters(pcie: dict[int, int] | None = None, crc_data: dict[int, int] | None = None,
+             recovery: dict[int, int] | None = None):
+    """Every GPU's NVLink error counters recorded (the x2 capture's idle CRC_DATA 9 on each), some raised; the
+    PCIe replay counters of some GPUs set."""
+    def edit(data: dict) -> None:
+        for g in data["gpus"]:
+            i = g["index"]
+            g["nvlink_errors"] = {"replay": 0, "recovery": (recovery or {}).get(i, 0), "crc_flit": 0,
+                                  "crc_data": (crc_data or {}).get(i, 9)}
+            g["pcie_replay"] = (pcie or {}).get(i, g["pcie_replay"])
+    return edit
+
+
+def run(capsys, node: Path, bundle: Path, at: float, *extra: str) -> tuple[int, list[str], dict]:
+    rc = main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(bundle), "--state-dir",
+               str(node / "state"), "--now", str(RECORDED_X4 + at), "--json", str(node / "result.json"), *extra])
+    document = json.loads((node / "result.json").read_text())
+    output.validate_result(document)
+    return rc, capsys.readouterr().out.splitlines(), document
+
+
+def test_counters_judged_by_their_rate_since_the_last_run(capsys, node):
+    rc, out, _ = run(capsys, node, planted(node, counters(pcie={1: 1})), 0)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    assert "  note: counter rates from the next run on: no earlier reading of GPU0, GPU1, GPU2, GPU3" in out
+    # 300 s later: GPU1 replayed 120 PCIe packets (24/min, DCGM's limit 8/min), GPU2's NVLinks 45,000 CRC data
+    # errors (150/s, limit 100/s), GPU3's links recovered twice (any: shown)
+    rc, out, document = run(capsys, node, planted(node, counters(pcie={1: 121}, crc_data={2: 45009},
+                                                                 recovery={3: 2})), 300)
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 24/min over 300 s "
+                               "(limit 8) (+1 more); remedy: reseat or recable")
+    found = {(f["gpu"], f["check"]): f for f in document["findings"]}
+    assert sorted((g, c, f["severity"]) for (g, c), f in found.items()) == [
+        (1, "pcie-replay", "drain"), (2, "nvlink-crc", "drain"), (3, "nvlink-recovery", "warn")]
+    replay = found[(1, "pcie-replay")]["evidence"]
+    assert (replay["count"], replay["seconds"], replay["rate_per_s"], replay["reading"], replay["previous"]) == \
+        (120, 300.0, 0.4, 121, 1)
+    assert "DCGM_LIMIT_MAX_PCIREPLAY_RATE, 8 per minute" in replay["limit_from"]
+    assert found[(2, "nvlink-crc")]["what"] == "NVLink CRC data errors 150/s over 300 s (limit 100)"
+    assert found[(3, "nvlink-recovery")]["what"] == "NVLink recoveries: 2 in 300 s"
+    # 300 s on, below the limits (6 replays a minute, 50 CRC errors a second): the reseat drains are lifted
+    rc, out, _ = run(capsys, node, planted(node, counters(pcie={1: 151}, crc_data={2: 60009}, recovery={3: 2})), 600)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    assert any(line.startswith("  note: pcie-replay@1653824128984: drained since ") and line.endswith("lifted")
+               for line in out)
+
+
+def test_no_rate_across_a_reboot_a_reset_counter_or_without_a_state_folder(capsys, node):
+    run(capsys, node, planted(node, counters(pcie={1: 500})), 0)
+    rc, out, _ = run(capsys, node, planted(node, counters(pcie={1: 2})), 60)  # went down: the driver reloaded
+    assert rc == 0 and "  note: counter rates not judged: GPU1 pcie_replay went down since the last reading (a " \
+                       "driver reload resets it)" in out
+    (node / "boot_id").write_text("5e0d7a64-0c4f-4d43-9a57-1b1c1f5e0002\n")
+    rc, out, _ = run(capsys, node, planted(node, counters(pcie={1: 900})), 120)
+    assert rc == 0 and "  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: the last reading is of " \
+                       "another boot (the counters restarted)" in out
+    rc = main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(X4)])
+    assert rc == 0 and "  note: counter rates not judged: no state folder keeps the last reading (--state-dir)" in \
+        capsys.readouterr().out.splitlines()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3. the row remapper nearly full, corrected ECC; 4. the InfoROM
+
+
+def x4(capsys, bundle: Path) -> tuple[int, list[str]]:
+    rc = main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(bundle)])
+    return rc, capsys.readouterr().out.splitlines()
+
+
+def histogram(index: int, **banks: int):
+    """Every GPU's histogram as the x4's nvidia-smi -q reads it (3072 banks, all at max), GPU ``index``'s edited."""
+    def edit(data: dict) -> None:
+        for g in data["gpus"]:
+            g["remap_histogram"] = {"max": 3072, "high": 0, "partial": 0, "low": 0, "none": 0}
+        gpu(data, index)["remap_histogram"].update(banks)
+    return edit
+
+
+def test_a_row_remapper_nearly_full_drains_before_it_is_full(capsys, tmp_path):
+    assert x4(capsys, planted(tmp_path, histogram(1)))[0] == 0
+    assert x4(capsys, planted(tmp_path, histogram(1, max=3060, high=8, partial=4)))[0] == 0
+    rc, out = x4(capsys, planted(tmp_path, histogram(1, max=3070, low=2)))
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) row remapper nearly full: 2 banks low, "
+                               "0 none left; remedy: return to the vendor")
+    rc, out = x4(capsys, planted(tmp_path, histogram(2, max=3071, none=1)))
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) row remapper nearly full: 0 banks low, "
+                               "1 none left; remedy: return to the vendor")
+    rc, out = x4(capsys, planted(tmp_path, lambda d: [histogram(0)(d), gpu(d, 3).update(
+        remap_histogram={"error": "UNKNOWN"})]))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN GPU3 (serial 1653724034047) remap histogram not readable; "
+                               "remedy: rerun")
+
+
+def test_corrected_ecc_above_its_threshold_is_a_warning(capsys, tmp_path):
+    rc, out = x4(capsys, planted(tmp_path, lambda d: gpu(d, 0).update(ecc_corrected_volatile=999)))
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    rc, out = x4(capsys, planted(tmp_path, lambda d: gpu(d, 0).update(ecc_corrected_volatile=1500)))
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)")
+    assert out[1].startswith("  warn: GPU0 (serial 1653724049829): 1500 corrected ECC errors: corrected ECC errors "
+                             "since the driver loaded, at or above 1000")
+
+
+def test_the_inforom_judged_where_recorded(capsys, tmp_path):
+    def inforom(answer):
+        return lambda d: [g.update(inforom_valid=True) for g in d["gpus"]] + [gpu(d, 2).update(inforom_valid=answer)]
+
+    assert x4(capsys, planted(tmp_path, inforom(True)))[0] == 0
+    assert x4(capsys, planted(tmp_path, inforom({"error": "NOT_SUPPORTED"})))[0] == 0
+    rc, out = x4(capsys, planted(tmp_path, inforom({"error": "CORRUPTED_INFOROM"})))
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU2 (serial 1653724066364) InfoROM corrupted; remedy: software or "
+                               "configuration")
+    rc, out = x4(capsys, planted(tmp_path, inforom({"error": "NO_PERMISSION"})))
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN GPU2 (serial 1653724066364) inforom valid not readable; remedy: "
+                               "rerun")
+    # the shipped record predates it: said, never a failure
+    rc, out = x4(capsys, X4)
+    assert rc == 0 and any(line.startswith("  note: not recorded (") and line.endswith(
+        "predates them), not judged: compute processes, inforom valid, nvlink errors, remap histogram of GPU0, "
+        "GPU1, GPU2, GPU3") for line in out)

@@ -96,8 +96,8 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
             rise = value - before
             rate = rise / seconds
             if rise and rate > limit:
-                what = f"{words} {rise} in {seconds:.0f} s" + (
-                    f", {_per(rate, unit)} (limit {_per(limit, unit)})" if limit else "")
+                what = (f"{words} {_per(rate, unit)} over {seconds:.0f} s (limit {_per(limit, unit).split('/')[0]})"
+                        if limit else f"{words}: {rise} in {seconds:.0f} s")
                 findings.append(Finding(
                     check, severity, what, gpu.index, gpu.serial, remedy,
                     {"counter": counter, "count": rise, "seconds": round(seconds, 3), "rate_per_s": rate,
@@ -138,8 +138,8 @@ def wear_findings(node: NodeHealthRecord) -> tuple[list[Finding], list[str]]:
             banks = {k: gpu.values[f"remap_histogram.{k}"] for k in REMAP_HISTOGRAM}
             if banks["low"] or banks["none"]:
                 rows = {k: gpu.values.get(f"remapped_rows.{k}") for k in ("correctable", "uncorrectable")}
-                add(DRAIN, "remap-capacity", f"row remapper nearly full ({banks['none']} banks none left, "
-                                             f"{banks['low']} low)", gpu, RMA,
+                add(DRAIN, "remap-capacity", f"row remapper nearly full: {banks['low']} banks low, "
+                                             f"{banks['none']} none left", gpu, RMA,
                     "NVML's row remapper histogram counts the memory banks by the spare rows they have left: a bank "
                     "with few or none cannot remap its next failing row (a remapping failure, Xid 64); the board "
                     "goes back to the vendor before that", remap_histogram=banks, remapped_rows=rows)
