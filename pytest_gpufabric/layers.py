@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("profile", ("profile", "profile.*")),
     ("checks", ("checks", "checks.*", "reference_judge", "reference_normal", "nodehealth.finding", "nodehealth.model",
                 "nodehealth.passive", "nodehealth.arrival", "nodehealth.xid_catalog",
-                "nodehealth.counters",
+                "nodehealth.counters", "nodehealth.rdma_ports",
                 # the words and remedy helpers every kind phrases and judges its records with
                 "report.phrases", "remedy_rules")),
     ("kinds", ("kinds", "kinds.*")),

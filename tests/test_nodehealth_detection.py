@@ -253,3 +253,54 @@ def test_the_inforom_judged_where_recorded(capsys, tmp_path):
     assert rc == 0 and any(line.startswith("  note: not recorded (") and line.endswith(
         "predates them), not judged: compute processes, inforom valid, nvlink errors, remap histogram of GPU0, "
         "GPU1, GPU2, GPU3") for line in out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 5. the RDMA ports the profile promises
+
+
+ROCE_SYSFS = Path(__file__).parent / "data" / "sysfs" / "a100-pcie-roce-2node-derived" / "sys"
+ROCE_IBV = Path(__file__).parent / "data" / "bundles" / "a100-pcie-roce" / "ibv_devinfo-v.txt"
+PROFILES = Path(__file__).parent.parent / "profiles"
+
+
+def with_roce_port(tmp_path: Path, **files: str) -> tuple[Path, Path]:
+    """A copy of the x4 bundle holding the a100-pcie-roce node's irdma0 (its sysfs copy and ibv_devinfo, some port
+    files edited), and the x4 profile promising that port as a100-pcie-roce's profile does."""
+    import shutil
+
+    bundle = planted(tmp_path, lambda d: None)
+    shutil.copytree(ROCE_SYSFS, bundle / "sysfs" / "sys")
+    shutil.copy(ROCE_IBV, bundle / "ibv_devinfo-v.txt")
+    for name, text in files.items():
+        (bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / name).write_text(text)
+    profile = tmp_path / "x4-roce.yaml"
+    profile.write_text((PROFILES / "h200-nvswitch-x4.yaml").read_text().replace("name: h200-nvswitch-x4",
+                                                                               "name: x4-roce", 1)
+                       + "\nrdma:\n  devices:\n    - {name: irdma0, port: 1, link_layer: Ethernet, rate: 25 Gb/s, "
+                         "mtu: 1024}\n")
+    return bundle, profile
+
+
+def test_a_promised_rdma_port_down_or_slow_drains(capsys, tmp_path):
+    bundle, profile = with_roce_port(tmp_path)
+    assert main(["health", "--profile", str(profile), "--replay", str(bundle)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "gpufabric: HEALTHY 4 GPUs, profile x4-roce"
+    # a RoCE port's line rate is its netdev's speed, which the bundle did not copy: said, not judged
+    assert any(line.startswith("  note: RDMA port irdma0 port 1: ACTIVE/LinkUp, Ethernet, rate unknown, MTU 1024; "
+                               "not judged: line rate") for line in out)
+    bundle, profile = with_roce_port(tmp_path, state="1: DOWN\n", phys_state="3: Disabled\n")
+    rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+    out = capsys.readouterr().out.splitlines()
+    assert (rc, out[1]) == (1, "gpufabric: DRAIN node irdma0 port 1 state DOWN, expected ACTIVE; remedy: reseat or "
+                               "recable")
+    assert out[0].startswith("gpufabric node rdma: irdma0 port 1")
+    bundle, profile = with_roce_port(tmp_path, link_layer="InfiniBand\n")
+    rc = main(["health", "--profile", str(profile), "--replay", str(bundle)])
+    assert (rc, capsys.readouterr().out.splitlines()[0]) == (
+        1, "gpufabric: DRAIN node irdma0 port 1 link layer InfiniBand, expected Ethernet; remedy: reseat or recable")
+    # the shipped x4 bundle records no RDMA port: said, not judged
+    rc = main(["health", "--profile", str(profile), "--replay", str(X4)])
+    assert rc == 0 and any(line.startswith("  note: RDMA ports not judged: ") and line.endswith(
+        "records none (the profile promises irdma0)") for line in capsys.readouterr().out.splitlines())

@@ -118,9 +118,16 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
             return None, Finding("health-record", UNKNOWN, what, remedy=RERUN,
                                  evidence={"file": str(path)} if path.is_file() else {"bundle": replay},
                                  detail=str(arrival.why))
+        from ..fabric.bundle import load_rdma_devices
+
+        arrival.node.rdma, arrival.node.rdma_source = load_rdma_devices(directory), str(directory)
         return arrival.node, None
     try:
-        return health_from_record(json.loads(json.dumps(read_live())), "NVML"), None
+        from ..fabric.rdma import SYSFS_IB, discover_rdma
+
+        node = health_from_record(json.loads(json.dumps(read_live())), "NVML")
+        node.rdma, node.rdma_source = discover_rdma("/"), SYSFS_IB
+        return node, None
     except HardwareUnavailable as exc:
         return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
                              evidence={"why": exc.why})

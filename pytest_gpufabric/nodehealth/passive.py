@@ -18,6 +18,7 @@ from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .counters import wear_findings
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .model import Baseline
+from .rdma_ports import rdma_findings
 from .record import GpuHealthRecord, NodeHealthRecord
 from .xid_catalog import XID_CATALOG
 
@@ -446,7 +447,7 @@ FAULT_WORDS = {
     "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
     "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
     "recovery-action": "recov", "remap-capacity": "rrfull", "inforom": "inforom", "pcie-replay": "replay",
-    "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec",
+    "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec", "rdma-port": "rdma",
 }
 #: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
 METRIC_GPU_CHECKS = {
@@ -460,7 +461,7 @@ METRIC_GPU_CHECKS = {
 }
 #: and each node-level one
 METRIC_NODE_CHECKS = {"gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"), "accepted-boards": (
-    "accepted-boards",), "driver": ("driver",), "xid": ("xid",)}
+    "accepted-boards",), "driver": ("driver",), "xid": ("xid",), "rdma-port": ("rdma-port",)}
 
 PASSIVE_CHECKS = ("gpus_present", "board_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
                   "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")
@@ -475,6 +476,9 @@ def passive_findings(node: NodeHealthRecord, baseline: Baseline, xid_window_s: f
     worn, worn_notes = wear_findings(node)  # counters.py: remap capacity, corrected ECC, InfoROM
     checker.findings += worn
     checker.notes += worn_notes
+    ports, port_notes = rdma_findings(node, baseline.profile)  # rdma_ports.py: the promised RDMA ports
+    checker.findings += ports
+    checker.notes += port_notes
     if node.derived:
         checker.notes.append(f"the record is DERIVED, not read from the machine: {node.derived}")
     return checker.findings, checker.notes

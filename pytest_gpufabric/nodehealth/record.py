@@ -299,6 +299,8 @@ class NodeHealthRecord:
     kernel_log: KernelLog
     unreadable: dict[str, str] = field(default_factory=dict)  # node-level keys that cannot be told
     derived: str | None = None
+    rdma: list | None = None  # fabric/rdma.py's RdmaDevices (None: not recorded); command.py reads them
+    rdma_source: str | None = None
 
 
 class _Typed(Reader):
