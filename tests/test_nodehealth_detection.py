@@ -295,7 +295,7 @@ def test_a_promised_rdma_port_down_or_slow_drains(capsys, tmp_path):
     out = capsys.readouterr().out.splitlines()
     assert (rc, out[1]) == (1, "gpufabric: DRAIN node irdma0 port 1 state DOWN, expected ACTIVE; remedy: reseat or "
                                "recable")
-    assert out[0].startswith("gpufabric node rdma: irdma0 port 1")
+    assert out[0].startswith("gpufabric node ibport: irdma0 port 1")
     bundle, profile = with_roce_port(tmp_path, link_layer="InfiniBand\n")
     rc = main(["health", "--profile", str(profile), "--replay", str(bundle)])
     assert (rc, capsys.readouterr().out.splitlines()[0]) == (

@@ -447,7 +447,7 @@ FAULT_WORDS = {
     "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
     "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
     "recovery-action": "recov", "remap-capacity": "rrfull", "inforom": "inforom", "pcie-replay": "replay",
-    "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec", "rdma-port": "rdma",
+    "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec", "ib-port": "ibport",
 }
 #: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
 METRIC_GPU_CHECKS = {
@@ -461,7 +461,7 @@ METRIC_GPU_CHECKS = {
 }
 #: and each node-level one
 METRIC_NODE_CHECKS = {"gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"), "accepted-boards": (
-    "accepted-boards",), "driver": ("driver",), "xid": ("xid",), "rdma-port": ("rdma-port",)}
+    "accepted-boards",), "driver": ("driver",), "xid": ("xid",), "ib-port": ("ib-port",)}
 
 PASSIVE_CHECKS = ("gpus_present", "board_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
                   "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")

@@ -26,7 +26,7 @@ def rdma_findings(node: NodeHealthRecord, profile) -> tuple[list[Finding], list[
         if result.verdict == FAILED:
             subject = f"{promise['name']} port {promise.get('port', 1)}"
             first = (result.details or [result.message.split(': ', 1)[-1].split('. ')[0]])[0]
-            findings.append(Finding("rdma-port", DRAIN, f"{subject} {first}", None, None, RESEAT,
+            findings.append(Finding("ib-port", DRAIN, f"{subject} {first}", None, None, RESEAT,
                                     {"promise": dict(promise), "found": result.found, "source": node.rdma_source},
                                     result.message))
         elif result.verdict != PASSED:
