@@ -269,11 +269,14 @@ def with_roce_port(tmp_path: Path, **files: str) -> tuple[Path, Path]:
     files edited), and the x4 profile promising that port as a100-pcie-roce's profile does."""
     import shutil
 
+    tmp_path.mkdir(exist_ok=True)
     bundle = planted(tmp_path, lambda d: None)
     shutil.copytree(ROCE_SYSFS, bundle / "sysfs" / "sys")
     shutil.copy(ROCE_IBV, bundle / "ibv_devinfo-v.txt")
     for name, text in files.items():
-        (bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / name).write_text(text)
+        path = bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
     profile = tmp_path / "x4-roce.yaml"
     profile.write_text((PROFILES / "h200-nvswitch-x4.yaml").read_text().replace("name: h200-nvswitch-x4",
                                                                                "name: x4-roce", 1)
@@ -304,3 +307,18 @@ def test_a_promised_rdma_port_down_or_slow_drains(capsys, tmp_path):
     rc = main(["health", "--profile", str(profile), "--replay", str(X4)])
     assert rc == 0 and any(line.startswith("  note: RDMA ports not judged: ") and line.endswith(
         "records none (the profile promises irdma0)") for line in capsys.readouterr().out.splitlines())
+
+
+def test_a_flapping_rdma_port_is_shown(capsys, tmp_path):
+    """The port's PortCounters (sysfs counters/link_downed, link_error_recovery; the a100 copy holds none, so they
+    are planted) rising between two runs: a warning with the figures."""
+    def port_counters(downed: int) -> dict:
+        return {"counters/link_downed": f"{downed}\n", "counters/link_error_recovery": "0\n"}
+
+    for at, downed in ((0, 1), (300, 4)):
+        bundle, profile = with_roce_port(tmp_path / f"at{at}", **port_counters(downed))
+        rc, out, document = run(capsys, tmp_path, bundle, at, "--profile", str(profile))
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile x4-roce (1 warning)")
+    flap = next(f for f in document["findings"] if f["check"] == "ib-port-flap")
+    assert (flap["severity"], flap["what"], flap["evidence"]["counts"], flap["evidence"]["seconds"]) == (
+        "warn", "irdma0 port 1 went down 3x in 300 s", {"link_downed": 3}, 300.0)

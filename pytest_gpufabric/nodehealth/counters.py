@@ -43,6 +43,12 @@ _WHY = {"pcie-replay": "PCIe packets replayed: the link's signal (the card, a ri
                            "reseated)"}
 
 
+#: an RDMA port's PortCounters (sysfs counters/) whose any rise since the last run is shown (warn): the link went
+#: down (flapped) or retrained; a limit of our own (DCGM has none for the NIC); the port's state is rdma_ports.py's
+PORT_COUNTERS = {"link_downed": "went down", "link_error_recovery": "retrained"}
+PORT_PREFIX = "port:"
+
+
 def board_key(gpu: GpuHealthRecord) -> str:
     """The board a reading belongs to across runs: its serial, else its UUID, else its index."""
     return gpu.serial or gpu.uuid or f"GPU{gpu.index}"
@@ -52,9 +58,39 @@ def _answering(node: NodeHealthRecord) -> list[GpuHealthRecord]:
     return [g for g in node.gpus if g.lost is None and "handle" not in g.unreadable]
 
 
+def _ports(node: NodeHealthRecord) -> dict[str, dict[str, int]]:
+    """Each RDMA port's flap counters as read (``port:mlx5_0/1``), where the record has its counters."""
+    return {f"{PORT_PREFIX}{port.device}/{port.port}": {k: port.counters[k] for k in PORT_COUNTERS
+                                                       if isinstance(port.counters.get(k), int)}
+            for device in node.rdma or [] for port in device.ports if port.counters}
+
+
 def counter_readings(node: NodeHealthRecord) -> dict[str, dict[str, int]]:
-    """Each board's rate counters as read now (the next run's previous reading)."""
-    return {board_key(g): {k: g.values[k] for k in RATE_LIMITS if k in g.values} for g in _answering(node)}
+    """Each board's (and RDMA port's) rate counters as read now (the next run's previous reading)."""
+    return {**{board_key(g): {k: g.values[k] for k in RATE_LIMITS if k in g.values} for g in _answering(node)},
+            **_ports(node)}
+
+
+def _port_flaps(node: NodeHealthRecord, history: dict, now: float, boot: str | None) -> list[Finding]:
+    findings = []
+    for key, counters in _ports(node).items():
+        last = history.get(key)
+        if not isinstance(last, dict) or last.get("boot_id") != boot or not isinstance(last.get("at"), (int, float)) \
+                or not isinstance(last.get("counters"), dict) or now <= last["at"]:
+            continue
+        rises = {k: v - last["counters"][k] for k, v in counters.items()
+                 if isinstance(last["counters"].get(k), int) and v > last["counters"][k]}
+        if rises:
+            seconds = now - last["at"]
+            port = key.removeprefix(PORT_PREFIX)
+            what = ", ".join(f"{PORT_COUNTERS[k]} {n}x" for k, n in rises.items())
+            findings.append(Finding(
+                "ib-port-flap", WARN, f"{port.replace('/', ' port ')} {what} in {seconds:.0f} s", None, None, None,
+                {"port": port, "counts": rises, "seconds": round(seconds, 3), "source": node.rdma_source},
+                "the port's link went down or retrained since the last run (sysfs counters/link_downed, "
+                "link_error_recovery): a cable, transceiver or switch port; shown, a port that keeps flapping is "
+                "reseated"))
+    return findings
 
 
 def _per(rate_s: float, unit: str) -> str:
@@ -104,6 +140,7 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
                      "limit_per_s": limit, "limit_from": source, "reading": value, "previous": before,
                      "source": node.source},
                     f"{_WHY[check]}; the limit: {source}"))
+    findings += _port_flaps(node, history, now, boot)
     notes = []
     if first:
         notes.append(f"counter rates from the next run on: no earlier reading of {', '.join(first)}")

@@ -448,6 +448,7 @@ FAULT_WORDS = {
     "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
     "recovery-action": "recov", "remap-capacity": "rrfull", "inforom": "inforom", "pcie-replay": "replay",
     "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec", "ib-port": "ibport",
+    "ib-port-flap": "ibflap",
 }
 #: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
 METRIC_GPU_CHECKS = {
