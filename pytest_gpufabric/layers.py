@@ -15,10 +15,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "remedy_classes", "layers")),
     ("formats", ("formats", "formats.*", "evidence", "reference", "diagnostics", "diagnostics.*")),
     ("machine", ("fabric", "fabric.*", "workloads", "workloads.*", "nodehealth.record", "nodehealth.derive",
-                 "nodehealth.arrival_record")),
+                 "nodehealth.arrival_record", "nodehealth.record_extra")),
     ("profile", ("profile", "profile.*")),
     ("checks", ("checks", "checks.*", "reference_judge", "reference_normal", "nodehealth.finding", "nodehealth.model",
                 "nodehealth.passive", "nodehealth.arrival", "nodehealth.xid_catalog",
+                "nodehealth.counters", "nodehealth.rdma_ports",
                 # the words and remedy helpers every kind phrases and judges its records with
                 "report.phrases", "remedy_rules")),
     ("kinds", ("kinds", "kinds.*")),
@@ -30,7 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "report.results", "report.results_document", "report.sections", "report.series", "report.signing",
                 "report.versions", "remedy")),
     ("fleet", ("fleet", "fleet.*", "nodehealth", "nodehealth.baseline", "nodehealth.command", "nodehealth.output",
-               "nodehealth.quick", "nodehealth.state", "nodehealth.metrics")),
+               "nodehealth.quick", "nodehealth.state", "nodehealth.metrics", "nodehealth.quick_gpus",
+               "nodehealth.counter_history")),
     ("session", ("session", "run_options")),
     ("entry", ("plugin", "session_factory", "fixtures", "suites", "suites.*", "cli", "cli.*", "command", "__main__")),
 )

@@ -50,7 +50,7 @@ def test_different_readings_give_the_same_series(capsys, tmp_path):
         d.update(kernel_log={"source": "/dev/kmsg", "error": None, "xids": [
             {"pci": "0000:00:07", "xid": 79, "age_s": 30.5, "text": XID_79}]}))))
     assert set(healthy) == set(faulty)
-    assert len([k for k in healthy if k.startswith("gpufabric_health_check_status{")]) == 4 * 13
+    assert len([k for k in healthy if k.startswith("gpufabric_health_check_status{")]) == 4 * 16
     gpu1 = ('tier="passive",gpu="1",uuid="GPU-8478a18a-03bc-4e21-8f4a-dc9fe8884ef9",pci_bus_id="00000000:00:07.0",'
             'serial="1653824128984"')
     assert healthy[f'gpufabric_health_check_status{{{gpu1},check="memory-repair"}}'] == "0"

@@ -182,7 +182,9 @@ def test_a_quick_tier_drain_stays_drained_across_passive_runs(capsys, node):
     assert {d["tier"] for d in state(node)["drains"]} == {"quick"}
     reboot(node)
     rc, out = check(capsys, node, X2, "--quick", at=1200, profile=profile)
-    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 2 GPUs, profile cpu-health")
+    # a loaded CPU may run the stand-ins' GEMM below the floor: a warning each (shown, not judged)
+    assert rc == 0 and out[0] in ("gpufabric: HEALTHY 2 GPUs, profile cpu-health",
+                                  "gpufabric: HEALTHY 2 GPUs, profile cpu-health (2 warnings)")
     assert state(node)["drains"] == []
 
 

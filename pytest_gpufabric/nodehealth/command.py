@@ -32,6 +32,8 @@ from .baseline import (
     resolve_baseline,
     state_dir,
 )
+from .counter_history import load_history, save_history
+from .counters import rate_findings
 from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
 from .metrics import prom_text
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
@@ -117,9 +119,16 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
             return None, Finding("health-record", UNKNOWN, what, remedy=RERUN,
                                  evidence={"file": str(path)} if path.is_file() else {"bundle": replay},
                                  detail=str(arrival.why))
+        from ..fabric.bundle import load_rdma_devices
+
+        arrival.node.rdma, arrival.node.rdma_source = load_rdma_devices(directory), str(directory)
         return arrival.node, None
     try:
-        return health_from_record(json.loads(json.dumps(read_live())), "NVML"), None
+        from ..fabric.rdma import SYSFS_IB, discover_rdma
+
+        node = health_from_record(json.loads(json.dumps(read_live())), "NVML")
+        node.rdma, node.rdma_source = discover_rdma("/"), SYSFS_IB
+        return node, None
     except HardwareUnavailable as exc:
         return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
                              evidence={"why": exc.why})
@@ -171,7 +180,7 @@ def _aged(node: NodeHealthRecord, now: float) -> None:
 
 
 def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float,
-                gpus: list[dict]) -> tuple[list[Finding], list[str], list[dict]]:
+                gpus: list[dict], skipped: set[int]) -> tuple[list[Finding], list[str], list[dict]]:
     """The run's findings with the drains the state holds (state.py), the state saved; a state that cannot be read
     or written is an unknown finding naming it, never silently reset. The third value: the node's last known GPUs."""
     try:
@@ -179,7 +188,7 @@ def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: boo
             state = load_state(folder)
             refuse_another_node(state, gpus)
             findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now, boot=boot_id(),
-                                        gpus=gpus)
+                                        gpus=gpus, quick_skipped=skipped)
             state.save()
             return findings, notes, state.known_gpus()
     except StateUnreadable as exc:
@@ -235,6 +244,7 @@ def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
                                    "workload; nothing it had read is judged")]
     else:
         node, findings, notes, seconds = judged
+    skipped = progress.get("quick_skipped") or []
     gpus = [] if node is None else [
         {"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name, "pci_bus_id": g.pci_bus_id,
          "lost": g.lost, "not_applicable": g.not_applicable, "unreadable": g.unreadable} for g in node.gpus]
@@ -242,7 +252,8 @@ def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
     if folder is not None:
         ran = "quick" if "quick" in seconds else "passive"
         findings, state_notes, known_gpus = _with_state(folder, findings, ran,
-                                                        node is not None and baseline is not None, now, gpus)
+                                                        node is not None and baseline is not None, now, gpus,
+                                                        {s["gpu"] for s in skipped})
         notes += state_notes
     verdict = verdict_of(findings)
     line = output.verdict_line(verdict, findings, node.gpu_count if node else None,
@@ -251,7 +262,8 @@ def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
         verdict=verdict, line=line, tier="quick" if args.quick else "passive", findings=findings, notes=notes,
         source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict() if baseline else None,
         gpus=gpus, seconds=seconds, host=(node.hostname if node and args.replay else socket.gethostname()),
-        checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"), replay=args.replay)
+        checked_at=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"), replay=args.replay,
+        quick_skipped=skipped)
     _write_outputs(args, document, known_gpus)
     if args.json == "-":
         sys.stdout.write(json.dumps(document, indent=1) + "\n")
@@ -285,6 +297,10 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
     else:
         findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
         notes = baseline.notes + notes
+    if node is not None and baseline is not None:
+        rated, rate_notes = _counter_rates(node, _state_folder(args), now)
+        findings += rated
+        notes += rate_notes
     seconds = {"passive": round(time.monotonic() - started, 3)}
     if args.quick:
         if verdict_of(findings) == DRAIN_VERDICT or node is None or baseline is None:
@@ -293,14 +309,31 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
                                                     "the passive tier drains the node already"))
         else:
             from .quick import run_quick
+            from .quick_gpus import quick_gpus
 
             progress["stage"] = "running the quick tier's workloads"
             began = time.monotonic()
-            quick_findings, quick_notes, _ = run_quick(node, baseline, plant_fault=args.plant_fault)
+            selected, progress["quick_skipped"], gpu_notes = quick_gpus(node)
+            notes += gpu_notes
+            quick_findings, quick_notes, _ = run_quick(node, baseline, plant_fault=args.plant_fault, gpus=selected)
             findings += quick_findings
             notes += quick_notes
             seconds["quick"] = round(time.monotonic() - began, 3)
     return node, findings, notes, seconds
+
+
+def _counter_rates(node: NodeHealthRecord, folder: Path | None, now: float) -> tuple[list[Finding], list[str]]:
+    """The error counters' rates since the last run's reading (counters.py), this run's reading kept for the next."""
+    if folder is None:
+        return rate_findings(node, None, now, None)
+    boot = boot_id()
+    history, notes = load_history(folder)
+    findings, rate_notes = rate_findings(node, history, now, boot)
+    try:
+        save_history(folder, node, now, boot)
+    except OSError as exc:
+        rate_notes.append(f"{folder}: the counters' reading not kept ({exc}): no rate next run")
+    return findings, notes + rate_notes
 
 
 def within_deadline(work, deadline_s: float):

@@ -73,7 +73,9 @@ def prom_text(document: dict, timestamp: float, known_gpus: list[dict] | None = 
         labels = (f'{t},gpu="{gpu["index"]}",uuid="{_label(gpu.get("uuid") or "")}",'
                   f'pci_bus_id="{_label(gpu.get("pci_bus_id") or "")}",serial="{_label(gpu.get("serial") or "")}"')
         for check, covers in checks.items():
-            skipped = check in QUICK_GPU_CHECKS and "quick" not in document["seconds"]  # the workloads did not run
+            # the workloads did not run, or not on this GPU (another job held it: quick_gpus.py)
+            skipped = check in QUICK_GPU_CHECKS and ("quick" not in document["seconds"] or gpu["index"] in {
+                s["gpu"] for s in document.get("quick_skipped") or []})
             untold = check in NODE_WIDE_UNKNOWN and check in node_unknown
             status = _status(findings, covers, gpu["index"], unread or skipped or untold)
             judged, not_readable = judged + (status != 2), not_readable + (status == 2)

@@ -117,13 +117,13 @@ def detail_lines(findings: list[Finding], notes: list[str]) -> list[str]:
 
 def result_document(*, verdict: str, line: str, tier: str, findings: list[Finding], notes: list[str], source: str,
                     baseline: dict, gpus: list[dict], seconds: dict[str, float], host: str | None,
-                    checked_at: str, replay: str | None) -> dict:
+                    checked_at: str, replay: str | None, quick_skipped: list[dict] | None = None) -> dict:
     return {"format": FORMAT, "plugin_version": __version__, "verdict": verdict, "exit_code": EXIT_CODES[verdict],
             "line": line, "reason": scheduler_reason(verdict, findings, line),
             "tier": tier, "checked_at": checked_at, "host": host, "source": source, "replay": replay,
             "baseline": baseline, "gpus": gpus, "seconds": seconds,
             "counts": {s: sum(1 for f in findings if f.severity == s) for s in (DRAIN, UNKNOWN, WARN)},
-            "findings": [f.to_dict() for f in findings], "notes": notes}
+            "findings": [f.to_dict() for f in findings], "notes": notes, "quick_skipped": quick_skipped or []}
 
 
 def error_document(message: str, tier: str, now: float, host: str | None, replay: str | None) -> dict:

@@ -15,8 +15,10 @@ from ..checks.platform import _version_ok
 from ..fabric.health import DEFAULT_FORBIDDEN_THROTTLE
 from ..fabric.nvml_format import normalize_bus_id
 from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
+from .counters import wear_findings
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .model import Baseline
+from .rdma_ports import rdma_findings
 from .record import GpuHealthRecord, NodeHealthRecord
 from .xid_catalog import XID_CATALOG
 
@@ -449,20 +451,23 @@ FAULT_WORDS = {
     "ecc-mode": "eccoff", "ecc-uncorrected": "ecc", "remapped-rows-failure": "rrfail",
     "remapped-rows-pending": "rrpend", "retired-pages-pending": "rppend", "clock-events": "clock",
     "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
-    "recovery-action": "recov",
+    "recovery-action": "recov", "remap-capacity": "rrfull", "inforom": "inforom", "pcie-replay": "replay",
+    "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec", "ib-port": "ibport",
+    "ib-port-flap": "ibflap",
 }
 #: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
 METRIC_GPU_CHECKS = {
     "gpu-present": ("gpu-lost", "gpu-handle", "board-swapped", "board-missing", "gpu-serial", "gpu-record"),
     "board-model": ("board-model",), "pcie-width": ("pcie-width",), "nvlink-state": ("nvlink-state",),
     "ecc-enabled": ("ecc-mode",), "ecc-uncorrected": ("ecc-uncorrected",),
-    "memory-repair": ("remapped-rows-pending", "remapped-rows-failure", "retired-pages-pending"),
+    "memory-repair": ("remapped-rows-pending", "remapped-rows-failure", "retired-pages-pending", "remap-capacity"),
     "clock-events": ("clock-events",), "temperature": ("temperature",), "persistence-mode": ("persistence-mode",),
-    "fabric": ("fabric",), "recovery-action": ("recovery-action",), "xid": ("xid",),
+    "fabric": ("fabric",), "recovery-action": ("recovery-action",), "xid": ("xid",), "inforom": ("inforom",),
+    "pcie-replay": ("pcie-replay",), "nvlink-errors": ("nvlink-crc", "nvlink-replay", "nvlink-recovery"),
 }
 #: and each node-level one
 METRIC_NODE_CHECKS = {"gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"), "accepted-boards": (
-    "accepted-boards",), "driver": ("driver",), "xid": ("xid",)}
+    "accepted-boards",), "driver": ("driver",), "xid": ("xid",), "ib-port": ("ib-port",)}
 
 PASSIVE_CHECKS = ("gpus_present", "board_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
                   "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")
@@ -474,6 +479,12 @@ def passive_findings(node: NodeHealthRecord, baseline: Baseline, xid_window_s: f
     checker = _Checker(node, baseline, xid_window_s)
     for name in PASSIVE_CHECKS:
         getattr(checker, name)()
+    worn, worn_notes = wear_findings(node)  # counters.py: remap capacity, corrected ECC, InfoROM
+    checker.findings += worn
+    checker.notes += worn_notes
+    ports, port_notes = rdma_findings(node, baseline.profile)  # rdma_ports.py: the promised RDMA ports
+    checker.findings += ports
+    checker.notes += port_notes
     if node.derived:
         checker.notes.append(f"the record is DERIVED, not read from the machine: {node.derived}")
     return checker.findings, checker.notes

@@ -46,8 +46,14 @@ CPU_PATTERN_BYTES = "1 MiB"
 WORKLOAD_TIMEOUT_S = 120.0
 
 
-def quick_commands(profile, *, plant_fault: int | None = None) -> dict[str, list[str]]:
-    """The three workloads' command lines for this profile (without the runner's --handshake/--result)."""
+def _on_cpu(profile) -> bool:
+    return (profile.data.get(BURN_IN_SECTION) or {}).get("device") == "cpu"
+
+
+def quick_commands(profile, *, plant_fault: int | None = None, workers: int | None = None) -> dict[str, list[str]]:
+    """The three workloads' command lines for this profile (without the runner's --handshake/--result);
+    ``workers``: the CPU stand-ins' count (default: the profile's GPU count)."""
+    workers = profile.gpu_count if workers is None else workers
     burn = dict(profile.data.get(BURN_IN_SECTION) or {})
     device = burn.get("device", "cuda")
     if device == "cpu":
@@ -56,26 +62,39 @@ def quick_commands(profile, *, plant_fault: int | None = None) -> dict[str, list
     pattern_section = {**(profile.data.get(MEMORY_PATTERN.key) or {}), "seconds": 0.5,
                        "bytes": CPU_PATTERN_BYTES if device == "cpu" else QUICK_PATTERN_BYTES}
     pattern_section.pop("chunk_bytes", None)
-    commands = {"gemm": gemm_command(QUICK_GEMM_S, burn, plant_fault, profile.gpu_count),
+    commands = {"gemm": gemm_command(QUICK_GEMM_S, burn, plant_fault, workers),
                 "hbm": hbm_command(hbm, device),
                 MEMORY_PATTERN.name: mem_pattern_command(pattern_section, plant_fault, device)}
     if device == "cpu":
         for name in ("hbm", MEMORY_PATTERN.name):
-            commands[name] += ["--workers", str(profile.gpu_count)]
+            commands[name] += ["--workers", str(workers)]
     return commands
 
 
-def run_quick(node: NodeHealthRecord, baseline: Baseline, *, plant_fault: int | None = None) \
-        -> tuple[list[Finding], list[str], dict]:
-    """Run the three workloads and judge them: (findings, notes, {workload: its result or None})."""
+def run_quick(node: NodeHealthRecord, baseline: Baseline, *, plant_fault: int | None = None,
+              gpus: list[int] | None = None) -> tuple[list[Finding], list[str], dict]:
+    """Run the three workloads on ``gpus`` (NVML indexes, quick_gpus.py; None: every GPU that answers) and judge
+    them: (findings, notes, {workload: its result or None}). ``plant_fault``: a CUDA index among those GPUs."""
     profile = baseline.profile
     findings: list[Finding] = []
+    answering = [g for g in node.gpus if g.lost is None and "handle" not in g.unreadable]
+    gpus = [g.index for g in answering] if gpus is None else sorted(gpus)
+    if not gpus:
+        return [], ["quick tier workloads not run: no GPU of this node is free to run them on"], {}
     try:
         require_torch("gpufabric health --quick")
     except ToolMissing as exc:
         return [Finding("quick-tier", UNKNOWN, "quick tier needs torch", remedy=SOFTWARE, detail=str(exc))], [], {}
-    env = workload_environment()
-    commands = quick_commands(profile, plant_fault=plant_fault)
+    uuids = [g.uuid for g in answering if g.index in gpus]
+    if _on_cpu(profile) or (None in uuids and len(gpus) == len(answering)):
+        env = workload_environment()
+    elif None in uuids:
+        return [Finding("quick-tier", UNKNOWN, "GPU UUIDs not readable", remedy=RERUN,
+                        detail="the quick tier runs on some GPUs only (the others are held) and shows CUDA those by "
+                               "UUID; a GPU's UUID could not be read")], [], {}
+    else:  # CUDA sees exactly the GPUs run on, in this order: its device i is gpus[i]
+        env = workload_environment({"CUDA_VISIBLE_DEVICES": ",".join(uuids)})
+    commands = quick_commands(profile, plant_fault=plant_fault, workers=len(gpus))
     results: dict[str, dict | None] = {}
     seconds: dict[str, float] = {}
     SPARES.prestart(env, [TORCH_ONLY] * len(commands))
@@ -92,7 +111,12 @@ def run_quick(node: NodeHealthRecord, baseline: Baseline, *, plant_fault: int | 
             seconds[name] = round(time.monotonic() - started, 3)
     finally:
         SPARES.disable()
-    judge = _QuickJudge(node, baseline, findings)
+    if _on_cpu(profile):  # CPU stand-in i stands for the i-th GPU run on
+        for name, index_key in (("gemm", "gpu"), ("hbm", "index"), (MEMORY_PATTERN.name, "index")):
+            for row in (results.get(name) or {}).get("gpus") or []:
+                if isinstance(row.get(index_key), int) and 0 <= row[index_key] < len(gpus):
+                    row[index_key] = gpus[row[index_key]]
+    judge = _QuickJudge(node, baseline, findings, gpus)
     if results.get("gemm") is not None:
         judge.gemm(results["gemm"])
     if results.get("hbm") is not None:
@@ -104,10 +128,10 @@ def run_quick(node: NodeHealthRecord, baseline: Baseline, *, plant_fault: int | 
 
 
 class _QuickJudge:
-    def __init__(self, node: NodeHealthRecord, baseline: Baseline, findings: list[Finding]) -> None:
+    def __init__(self, node: NodeHealthRecord, baseline: Baseline, findings: list[Finding], gpus: list[int]) -> None:
         self.node, self.profile, self.findings = node, baseline.profile, findings
         self.notes: list[str] = []
-        self.gpus = {g.index: g for g in node.gpus if g.lost is None}
+        self.gpus = {g.index: g for g in node.gpus if g.lost is None and g.index in gpus}
 
     def _rows(self, result: dict, name: str, index_key: str) -> dict[int, dict]:
         """The rows of a workload's result bound to this machine's GPUs: by NVML index, and by serial where the

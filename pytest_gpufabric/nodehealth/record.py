@@ -31,6 +31,7 @@ from ..errors import HardwareUnavailable
 from ..fabric import nvml, sysfs_pci
 from ..formats.clean import clean_line
 from ..formats.typed import Reader, Unreadable, load_json, show
+from .record_extra import read_extra, type_extra
 
 FORMAT = "gpufabric-health/1"
 HEALTH_FILE = "health.json"
@@ -141,6 +142,8 @@ def _fill(p, h, rec: dict) -> None:
     rec["persistence_mode"] = ask(p.nvmlDeviceGetPersistenceMode)
     rec["fabric"] = _fabric(p, ask)
     rec["recovery_action"] = _recovery_action(p, h)
+    states = rec["nvlink_states"]
+    rec.update(read_extra(p, h, ask, len(states) if isinstance(states, list) else 0))
 
 
 def _nvlink_states(p, h) -> list | dict:
@@ -268,6 +271,7 @@ class GpuHealthRecord:
     values: dict = field(default_factory=dict)
     not_applicable: dict[str, str] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
+    not_recorded: set[str] = field(default_factory=set)  # record_extra.py's keys a record older than them lacks
 
     @property
     def label(self) -> str:
@@ -295,6 +299,8 @@ class NodeHealthRecord:
     kernel_log: KernelLog
     unreadable: dict[str, str] = field(default_factory=dict)  # node-level keys that cannot be told
     derived: str | None = None
+    rdma: list | None = None  # fabric/rdma.py's RdmaDevices (None: not recorded); command.py reads them
+    rdma_source: str | None = None
 
 
 class _Typed(Reader):
@@ -399,6 +405,7 @@ def _read_gpu(gpu: dict, i: int, typed: _Typed) -> GpuHealthRecord:
             record.values[key] = _typed_value(typed, kind, value, path, key)
         except Unreadable as exc:
             record.unreadable[key] = str(exc)
+    type_extra(gpu, where, record, typed, DOES_NOT_APPLY)
     return record
 
 

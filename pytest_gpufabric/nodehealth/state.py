@@ -149,12 +149,15 @@ def locked(directory: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool) -> str | None:
+def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool, quick_skipped: set[int]) \
+        -> str | None:
     """Why a held drain the run did not find is not shown gone (None: it is)."""
     if not node_read:
         return "the node could not be read"
     if TIERS[tier] < TIERS[entry["tier"]]:
         return f"a {entry['tier']} tier run verifies it (this was a {tier} run)"
+    if entry["tier"] == "quick" and entry.get("gpu") in quick_skipped:
+        return f"the quick tier skipped GPU{entry['gpu']} (held by another job, or not the job's)"
     if any(f.severity == UNKNOWN and f.check == entry["check"] and f.gpu in (None, entry.get("gpu"))
            for f in findings):
         return f"{entry['check']} could not be read"
@@ -171,9 +174,11 @@ def _no_reboot(recorded: str | None, boot: str | None) -> str | None:
 
 
 def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_read: bool, now: float,
-              boot: str | None, gpus: list[dict] | None = None) -> tuple[list[Finding], list[str]]:
+              boot: str | None, gpus: list[dict] | None = None, quick_skipped: set[int] | None = None) \
+        -> tuple[list[Finding], list[str]]:
     """Hold, keep or lift the drains (the module says how): the findings with the held drains added, and notes.
-    ``gpus``: the boards the run read (kept as the node's last known, for the metrics of a run that reads none)."""
+    ``gpus``: the boards the run read (kept as the node's last known, for the metrics of a run that reads none);
+    ``quick_skipped``: the GPUs the quick tier did not run on (their quick drains are not verified gone)."""
     notes: list[str] = []
     found: dict[str, Finding] = {}
     kept: list[Finding] = []
@@ -207,7 +212,7 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
     for key, entry in sorted(state.drains.items()):
         if key in found:
             continue
-        why = _unverified(entry, findings, tier, node_read)
+        why = _unverified(entry, findings, tier, node_read, quick_skipped or set())
         if why is None and needs_reboot(entry["check"], entry.get("remedy")):
             why = _no_reboot(entry.get("boot_id"), boot)
         if why is None:
