@@ -173,8 +173,12 @@ def test_counters_judged_by_their_rate_since_the_last_run(capsys, node):
     assert "DCGM_LIMIT_MAX_PCIREPLAY_RATE, 8 per minute" in replay["limit_from"]
     assert found[(2, "nvlink-crc")]["what"] == "NVLink CRC data errors 150/s over 300 s (limit 100)"
     assert found[(3, "nvlink-recovery")]["what"] == "NVLink recoveries: 2 in 300 s"
-    # 300 s on, below the limits (6 replays a minute, 50 CRC errors a second): the reseat drains are lifted
+    # 300 s on, below the limits (6 replays a minute, 50 CRC errors a second): a reseat needs the node down, so the
+    # drains are held until a reboot (state.needs_reboot), then lifted
     rc, out, _ = run(capsys, node, planted(node, counters(pcie={1: 151}, crc_data={2: 60009}, recovery={3: 2})), 600)
+    assert rc == 1 and out[0].startswith("gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 24/min")
+    (node / "boot_id").write_text("5e0d7a64-0c4f-4d43-9a57-1b1c1f5e0002\n")
+    rc, out, _ = run(capsys, node, planted(node, counters(pcie={1: 3}, crc_data={2: 9}, recovery={3: 0})), 900)
     assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
     assert any(line.startswith("  note: pcie-replay@1653824128984: drained since ") and line.endswith("lifted")
                for line in out)
