@@ -120,6 +120,9 @@ class CollectiveRun:
     label: str = ""  # "run 2 of nccl-tests.txt" where a log holds several; "" for a measurement of one run
     not_evidence: str | None = None  # why it is no evidence of the promise here (another machine's boards, ...)
     notes: list[str] = field(default_factory=list)  # rows the text cut short: said when the size has no row
+    #: why the run is not whole (formats/nccl_died.py: a rank died, or no trailer): its rows are evidence against a
+    #: floor, never for it
+    unfinished: str | None = None
 
 
 def _bus_key(pci: object) -> tuple | None:
@@ -213,7 +216,7 @@ def _read_run(op: str, size: int, run: CollectiveRun, promised_ranks: int | None
         reading.problems.append(ambiguous)
         return reading
     if row is None:
-        cut = f" ({run.notes[0]})" if run.notes else ""
+        cut = f" ({run.unfinished or run.notes[0]})" if run.unfinished or run.notes else ""
         reading.aside = reading.aside or f"{source} has no {op} result at {format_bytes(size)}{cut}"
         return reading
     reading.row = row
@@ -315,9 +318,14 @@ def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], p
                        "threshold, the others not): " + "; ".join(problems) + "; run it again")
     if not problems and unjudged:
         return unknown(name, subject, expected, f"{summary} [{source}]; {unjudged}")
+    died = [f"{r.who}{r.run.unfinished}" for r in judged if r.run.unfinished]
+    if not problems and died:
+        return unknown(name, subject, expected, f"{summary} [{source}]; not passed on a run that did not finish: "
+                       + "; ".join(died))
     if not problems:
         return passed(name, subject, expected, found, summary + f" [{source}]", unit="GB/s")
-    return failed(name, subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ". "
+    then = f" ({'; '.join(died)}: a row it measured is already below the floor)" if died else ""
+    return failed(name, subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + then + ". "
                   + _COLLECTIVE_CAUSES, unit="GB/s", details=problems)
 
 

@@ -72,7 +72,7 @@ def _nccl_tests_runs(bandwidth, op: str, fabric, gpu_count: int) -> list[Collect
         devices = run.get("devices") or []
         out.append(CollectiveRun(run["rows"], len(devices) or None, label,
                                  not_evidence=nccl_tests_boards(devices, fabric, gpu_count),
-                                 notes=list(run.get("unreadable") or [])))
+                                 notes=list(run.get("unreadable") or []), unfinished=run.get("unfinished")))
     return out
 
 
