@@ -8,6 +8,7 @@ says how)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,79 @@ def test_a_row_a_died_run_measured_below_the_floor_fails(pytester: pytest.Pytest
     outcome, reason = _promises(document)["collective-bandwidth[all_reduce-1GiB]"]
     assert outcome == "failed"
     assert f"busbw 164.3 GB/s < 312 GB/s ({DIED_AFTER_1GIB}: a row it measured is already below the floor)" in reason
+
+
+# --- the rack's all_reduce, and `gpufabric parse --reference` ------------------------------------------------
+
+NCCL_72 = DATA / "captures" / "public" / "blackwell" / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
+
+
+def _nvl72_died_after_2gib() -> str:
+    """DERIVED: the public GB200 NVL72 all_reduce cut after its 2 GiB row, the real H100 failure line after it."""
+    lines = NCCL_72.read_text(encoding="utf-8").splitlines()
+    end = lines.index(next(line for line in lines if line.startswith("  2147483648")))
+    return "\n".join(lines[:end + 1] + [H100_DIED_CAUSE]) + "\n"
+
+
+def test_the_rack_floor_on_a_died_run_is_not_checked():
+    from pytest_gpufabric.fleet.rack import _all_reduce_promise, all_reduce_run
+
+    run = all_reduce_run(_nvl72_died_after_2gib())
+    run["ranks"] = 72  # DERIVED: as if its device list were whole (the capture prints one line of 72)
+    promise = _all_reduce_promise(run, 700.0, 72)
+    assert promise == {"id": "rack-all-reduce", "outcome": "not checked", "reason": (
+        f"the run died after 3 sizes (the last 2147483648 B): {H100_DIED_CAUSE}: the floor is held at the largest "
+        "size of a whole run, which this run did not reach (all_reduce over 72 ranks: 757.78 GB/s busbw at "
+        "2147483648 B, floor 700 GB/s, its last size measured)")}
+    whole = all_reduce_run(NCCL_72.read_text(encoding="utf-8"))
+    whole["ranks"] = 72
+    assert _all_reduce_promise(whole, 800.0, 72)["outcome"] == "passed"  # the whole run, 834.57 at 8 GiB
+
+
+def test_parse_reference_never_calls_a_died_run_normal(tmp_path, capsys):
+    path = tmp_path / "died.txt"
+    path.write_text(_nvl72_died_after_2gib(), encoding="utf-8")
+    assert main(["parse", "nccl-tests", str(path), "--reference", "gb200"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (judgement,) = document["reference"]["judgements"]
+    assert (judgement["size_bytes"], judgement["busbw_gbps"]) == (2147483648, 757.78)
+    assert judgement["verdict"] == "not judged"
+    assert judgement["text"].endswith(f"not judged: the run died after 3 sizes (the last 2147483648 B): "
+                                      f"{H100_DIED_CAUSE}")
+
+
+# --- in-network reduction: a GB200/GB300 busbw above the link peak is a reading -----------------------------
+
+
+def test_a_gb300_busbw_above_the_nvlink_peak_is_not_called_impossible():
+    from pytest_gpufabric.reference import find_reference
+    from pytest_gpufabric.reference_normal import ABOVE_PEAK, IN_NETWORK_WORDS, judge
+
+    gb300, h200 = find_reference("NVIDIA GB300"), find_reference("NVIDIA H200")
+    floor = {"lowest": 0.762, "highest": 0.807, "size_bytes": 4294967296, "op": "all_reduce",
+             "models": ["NVIDIA H200 SXM 141GB"]}
+    # 945 GB/s: 1.05 of GB300's 900 GB/s per direction (a figure the issue says GB300 racks pass)
+    verdict, words = judge(945 / 900, 945.0, floor, "nvlink", gb300, busbw=True)
+    assert verdict == ABOVE_PEAK and words.endswith(IN_NETWORK_WORDS) and "impossible reading" in IN_NETWORK_WORDS
+    assert words.count("not an impossible reading") == 1
+    # an H200 board above its peak keeps the ring caveat
+    verdict, words = judge(1.05, 472.5, floor, "nvlink", h200, busbw=True)
+    assert verdict == ABOVE_PEAK and "NVLS" in words and "SHARP" not in words
+
+
+def test_the_acceptance_judges_a_gb200_busbw_above_its_link_peak():
+    """The public NVL72 all_reduce (834.57 GB/s at 8 GiB) against a link peak below it: on GB200 GPUs it is judged
+    against the floor (NVLink SHARP); on other GPUs it stays an impossible reading, not judged."""
+    from pytest_gpufabric.checks.bandwidth import CollectiveRun, check_collective_runs, in_network_reduction
+
+    run = parse_nccl_tests(NCCL_72.read_text(encoding="utf-8"), "all_reduce")[0]
+    runs = [CollectiveRun(run["rows"], 72)]
+    threshold = {"size": "8 GiB", "min_busbw": "800 GB/s"}
+    # DERIVED: a stand-in link peak of 800 GB/s, below the reading
+    why = in_network_reduction(["NVIDIA GB200"])
+    assert why.startswith("gb200: NVLink SHARP")
+    check = check_collective_runs("all_reduce", threshold, runs, 72, 800.0, "NVLink", "nccl-tests", in_network=why)
+    assert check.verdict == "passed" and "above the link peak: gb200: NVLink SHARP" in check.message
+    check = check_collective_runs("all_reduce", threshold, runs, 72, 800.0, "NVLink", "nccl-tests")
+    assert check.verdict == "not checked" and "an impossible reading" in check.message
+    assert in_network_reduction(["NVIDIA H200"]) is None

@@ -90,6 +90,17 @@ def _above_peak(value: float, peak: float | None, what: str, busbw: bool = False
             "reading" + (" (or NCCL's in-switch reduction, NVLS, which busbw does not count)" if busbw else ""))
 
 
+def in_network_reduction(gpu_names: list) -> str | None:
+    """Why a busbw above the link peak is possible on these GPUs (reference_normal.IN_NETWORK_REDUCTION: NVLink
+    SHARP on a GB200/GB300 NVL72), or None."""
+    from ..reference import find_reference
+    from ..reference_normal import IN_NETWORK_REDUCTION, IN_NETWORK_WORDS
+
+    models = {ref.model for name in gpu_names if name and (ref := find_reference(str(name))) is not None}
+    return f"{'/'.join(sorted(models & IN_NETWORK_REDUCTION))}: {IN_NETWORK_WORDS}" \
+        if models & IN_NETWORK_REDUCTION else None
+
+
 def _floors(threshold: dict, absolute_key: str, peak: float | None, peak_what: str) -> tuple[list, str]:
     """(floor GB/s, how to say it) for each floor the threshold sets, and what could not be judged: a fraction
     of a peak the evidence does not give. Whatever else is judged still counts (a wrong result still fails)."""
@@ -268,7 +279,8 @@ def _found(readings: list[_Reading], peak: float | None, peak_what: str) -> dict
 
 
 def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], promised_ranks: int | None,
-                          peak: float | None, peak_what: str, source: str) -> CheckResult:
+                          peak: float | None, peak_what: str, source: str, in_network: str | None = None,
+                          ) -> CheckResult:
     """One op at one size over every run the evidence holds: wrong elements in any run of this machine fail;
     otherwise each run that covers the promise is judged (busbw against the floors, time against its limit), and
     the promise passes when every such run passes, fails when every one fails, and is not checked when they
@@ -300,7 +312,9 @@ def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], p
     summary = _summary(op, size, judged, peak, peak_what)
     above = [f"{r.who}{why}" for r in judged
              if (why := _above_peak(_headline(r.row)["busbw"], peak, peak_what, busbw=True))]
-    if above:
+    if above and in_network:  # ``in_network``: in_network_reduction's words, the figure is judged as measured
+        summary += f" (above the link peak: {in_network})"
+    elif above:
         return unknown(name, subject, expected, f"{summary} [{source}]; not judged: " + "; ".join(above))
     floors, unjudged = _floors(threshold, "min_busbw", peak, peak_what)
     per_run = []
