@@ -263,6 +263,8 @@ def judge_nvbandwidth(result: dict, ref: Reference, references: dict[str, Refere
         else:
             floor = _floor(samples, ref, "copy", op, basis, None)
         verdict, words = judge(fraction, lowest, floor, basis, ref, host=group == "host")
+        if test.get("status") == "incomplete" and verdict == NORMAL:  # cut or died mid-matrix: never called normal
+            verdict, words = NOT_JUDGED, "not judged: the test did not finish (its matrix or SUM line is missing)"
         spread = f"{lowest:.1f} GB/s" if lowest == highest else f"{lowest:.1f}-{highest:.1f} GB/s"
         per = "both directions" if total else "per direction"
         text = (f"{test['name']}: {spread}, {_pct(fraction)} of the {BASIS_WORDS[basis]} peak of {ref.name} "

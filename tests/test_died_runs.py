@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from replays import copy_bundle, edit_json, replay
 
 from pytest_gpufabric.cli import main
@@ -194,3 +195,45 @@ def test_the_acceptance_judges_a_gb200_busbw_above_its_link_peak():
     check = check_collective_runs("all_reduce", threshold, runs, 72, 800.0, "NVLink", "nccl-tests")
     assert check.verdict == "not checked" and "an impossible reading" in check.message
     assert in_network_reduction(["NVIDIA H200"]) is None
+
+
+# --- nvbandwidth: a test cut mid-matrix -------------------------------------------------------------------------
+
+NVB_H100 = DATA / "captures" / "public" / "nvbandwidth" / (
+    "nvbandwidth-v0.4-h100-8gpu-d2d-read-ce-na-diagonal-root-prompt.txt")
+
+
+@pytest.mark.parametrize(("floor", "outcome", "words"), [
+    # rows 0-3 measured (lowest cell 370.26, GPU0->GPU6): all above 350 GB/s
+    ("350 GB/s", "not checked", "is incomplete, not a whole result"),
+    # GPU0->GPU4 370.38 < 370.5 (read by hand off row 0)
+    ("370.5 GB/s", "failed", "is incomplete, not a whole result: a cell it measured is already below the floor"),
+], ids=["met-so-far", "below-already"])
+def test_an_nvbandwidth_test_cut_mid_matrix(pytester: pytest.Pytester, floor, outcome, words):
+    # DERIVED: the real H100 capture cut after its row 3 (as a test that died there would stop)
+    text = NVB_H100.read_text(encoding="utf-8")
+    cut = text[:text.index("\n4    370.38")] + "\n"
+    bundle = pytester.path / "their-outputs"
+    bundle.mkdir()
+    (bundle / NVB_H100.name).write_text(cut, encoding="utf-8")
+    profile = pytester.path / "h100x8.yaml"
+    profile.write_text(yaml.safe_dump({"name": "h100x8", "gpus": {"count": 8, "model": "H100"}, "bandwidth": {
+        "copy": {"gpu_to_gpu": {"min": floor}}}}, sort_keys=False), encoding="utf-8")
+    code, document = replay(pytester, profile, bundle)
+    reasons = [p["reason"] for p in document["promises"] if p["id"] == "copy-bandwidth[gpu_to_gpu]"]
+    outcomes = [p["outcome"] for p in document["promises"] if p["id"] == "copy-bandwidth[gpu_to_gpu]"]
+    assert outcomes == [outcome] and words in reasons[0]
+    assert code == (1 if outcome == "failed" else 7)
+
+
+def test_parse_reference_never_calls_an_nvbandwidth_test_cut_mid_matrix_normal(tmp_path, capsys):
+    text = NVB_H100.read_text(encoding="utf-8")
+    path = tmp_path / "cut.txt"
+    path.write_text(text[:text.index("\n4    370.38")] + "\n", encoding="utf-8")  # DERIVED: cut after row 3
+    assert main(["parse", "nvbandwidth", str(path), "--reference", "h100"]) == 0
+    (judgement,) = json.loads(capsys.readouterr().out)["reference"]["judgements"]
+    assert (judgement["lowest_gbps"], judgement["verdict"]) == (370.26, "not judged")
+    assert judgement["text"].endswith("not judged: the test did not finish (its matrix or SUM line is missing)")
+    assert main(["parse", "nvbandwidth", str(NVB_H100), "--reference", "h100"]) == 0  # the whole capture: normal
+    (judgement,) = json.loads(capsys.readouterr().out)["reference"]["judgements"]
+    assert judgement["verdict"] == "normal"
