@@ -135,3 +135,19 @@ def test_the_health_record_reads_the_fabric_through_the_one_live_reader():
 
     assert read_gpu_fabric(nvml, "handle", recording)["clique_id"] == 7
     assert [version for _, version in nvml.asked] == [nvml.nvmlGpuFabricInfo_v3, nvml.nvmlGpuFabricInfo_v2]
+
+
+def test_a_fabric_status_in_nvidia_smi_q_keeps_its_words(capsys, tmp_path):
+    """A bundle without health.json is judged from its nvidia-smi -q -x (derive.py): GPU1's fabric status
+    'Insufficient Resources' (DERIVED: written into a copy of the 2x H200 acceptance bundle's XML) drains as that,
+    not as an unknown error."""
+    copy = tmp_path / "x2"
+    shutil.copytree(X4.parent / "h200-nvswitch-x2-acceptance", copy)
+    xml = copy / "nvidia-smi-q.xml"
+    first, second = xml.read_text(encoding="utf-8").split('<gpu id="00000000:00:07.0">')
+    second = second.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)
+    xml.write_text(first + '<gpu id="00000000:00:07.0">' + second, encoding="utf-8")
+    rc = main(["health", "--profile", "h200-nvswitch-x2", "--replay", str(copy), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert rc == 1 and [d[:3] for d in _drains(document)] == [
+        (1, "NVSwitch fabric failed: Insufficient Resources", "reset or reboot")]
