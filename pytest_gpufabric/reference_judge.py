@@ -26,6 +26,7 @@ from .reference_normal import (
     LOW,
     MEMORY,
     NORMAL,
+    NOT_JUDGED,
     NVLINK,
     PCIE,
     PEAK_FIELDS,
@@ -188,6 +189,9 @@ def judge_nccl_tests(result: dict, ref: Reference, references: dict[str, Referen
         flag, flag_words = _row_flags(row, op, run.get("nranks"))
         if flag:
             verdict, words = flag, flag_words
+        elif run.get("unfinished"):  # a died run's largest size is not the run's: never called normal
+            verdict, words = (NOT_JUDGED, f"not judged: {run['unfinished']}") if verdict == NORMAL \
+                else (verdict, f"{words}; {run['unfinished']}")
         text = (f"{label} at {format_size(row['size'])}: {busbw:.1f} GB/s busbw, {_pct(row['fraction_of_peak'])} of "
                 f"the {BASIS_WORDS[basis]} peak of {ref.name} ({peak:g} GB/s per direction): {words}")
         judgements.append({"run": index, "op": op, "size_bytes": row["size"], "busbw_gbps": busbw,
@@ -259,6 +263,8 @@ def judge_nvbandwidth(result: dict, ref: Reference, references: dict[str, Refere
         else:
             floor = _floor(samples, ref, "copy", op, basis, None)
         verdict, words = judge(fraction, lowest, floor, basis, ref, host=group == "host")
+        if test.get("status") == "incomplete" and verdict == NORMAL:  # cut or died mid-matrix: never called normal
+            verdict, words = NOT_JUDGED, "not judged: the test did not finish (its matrix or SUM line is missing)"
         spread = f"{lowest:.1f} GB/s" if lowest == highest else f"{lowest:.1f}-{highest:.1f} GB/s"
         per = "both directions" if total else "per direction"
         text = (f"{test['name']}: {spread}, {_pct(fraction)} of the {BASIS_WORDS[basis]} peak of {ref.name} "

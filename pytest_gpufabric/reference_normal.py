@@ -61,6 +61,14 @@ NORMAL, ABOVE_PEAK, LOW, NOT_ON_NVLINK, NOT_JUDGED = "normal", "above peak", "lo
 #: a row that is no measurement to hold against a peak: wrong elements, numbers that contradict each other, a
 #: perftest figure above what the port can carry
 WRONG_RESULTS, INCONSISTENT, ABOVE_LINE_RATE = "wrong results", "inconsistent", "above line rate"
+#: models whose NVLink Switch trays reduce in the network (NVLink SHARP across the NVL72 rack's NVLink domain): an
+#: all_reduce busbw there can pass the per-GPU NVLink peak, so such a figure is a reading, never an impossible one.
+#: Sources: NVIDIA's NVLink / NVLink Switch page (https://www.nvidia.com/en-us/data-center/nvlink/, NVIDIA SHARP
+#: in-network reductions), the public GB200 NVL72 72-rank all_reduce reaching 93 % of 900 GB/s
+#: (tests/data/captures/public/blackwell/), references/gb200.yaml and gb300.yaml notes; docs/blackwell.md
+IN_NETWORK_REDUCTION = frozenset({"gb200", "gb300"})
+IN_NETWORK_WORDS = ("NVLink SHARP reduces in the rack's switch trays, so a busbw above the per-GPU NVLink peak is "
+                    "possible here, not an impossible reading")
 
 
 # --- the peak ------------------------------------------------------------------------------------------------
@@ -203,6 +211,8 @@ def judge(fraction: float, gbps: float, floor: dict, basis: str, ref: Reference 
     if fraction > 1:
         why = ("nccl-tests' busbw assumes a ring, and NCCL's in-switch (NVLS) and tree algorithms can go past it"
                if busbw else "check that the model and the basis are right")
+        if busbw and basis == NVLINK and ref is not None and ref.model in IN_NETWORK_REDUCTION:
+            why = IN_NETWORK_WORDS
         return ABOVE_PEAK, f"above the published peak per direction ({seen}); {why}"
     for_size = " for this size" if floor.get("size_bytes") else ""
     if fraction >= NORMAL_OF_RECORDED * floor["lowest"]:

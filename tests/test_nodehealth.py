@@ -156,7 +156,7 @@ DRAINS = [
      "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric in progress; "
      "remedy: software or configuration", "fabric"),
     ("fabric registration failed", lambda d: gpu(d, 3).update(fabric={"state": 3, "status": 999}),
-     "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric failed (status 999); "
+     "gpufabric: DRAIN GPU3 (serial 1653724034047) NVSwitch fabric failed: Unknown Error; "
      "remedy: reset or reboot", "fabric"),
     ("the driver asks for a reset", lambda d: gpu(d, 1).update(recovery_action=1),
      "gpufabric: DRAIN GPU1 (serial 1653824128984) driver asks for GPU reset; "

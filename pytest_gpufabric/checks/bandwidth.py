@@ -90,6 +90,17 @@ def _above_peak(value: float, peak: float | None, what: str, busbw: bool = False
             "reading" + (" (or NCCL's in-switch reduction, NVLS, which busbw does not count)" if busbw else ""))
 
 
+def in_network_reduction(gpu_names: list) -> str | None:
+    """Why a busbw above the link peak is possible on these GPUs (reference_normal.IN_NETWORK_REDUCTION: NVLink
+    SHARP on a GB200/GB300 NVL72), or None."""
+    from ..reference import find_reference
+    from ..reference_normal import IN_NETWORK_REDUCTION, IN_NETWORK_WORDS
+
+    models = {ref.model for name in gpu_names if name and (ref := find_reference(str(name))) is not None}
+    return f"{'/'.join(sorted(models & IN_NETWORK_REDUCTION))}: {IN_NETWORK_WORDS}" \
+        if models & IN_NETWORK_REDUCTION else None
+
+
 def _floors(threshold: dict, absolute_key: str, peak: float | None, peak_what: str) -> tuple[list, str]:
     """(floor GB/s, how to say it) for each floor the threshold sets, and what could not be judged: a fraction
     of a peak the evidence does not give. Whatever else is judged still counts (a wrong result still fails)."""
@@ -120,6 +131,9 @@ class CollectiveRun:
     label: str = ""  # "run 2 of nccl-tests.txt" where a log holds several; "" for a measurement of one run
     not_evidence: str | None = None  # why it is no evidence of the promise here (another machine's boards, ...)
     notes: list[str] = field(default_factory=list)  # rows the text cut short: said when the size has no row
+    #: why the run is not whole (formats/nccl_died.py: a rank died, or no trailer): its rows are evidence against a
+    #: floor, never for it
+    unfinished: str | None = None
 
 
 def _bus_key(pci: object) -> tuple | None:
@@ -213,7 +227,7 @@ def _read_run(op: str, size: int, run: CollectiveRun, promised_ranks: int | None
         reading.problems.append(ambiguous)
         return reading
     if row is None:
-        cut = f" ({run.notes[0]})" if run.notes else ""
+        cut = f" ({run.unfinished or run.notes[0]})" if run.unfinished or run.notes else ""
         reading.aside = reading.aside or f"{source} has no {op} result at {format_bytes(size)}{cut}"
         return reading
     reading.row = row
@@ -265,7 +279,8 @@ def _found(readings: list[_Reading], peak: float | None, peak_what: str) -> dict
 
 
 def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], promised_ranks: int | None,
-                          peak: float | None, peak_what: str, source: str) -> CheckResult:
+                          peak: float | None, peak_what: str, source: str, in_network: str | None = None,
+                          ) -> CheckResult:
     """One op at one size over every run the evidence holds: wrong elements in any run of this machine fail;
     otherwise each run that covers the promise is judged (busbw against the floors, time against its limit), and
     the promise passes when every such run passes, fails when every one fails, and is not checked when they
@@ -297,7 +312,9 @@ def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], p
     summary = _summary(op, size, judged, peak, peak_what)
     above = [f"{r.who}{why}" for r in judged
              if (why := _above_peak(_headline(r.row)["busbw"], peak, peak_what, busbw=True))]
-    if above:
+    if above and in_network:  # ``in_network``: in_network_reduction's words, the figure is judged as measured
+        summary += f" (above the link peak: {in_network})"
+    elif above:
         return unknown(name, subject, expected, f"{summary} [{source}]; not judged: " + "; ".join(above))
     floors, unjudged = _floors(threshold, "min_busbw", peak, peak_what)
     per_run = []
@@ -315,9 +332,14 @@ def check_collective_runs(op: str, threshold: dict, runs: list[CollectiveRun], p
                        "threshold, the others not): " + "; ".join(problems) + "; run it again")
     if not problems and unjudged:
         return unknown(name, subject, expected, f"{summary} [{source}]; {unjudged}")
+    died = [f"{r.who}{r.run.unfinished}" for r in judged if r.run.unfinished]
+    if not problems and died:
+        return unknown(name, subject, expected, f"{summary} [{source}]; not passed on a run that did not finish: "
+                       + "; ".join(died))
     if not problems:
         return passed(name, subject, expected, found, summary + f" [{source}]", unit="GB/s")
-    return failed(name, subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + ". "
+    then = f" ({'; '.join(died)}: a row it measured is already below the floor)" if died else ""
+    return failed(name, subject, expected, found, f"{summary} [{source}]: " + "; ".join(problems) + then + ". "
                   + _COLLECTIVE_CAUSES, unit="GB/s", details=problems)
 
 

@@ -31,8 +31,9 @@ def read_gpu_fabric(pynvml, handle, query) -> dict:
             if exc.value == getattr(pynvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25):
                 continue  # a driver that knows an older struct version
             raise
-        if is_error(answer) and answer["error"] in ("FUNCTION_NOT_FOUND", "INVALID_ARGUMENT"):
-            continue  # an older driver: no V call, or not this struct version
+        if is_error(answer) and answer["error"] in ("FUNCTION_NOT_FOUND", "INVALID_ARGUMENT",
+                                                    "ARGUMENT_VERSION_MISMATCH"):
+            continue  # an older driver: no V call, or not this struct version (a query that records every error)
         return answer if is_error(answer) else _record(info)
     if not hasattr(pynvml, "c_nvmlGpuFabricInfo_t"):
         return recorded_error("FUNCTION_NOT_FOUND")

@@ -373,6 +373,11 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
                 "reason": f"the rank count is unknown, {count}, so it cannot show an all_reduce over the rack's "
                           f"{rack_gpus} GPUs ({figure})"}
+    if run.get("unfinished"):
+        # the floor is the run's at its largest size: a run that died before it measured no row the floor is for
+        return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
+                "reason": f"{run['unfinished']}: the floor is held at the largest size of a whole run, which this run "
+                          f"did not reach (all_reduce over {ranks} ranks: {figure}, its last size measured)"}
     return {"id": "rack-all-reduce", "outcome": PASSED if busbw >= min_busbw else FAILED,
             "reason": f"all_reduce over {ranks} ranks: {figure}"}
 

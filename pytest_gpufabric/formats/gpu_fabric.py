@@ -96,6 +96,12 @@ def status_words(code: int) -> str:
     return _STATUS_WORDS.get(code, f"NVML return {code}")
 
 
+def status_code(words: str) -> int:
+    """nvidia-smi's fabric status words as the nvmlReturn_t NVML gives: 'Insufficient Resources' 23; 999 (Unknown
+    Error) for words it does not know."""
+    return next((code for code, said in _STATUS_WORDS.items() if said == words.strip()), 999)
+
+
 def fabric_info_from_record(value, where: str, who: str) -> GpuFabricInfo | None:
     """The ``fabric`` entry of a GPU in nvml.json (docs/bundles.md: NVML's numbers, ``state`` 3, ``status`` 0, or
     nvidia-smi's words): None when not recorded; an NVML error ({"error": "NOT_SUPPORTED"}) is NA throughout; a

@@ -28,7 +28,11 @@ import math
 import re
 from typing import Any
 
+from .nccl_died import WARN, fatal_at, unfinished
 from .nccl_ranks import rank_count
+
+# the row checks, imported from here by checks/bandwidth.py and reference_judge.py
+from .nccl_rows import bus_factor, group_problems, row_groups, row_problems, wrong_count  # noqa: F401
 
 #: Columns every data row starts with, in this order; then, per test and version, ``redop`` and/or ``root``.
 PREAMBLE = ("size", "count", "type", "redop", "root")
@@ -250,6 +254,8 @@ class _Run:
         self.devices: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
         self.avg_busbw: float | None = None
+        self.avg_seen = self.nccl1 = False  # NCCL 1's tests print no trailer: their runs are whole without it
+        self.cause: str | None = None  # the first line that says why the run stopped (nccl_died.py)
         self.closed = False
         self.unreadable: list[str] = []  # rows the text cut short: not read, never read as numbers they lost
 
@@ -260,6 +266,7 @@ class _Run:
     def result(self, op_hint: str | None) -> dict[str, Any]:
         if not self.rows:
             cut = f" ({self.unreadable[0]})" if self.unreadable else ""
+            cut += f" (it died: {self.cause[:200]})" if self.cause else ""
             raise ValueError(f"line {self.lineno}: the {self.op or 'nccl-tests'} run starting here has no result "
                              f"rows{cut}")
         # what the output says first, then its command line, then the caller; None where nothing says
@@ -274,6 +281,8 @@ class _Run:
         out["avg_busbw"] = self.avg_busbw
         if self.unreadable:
             out["unreadable"] = self.unreadable
+        if not (self.avg_seen or self.closed or self.nccl1):
+            out["unfinished"] = unfinished([r["size"] for r in self.rows], self.cause)
         return out
 
 
@@ -322,8 +331,9 @@ def parse_nccl_tests(text: str, op: str | None = None) -> list[dict[str, Any]]:
     reader.flush_pending()
     runs = reader.runs
     if not any(r.rows for r in runs):
-        raise ValueError("no nccl-tests result rows found" + (f" ({runs[-1].unreadable[0]})"
-                                                              if runs and runs[-1].unreadable else ""))
+        why = [runs[-1].unreadable[0]] if runs and runs[-1].unreadable else []
+        why += [f"it died: {runs[-1].cause[:200]}"] if runs and runs[-1].cause else []
+        raise ValueError("no nccl-tests result rows found" + (f" ({'; '.join(why)})" if why else ""))
     from .clean import clean_values  # device names: no terminal control byte
     return [clean_values(r.result(op_hint)) for r in runs]
 
@@ -366,6 +376,10 @@ class _Reader:
         line = _LAUNCHER_PREFIX.sub("", raw, count=1).rstrip()
         stripped = line.strip()
         if not stripped:
+            return
+        if not stripped.startswith("#") and (at := fatal_at(line)) is not None and not _NCCL_LOG.search(line):
+            self.flush_pending()
+            self._on_failure(line, at, lineno)
             return
         if stripped.startswith("#"):
             self.flush_pending()
@@ -419,6 +433,7 @@ class _Reader:
 
     def _on_avg(self, m: re.Match[str], line: str, lineno: int) -> None:
         if self.run is not None:
+            self.run.avg_seen = True
             # a summary, not a measurement: `-nan` (nothing averaged) leaves it None instead of failing the rows
             try:
                 self.run.avg_busbw = _number(m.group(1), lineno, "Avg bus bandwidth")
@@ -452,8 +467,18 @@ class _Reader:
             if cut is None or len(self.pending[1]) >= len(self.layout.preamble) + 2 * len(self.layout.group):
                 self.flush_pending()
 
+    def _on_failure(self, line: str, at: int, lineno: int) -> None:
+        """A line that says a rank died; a row it was printed into (``-1 node0: Test CUDA failure``) is not read."""
+        if self.run is None:
+            return
+        if _ROW_START.match(line[:at]):
+            self.run.unreadable.append(f"line {lineno}: the run died inside this row: {line[:at].strip()!r}")
+        self.run.cause = self.run.cause or line[at:].strip()
+
     def _on_text(self, line: str) -> None:
         """Not table: NCCL/UCX/MPI log, launcher chatter, or the command line that starts the next test."""
+        if self.run is not None and self.run.rows and not self.run.avg_seen and WARN.search(line):
+            self.run.cause = self.run.cause or line.strip()
         if (named := _announced_op(line)) is not None:
             run = self.run
             if run is not None and not run.rows and not run.closed and run.op is None:
@@ -475,6 +500,7 @@ class _Reader:
                                        f"{' '.join(tokens)[:120]!r}")
             return
         self.run.rows.append(_row(tokens, list(columns or []), lineno, self.layout))
+        self.run.nccl1 = self.layout.time_scale != 1.0
 
 
 def _row(tokens: list[str], ends: list[int], lineno: int, layout: _Layout) -> dict[str, Any]:
@@ -502,89 +528,6 @@ def _row(tokens: list[str], ends: list[int], lineno: int, layout: _Layout) -> di
 
 # --- what a row must be before it is judged ---------------------------------------------------------------------
 
-#: busbw over (size / time) per op, nccl-tests' doc/PERFORMANCE.md. Releases before 2.13 split it differently between
-#: algbw and busbw (a 2020 all_gather printed algbw = busbw = size / time x (n - 1) / n), but busbw over size / time
-#: is the same in every release, so that is what a row is held to. workloads/collectives.py (a standalone script)
-#: spells out the same factors; a test pins them equal.
-_BUS_FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-                "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
-                "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "sendrecv": lambda n: 1.0}
-#: where op or rank count is unknown, the time must give the printed algbw within this factor either way: wide
-#: enough for the old releases' (n - 1) / n, narrow enough for a time ten times too long
-_LOOSE_FACTOR = 1.5
-
-
-def bus_factor(op: str | None, nranks: int | None) -> float | None:
-    """busbw / (size / time) for ``op`` on ``nranks`` ranks; None when either is unknown."""
-    if op not in _BUS_FACTORS or not isinstance(nranks, int) or nranks < 1:
-        return None
-    return _BUS_FACTORS[op](nranks)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def wrong_count(group: dict | None) -> int | None:
-    """A group's wrong elements as a count, None where the data was not checked (N/A, null, an old release's
-    deviation) or the value is no count (then ``group_problems`` says so)."""
-    value = (group or {}).get("wrong")
-    if _is_number(value) and value >= 0 and value == int(value):
-        return int(value)
-    return None
-
-
-def row_groups(row: dict) -> list[tuple[str, dict]]:
-    """(label, group) of a row's results: nccl-tests' out-of-place and in-place groups, or the row itself for the
-    torch.distributed harness (one group, nccl-tests' out-of-place layout)."""
-    if "oop" in row or "ip" in row:
-        return [(label, row[key]) for key, label in (("oop", "out-of-place"), ("ip", "in-place")) if row.get(key)]
-    return [("", row)]
-
-
-def group_problems(size: object, group: dict, op: str | None, nranks: int | None) -> list[str]:
-    """Why one result group cannot be judged (empty: it can): times above 0, bandwidths finite and not negative,
-    a wrong count that is a count, and a time that gives the printed bandwidth (busbw = size / time x the op's bus
-    factor where op and ranks are known, else algbw within a factor of 1.5). Tolerances allow for the printed
-    digits (time to 0.01 or 0.1 us, bandwidth to 0.01 GB/s)."""
-    problems = []
-    time_us, algbw, busbw = group.get("time_us"), group.get("algbw"), group.get("busbw")
-    if not _is_number(time_us) or time_us <= 0:
-        problems.append(f"time {time_us!r} us is not a time above 0")
-    for name, value in (("algbw", algbw), ("busbw", busbw)):
-        if not _is_number(value) or value < 0:
-            problems.append(f"{name} {value!r} GB/s is not a bandwidth (finite, not negative)")
-    wrong = group.get("wrong")
-    if wrong is not None and wrong_count(group) is None:
-        problems.append(f"#wrong {wrong!r} is not a count of elements")
-    if problems or not _is_number(size) or size <= 0:
-        return problems
-    rate = size / time_us / 1e3  # GB/s the size and the time give
-    factor = bus_factor(op, nranks)
-    rounding = 0.06 / time_us
-    if factor is not None:
-        expected = rate * factor
-        if abs(busbw - expected) > 0.01 + (0.01 + rounding) * expected:
-            problems.append(f"busbw {busbw:g} GB/s disagrees with its time: {size} B in {time_us:g} us is "
-                            f"{expected:.2f} GB/s of bus bandwidth for {op} on {nranks} ranks")
-    elif algbw >= 0.1 and not (1 / _LOOSE_FACTOR <= rate / algbw <= _LOOSE_FACTOR):
-        problems.append(f"algbw {algbw:g} GB/s disagrees with its time: {size} B in {time_us:g} us is "
-                        f"{rate:.2f} GB/s")
-    return problems
-
-
-def row_problems(row: dict, op: str | None, nranks: int | None) -> list[str]:
-    """Every group's problems, each prefixed with the group's label (nccl-tests rows) and the row's size."""
-    out = []
-    size = row.get("size")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        out.append(f"size {size!r} is not a byte count")
-    groups = row_groups(row)
-    if not groups:
-        out.append(f"size {size}: no result")
-    for label, group in groups:
-        out += [f"size {size}{' ' + label if label else ''}: {p}" for p in group_problems(size, group, op, nranks)]
-    return out
 
 
 def parse_nccl_tests_json(text: str, op: str | None = None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ..formats.gpu_fabric import status_code
 from .record import FORMAT
 
 NVML_FILE, SMI_XML_FILE = "nvml.json", "nvidia-smi-q.xml"
@@ -98,7 +99,7 @@ def _temperatures(gpu: ET.Element) -> dict:
 def _fabric(gpu: ET.Element) -> dict:
     state = _text(gpu, "fabric/state")
     return {"fabric": _NA if state == "N/A" else {"state": _FABRIC_STATES[state],
-                                                  "status": 0 if _text(gpu, "fabric/status") == "Success" else 999}}
+                                                  "status": status_code(_text(gpu, "fabric/status"))}}
 
 
 def _recovery(gpu: ET.Element) -> dict:

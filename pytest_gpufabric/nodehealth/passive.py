@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..checks.platform import _version_ok
 from ..fabric.health import DEFAULT_FORBIDDEN_THROTTLE
 from ..fabric.nvml_format import normalize_bus_id
+from ..formats.gpu_fabric import COMPLETED, SUCCESS, fabric_problem, rack_fabric_problems
 from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .counters import wear_findings
 from .finding import DRAIN, UNKNOWN, WARN, Finding
@@ -51,7 +52,6 @@ CATALOG_DRAIN = {"RESET_GPU": RESET, "RESTART_BM": RESET, "RESTART_VM": RESET, "
 #: nvmlDeviceGpuRecoveryAction_t (nvml.h)
 RECOVERY_ACTIONS = {1: "GPU reset", 2: "node reboot", 3: "drain peer-to-peer", 4: "drain and GPU reset",
                     5: "IMEX domain recovery", 6: "bus reset", 7: "system reboot"}
-_FABRIC_STATES = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
 
 
 class _Checker:
@@ -379,8 +379,11 @@ class _Checker:
                                                        else "off"), persistence_mode=mode, promised=promised)
 
     def fabric(self) -> None:
-        """NVSwitch machines: every GPU registered with the fabric manager (state completed, status success)."""
+        """NVSwitch and NVL72 machines: every GPU registered with the fabric manager and in the node's one NVLink
+        clique, judged by formats/gpu_fabric.py (fabric_problem, rack_fabric_problems) as the acceptance and the rack
+        judge it; a GPU without an NVSwitch fabric (Not Supported) is not judged."""
         switch = self.profile.nvlink.get("switch")
+        judged: list[GpuHealthRecord] = []
         for gpu in self.answering():
             if "fabric.state" in gpu.not_applicable:
                 continue
@@ -388,16 +391,42 @@ class _Checker:
                 continue
             state = self.value(gpu, "fabric.state", "fabric")
             status = self.value(gpu, "fabric.status", "fabric")
-            if state is None or state == 0:
+            info = gpu.fabric
+            if state is None or info is None or not info.supported:
                 continue
-            if state != 3:
-                self.add(DRAIN, "fabric", f"NVSwitch fabric {_FABRIC_STATES.get(state, state)}", gpu, SOFTWARE,
-                         "the GPU is not registered with the NVSwitch fabric: is nvidia-fabricmanager running? "
-                         "(systemctl status nvidia-fabricmanager)", fabric_state=state, fabric_status=status)
-            elif status:
-                self.add(DRAIN, "fabric", f"NVSwitch fabric failed (status {status})", gpu, RESET,
-                         "the fabric manager could not register the GPU: see its log; a reset registers it again",
-                         fabric_state=state, fabric_status=status)
+            if info.unreadable:
+                why = next(iter(info.unreadable.values()))
+                self.add(UNKNOWN, "fabric", "fabric reading not readable", gpu, RERUN, why, why=why)
+                continue
+            judged.append(gpu)
+            why = fabric_problem(info)
+            if why is None:
+                continue
+            evidence = {"fabric_state": state, "fabric_status": status, "fabric": info.to_json()}
+            where = self._tray(gpu)
+            if info.state != COMPLETED:
+                self.add(DRAIN, "fabric", f"NVSwitch fabric {info.state.lower()}", gpu, SOFTWARE,
+                         f"{where}: {why}: is nvidia-fabricmanager running? (systemctl status nvidia-fabricmanager)",
+                         **evidence)
+            elif info.status not in (SUCCESS, None):
+                self.add(DRAIN, "fabric", f"NVSwitch fabric failed: {info.status}", gpu, RESET,
+                         f"{where}: {why}: the fabric manager could not register the GPU: see its log; a reset "
+                         "registers it again", **evidence)
+            else:
+                self.add(DRAIN, "fabric", f"NVSwitch {why}", gpu, RESET,
+                         f"{where}: {why}: NVLinks of the GPU are down or its routes unhealthy", **evidence)
+        by_label = {gpu.label: gpu for gpu in judged}
+        _, outside, domain = rack_fabric_problems([(gpu.label, gpu.fabric) for gpu in judged], require_fabric=False)
+        for label, why in outside:
+            gpu = by_label[label]
+            self.add(DRAIN, "fabric", "outside the NVLink clique of its node", gpu, RESET,
+                     f"{self._tray(gpu)}: {why}: it cannot reach the other GPUs over NVLink (the fabric manager did "
+                     "not place it in the partition; a reset registers it again)", fabric=gpu.fabric.to_json(),
+                     node_domain=domain)
+
+    def _tray(self, gpu: GpuHealthRecord) -> str:
+        """The GPU and the node (an NVL72 rack's compute tray) it is in, as far as the record names them."""
+        return f"{gpu.label} of {self.node.hostname}" if self.node.hostname else gpu.label
 
     def recovery_action(self) -> None:
         for gpu in self.answering():

@@ -15,7 +15,6 @@ A record that was not read from a machine but put together from what a bundle's 
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import math
@@ -29,7 +28,9 @@ from pathlib import Path
 
 from ..errors import HardwareUnavailable
 from ..fabric import nvml, sysfs_pci
+from ..fabric.gpu_fabric import read_gpu_fabric
 from ..formats.clean import clean_line
+from ..formats.gpu_fabric import GpuFabricInfo, fabric_info_from_record
 from ..formats.typed import Reader, Unreadable, load_json, show
 from .record_extra import read_extra, type_extra
 
@@ -140,7 +141,8 @@ def _fill(p, h, rec: dict) -> None:
     power = ask(p.nvmlDeviceGetPowerUsage)
     rec["power_w"] = power if nvml.is_error(power) else power / 1000
     rec["persistence_mode"] = ask(p.nvmlDeviceGetPersistenceMode)
-    rec["fabric"] = _fabric(p, ask)
+    # the one live fabric read (fabric/gpu_fabric.py): state, status, clique id, cluster UUID, health mask
+    rec["fabric"] = read_gpu_fabric(p, h, lambda fn, *args: _answer(p, fn, *args))
     rec["recovery_action"] = _recovery_action(p, h)
     states = rec["nvlink_states"]
     rec.update(read_extra(p, h, ask, len(states) if isinstance(states, list) else 0))
@@ -172,20 +174,6 @@ def _retired_pages(p, ask) -> dict:
         return pending
     pages["pending"] = int(pending)
     return pages
-
-
-def _fabric(p, ask) -> dict:
-    """The GPU's NVSwitch fabric registration: state (1 not started, 2 in progress, 3 completed) and status."""
-    # pynvml hands the structure to the C function as it is given: a pointer (ctypes.byref), as NVML wants
-    info = p.c_nvmlGpuFabricInfo_v2_t() if hasattr(p, "c_nvmlGpuFabricInfo_v2_t") else None
-    answer = (ask("nvmlDeviceGetGpuFabricInfoV", ctypes.byref(info)) if info is not None
-              else nvml.recorded_error("FUNCTION_NOT_FOUND"))
-    if nvml.is_error(answer) and answer["error"] == "FUNCTION_NOT_FOUND" and hasattr(p, "c_nvmlGpuFabricInfo_t"):
-        info = p.c_nvmlGpuFabricInfo_t()
-        answer = ask("nvmlDeviceGetGpuFabricInfo", ctypes.byref(info))
-    if nvml.is_error(answer):
-        return answer
-    return {"state": int(info.state), "status": int(info.status)}
 
 
 def _recovery_action(p, h):
@@ -272,6 +260,8 @@ class GpuHealthRecord:
     not_applicable: dict[str, str] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
     not_recorded: set[str] = field(default_factory=set)  # record_extra.py's keys a record older than them lacks
+    #: the whole fabric reading (clique, cluster UUID, health), typed and judged by formats/gpu_fabric.py
+    fabric: GpuFabricInfo | None = None
 
     @property
     def label(self) -> str:
@@ -388,6 +378,7 @@ def _read_gpu(gpu: dict, i: int, typed: _Typed) -> GpuHealthRecord:
                                        f"[{typed.where}: {where}.handle]")
         return record
     flat = _flattened(gpu)
+    record.fabric = fabric_info_from_record(gpu.get("fabric"), f"{typed.where}: {where}.fabric", f"GPU{index}")
     for key, kind in _GPU_FIELDS.items():
         path = f"{where}.{key}"
         if key not in flat:

@@ -14,6 +14,7 @@ from pytest_gpufabric.checks.bandwidth import (
     CollectiveRun,
     check_collective_runs,
     check_copy,
+    in_network_reduction,
     link_peak,
     nccl_tests_boards,
     pcie_peak,
@@ -59,6 +60,11 @@ def _torch_run(collectives: dict, op: str, fabric) -> CollectiveRun:
     return CollectiveRun([r for r in rows if isinstance(r, dict)], ranks, not_evidence=not_evidence)
 
 
+def _in_network(fabric) -> str | None:
+    """Why this machine's busbw may pass its link peak (NVLink SHARP on a GB200/GB300 tray), or None."""
+    return in_network_reduction([g.name for g in fabric.gpus]) if fabric is not None else None
+
+
 def _nccl_tests_runs(bandwidth, op: str, fabric, gpu_count: int) -> list[CollectiveRun]:
     """Every nccl-tests run of an op in the evidence (a log may hold several), each with the ranks and boards its
     `#  Rank` lines name, labelled as `gpufabric parse` numbers them ("run 2 of nccl-tests.txt")."""
@@ -72,7 +78,7 @@ def _nccl_tests_runs(bandwidth, op: str, fabric, gpu_count: int) -> list[Collect
         devices = run.get("devices") or []
         out.append(CollectiveRun(run["rows"], len(devices) or None, label,
                                  not_evidence=nccl_tests_boards(devices, fabric, gpu_count),
-                                 notes=list(run.get("unreadable") or [])))
+                                 notes=list(run.get("unreadable") or []), unfinished=run.get("unfinished")))
     return out
 
 
@@ -124,7 +130,8 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
     check = check_collective_runs(op, threshold, [_torch_run(bandwidth.collectives, op, fabric)],
                                   gpu_profile.gpu_count, peak, peak_what,
-                                  f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip())
+                                  f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip(),
+                                  in_network=_in_network(fabric))
     gpufabric_extra(tables=_tables(check), name=f"{op} {size_label(size)}")
     gpufabric_check(_explained(check, request))
 
@@ -147,7 +154,7 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
                        "nccl-tests-<op>_perf.txt)" if unnamed else ""))
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
     check = check_collective_runs(op, threshold, runs, gpu_profile.gpu_count, peak, peak_what,
-                                  f"nccl-tests {op}_perf")
+                                  f"nccl-tests {op}_perf", in_network=_in_network(fabric))
     if unreadable and check.verdict == "passed":
         not_checked(f"{check.message}; but nccl-tests output that cannot be read may hold more runs: {unreadable}")
     gpufabric_check(_explained(check, request))
