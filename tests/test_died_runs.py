@@ -237,3 +237,57 @@ def test_parse_reference_never_calls_an_nvbandwidth_test_cut_mid_matrix_normal(t
     assert main(["parse", "nvbandwidth", str(NVB_H100), "--reference", "h100"]) == 0  # the whole capture: normal
     (judgement,) = json.loads(capsys.readouterr().out)["reference"]["judgements"]
     assert judgement["verdict"] == "normal"
+
+
+# --- a failure line before the trailer: the run died, rows after the failure are not evidence ------------------
+
+
+def _failure_before(text: str, row_start: str) -> str:
+    """DERIVED: ``text`` with the real died H100 run's failure line put in before the first row starting
+    ``row_start`` in each run (its trailer kept)."""
+    lines = text.splitlines()
+    out = []
+    for line in lines:
+        if line.startswith(row_start):
+            out.append(H100_DIED_CAUSE)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+DIED_BEFORE_1GIB = (f"the run died after 5 sizes (the last 268435456 B): {H100_DIED_CAUSE} (2 rows printed after it "
+                    "not read: not evidence)")
+
+
+def test_a_failure_line_before_the_trailer_makes_the_run_died():
+    runs = parse_nccl_tests(_failure_before(NCCL_TESTS_LOG.read_text(encoding="utf-8"), "  1073741824"))
+    assert [(run["op"], len(run["rows"]), run["rows"][-1]["size"]) for run in runs] == [
+        ("all_reduce", 5, 268435456), ("all_reduce", 5, 268435456), ("sendrecv", 2, 268435456)]
+    assert [run["unfinished"] for run in runs] == [DIED_BEFORE_1GIB] * 2 + [
+        DIED_BEFORE_1GIB.replace("after 5 sizes", "after 2 sizes")]
+    assert runs[0]["avg_busbw"] == 232.869  # the trailer is read, and does not make the run whole
+
+
+def test_rows_after_a_failure_line_do_not_pass_the_acceptance(pytester: pytest.Pytester):
+    bundle = copy_bundle(pytester, ACCEPTANCE)
+    edit_json(bundle / "bandwidth.json", lambda d: d.update(collectives=None))
+    (bundle / NCCL_TESTS_LOG.name).write_text(
+        _failure_before(NCCL_TESTS_LOG.read_text(encoding="utf-8"), "  1073741824"), encoding="utf-8")
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
+    promises = _promises(document)
+    for size in ("1GiB", "4GiB"):
+        outcome, reason = promises[f"collective-bandwidth[all_reduce-{size}]"]
+        assert outcome == "not checked"
+        assert f"has no all_reduce result at {size[0]}.00 GiB ({DIED_BEFORE_1GIB})" in reason, reason
+
+
+def test_the_rack_floor_on_rows_after_a_failure_is_not_checked():
+    from pytest_gpufabric.fleet.rack import _all_reduce_promise, all_reduce_run
+
+    run = all_reduce_run(_failure_before(NCCL_72.read_text(encoding="utf-8"), "  8589934592"))
+    run["ranks"] = 72  # DERIVED: as if its device list were whole (the capture prints one line of 72)
+    promise = _all_reduce_promise(run, 700.0, 72)
+    assert promise == {"id": "rack-all-reduce", "outcome": "not checked", "reason": (
+        f"the run died after 4 sizes (the last 4294967296 B): {H100_DIED_CAUSE} (1 row printed after it not read: "
+        "not evidence): the floor is held at the largest size of a whole run, which this run did not reach "
+        "(all_reduce over 72 ranks: 839.16 GB/s busbw at 4294967296 B, floor 700 GB/s, its last size measured)")}

@@ -257,6 +257,8 @@ class _Run:
         self.avg_seen = self.nccl1 = False  # NCCL 1's tests print no trailer: their runs are whole without it
         self.cause: str | None = None  # the first line that says why the run stopped (nccl_died.py)
         self.closed = False
+        self.failed = False  # a failure line (nccl_died.FATAL) was printed in this run: it died, trailer or not
+        self.after_failure = 0  # rows printed after that line: not evidence, not read
         self.unreadable: list[str] = []  # rows the text cut short: not read, never read as numbers they lost
 
     def started_by(self, mark: int) -> bool:
@@ -281,8 +283,11 @@ class _Run:
         out["avg_busbw"] = self.avg_busbw
         if self.unreadable:
             out["unreadable"] = self.unreadable
-        if not (self.avg_seen or self.closed or self.nccl1):
+        if self.failed or not (self.avg_seen or self.closed or self.nccl1):
             out["unfinished"] = unfinished([r["size"] for r in self.rows], self.cause)
+            if self.after_failure:
+                out["unfinished"] += (f" ({self.after_failure} row{'s' if self.after_failure != 1 else ''} "
+                                      "printed after it not read: not evidence)")
         return out
 
 
@@ -474,6 +479,7 @@ class _Reader:
         if _ROW_START.match(line[:at]):
             self.run.unreadable.append(f"line {lineno}: the run died inside this row: {line[:at].strip()!r}")
         self.run.cause = self.run.cause or line[at:].strip()
+        self.run.failed = True
 
     def _on_text(self, line: str) -> None:
         """Not table: NCCL/UCX/MPI log, launcher chatter, or the command line that starts the next test."""
@@ -498,6 +504,9 @@ class _Reader:
         if lineno == self.open_end:
             self.run.unreadable.append(f"line {lineno}: the text ends inside this row, which may be cut: "
                                        f"{' '.join(tokens)[:120]!r}")
+            return
+        if self.run.failed:  # a rank already said it failed: what follows is not a measurement to trust
+            self.run.after_failure += 1
             return
         self.run.rows.append(_row(tokens, list(columns or []), lineno, self.layout))
         self.run.nccl1 = self.layout.time_scale != 1.0
