@@ -563,3 +563,41 @@ def test_a_recording_without_its_shape_is_one_message(tmp_path, edit, words):
     with pytest.raises(BundleError) as info:
         load_nvlink_recording(tmp_path)
     assert str(info.value) == f"{tmp_path / 'nvlink-traffic.json'}: not a gpufabric NVLink recording ({words})"
+
+
+# --- nccl-tests ranks whose bus id does not read are bound by their GPU name --------------------------------------
+
+_RANK_BOARDS = ("device  0 [0000:00:06] NVIDIA H200", "device  1 [0000:00:07] NVIDIA H200")
+
+
+@pytest.mark.parametrize(("boards", "words"), [
+    # DERIVED: every device line's bus id printed as `[?]`, the GPU named an H100: another machine's run
+    (("device  0 [?] NVIDIA H100 80GB HBM3", "device  1 [?] NVIDIA H100 80GB HBM3"),
+     "rank 0 ran on [?] NVIDIA H100 80GB HBM3; this machine has NVIDIA H200"),
+    # DERIVED: neither a bus id nor a GPU name on the device lines
+    (("device  0 [?]", "device  1 [?]"),
+     "rank 0's device line names neither a bus id it can be found at ([?]) nor a GPU"),
+], ids=["h100-name", "no-name"])
+def test_nccl_tests_ranks_without_a_bus_id_are_bound_by_name(pytester: pytest.Pytester, boards, words):
+    bundle = _acceptance_with_nccl_tests(pytester)
+    for old, new in zip(_RANK_BOARDS, boards, strict=True):
+        _edit_text(bundle / NCCL_TESTS_LOG.name, old, new, count=3)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
+    assert (code, document["summary"]["verdict"]) == (6, "INCOMPLETE")
+    unchecked = _not_passed(document)
+    assert {pid for pid in unchecked if pid.startswith("collective-bandwidth")} == {
+        "collective-bandwidth[all_reduce-1MiB]", "collective-bandwidth[all_reduce-256MiB]",
+        "collective-bandwidth[all_reduce-1GiB]", "collective-bandwidth[all_reduce-4GiB]",
+        "collective-bandwidth[sendrecv-1GiB]"}
+    outcome, reason = unchecked["collective-bandwidth[all_reduce-4GiB]"]
+    assert outcome == "not checked"
+    assert f"all_reduce at 4.00 GiB: run 1: {words}; run 2: {words} [nccl-tests all_reduce_perf]" in reason, reason
+
+
+def test_nccl_tests_ranks_without_a_bus_id_on_this_machines_gpus_are_judged(pytester: pytest.Pytester):
+    bundle = _acceptance_with_nccl_tests(pytester)
+    # DERIVED: the bus ids printed as `[?]`, the GPU names this machine's
+    for old in _RANK_BOARDS:
+        _edit_text(bundle / NCCL_TESTS_LOG.name, old, old.replace(old[old.index("["):old.index("]") + 1], "[?]"), 3)
+    code, document = replay(pytester, "h200-nvswitch-x2", bundle)
+    assert (code, document["summary"]["verdict"]) == (0, "ACCEPTED")

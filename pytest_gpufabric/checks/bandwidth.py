@@ -147,6 +147,23 @@ def _bus_key(pci: object) -> tuple | None:
     return (int(m.group(1), 16),) if m else None
 
 
+def _unbound_by_bus(devices: list[dict], machine: list) -> str | None:
+    """Why a rank whose bus id cannot be read is not on this machine's GPUs: it names no GPU either, or a GPU name
+    no GPU of the machine has (None where the machine's GPUs were not recorded)."""
+    names = sorted({str(g.name) for g in machine if g.name})
+    if not machine:
+        return None
+    for device in devices:
+        if _bus_key(device.get("pci_bus_id")) is not None:
+            continue
+        rank, pci, name = device.get("rank"), device.get("pci_bus_id"), device.get("name")
+        if not name:
+            return f"rank {rank}'s device line names neither a bus id it can be found at ([{pci}]) nor a GPU"
+        if names and str(name) not in names:
+            return f"rank {rank} ran on [{pci}] {name}; this machine has {', '.join(names)}"
+    return None
+
+
 def nccl_tests_boards(devices: list[dict], fabric: Fabric | None, gpu_count: int) -> str | None:
     """Why the boards an nccl-tests run names (its `#  Rank r ... device d [bus] NAME` lines) are not the promised
     GPUs of this machine, or None when they are or the machine's bus ids were not recorded: ranks on several hosts,
@@ -155,14 +172,17 @@ def nccl_tests_boards(devices: list[dict], fabric: Fabric | None, gpu_count: int
     hosts = sorted({str(d["host"]) for d in devices if d.get("host")})
     if len(hosts) > 1:
         return f"its ranks ran on {len(hosts)} hosts ({', '.join(hosts)}), not on this machine alone"
-    gpus = [g for g in (fabric.gpus if fabric is not None and fabric.gpus_recorded else []) if _bus_key(g.pci_bus_id)]
+    machine = fabric.gpus if fabric is not None and fabric.gpus_recorded else []
+    if (unbound := _unbound_by_bus(devices, machine)) is not None:
+        return unbound
+    gpus = [g for g in machine if _bus_key(g.pci_bus_id)]
     if not gpus:
         return None
     used: dict[int, int] = {}
     for device in devices:
         rank, key = device.get("rank"), _bus_key(device.get("pci_bus_id"))
         if key is None:
-            continue
+            continue  # bound by its name (_unbound_by_bus)
         gpu = next((g for g in gpus if (_bus_key(g.pci_bus_id) if len(key) == 3
                                         else _bus_key(g.pci_bus_id)[1:2]) == key), None)
         named = f"[{device.get('pci_bus_id')}] {device.get('name') or ''}".strip()
