@@ -185,7 +185,7 @@ def judge_nccl_tests(result: dict, ref: Reference, references: dict[str, Referen
                                    "busbw_gbps": _row_busbw(other), "fraction_of_peak": other["fraction_of_peak"],
                                    "verdict": flag, "recorded": None, "text": text})
                 lines.append(text)
-        verdict, words = judge(row["fraction_of_peak"], busbw, floor, basis, ref, busbw=True)
+        verdict, words = judge(row["fraction_of_peak"], busbw, floor, basis, ref, busbw=True, op=op)
         flag, flag_words = _row_flags(row, op, run.get("nranks"))
         if flag:
             verdict, words = flag, flag_words

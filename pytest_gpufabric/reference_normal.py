@@ -67,6 +67,9 @@ WRONG_RESULTS, INCONSISTENT, ABOVE_LINE_RATE = "wrong results", "inconsistent", 
 #: in-network reductions), the public GB200 NVL72 72-rank all_reduce reaching 93 % of 900 GB/s
 #: (tests/data/captures/public/blackwell/), references/gb200.yaml and gb300.yaml notes; docs/blackwell.md
 IN_NETWORK_REDUCTION = frozenset({"gb200", "gb300"})
+#: the collectives NVLink SHARP reduces in the switch: only they may pass the peak (sendrecv, all_gather, alltoall,
+#: broadcast move the data as it is)
+REDUCING_OPS = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 IN_NETWORK_WORDS = ("NVLink SHARP reduces in the rack's switch trays, so a busbw above the per-GPU NVLink peak is "
                     "possible here, not an impossible reading")
 
@@ -197,21 +200,23 @@ def _range(low: float, high: float) -> str:
 
 
 def judge(fraction: float, gbps: float, floor: dict, basis: str, ref: Reference | None,
-          busbw: bool = False, host: bool = False) -> tuple[str, str]:
+          busbw: bool = False, host: bool = False, op: str | None = None) -> tuple[str, str]:
     """(verdict, words) for one figure already put as a fraction of its peak, against what was recorded: `busbw`
-    for nccl-tests' bus bandwidth, `host` for a copy between host and GPU (what to look at differs)."""
+    for nccl-tests' bus bandwidth (of collective `op`), `host` for a copy between host and GPU (what to look at
+    differs)."""
     if "why" in floor:
         return NOT_JUDGED, f"not judged: {floor['why']}"
     where = f" at {format_size(floor['size_bytes'])}" if floor.get("size_bytes") else ""
-    op = f"{floor['op']} " if floor.get("op_stand_in") else ""
-    seen = (f"this project's {op}runs on {', '.join(floor['models'])} reached "
+    stand_in = f"{floor['op']} " if floor.get("op_stand_in") else ""
+    seen = (f"this project's {stand_in}runs on {', '.join(floor['models'])} reached "
             f"{_range(floor['lowest'], floor['highest'])}{where}")
-    if op:
+    if stand_in:
         seen += "; busbw is comparable across operations"
     if fraction > 1:
         why = ("nccl-tests' busbw assumes a ring, and NCCL's in-switch (NVLS) and tree algorithms can go past it"
                if busbw else "check that the model and the basis are right")
-        if busbw and basis == NVLINK and ref is not None and ref.model in IN_NETWORK_REDUCTION:
+        if busbw and basis == NVLINK and ref is not None and ref.model in IN_NETWORK_REDUCTION \
+                and op in REDUCING_OPS:
             why = IN_NETWORK_WORDS
         return ABOVE_PEAK, f"above the published peak per direction ({seen}); {why}"
     for_size = " for this size" if floor.get("size_bytes") else ""
@@ -269,7 +274,7 @@ def judge_check(check: dict, ref: Reference, samples: list[dict], nvlink: bool) 
         return None
     fraction = gbps / peak
     verdict, words = judge(fraction, gbps, _floor(samples, ref, kind, op, basis, size), basis, ref,
-                           busbw=kind == "busbw", host=host)
+                           busbw=kind == "busbw", host=host, op=op)
     per = "" if basis == MEMORY else " per direction"
     return {"model": ref.name, "basis": basis, "peak_gbps": peak, "gbps": gbps, "fraction_of_peak": round(fraction, 4),
             "verdict": verdict, "text": f"{what}: {gbps:.1f} GB/s, {_pct(fraction)} of the {BASIS_WORDS[basis]} "

@@ -171,9 +171,13 @@ def test_a_gb300_busbw_above_the_nvlink_peak_is_not_called_impossible():
     floor = {"lowest": 0.762, "highest": 0.807, "size_bytes": 4294967296, "op": "all_reduce",
              "models": ["NVIDIA H200 SXM 141GB"]}
     # 945 GB/s: 1.05 of GB300's 900 GB/s per direction (a figure the issue says GB300 racks pass)
-    verdict, words = judge(945 / 900, 945.0, floor, "nvlink", gb300, busbw=True)
+    verdict, words = judge(945 / 900, 945.0, floor, "nvlink", gb300, busbw=True, op="all_reduce")
     assert verdict == ABOVE_PEAK and words.endswith(IN_NETWORK_WORDS) and "impossible reading" in IN_NETWORK_WORDS
     assert words.count("not an impossible reading") == 1
+    # SHARP reduces: a collective that does not reduce keeps the ring caveat on the same board
+    for op in ("sendrecv", "all_gather", "alltoall", "broadcast", None):
+        verdict, words = judge(945 / 900, 945.0, floor, "nvlink", gb300, busbw=True, op=op)
+        assert verdict == ABOVE_PEAK and "NVLS" in words and "SHARP" not in words, op
     # an H200 board above its peak keeps the ring caveat
     verdict, words = judge(1.05, 472.5, floor, "nvlink", h200, busbw=True)
     assert verdict == ABOVE_PEAK and "NVLS" in words and "SHARP" not in words
@@ -188,13 +192,52 @@ def test_the_acceptance_judges_a_gb200_busbw_above_its_link_peak():
     runs = [CollectiveRun(run["rows"], 72)]
     threshold = {"size": "8 GiB", "min_busbw": "800 GB/s"}
     # DERIVED: a stand-in link peak of 800 GB/s, below the reading
-    why = in_network_reduction(["NVIDIA GB200"])
+    why = in_network_reduction(["NVIDIA GB200"], "all_reduce")
     assert why.startswith("gb200: NVLink SHARP")
     check = check_collective_runs("all_reduce", threshold, runs, 72, 800.0, "NVLink", "nccl-tests", in_network=why)
     assert check.verdict == "passed" and "above the link peak: gb200: NVLink SHARP" in check.message
     check = check_collective_runs("all_reduce", threshold, runs, 72, 800.0, "NVLink", "nccl-tests")
     assert check.verdict == "not checked" and "an impossible reading" in check.message
-    assert in_network_reduction(["NVIDIA H200"]) is None
+    assert in_network_reduction(["NVIDIA H200"], "all_reduce") is None
+
+
+def test_in_network_reduction_needs_a_reducing_collective_on_gb200_or_gb300_only():
+    """NVLink SHARP reduces in the switch: a sendrecv (or any collective that does not reduce) above the link peak
+    stays an impossible reading on GB200 too, and so does any op on a machine not wholly GB200/GB300."""
+    from pytest_gpufabric.checks.bandwidth import CollectiveRun, check_collective_runs, in_network_reduction
+
+    for op in ("all_reduce", "reduce_scatter", "reduce"):
+        assert in_network_reduction(["NVIDIA GB200", "NVIDIA GB200"], op).startswith("gb200: NVLink SHARP"), op
+    for op in ("sendrecv", "all_gather", "alltoall", "broadcast"):
+        assert in_network_reduction(["NVIDIA GB200", "NVIDIA GB200"], op) is None, op
+    assert in_network_reduction(["NVIDIA GB200", "NVIDIA H200"], "all_reduce") is None
+    assert in_network_reduction(["NVIDIA GB200", None], "all_reduce") is None
+    assert in_network_reduction([], "all_reduce") is None
+    # DERIVED: the shipped 2x H200 sendrecv run (1 GiB: 361.16 GB/s busbw) against a stand-in link peak of 300 GB/s
+    (run,) = [r for r in parse_nccl_tests(NCCL_TESTS_LOG.read_text(encoding="utf-8")) if r["op"] == "sendrecv"]
+    check = check_collective_runs("sendrecv", {"size": "1 GiB", "min_busbw": "300 GB/s"},
+                                  [CollectiveRun(run["rows"], 2)], 2, 300.0, "NVLink", "nccl-tests sendrecv_perf",
+                                  in_network=in_network_reduction(["NVIDIA GB200", "NVIDIA GB200"], "sendrecv"))
+    assert check.verdict == "not checked" and "an impossible reading" in check.message
+
+
+def _nvl72_above_gb200_peak(tmp_path) -> Path:
+    """DERIVED: the public NVL72 all_reduce with its 8 GiB out-of-place busbw put at 945 GB/s, above GB200's 900."""
+    path = tmp_path / "nvl72.txt"
+    path.write_text(NCCL_72.read_text(encoding="utf-8").replace("20299  423.16  834.57", "20299  423.16  945.00"),
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("op", "sharp"), [("all_reduce", True), ("sendrecv", False)])
+def test_parse_reference_allows_sharp_only_for_a_reducing_collective(tmp_path, capsys, op, sharp):
+    path = _nvl72_above_gb200_peak(tmp_path)
+    assert main(["parse", "nccl-tests", str(path), "--reference", "gb200", "--op", op]) == 0
+    (judgement,) = json.loads(capsys.readouterr().out)["reference"]["judgements"]
+    assert (judgement["size_bytes"], judgement["busbw_gbps"], judgement["verdict"]) == (8589934592, 945.0,
+                                                                                        "above peak")
+    assert ("NVLink SHARP" in judgement["text"]) is sharp
+    assert ("NCCL's in-switch (NVLS) and tree algorithms can go past it" in judgement["text"]) is not sharp
 
 
 # --- nvbandwidth: a test cut mid-matrix -------------------------------------------------------------------------

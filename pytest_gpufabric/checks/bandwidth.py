@@ -90,15 +90,18 @@ def _above_peak(value: float, peak: float | None, what: str, busbw: bool = False
             "reading" + (" (or NCCL's in-switch reduction, NVLS, which busbw does not count)" if busbw else ""))
 
 
-def in_network_reduction(gpu_names: list) -> str | None:
-    """Why a busbw above the link peak is possible on these GPUs (reference_normal.IN_NETWORK_REDUCTION: NVLink
-    SHARP on a GB200/GB300 NVL72), or None."""
+def in_network_reduction(gpu_names: list, op: str) -> str | None:
+    """Why a busbw of `op` above the link peak is possible on these GPUs, or None: NVLink SHARP on a GB200/GB300
+    NVL72 (reference_normal.IN_NETWORK_REDUCTION) reduces, so only a reducing collective, and only where every GPU
+    is one of those."""
     from ..reference import find_reference
-    from ..reference_normal import IN_NETWORK_REDUCTION, IN_NETWORK_WORDS
+    from ..reference_normal import IN_NETWORK_REDUCTION, IN_NETWORK_WORDS, REDUCING_OPS
 
-    models = {ref.model for name in gpu_names if name and (ref := find_reference(str(name))) is not None}
-    return f"{'/'.join(sorted(models & IN_NETWORK_REDUCTION))}: {IN_NETWORK_WORDS}" \
-        if models & IN_NETWORK_REDUCTION else None
+    refs = [find_reference(str(name)) if name else None for name in gpu_names]
+    models = {ref.model if ref is not None else None for ref in refs}
+    if op not in REDUCING_OPS or not models or not models <= IN_NETWORK_REDUCTION:
+        return None
+    return f"{'/'.join(sorted(models))}: {IN_NETWORK_WORDS}"
 
 
 def _floors(threshold: dict, absolute_key: str, peak: float | None, peak_what: str) -> tuple[list, str]:

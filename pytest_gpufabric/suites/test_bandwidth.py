@@ -60,9 +60,9 @@ def _torch_run(collectives: dict, op: str, fabric) -> CollectiveRun:
     return CollectiveRun([r for r in rows if isinstance(r, dict)], ranks, not_evidence=not_evidence)
 
 
-def _in_network(fabric) -> str | None:
-    """Why this machine's busbw may pass its link peak (NVLink SHARP on a GB200/GB300 tray), or None."""
-    return in_network_reduction([g.name for g in fabric.gpus]) if fabric is not None else None
+def _in_network(fabric, op: str) -> str | None:
+    """Why this machine's busbw of `op` may pass its link peak (NVLink SHARP on GB200/GB300 trays), or None."""
+    return in_network_reduction([g.name for g in fabric.gpus], op) if fabric is not None else None
 
 
 def _nccl_tests_runs(bandwidth, op: str, fabric, gpu_count: int) -> list[CollectiveRun]:
@@ -131,7 +131,7 @@ def test_collective_bandwidth(gpu_profile, fabric, collective_threshold, request
     check = check_collective_runs(op, threshold, [_torch_run(bandwidth.collectives, op, fabric)],
                                   gpu_profile.gpu_count, peak, peak_what,
                                   f"torch.distributed {bandwidth.collectives.get('backend', '')}".strip(),
-                                  in_network=_in_network(fabric))
+                                  in_network=_in_network(fabric, op))
     gpufabric_extra(tables=_tables(check), name=f"{op} {size_label(size)}")
     gpufabric_check(_explained(check, request))
 
@@ -154,7 +154,7 @@ def test_nccl_tests_bandwidth(gpu_profile, fabric, collective_threshold, request
                        "nccl-tests-<op>_perf.txt)" if unnamed else ""))
     peak, peak_what = link_peak(fabric, list(range(gpu_profile.gpu_count)))
     check = check_collective_runs(op, threshold, runs, gpu_profile.gpu_count, peak, peak_what,
-                                  f"nccl-tests {op}_perf", in_network=_in_network(fabric))
+                                  f"nccl-tests {op}_perf", in_network=_in_network(fabric, op))
     if unreadable and check.verdict == "passed":
         not_checked(f"{check.message}; but nccl-tests output that cannot be read may hold more runs: {unreadable}")
     gpufabric_check(_explained(check, request))
