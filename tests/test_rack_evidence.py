@@ -254,6 +254,25 @@ def test_mask_decoded_health_words_are_judged_the_same(tmp_path):
     assert "fabric health Incorrect Configuration Insufficient NVLinks" in registration["reason"]
 
 
+@pytest.mark.parametrize("health, mask, reason", [
+    ({}, 1, "fabric health Bandwidth Degraded"),  # an empty health dict does not hide the mask
+    ({"bandwidth": "degraded"}, None, "fabric health Bandwidth Degraded"),  # names and words in any case
+    ({"Bandwidth": 1}, None, "fabric health Bandwidth Degraded"),  # NVML's per-field number, decoded
+    ({"Bandwidth": "Full"}, 1, "gpus[0].fabric (GPU0) fabric health and health_mask in nvml.json disagree: "
+                               "Bandwidth Full vs Degraded"),  # two readings that disagree: failed
+])
+def test_fabric_health_is_judged_from_both_the_dict_and_the_mask(tmp_path, health, mask, reason):
+    rack = _copy(tmp_path)
+    fabric = dict(tray_record(5)["gpus"][0]["fabric"], health=health)
+    if mask is not None:
+        fabric["health_mask"] = mask
+    _set_fabric(rack, "gb200-tray05", fabric)
+    registration = _promise(judge_rack(read_trays(rack)), "rack-fabric-registration")
+    assert registration["outcome"] == "failed"
+    assert registration["reason"].startswith(f"tray gb200-tray05 GPU0 ({tray_record(5)['gpus'][0]['uuid']}): "
+                                             f"{reason};")
+
+
 # finding 7: what a reader could not read, and two readings that disagree
 
 
