@@ -104,13 +104,21 @@ def test_a_smi_q_text_cut_after_the_fabric_state_is_not_checked(tmp_path):
 # finding 3: the all_reduce evidence is one good all_reduce run over the rack's ranks
 
 
-def _run_text(ranks: int, op: str = "all_reduce") -> str:
+def _run_text(ranks: int, op: str = "all_reduce", *, host: str = "gb200-tray{tray:02d}", per_host: int = 4,
+              name: str = "NVIDIA GB200", bus=None) -> str:
     """The real NVL72 all_reduce output with its device list made whole (ranks 0..ranks-1) under a header naming
-    ``op``."""
+    ``op``, each rank on the replayed rack's tray hosts (``per_host`` a host) naming ``name``; ``bus``: the bus id
+    each device prints (by device number), else the capture's own ``[0x01]``."""
     lines = NCCL_72.read_text().splitlines(keepends=True)
-    device = lines[0]
-    listed = [device.replace("Rank 71", f"Rank {rank:2d}") for rank in range(ranks)]
+    device = lines[0].replace("NVIDIA Graphics Device", name)
+    listed = [device.replace("Rank 71", f"Rank {rank:2d}")
+              .replace("slurm-gb200-207-171", host.format(tray=rank // per_host + 1, node=rank // per_host))
+              .replace("device  3 [0x01]", f"device {rank % per_host:2d} [{bus(rank % per_host) if bus else '0x01'}]")
+              for rank in range(ranks)]
     return f"# Collective test starting: {op}_perf\n" + "".join(listed) + "".join(lines[1:])
+
+
+NO_BUS = "; bus ids not compared: the device lines print [0x01], not a domain:bus:device"
 
 
 def _all_reduce(tmp_path: Path, text: str) -> dict:
@@ -123,7 +131,62 @@ def _all_reduce(tmp_path: Path, text: str) -> dict:
 def test_a_whole_72_rank_all_reduce_passes(tmp_path):
     assert _all_reduce(tmp_path, _run_text(72)) == {
         "id": "rack-all-reduce", "outcome": "passed",
+        "reason": "all_reduce over 72 ranks: 834.57 GB/s busbw at 8589934592 B, floor 800 GB/s" + NO_BUS}
+
+
+def _tray_bus(device: int) -> str:
+    """The replayed trays' bus id of GPU ``device`` as nccl-tests prints it (00000008:01:00.0 -> 0008:01:00)."""
+    domain, bus, slot = tray_record(1)["gpus"][device]["pci_bus_id"].split(".")[0].split(":")
+    return f"{domain[-4:]}:{bus}:{slot}"
+
+
+def test_a_72_rank_all_reduce_on_the_trays_own_bus_ids_passes_without_a_note(tmp_path):
+    assert _all_reduce(tmp_path, _run_text(72, bus=_tray_bus)) == {
+        "id": "rack-all-reduce", "outcome": "passed",
         "reason": "all_reduce over 72 ranks: 834.57 GB/s busbw at 8589934592 B, floor 800 GB/s"}
+
+
+def test_a_72_rank_all_reduce_of_h100_hosts_is_no_evidence_of_the_rack(tmp_path):
+    """72 H100 ranks, 8 a host on h100-node00..08: the right rank count and bandwidth, but not the rack's GPUs."""
+    text = _run_text(72, host="h100-node{node:02d}", per_host=8, name="NVIDIA H100 80GB HBM3")
+    assert _all_reduce(tmp_path, text) == {
+        "id": "rack-all-reduce", "outcome": "not checked",
+        "reason": "the all_reduce is not a run over the rack's GPUs: rank 0 names NVIDIA H100 80GB HBM3; rank 1 "
+                  "names NVIDIA H100 80GB HBM3; rank 2 names NVIDIA H100 80GB HBM3 (+69 more ranks), the trays' "
+                  "GPUs are NVIDIA GB200; ranks per host: h100-node00 ran 8, h100-node01 ran 8, h100-node02 ran 8 "
+                  "(+6 more hosts), a tray has 4 GPUs; hosts h100-node00, h100-node01, h100-node02 (+6 more) are no "
+                  "tray's (the trays' hosts: gb200-tray01, gb200-tray02, gb200-tray03 ...)"}
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"name": "NVIDIA Graphics Device"}, "rank 0 names NVIDIA Graphics Device; rank 1 names NVIDIA Graphics Device; "
+                                         "rank 2 names NVIDIA Graphics Device (+69 more ranks), the trays' GPUs are "
+                                         "NVIDIA GB200"),
+    ({"host": "gb200-tray{tray:02d}", "per_host": 8}, "ranks per host: gb200-tray01 ran 8, gb200-tray02 ran 8, "
+                                                      "gb200-tray03 ran 8 (+6 more hosts), a tray has 4 GPUs"),
+    ({"bus": lambda device: f"0000:{0x18 + device:02x}:00"}, "rank 0 [0000:18:00] on gb200-tray01; rank 1 "
+                                                             "[0000:19:00] on gb200-tray01; rank 2 [0000:1a:00] on "
+                                                             "gb200-tray01 (+69 more): no GPU of that tray has that "
+                                                             "bus id"),
+])
+def test_a_run_whose_device_lines_are_not_the_trays_gpus_is_not_checked(tmp_path, change, reason):
+    assert _all_reduce(tmp_path, _run_text(72, **change)) == {
+        "id": "rack-all-reduce", "outcome": "not checked",
+        "reason": "the all_reduce is not a run over the rack's GPUs: " + reason}
+
+
+def test_trays_without_a_host_leave_hosts_uncompared_but_judge_the_rest(tmp_path):
+    rack = _copy(tmp_path)
+    for tray in rack.iterdir():
+        if tray.is_dir():
+            record = json.loads((tray / "nvml.json").read_text())
+            del record["hostname"]
+            (tray / "nvml.json").write_text(json.dumps(record))
+    run = all_reduce_run(_run_text(72, host="node{node:02d}"))
+    assert judge_rack(read_trays(rack), all_reduce=run, min_busbw=800)["promises"][4] == {
+        "id": "rack-all-reduce", "outcome": "passed",
+        "reason": "all_reduce over 72 ranks: 834.57 GB/s busbw at 8589934592 B, floor 800 GB/s; hosts and bus ids "
+                  "not compared: a tray's evidence names no host"}
 
 
 def test_a_run_of_another_test_fails(tmp_path):
@@ -136,7 +199,7 @@ def test_wrong_values_fail_the_all_reduce(tmp_path):
     failed = _run_text(72).replace("# Out of bounds values : 0 OK", "# Out of bounds values : 6170 FAILED")
     assert _all_reduce(tmp_path, failed) == {
         "id": "rack-all-reduce", "outcome": "failed",
-        "reason": "the all_reduce's data check failed: Out of bounds values : 6170 FAILED"}
+        "reason": "the all_reduce's data check failed: Out of bounds values : 6170 FAILED" + NO_BUS}
     wrong = "\n".join(line[:-7] + "   1234" if line.startswith("  ") else line
                       for line in _run_text(72).splitlines())
     promise = _all_reduce(tmp_path, wrong + "\n")
@@ -152,7 +215,7 @@ def test_the_last_run_is_judged_by_its_own_rank_count(tmp_path):
     assert _all_reduce(tmp_path, text) == {
         "id": "rack-all-reduce", "outcome": "failed",
         "reason": "the all_reduce ran over 8 ranks, the rack has 72 GPUs (834.57 GB/s busbw at 8589934592 B, "
-                  "floor 800 GB/s)"}
+                  "floor 800 GB/s)" + NO_BUS}
 
 
 # finding 4 and 8: options that cannot describe the rack are refused
@@ -252,6 +315,25 @@ def test_mask_decoded_health_words_are_judged_the_same(tmp_path):
     _set_fabric(rack, "gb200-tray05", dict(tray_record(5)["gpus"][0]["fabric"], health_mask=(5 << 8) | (1 << 12)))
     registration = _promise(judge_rack(read_trays(rack)), "rack-fabric-registration")
     assert "fabric health Incorrect Configuration Insufficient NVLinks" in registration["reason"]
+
+
+@pytest.mark.parametrize("health, mask, reason", [
+    ({}, 1, "fabric health Bandwidth Degraded"),  # an empty health dict does not hide the mask
+    ({"bandwidth": "degraded"}, None, "fabric health Bandwidth Degraded"),  # names and words in any case
+    ({"Bandwidth": 1}, None, "fabric health Bandwidth Degraded"),  # NVML's per-field number, decoded
+    ({"Bandwidth": "Full"}, 1, "gpus[0].fabric (GPU0) fabric health and health_mask in nvml.json disagree: "
+                               "Bandwidth Full vs Degraded"),  # two readings that disagree: failed
+])
+def test_fabric_health_is_judged_from_both_the_dict_and_the_mask(tmp_path, health, mask, reason):
+    rack = _copy(tmp_path)
+    fabric = dict(tray_record(5)["gpus"][0]["fabric"], health=health)
+    if mask is not None:
+        fabric["health_mask"] = mask
+    _set_fabric(rack, "gb200-tray05", fabric)
+    registration = _promise(judge_rack(read_trays(rack)), "rack-fabric-registration")
+    assert registration["outcome"] == "failed"
+    assert registration["reason"].startswith(f"tray gb200-tray05 GPU0 ({tray_record(5)['gpus'][0]['uuid']}): "
+                                             f"{reason};")
 
 
 # finding 7: what a reader could not read, and two readings that disagree

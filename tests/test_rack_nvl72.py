@@ -133,16 +133,28 @@ def test_a_missing_tray_is_named_and_a_short_tray_fails(tmp_path):
         "tray gb200-tray05 has 3 GPUs, a tray has 4; 17 tray folders of 18: 1 did not report")
 
 
-def test_the_public_72_rank_all_reduce_cannot_show_its_rank_count():
-    """coreweave's NVL72 run prints only its last device line (Rank 71): at least 72 ranks, the count unknown."""
+def test_the_public_72_rank_all_reduce_cannot_show_its_rank_count(tmp_path):
+    """coreweave's NVL72 run prints only its last device line (Rank 71): at least 72 ranks, the count unknown. Its
+    host and GPU name are another rack's, so on the replayed rack it is no evidence at all; with its line naming a
+    tray's host and model it still cannot show the rank count."""
     run = all_reduce_run(NCCL_72.read_text())
     assert (run["ranks"], run["ranks_at_least"]) == (None, 72)
     done = _rack(str(RACK), "--json", "--all-reduce", str(NCCL_72), "--min-busbw", "800 GB/s")
     promise = next(p for p in json.loads(done.stdout)["promises"] if p["id"] == "rack-all-reduce")
     assert promise == {"id": "rack-all-reduce", "outcome": "not checked",
+                       "reason": "the all_reduce is not a run over the rack's GPUs: rank 71 names NVIDIA Graphics "
+                                 "Device, the trays' GPUs are NVIDIA GB200; host slurm-gb200-207-171 is no tray's "
+                                 "(the trays' hosts: gb200-tray01, gb200-tray02, gb200-tray03 ...)"}
+    ours = tmp_path / "all_reduce.txt"
+    ours.write_text(NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18")
+                    .replace("NVIDIA Graphics Device", "NVIDIA GB200"))
+    done = _rack(str(RACK), "--json", "--all-reduce", str(ours), "--min-busbw", "800 GB/s")
+    promise = next(p for p in json.loads(done.stdout)["promises"] if p["id"] == "rack-all-reduce")
+    assert promise == {"id": "rack-all-reduce", "outcome": "not checked",
                        "reason": "the rank count is unknown, its device list is cut (ranks printed up to 71: at "
                                  "least 72 ranks), so it cannot show an all_reduce over the rack's 72 GPUs (834.57 "
-                                 "GB/s busbw at 8589934592 B, floor 800 GB/s)"}
+                                 "GB/s busbw at 8589934592 B, floor 800 GB/s); bus ids not compared: the device "
+                                 "lines print [0x01], not a domain:bus:device"}
 
 
 @pytest.mark.parametrize("verdicts, outcome", [({}, "passed"), ({"gb200-tray09": "REJECTED"}, "failed"),

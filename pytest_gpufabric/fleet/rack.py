@@ -14,7 +14,8 @@ fleet-results.json, given with --fleet); the rack adds what no tray can show alo
 - ``rack-trays-accepted``: each tray ACCEPTED, once, in fleet results that are a whole verdict (their own verdict,
   integrity block, no duplicate hosts; not checked without --fleet);
 - ``rack-all-reduce``: the file's last run an all_reduce, no wrong values, its own rank count the rack's, at least
-  --min-busbw at its largest size (a device list cut short leaves the count unknown);
+  --min-busbw at its largest size (a device list cut short leaves the count unknown); a run whose device lines
+  name another GPU model, host or bus id than the trays', or another rank count per host, is not checked;
 - ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected (`nvidia-imex-ctl -N` saved on
   one tray, --imex; formats/imex.py).
 
@@ -148,7 +149,7 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
         promises.append(_outcome("rack-nvlink-domain", outside, f"one NVLink domain: {domain}", unread=unread,
                                  nothing=not read, trays_out=_trays_out(trays, outside), partial=partial))
     promises.append(_fleet_promise(trays, fleet, expected, tray_count))
-    promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray))
+    promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray, trays, gpus_per_tray))
     promises.append(_imex_promise(imex, tray_count, trays))
     outcomes = {p["outcome"] for p in promises}
     verdict = "REJECTED" if FAILED in outcomes else "INCOMPLETE" if NOT_CHECKED in outcomes else "ACCEPTED"
@@ -321,7 +322,7 @@ def all_reduce_run(text: str) -> dict:
     ranks 0 to N-1, else None) and ``ranks_at_least`` (one more than its highest rank printed): a list cut short
     leaves the count unknown, never counted from what is visible. ``out_of_bounds_failed``: the data check's
     failed count where the output says `Out of bounds values : N FAILED` (anywhere in the file)."""
-    from ..formats.nccl_tests import parse_nccl_tests
+    from ..formats.nccl_tests import _RANK, parse_nccl_tests
 
     runs = parse_nccl_tests(text, "all_reduce")
     run = dict(runs[-1])
@@ -329,6 +330,8 @@ def all_reduce_run(text: str) -> dict:
     run["ranks"] = run.get("nranks")
     if not printed and len(runs) == 1:  # device lines pasted above the run's header: the file's one run
         lines = [int(rank) for rank in _RANK_LINE.findall(text)]
+        run["devices"] = [{"rank": int(m[1]), "host": m[4], "pci_bus_id": m[6], "name": m[7]}
+                          for m in map(_RANK.match, text.splitlines()) if m]
         printed = sorted(set(lines))
         whole = printed == list(range(len(printed))) and len(lines) == len(printed)
         run["ranks"] = len(printed) if printed and whole else None
@@ -339,8 +342,66 @@ def all_reduce_run(text: str) -> dict:
     return run
 
 
-def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: int) -> dict:
-    """The rack's all_reduce over every GPU against --min-busbw (out of place, at its largest size)."""
+def _bus(words) -> tuple | None:
+    """A PCI bus id as (domain, bus, device): NVML's 00000008:01:00.0 or nccl-tests' 0008:01:00; None for less."""
+    parts = str(words or "").split(".")[0].split(":")
+    try:
+        return tuple(int(part, 16) for part in parts) if len(parts) == 3 else None
+    except ValueError:
+        return None
+
+
+def _foreign_ranks(run: dict, trays: list[Tray], gpus_per_tray: int) -> tuple[list[str], list[str]]:
+    """Why the run's device lines are not this rack's GPUs (each rank's GPU name the trays' model, the trays' GPUs
+    per host, the trays' hosts and bus ids where both sides name them), and what could not be compared."""
+    devices = run.get("devices") or []
+    models = sorted({g.name for t in trays for g in t.gpus if isinstance(g.name, str) and g.name is not NA})
+    foreign, notes = [], []
+    if not devices:
+        return [], ["it prints no device line to compare with the trays"]
+    if models:
+        other = [d for d in devices if d.get("name") not in models]
+        if other:
+            more = f" (+{len(other) - 3} more ranks)" if len(other) > 3 else ""
+            foreign.append("; ".join(f"rank {d['rank']} names {d.get('name') or 'no GPU'}" for d in other[:3])
+                           + f"{more}, the trays' GPUs are {', '.join(models)}")
+    else:
+        notes.append("GPU names not compared: the trays' evidence names no GPU model")
+    per_host: dict[str, int] = {}
+    for d in devices:
+        per_host[d["host"]] = per_host.get(d["host"], 0) + 1
+    if run.get("ranks") is not None and len(devices) == run["ranks"]:  # a whole device list
+        crowded = [f"{host} ran {count}" for host, count in per_host.items() if count != gpus_per_tray]
+        if crowded:
+            more = f" (+{len(crowded) - 3} more hosts)" if len(crowded) > 3 else ""
+            foreign.append(f"ranks per host: {', '.join(crowded[:3])}{more}, a tray has {gpus_per_tray} GPUs")
+    by_host = {t.hostname: t for t in trays}
+    if not trays or None in by_host or "" in by_host:
+        notes.append("hosts and bus ids not compared: a tray's evidence names no host")
+        return foreign, notes
+    strangers = [host for host in per_host if host not in by_host]
+    if strangers:
+        more = f" (+{len(strangers) - 3} more)" if len(strangers) > 3 else ""
+        foreign.append(f"host{'s' if len(strangers) > 1 else ''} {', '.join(strangers[:3])}{more} "
+                       f"{'are' if len(strangers) > 1 else 'is'} no tray's "
+                       f"(the trays' hosts: {', '.join(sorted(by_host)[:3])}{' ...' if len(by_host) > 3 else ''})")
+    ours = [d for d in devices if d["host"] in by_host]
+    if any(_bus(d.get("pci_bus_id")) is None for d in ours):
+        said = next(d.get("pci_bus_id") for d in ours if _bus(d.get("pci_bus_id")) is None)
+        notes.append(f"bus ids not compared: the device lines print [{said}], not a domain:bus:device")
+    else:
+        off = [f"rank {d['rank']} [{d['pci_bus_id']}] on {d['host']}" for d in ours
+               if _bus(d["pci_bus_id"]) not in {_bus(g.pci_bus_id) for g in by_host[d["host"]].gpus}]
+        if off:
+            more = f" (+{len(off) - 3} more)" if len(off) > 3 else ""
+            foreign.append(f"{'; '.join(off[:3])}{more}: no GPU of that tray has that bus id")
+    return foreign, notes
+
+
+def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: int, trays: list[Tray] | None = None,
+                        gpus_per_tray: int = 4) -> dict:
+    """The rack's all_reduce over every GPU against --min-busbw (out of place, at its largest size); a run whose
+    device lines are not the trays' GPUs is no evidence of the rack (not checked)."""
     if run is None or min_busbw is None:
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
                 "reason": "no all_reduce over the rack's GPUs given (--all-reduce FILE --min-busbw GB/s)"}
@@ -349,6 +410,11 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
     if run.get("op") != "all_reduce":
         return {"id": "rack-all-reduce", "outcome": FAILED,
                 "reason": f"the output's last run is {run.get('op') or 'of no named test'}, not an all_reduce"}
+    foreign, notes = _foreign_ranks(run, trays, gpus_per_tray) if trays is not None else ([], [])
+    if foreign:
+        return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
+                "reason": "the all_reduce is not a run over the rack's GPUs: " + "; ".join(foreign)}
+    noted = "".join(f"; {note}" for note in notes)
     wrong = [(r["size"], label, wrong_count(group)) for r in run.get("rows", []) for label, group in row_groups(r)
              if (wrong_count(group) or 0) > 0]
     if wrong or run.get("out_of_bounds_failed"):
@@ -356,7 +422,7 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
         if run.get("out_of_bounds_failed"):
             said.append(f"Out of bounds values : {run['out_of_bounds_failed']} FAILED")
         return {"id": "rack-all-reduce", "outcome": FAILED,
-                "reason": "the all_reduce's data check failed: " + "; ".join(said)}
+                "reason": "the all_reduce's data check failed: " + "; ".join(said) + noted}
     rows = [r for r in run.get("rows", []) if isinstance((r.get("oop") or {}).get("busbw"), int | float)]
     if not rows:
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED, "reason": "the all_reduce output has no result row"}
@@ -366,20 +432,20 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
     ranks, at_least = run.get("ranks"), run.get("ranks_at_least")
     if ranks is not None and ranks != rack_gpus:
         return {"id": "rack-all-reduce", "outcome": FAILED,
-                "reason": f"the all_reduce ran over {ranks} ranks, the rack has {rack_gpus} GPUs ({figure})"}
+                "reason": f"the all_reduce ran over {ranks} ranks, the rack has {rack_gpus} GPUs ({figure}){noted}"}
     if ranks is None:
         count = (f"its device list is cut (ranks printed up to {at_least - 1}: at least {at_least} ranks)"
                  if at_least else "it prints no device list")
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
                 "reason": f"the rank count is unknown, {count}, so it cannot show an all_reduce over the rack's "
-                          f"{rack_gpus} GPUs ({figure})"}
+                          f"{rack_gpus} GPUs ({figure}){noted}"}
     if run.get("unfinished"):
         # the floor is the run's at its largest size: a run that died before it measured no row the floor is for
         return {"id": "rack-all-reduce", "outcome": NOT_CHECKED,
                 "reason": f"{run['unfinished']}: the floor is held at the largest size of a whole run, which this run "
-                          f"did not reach (all_reduce over {ranks} ranks: {figure}, its last size measured)"}
+                          f"did not reach (all_reduce over {ranks} ranks: {figure}, its last size measured){noted}"}
     return {"id": "rack-all-reduce", "outcome": PASSED if busbw >= min_busbw else FAILED,
-            "reason": f"all_reduce over {ranks} ranks: {figure}"}
+            "reason": f"all_reduce over {ranks} ranks: {figure}{noted}"}
 
 
 def _imex_strangers(imex: dict, trays: list[Tray]) -> list[str]:

@@ -46,6 +46,10 @@ _HEALTH_BAD = {"Bandwidth": {"Degraded"}, "Route Unhealthy": {"True"}, "Summary"
 #: health fields whose every word but these says the GPU is misplaced (NVML's INCORRECT_CONFIGURATION_NONE)
 _HEALTH_ONLY_GOOD = {"Incorrect Configuration": {"None", "N/A", "Not Supported"}}
 _HEALTH_SUMMARY = {1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
+#: a health field's NVML numbers by field name, and names and words in their printed case (matched ignoring case)
+_HEALTH_MEANINGS = {**{name: meaning for name, _, _, meaning in HEALTH_FIELDS}, "Summary": _HEALTH_SUMMARY}
+_HEALTH_NAMES = {name.lower(): name for name in _HEALTH_MEANINGS}
+_HEALTH_WORDS = {word.lower(): word for meaning in _HEALTH_MEANINGS.values() for word in meaning.values()}
 
 
 @dataclass
@@ -138,15 +142,42 @@ def fabric_info_from_record(value, where: str, who: str) -> GpuFabricInfo | None
         info.cluster_uuid = uuid.lower()
     elif uuid is not None:
         info.unreadable["cluster_uuid"] = f"{who} fabric cluster UUID {uuid!r} in {where} is not a UUID"
-    health, mask = value.get("health"), value.get("health_mask")
-    if isinstance(health, dict):
-        info.health = {str(k): str(v) for k, v in health.items() if isinstance(v, str | int)}
-    elif _whole(mask):
-        summary = value.get("health_summary")
-        info.health = health_words(mask, summary if _whole(summary) else None)
+    _read_health(value, info, where, who)
     if info.state is NA:
         info.status = info.clique_id = info.cluster_uuid = NA
     return info
+
+
+def _read_health(value: dict, info: GpuFabricInfo, where: str, who: str) -> None:
+    """The health words of a ``health`` dict (words, or NVML's per-field numbers decoded like the mask) and of
+    ``health_mask``: both are judged, a field missing from one is taken from the other, and a field the two
+    readings name differently is a contradiction (``unreadable``: a failure, never the better word)."""
+    health, mask = value.get("health"), value.get("health_mask")
+    named = {}
+    if isinstance(health, dict):
+        for key, said in health.items():
+            name = _HEALTH_NAMES.get(str(key).strip().lower(), str(key))
+            if _whole(said):
+                word = _HEALTH_MEANINGS.get(name, {}).get(said)
+                if word is None:
+                    info.unreadable[f"health {name}"] = f"{who} fabric health {name} {said!r} in {where} is no " \
+                                                        "value NVML defines"
+                    continue
+            elif isinstance(said, str):
+                word = _HEALTH_WORDS.get(said.strip().lower(), said.strip())
+            else:
+                continue
+            named[name] = word
+    if _whole(mask):
+        summary = value.get("health_summary")
+        decoded = health_words(mask, summary if _whole(summary) else None)
+        disagree = [f"{name} {named[name]} vs {word}" for name, word in decoded.items()
+                    if name in named and named[name].lower() != word.lower()]
+        if disagree:
+            info.unreadable["health"] = f"{who} fabric health and health_mask in {where} disagree: " \
+                                        + "; ".join(disagree)
+        named = {**decoded, **named}
+    info.health = named
 
 
 def _whole(value) -> bool:
@@ -166,12 +197,15 @@ def fabric_problem(info: GpuFabricInfo | None) -> str | None:
         return f"fabric state {info.state}, not {COMPLETED} (the fabric manager has not registered the GPU)"
     if info.status not in (SUCCESS, None, NA):
         return f"fabric status {info.status}, not {SUCCESS}"
+    said = {name.lower(): (name, word) for name, word in info.health.items()}  # case-insensitive, both sides
     for name, bad in _HEALTH_BAD.items():
-        if info.health.get(name) in bad:
-            return f"fabric health {name} {info.health[name]}"
+        field_name, word = said.get(name.lower(), (name, ""))
+        if str(word).strip().lower() in {b.lower() for b in bad}:
+            return f"fabric health {field_name} {word}"
     for name, good in _HEALTH_ONLY_GOOD.items():
-        if name in info.health and info.health[name] not in good:
-            return f"fabric health {name} {info.health[name]}"
+        field_name, word = said.get(name.lower(), (name, None))
+        if word is not None and str(word).strip().lower() not in {g.lower() for g in good}:
+            return f"fabric health {field_name} {word}"
     return None
 
 
