@@ -11,8 +11,8 @@ From each run's results JSON it reads each test's seconds (set-up, call and tear
 measurement pays for it) and from the measurement files each workload's ``runner`` timing (started in a spare or
 cold, when it was ready, done and exited; for a workload of several processes, each one's start). Prints the
 per-phase table, and writes OUT/timing.json, OUT/timing.md and the summary ``--last`` (default
-benchmarks/acceptance_time.<N>gpu.last.json, a file per GPU count): device, gpus, init_measure_s, acceptance_wall_s, burn_in_s, burn_in_wall_s,
-the phases.
+benchmarks/acceptance_time.<N>gpu.last.json, a file per GPU count): device, gpus, init_measure_s,
+acceptance_wall_s, burn_in_s, burn_in_wall_s, the phases.
 
     python3 benchmarks/acceptance_time.py --measure --burn-in 60s --out /tmp/timing
 
