@@ -4,6 +4,9 @@ public GB200 outputs of tests/data/captures/public/blackwell/: one nvml.json (fo
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from pytest_gpufabric.formats.nvidia_smi_text import parse_smi_list, parse_smi_table
@@ -12,6 +15,8 @@ ROOT = Path(__file__).resolve().parent
 BLACKWELL = ROOT / "data" / "captures" / "public" / "blackwell"
 RACK = ROOT / "data" / "racks" / "gb200-nvl72-replayed"
 TRAYS = [f"gb200-tray{t:02d}" for t in range(1, 19)]
+#: the real public 72-rank all_reduce over one GB200 NVL72 rack (its device list cut to one line)
+NCCL_72 = BLACKWELL / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
 
 #: the fabric reading every GPU of the healthy rack carries. NOT read off a GB200: no GB200 `nvidia-smi -q` or NVML
 #: fabric reading was found in a copyable form. State 3 (Completed) and status 0 (Success) are what NVIDIA documents
@@ -60,3 +65,16 @@ def fleet_results(verdicts: dict[str, str | None] | None = None) -> dict:
                 "duplicate_hosts": []}
     document["integrity"] = integrity_block(document, None, None, None)
     return document
+
+
+def run_rack(*args: str) -> subprocess.CompletedProcess:
+    """`gpufabric fleet rack ARGS`, as a user runs it from the repository's root."""
+    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "rack", *args], capture_output=True,
+                          text=True, cwd=ROOT.parent)
+
+
+def copied_rack(tmp_path: Path) -> Path:
+    """A copy of the replayed rack, for a test to change."""
+    copy = tmp_path / "rack"
+    shutil.copytree(RACK, copy)
+    return copy

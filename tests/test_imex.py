@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rack_replay import RACK, fleet_results
+from rack_replay import NCCL_72, RACK, fleet_results
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
@@ -17,7 +17,6 @@ from pytest_gpufabric.formats.imex import parse_imex_status
 ROOT = Path(__file__).resolve().parent.parent
 BLACKWELL = ROOT / "tests" / "data" / "captures" / "public" / "blackwell"
 IMEX = BLACKWELL / "nvidia-imex-ctl-N-gb200-nvl72-18node-570.172-aws-p6e.txt"
-NCCL_72 = BLACKWELL / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
 
 
 def _imex_outcome(text: str) -> dict:

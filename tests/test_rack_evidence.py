@@ -9,31 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from rack_replay import RACK, TRAYS, fleet_results, tray_record
+from rack_replay import NCCL_72, RACK, TRAYS, copied_rack, fleet_results, run_rack, tray_record
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 from pytest_gpufabric.report.integrity import integrity_block
 
 ROOT = Path(__file__).resolve().parent.parent
 BLACKWELL = ROOT / "tests/data/captures/public/blackwell"
-NCCL_72 = BLACKWELL / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
 SMI_Q_TEXT = BLACKWELL / "nvidia-smi-q-h100-1gpu-560.35.03-della-fabric-completed-clique0.txt"
-
-
-def _rack(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "rack", *args], capture_output=True,
-                          text=True, cwd=ROOT)
-
-
-def _copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "rack"
-    shutil.copytree(RACK, copy)
-    return copy
 
 
 def _promise(document: dict, promise: str) -> dict:
@@ -52,7 +38,7 @@ def _set_fabric(rack: Path, tray: str, fabric: dict) -> None:
 
 
 def test_a_tray_holding_another_trays_bundle_is_rejected(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     shutil.copy(rack / "gb200-tray01" / "nvml.json", rack / "gb200-tray05" / "nvml.json")
     document = judge_rack(read_trays(rack))
     trays = _promise(document, "rack-trays")
@@ -64,7 +50,7 @@ def test_a_tray_holding_another_trays_bundle_is_rejected(tmp_path):
 
 
 def test_a_tray_folder_that_links_to_another_tray_is_rejected(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     shutil.rmtree(rack / "gb200-tray05")
     os.symlink(rack / "gb200-tray01", rack / "gb200-tray05")
     trays = _promise(judge_rack(read_trays(rack)), "rack-trays")
@@ -79,7 +65,7 @@ def test_a_tray_folder_that_links_to_another_tray_is_rejected(tmp_path):
 @pytest.mark.parametrize("fabric, lacking", [({}, "state, status, clique id, cluster UUID"),
                                              ({"state": 3}, "status, clique id, cluster UUID")])
 def test_a_fabric_reading_missing_its_facts_is_not_checked(tmp_path, fabric, lacking):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     _set_fabric(rack, "gb200-tray05", fabric)
     document = judge_rack(read_trays(rack))
     assert document["verdict"] == "INCOMPLETE"
@@ -90,7 +76,7 @@ def test_a_fabric_reading_missing_its_facts_is_not_checked(tmp_path, fabric, lac
 
 
 def test_a_smi_q_text_cut_after_the_fabric_state_is_not_checked(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     (rack / "gb200-tray10" / "nvml.json").unlink()
     text = SMI_Q_TEXT.read_text()
     cut = text.index("        Status                            : Success")
@@ -124,7 +110,7 @@ NO_BUS = "; bus ids not compared: the device lines print [0x01], not a domain:bu
 def _all_reduce(tmp_path: Path, text: str) -> dict:
     path = tmp_path / "all_reduce.txt"
     path.write_text(text)
-    done = _rack(str(RACK), "--json", "--all-reduce", str(path), "--min-busbw", "800 GB/s")
+    done = run_rack(str(RACK), "--json", "--all-reduce", str(path), "--min-busbw", "800 GB/s")
     return _promise(json.loads(done.stdout), "rack-all-reduce")
 
 
@@ -176,7 +162,7 @@ def test_a_run_whose_device_lines_are_not_the_trays_gpus_is_not_checked(tmp_path
 
 
 def test_trays_without_a_host_leave_hosts_uncompared_but_judge_the_rest(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     for tray in rack.iterdir():
         if tray.is_dir():
             record = json.loads((tray / "nvml.json").read_text())
@@ -227,7 +213,7 @@ def test_the_last_run_is_judged_by_its_own_rank_count(tmp_path):
     (("--all-reduce", str(NCCL_72), "--min-busbw", "0 GB/s"),
      "--min-busbw '0 GB/s': give a bandwidth above 0")])
 def test_options_that_cannot_describe_the_rack_are_a_usage_error(args, message):
-    done = _rack(str(RACK), *args)
+    done = run_rack(str(RACK), *args)
     assert (done.returncode, done.stderr.strip()) == (4, f"gpufabric fleet rack: {message}")
 
 
@@ -237,7 +223,7 @@ def test_options_that_cannot_describe_the_rack_are_a_usage_error(args, message):
 def _fleet_outcome(tmp_path: Path, document: dict) -> dict:
     path = tmp_path / "fleet-results.json"
     path.write_text(json.dumps(document))
-    return _promise(json.loads(_rack(str(RACK), "--json", "--fleet", str(path)).stdout), "rack-trays-accepted")
+    return _promise(json.loads(run_rack(str(RACK), "--json", "--fleet", str(path)).stdout), "rack-trays-accepted")
 
 
 def test_fleet_results_that_are_whole_pass(tmp_path):
@@ -300,7 +286,7 @@ def test_the_fleet_promise_looks_up_the_rack_s_trays_not_the_folders():
                                          ("Partition Assigned", "False"), ("Route Recovery in progress", "True"),
                                          ("Access Timeout Recovery", "True")])
 def test_fabric_health_saying_the_gpu_is_misplaced_fails_registration(tmp_path, field, word):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     fabric = dict(tray_record(5)["gpus"][0]["fabric"], health={field: word})
     _set_fabric(rack, "gb200-tray05", fabric)
     registration = _promise(judge_rack(read_trays(rack)), "rack-fabric-registration")
@@ -311,7 +297,7 @@ def test_fabric_health_saying_the_gpu_is_misplaced_fails_registration(tmp_path, 
 
 def test_mask_decoded_health_words_are_judged_the_same(tmp_path):
     """NVML's mask: Incorrect Configuration 5 (Insufficient NVLinks) at bits 8-11, Partition Assigned 1 (True)."""
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     _set_fabric(rack, "gb200-tray05", dict(tray_record(5)["gpus"][0]["fabric"], health_mask=(5 << 8) | (1 << 12)))
     registration = _promise(judge_rack(read_trays(rack)), "rack-fabric-registration")
     assert "fabric health Incorrect Configuration Insufficient NVLinks" in registration["reason"]
@@ -325,7 +311,7 @@ def test_mask_decoded_health_words_are_judged_the_same(tmp_path):
                                "Bandwidth Full vs Degraded"),  # two readings that disagree: failed
 ])
 def test_fabric_health_is_judged_from_both_the_dict_and_the_mask(tmp_path, health, mask, reason):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     fabric = dict(tray_record(5)["gpus"][0]["fabric"], health=health)
     if mask is not None:
         fabric["health_mask"] = mask
@@ -340,7 +326,7 @@ def test_fabric_health_is_judged_from_both_the_dict_and_the_mask(tmp_path, healt
 
 
 def test_a_smi_q_text_the_reader_could_not_read_whole_is_not_checked(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     (rack / "gb200-tray10" / "nvml.json").unlink()
     text = SMI_Q_TEXT.read_text().replace("Attached GPUs                             : 1",
                                           "Attached GPUs                             : 6")
@@ -351,7 +337,7 @@ def test_a_smi_q_text_the_reader_could_not_read_whole_is_not_checked(tmp_path):
 
 
 def test_two_readings_of_a_tray_that_disagree_are_rejected(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     shutil.copy(SMI_Q_TEXT, rack / "gb200-tray05" / "nvidia-smi-q.txt")
     trays = _promise(judge_rack(read_trays(rack)), "rack-trays")
     assert trays == {"id": "rack-trays", "outcome": "failed",
@@ -361,7 +347,7 @@ def test_two_readings_of_a_tray_that_disagree_are_rejected(tmp_path):
 def test_two_readings_of_one_gpu_with_another_fabric_state_are_rejected(tmp_path):
     """The tray's bundle holds the one GPU of the real della `-q` text with that text's fabric reading; the text
     beside it says In Progress."""
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     path = rack / "gb200-tray05" / "nvml.json"
     record = json.loads(path.read_text())
     record["gpus"] = [dict(record["gpus"][0], uuid="GPU-f7b02328-d6fe-5b1f-9683-15041689bb03",
@@ -428,7 +414,7 @@ def _four_gpu_text(tray: int) -> str:
 
 
 def test_a_tray_text_whose_header_says_more_gpus_than_it_describes_is_not_checked(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     (rack / "gb200-tray10" / "nvml.json").unlink()
     text = _four_gpu_text(10)
     (rack / "gb200-tray10" / "nvidia-smi-q.txt").write_text(text)

@@ -8,30 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from rack_replay import CLIQUE_ID, CLUSTER_UUID, RACK, TRAYS, fleet_results, tray_record
+from rack_replay import CLIQUE_ID, CLUSTER_UUID, NCCL_72, RACK, TRAYS, copied_rack, fleet_results, run_rack, tray_record
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 
 ROOT = Path(__file__).resolve().parent.parent
-NCCL_72 = ROOT / "tests/data/captures/public/blackwell/nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
 DOMAIN = f"cluster UUID {CLUSTER_UUID}, clique {CLIQUE_ID}"
 ZERO = "00000000-0000-0000-0000-000000000000"
-
-
-def _rack(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "rack", *args], capture_output=True,
-                          text=True, cwd=ROOT)
-
-
-def _copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "rack"
-    shutil.copytree(RACK, copy)
-    return copy
 
 
 def _set_fabric(rack: Path, tray: str, **fabric) -> None:
@@ -58,7 +44,7 @@ def test_the_committed_rack_is_what_the_captures_give():
 
 
 def test_the_healthy_rack_holds_its_fabric_promises_and_is_incomplete_without_the_rest():
-    done = _rack(str(RACK), "--json")
+    done = run_rack(str(RACK), "--json")
     assert done.returncode == 6, done.stderr
     document = json.loads(done.stdout)
     assert document["verdict"] == "INCOMPLETE"
@@ -71,15 +57,15 @@ def test_the_healthy_rack_holds_its_fabric_promises_and_is_incomplete_without_th
 
 
 def test_one_tray_out_of_the_clique_rejects_the_rack_naming_the_tray(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     _set_fabric(rack, "gb200-tray07", clique_id=CLIQUE_ID + 1)
-    done = _rack(str(rack))
+    done = run_rack(str(rack))
     assert done.returncode == 1, done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith("gpufabric: REJECTED rack rack: rack-nvlink-domain: tray gb200-tray07 out of the rack's "
                             "NVLink domain: tray gb200-tray07 GPU0 (GPU-c180d613-630c-b39f-e5e0-7eaf73720007): "
                             f"cluster UUID {CLUSTER_UUID}, clique 4027: not the rack's ({DOMAIN})")
-    document = json.loads(_rack(str(rack), "--json").stdout)
+    document = json.loads(run_rack(str(rack), "--json").stdout)
     domain = next(p for p in document["promises"] if p["id"] == "rack-nvlink-domain")
     assert domain["outcome"] == "failed"
     assert domain["gpus"] == [f"tray gb200-tray07 GPU{i} ({tray_record(7)['gpus'][i]['uuid']})" for i in range(4)]
@@ -88,7 +74,7 @@ def test_one_tray_out_of_the_clique_rejects_the_rack_naming_the_tray(tmp_path):
 
 def test_a_tray_left_out_of_the_partition_fails_registration_and_domain(tmp_path):
     """The failure the Azure HPC image check missed: Completed, Insufficient Resources, clique 0, an all-zero UUID."""
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     _set_fabric(rack, "gb200-tray12", status=23, clique_id=0, cluster_uuid=ZERO)
     document = judge_rack(read_trays(rack))
     assert document["verdict"] == "REJECTED"
@@ -102,7 +88,7 @@ def test_a_tray_left_out_of_the_partition_fails_registration_and_domain(tmp_path
 
 
 def test_one_gpu_still_registering_names_that_gpu(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     path = rack / "gb200-tray03" / "nvml.json"
     record = json.loads(path.read_text())
     record["gpus"][2]["fabric"]["state"] = 2
@@ -117,9 +103,9 @@ def test_one_gpu_still_registering_names_that_gpu(tmp_path):
 
 
 def test_a_missing_tray_is_named_and_a_short_tray_fails(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     shutil.rmtree(rack / "gb200-tray18")
-    document = json.loads(_rack(str(rack), "--json", "--expect", "gb200-tray[01-18]").stdout)
+    document = json.loads(run_rack(str(rack), "--json", "--expect", "gb200-tray[01-18]").stdout)
     trays = document["promises"][0]
     assert trays == {"id": "rack-trays", "outcome": "not checked", "reason": "tray gb200-tray18 did not report"}
     path = rack / "gb200-tray05" / "nvml.json"
@@ -127,7 +113,7 @@ def test_a_missing_tray_is_named_and_a_short_tray_fails(tmp_path):
     record["gpus"].pop()
     record["gpu_count"] = 3
     path.write_text(json.dumps(record))
-    done = _rack(str(rack), "--json")
+    done = run_rack(str(rack), "--json")
     assert done.returncode == 1
     assert json.loads(done.stdout)["promises"][0]["reason"] == (
         "tray gb200-tray05 has 3 GPUs, a tray has 4; 17 tray folders of 18: 1 did not report")
@@ -139,7 +125,7 @@ def test_the_public_72_rank_all_reduce_cannot_show_its_rank_count(tmp_path):
     tray's host and model it still cannot show the rank count."""
     run = all_reduce_run(NCCL_72.read_text())
     assert (run["ranks"], run["ranks_at_least"]) == (None, 72)
-    done = _rack(str(RACK), "--json", "--all-reduce", str(NCCL_72), "--min-busbw", "800 GB/s")
+    done = run_rack(str(RACK), "--json", "--all-reduce", str(NCCL_72), "--min-busbw", "800 GB/s")
     promise = next(p for p in json.loads(done.stdout)["promises"] if p["id"] == "rack-all-reduce")
     assert promise == {"id": "rack-all-reduce", "outcome": "not checked",
                        "reason": "the all_reduce is not a run over the rack's GPUs: rank 71 names NVIDIA Graphics "
@@ -148,7 +134,7 @@ def test_the_public_72_rank_all_reduce_cannot_show_its_rank_count(tmp_path):
     ours = tmp_path / "all_reduce.txt"
     ours.write_text(NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18")
                     .replace("NVIDIA Graphics Device", "NVIDIA GB200"))
-    done = _rack(str(RACK), "--json", "--all-reduce", str(ours), "--min-busbw", "800 GB/s")
+    done = run_rack(str(RACK), "--json", "--all-reduce", str(ours), "--min-busbw", "800 GB/s")
     promise = next(p for p in json.loads(done.stdout)["promises"] if p["id"] == "rack-all-reduce")
     assert promise == {"id": "rack-all-reduce", "outcome": "not checked",
                        "reason": "the rank count is unknown, its device list is cut (ranks printed up to 71: at "
@@ -162,22 +148,22 @@ def test_the_public_72_rank_all_reduce_cannot_show_its_rank_count(tmp_path):
 def test_the_trays_own_acceptance_from_the_fleet_results(tmp_path, verdicts, outcome):
     fleet = tmp_path / "fleet-results.json"
     fleet.write_text(json.dumps(fleet_results(verdicts)))
-    document = json.loads(_rack(str(RACK), "--json", "--fleet", str(fleet)).stdout)
+    document = json.loads(run_rack(str(RACK), "--json", "--fleet", str(fleet)).stdout)
     assert _outcomes(document)["rack-trays-accepted"] == outcome
 
 
 def test_bad_input_is_one_line_and_exit_4(tmp_path):
     (tmp_path / "fleet.json").write_text("[1, 2]")
-    done = _rack(str(RACK), "--fleet", str(tmp_path / "fleet.json"))
+    done = run_rack(str(RACK), "--fleet", str(tmp_path / "fleet.json"))
     assert done.returncode == 4
     assert done.stderr.startswith("gpufabric fleet rack: --fleet ") and "Traceback" not in done.stderr
-    assert _rack(str(tmp_path / "nowhere")).returncode == 4
-    assert _rack(str(RACK), "--all-reduce", str(NCCL_72)).stderr.strip() == (
+    assert run_rack(str(tmp_path / "nowhere")).returncode == 4
+    assert run_rack(str(RACK), "--all-reduce", str(NCCL_72)).stderr.strip() == (
         "gpufabric fleet rack: --all-reduce and --min-busbw go together")
 
 
 def test_a_tray_whose_evidence_has_no_fabric_reading_is_not_checked_not_failed(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     path = rack / "gb200-tray04" / "nvml.json"
     record = json.loads(path.read_text())
     for gpu in record["gpus"]:
@@ -193,7 +179,7 @@ def test_a_tray_whose_evidence_has_no_fabric_reading_is_not_checked_not_failed(t
 
 
 def test_a_rack_in_no_multi_node_partition_fails_its_domain(tmp_path):
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     for tray in TRAYS:
         _set_fabric(rack, tray, clique_id=0, cluster_uuid=ZERO)
     document = judge_rack(read_trays(rack))
@@ -206,7 +192,7 @@ def test_a_rack_in_no_multi_node_partition_fails_its_domain(tmp_path):
 def test_a_tray_given_as_nvidia_smi_q_text_is_read_and_judged(tmp_path):
     """A tray folder holding a saved `nvidia-smi -q` (here the real one-GPU HGX H100 -q, clique 0, all-zero UUID)
     instead of a bundle: read through the -q reader, and judged as a tray of the wrong size outside the domain."""
-    rack = _copy(tmp_path)
+    rack = copied_rack(tmp_path)
     (rack / "gb200-tray10" / "nvml.json").unlink()
     shutil.copy(ROOT / "tests/data/captures/public/blackwell/"
                 "nvidia-smi-q-h100-1gpu-560.35.03-della-fabric-completed-clique0.txt",
