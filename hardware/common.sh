@@ -8,6 +8,19 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site
 work=$(mktemp -d) && cd "$work" || exit 1
 step() { echo; echo "### $*"; "$@"; echo "### exit $?"; }
+# timed NAME COMMAND...: runs it, its output in $timed_dir/NAME.out and .err (timed_dir: default here), and appends
+# "NAME rc=RC wall_s=SECONDS first line" to $timed_dir/timings.txt
+timed() {
+  local name=$1 dir=${timed_dir:-.}; shift
+  local start end rc ms
+  start=$(date +%s%N)
+  "$@" > "$dir/$name.out" 2> "$dir/$name.err"
+  rc=$?
+  end=$(date +%s%N)
+  ms=$(( (end - start) / 1000000 ))
+  printf '%s rc=%s wall_s=%d.%03d %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) "$(head -n1 "$dir/$name.out")" \
+    | tee -a "$dir/timings.txt"
+}
 # run_key PUB: an Ed25519 key of this run only, run-key.pem here and its public half at PUB (it travels with the
 # report, for `gpufabric verify --key`)
 run_key() {

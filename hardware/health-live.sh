@@ -16,19 +16,9 @@ set -u -o pipefail
 mkdir -p "$1" && out=$(readlink -f "$1")
 source "$(dirname "$0")/common.sh"
 state="$out/state" prom="$out/prom"
+timed_dir=$out  # common.sh's timed writes here
 mkdir -p "$state" "$prom"
 : > "$out/timings.txt"
-timed() {  # timed NAME COMMAND...: runs it, appends "NAME rc=RC wall_s=SECONDS first line" to timings.txt
-  local name=$1; shift
-  local start end rc ms
-  start=$(date +%s%N)
-  "$@" > "$out/$name.out" 2> "$out/$name.err"
-  rc=$?
-  end=$(date +%s%N)
-  ms=$(( (end - start) / 1000000 ))
-  printf '%s rc=%s wall_s=%d.%03d %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) "$(head -n1 "$out/$name.out")" \
-    | tee -a "$out/timings.txt"
-}
 health() {  # health NAME ARGS...: one timed run against the node's state, its JSON kept
   local name=$1; shift
   timed "$name" python3 -m pytest_gpufabric health --profile machine.yaml --state-dir "$state" --prom "$prom" \

@@ -16,17 +16,6 @@ set -u -o pipefail
 out=$1
 profile_arg=${2:-}
 source "$(dirname "$0")/common.sh"
-timed() {  # timed NAME COMMAND...: runs it, appends "NAME rc=RC wall_s=SECONDS first line" to timings.txt
-  local name=$1; shift
-  local start end rc ms
-  start=$(date +%s%N)
-  "$@" > "$name.out" 2> "$name.err"
-  rc=$?
-  end=$(date +%s%N)
-  ms=$(( (end - start) / 1000000 ))
-  printf '%s rc=%s wall_s=%d.%03d %s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000)) "$(head -n1 "$name.out")" \
-    | tee -a timings.txt
-}
 {
   step nvidia-smi -L
   step python3 -m pytest_gpufabric snapshot snapshot
