@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import GpuFabricError
 from ..fleet.fabric import FABRIC_FILE, judge_fabric
 from ..fleet.rack import register_rack
+from ..fleet.sbatch import SCRIPT as SBATCH_SCRIPT
 from ..verdict import EXIT_CODES
 from .common import (
     EXIT_OK,
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: 10m where the profile promises a burn-in, else none)")
     sbatch.add_argument("--nodes", "-N", type=whole_number(1, 10**6), help="how many nodes (default: sbatch's, "
                         "or give -N to sbatch yourself)")
-    sbatch.add_argument("--script", default="examples/fleet-acceptance.sbatch", help="the batch script "
+    sbatch.add_argument("--script", default=SBATCH_SCRIPT, help="the batch script "
                         "(default %(default)s)")
     sbatch.add_argument("--check", action="store_true", help="inside the job, print nothing and exit 0 when it "
                         "asked for the profile's GPUs per node (or Slurm granted none as GRES), 4 naming the "
