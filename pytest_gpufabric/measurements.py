@@ -56,9 +56,10 @@ def _diagnostic_live(measurement: DiagnosticMeasurement) -> Callable[[Any], dict
 
 def _beside_refused(measurement: DiagnosticMeasurement) -> Callable[[Any], str | None]:
     """Why this diagnostic does not run alongside its partner in this run (its kind's rule on both sections)."""
+    partner = next(m.diagnostic for m in (k.measurement for k in diagnostics())
+                   if m.diagnostic.measurement == measurement.runs_beside)
+
     def refused(fabric_session) -> str | None:
-        partner = next(m.diagnostic for m in (k.measurement for k in diagnostics())
-                       if m.diagnostic.measurement == measurement.runs_beside)
         data = fabric_session.profile.data
         return measurement.beside_refused(data[measurement.diagnostic.key], data.get(partner.key, {}),
                                           fabric_session.fabric)

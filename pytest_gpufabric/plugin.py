@@ -129,7 +129,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if getattr(session.config.option, "dist", "no") == "no" or hasattr(session.config, "workerinput"):
         # the first workload waits for its spare's torch import: start them now rather than after collection,
         # for every measurement the profile promises (collection narrows what may run beside another)
-        fabric_session.prestart_workloads(promised_fixtures())
+        fabric_session.prestart_workloads(every_measurement_fixture())
     from .report.html import add_environment
 
     add_environment(session.config, fabric_session)
@@ -184,8 +184,8 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
     return True if collection_path == SUITES_DIR / platform.SUITE else None
 
 
-def promised_fixtures() -> set[str]:
-    """Every measurement's fixture: prestart_workloads keeps those of the measurements the profile promises."""
+def every_measurement_fixture() -> set[str]:
+    """Every measurement's fixture (prestart_workloads starts spares only for those the profile promises)."""
     from .measurements import REGISTRY
 
     return {entry.fixture for entry in REGISTRY.values()}
