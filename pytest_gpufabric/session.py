@@ -224,6 +224,8 @@ class FabricSession:
         """The measurements this run asks for that run alongside ``name`` (Measurement.runs_beside) start now, each
         in a thread; the test that asks for one later takes its result."""
         started = []
+        if self.records_journal is not None:  # a pytest-xdist worker: another worker may run the partner's test
+            return started
         for entry in REGISTRY.values():
             if (entry.runs_beside == name and entry.name not in self._measured and entry.fixture in self._asked
                     and not entry.why_not_promised(self.profile) and not entry.beside_refused(self)):

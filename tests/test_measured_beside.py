@@ -124,6 +124,25 @@ def test_a_partner_not_asked_for_is_not_started(tmp_path, monkeypatch):
     assert [name for name, *_ in log] == ["host"]
 
 
+
+def test_a_pytest_xdist_worker_starts_no_partner(tmp_path, monkeypatch):
+    """Each worker collects every test but runs some: the partner's test may run on another worker, which would
+    measure it a second time at once."""
+    log: list = []
+    monkeypatch.setitem(REGISTRY, "host", Measurement(
+        name="host", fixture="host_fixture", doc="", why_not_promised=lambda p: None, live=_sleeper("host", 0.1, log),
+        replay=lambda d, s: None, nothing_recorded=""))
+    monkeypatch.setitem(REGISTRY, "partner", Measurement(
+        name="partner", fixture="partner_fixture", doc="", why_not_promised=lambda p: None,
+        live=_sleeper("partner", 0.1, log), replay=lambda d, s: None, nothing_recorded="", runs_beside="host"))
+    session = FabricSession(RunOptions(profile=load_profile("h100-sxm-x1"), report_dir=tmp_path))
+    session.journal_records(object())  # what the plugin gives a worker (records.worker_journal)
+    session.prestart_workloads({"host_fixture", "partner_fixture"})
+    session.measurement("host")
+    session.settle_measurements()
+    assert [name for name, *_ in log] == ["host"]
+
+
 class _RecordedRuns:
     """profile init's live workloads (measure._Runs) played by a real bundle's recordings, each behind a real child
     process that sleeps: when each ran, and what it returned, are known."""
