@@ -248,8 +248,9 @@ def pytest_configure(config):
 
 
 def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.Pytester, warm_start_up):
-    """Real CPU workers, two 1 s chunks: after each one the results JSON on disk holds it (the burn-in runs
-    inside one test, so the per-test rewrite alone would leave hours of burn-in out of it until the end)."""
+    """Real CPU workers, 1 s chunks: after each one the results JSON on disk holds it (the burn-in runs inside
+    one test, so the per-test rewrite alone would leave hours of burn-in out of it until the end). How many chunks
+    fit in the 12 s depends on how long a worker takes to start on this machine (a loaded 2-core machine: one)."""
     pytester.makefile(".yaml", **{"cpu-burn": CPU_PROFILE})
     pytester.makeconftest(CHECKPOINTS)
     pytester.makepyfile(test_checkpoints="def test_checkpoints(gpufabric_run):\n"
@@ -266,7 +267,7 @@ def test_the_results_json_holds_each_burn_in_chunk_as_it_ends(pytester: pytest.P
         "[[]burn-in[]] [[]##############################[]]   0.?/0.2 min  done: 0.? min of GEMMs on every GPU",
         ".*"])
     copies = json.loads((pytester.path / "reports" / "checkpoints.json").read_text())
-    assert len(copies) >= 4  # the start, a copy per chunk (two at least), the end
+    assert len(copies) >= 3  # the start, a copy per chunk (one at least), the end
     assert copies[0]["burn_in"]["chunks"] == [] and copies[0]["burn_in"]["elapsed_s"] == 0
     chunks = len(copies) - 2
     for number, copy in enumerate(copies[1:], start=1):
