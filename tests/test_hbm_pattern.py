@@ -214,7 +214,9 @@ def test_mem_pattern_runs_on_cpu_and_covers_the_region(pattern_result):
         passes = row["passes"]
         # the first cycle whole, in order; then more passes until the 0.3 s were up
         assert [p["pattern"] for p in passes[:4]] == list(PATTERNS)
-        assert len(passes) > 4 and row["seconds"] >= 0.3
+        # more passes where the first cycle left time (a loaded machine may spend the 0.3 s on it)
+        assert row["seconds"] >= 0.3
+        assert len(passes) > 4 or sum(p["seconds"] for p in passes) >= 0.3
         assert all(p["bytes"] == PATTERN_BYTES and p["mismatches"] == 0 for p in passes)
         assert all(math.isfinite(p["seconds"]) and p["seconds"] > 0 for p in passes)
         assert sum(p["seconds"] for p in passes) <= row["seconds"]
