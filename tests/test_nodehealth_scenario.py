@@ -109,7 +109,6 @@ def node(slurm, tmp_path):
 
 
 def test_a_node_over_many_intervals_keeps_every_drain_until_its_evidence(node):
-    started = time.monotonic()
     assert node.run("healthcheck", 0) == 0
     assert node.state() == HEALTHY
 
@@ -167,7 +166,6 @@ def test_a_node_over_many_intervals_keeps_every_drain_until_its_evidence(node):
     assert state["drains"] == [] and [(c["check"], c["by"]) for c in state["cleared"]] == [
         ("quick-gemm", "alice"), ("quick-memory-pattern", "alice")]
     assert set(node.series) == {"passive", "quick"}
-    assert time.monotonic() - started < 60
 
 
 def _shifted(node: Node, bundle: Path, logged_at: float) -> Path:
