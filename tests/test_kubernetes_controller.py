@@ -12,7 +12,6 @@ import copy
 import fnmatch
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -242,8 +241,8 @@ def test_the_npd_image_is_the_current_release_built_with_this_projects_wheel():
     text = DOCKERFILE.read_text(encoding="utf-8")
     (base,) = re.findall(r"^FROM (\S+)", text, re.M)
     assert base == NPD_IMAGE
-    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    wheel = f"{re.sub(r'[-_.]+', '_', project['name']).lower()}-{pytest_gpufabric.__version__}-py3-none-any.whl"
+    (name,) = re.findall(r'^name = "([^"]+)"$', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    wheel = f"{re.sub(r'[-_.]+', '_', name).lower()}-{pytest_gpufabric.__version__}-py3-none-any.whl"
     patterns = re.findall(r"\S*/(pytest_gpufabric-\*\.whl)", text)
     assert len(patterns) == 2 and all(fnmatch.fnmatch(wheel, pattern) for pattern in patterns)
     assert "COPY dist/pytest_gpufabric-*.whl" in text
