@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "kubernetes"
 DRAINO, NPD, DOCKERFILE = EXAMPLES / "gpufabric-draino.yaml", EXAMPLES / "gpufabric-npd.yaml", EXAMPLES / "Dockerfile"
 DRAINO_SOURCE = REPO / "tests" / "data" / "draino"
+NPD_SOURCE = REPO / "tests" / "data" / "node-problem-detector"
 KIND_SCHEMAS = sorted((REPO / "tests" / "data" / "kubernetes").glob("standard-kinds-v*.json"))
 #: the current node-problem-detector release (kubernetes/node-problem-detector tag v1.36.0, 2026-07-11)
 NPD_IMAGE = "registry.k8s.io/node-problem-detector/node-problem-detector:v1.36.0"
@@ -134,6 +135,54 @@ def _npd_condition_type() -> str:
     ruled = {rule["condition"] for rule in monitor["rules"] if rule["type"] == "permanent"}
     assert len(declared) == 1 and declared == ruled
     return declared.pop()
+
+
+def _go_json_keys(path: Path, struct: str) -> set[str]:
+    """The JSON keys of one Go struct: its fields' `json:"..."` tags, less the ones marked "-"."""
+    match = re.search(rf"^type {struct} struct {{\n(.*?)^}}", path.read_text(encoding="utf-8"), re.M | re.S)
+    assert match is not None, f"no struct {struct} in {path.name}"
+    return {tag for tag in re.findall(r'json:"([^",]*)', match.group(1)) if tag not in ("-", "")}
+
+
+def _unread_npd_keys(monitor: dict) -> list[str]:
+    """The keys of a custom plugin monitor config that NPD v1.36.0 does not read (its encoding/json drops them
+    silently), and rule types it does not know."""
+    config, rules = NPD_SOURCE / "custompluginmonitor-config.go", NPD_SOURCE / "custompluginmonitor-types.go"
+    rule_types = set(re.findall(r'^\s*\w+ Type = "(\w+)"', (NPD_SOURCE / "types.go").read_text(encoding="utf-8"),
+                                re.M))
+    unread = sorted(set(monitor) - _go_json_keys(config, "CustomPluginConfig"))
+    unread += [f"pluginConfig.{key}" for key in sorted(set(monitor.get("pluginConfig", {}))
+                                                       - _go_json_keys(config, "pluginGlobalConfig"))]
+    for condition in monitor.get("conditions", []):
+        unread += [f"conditions[].{key}" for key in sorted(set(condition) - _go_json_keys(NPD_SOURCE / "types.go",
+                                                                                       "Condition"))]
+    for rule in monitor.get("rules", []):
+        unread += [f"rules[].{key}" for key in sorted(set(rule) - _go_json_keys(rules, "CustomRule"))]
+        unread += [f"rules[].type {rule.get('type')}"] if rule.get("type") not in rule_types else []
+    return unread
+
+
+def test_the_npd_monitor_config_says_only_what_npd_reads():
+    monitor = _npd_monitor()
+    assert _unread_npd_keys(monitor) == []
+    assert "skip_initial_status" in _go_json_keys(NPD_SOURCE / "custompluginmonitor-config.go",
+                                                  "pluginGlobalConfig")
+    misspelt = copy.deepcopy(monitor)
+    misspelt["pluginConfig"]["skip_intial_status"] = misspelt["pluginConfig"].pop("skip_initial_status")
+    misspelt["rules"][0]["type"] = "permanant"
+    assert _unread_npd_keys(misspelt) == ["pluginConfig.skip_intial_status", "rules[].type permanant"]
+
+
+def test_the_npd_daemonset_runs_the_binary_where_npds_image_has_it():
+    """The command is NPD's binary as its v1.36.0 Dockerfile places it, in an image whose base has apt-get (NPD
+    installs its own packages with Debian's clean-install), which examples/kubernetes/Dockerfile relies on."""
+    npd_dockerfile = (NPD_SOURCE / "Dockerfile").read_text(encoding="utf-8")
+    (binary,) = re.findall(r"^COPY --from=builder /src/bin/node-problem-detector (\S+)$", npd_dockerfile, re.M)
+    (container,) = _one(_documents(NPD), "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert container["command"][0] == binary == "/node-problem-detector"
+    final_base = re.findall(r"^FROM (\S+) AS base$", npd_dockerfile, re.M)
+    assert [image.split("@")[0] for image in final_base] == ["registry.k8s.io/build-image/debian-base:bookworm-v1.0.8"]
+    assert re.search(r"^RUN clean-install ", npd_dockerfile, re.M)
 
 
 def test_draino_flags_are_read_from_its_source():
