@@ -2,7 +2,8 @@
 gpufabric-draino.yaml cordons and drains on it, the Dockerfile builds NPD's image with this project's wheel.
 
 draino's arguments are checked against the flag definitions of the commit its image is built from (vendored under
-tests/data/draino/, SOURCE.md says from where), parsed as draino parses them; the standard kinds of both manifests
+tests/data/draino/, SOURCE.md says from where), parsed as draino parses them; NPD's config against the keys NPD
+v1.36.0 reads (tests/data/node-problem-detector/); the standard kinds of both manifests
 against the strict JSON schemas of Kubernetes 1.29 and 1.37 (tests/data/kubernetes/standard-kinds-*.json,
 extract_kind_schemas.py says how). No cluster runs here, and no image is built: registry.k8s.io cannot be reached."""
 
