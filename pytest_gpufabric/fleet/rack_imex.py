@@ -81,6 +81,7 @@ def _match_nodes(nodes: list[dict], trays: list, tray_count: int,
     unreported_count = max(len(unreported), tray_count - len(trays), 0)  # a node may be one of them
     without = {_IP: {t.name for t in trays if t.addresses is None}, _HOST: {t.name for t in trays if not t.hostname}}
     failed, unresolved, by_tray, counted = [], [], {}, {_IP: 0, _HOST: 0}
+    shared: set[str] = set()  # trays a node names together with another: named, if not alone
     hosts = sorted({t.hostname for t in trays if t.hostname})
     for node in nodes:
         words = f"IMEX node #{node['node']} ({node['address']})"
@@ -92,6 +93,7 @@ def _match_nodes(nodes: list[dict], trays: list, tray_count: int,
             by_tray.setdefault(holders[0], []).append(words)
             counted[kind] += 1
         elif holders:
+            shared.update(holders)
             failed.append(f"{words} is an {kind} of trays {_listed(holders, 3)}: one node, several trays")
         elif without[kind] or unreported_count:
             unresolved.append((words, kind))
@@ -104,7 +106,7 @@ def _match_nodes(nodes: list[dict], trays: list, tray_count: int,
                for name, said in by_tray.items() if len(said) > 1]
     for tray in trays:
         could_be = [words for words, kind in unresolved if tray.name in without[kind]]
-        if tray.name not in by_tray and not could_be:
+        if tray.name not in by_tray and tray.name not in shared and not could_be:
             failed.append(f"tray {tray.name} is in no IMEX node (its addresses: "
                           f"{' '.join(_own_addresses(tray)) or 'none but loopback'})"
                           if tray.addresses is not None else f"tray {tray.name} is in no IMEX node")
