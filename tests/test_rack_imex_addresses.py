@@ -194,3 +194,31 @@ def test_one_address_on_two_trays_is_rejected(tmp_path):
         "IMEX node #0 (172.31.48.81) is an address of trays gb200-tray01, gb200-tray02: one node, several trays; "
         "IMEX node #1 (172.31.48.98) is no tray's address (the trays' addresses: gb200-tray01 172.31.48.81 fd00::1, "
         "gb200-tray02 172.31.48.81 fd00::1, gb200-tray03 172.31.48.221 fd00::3 (+15 more))")
+
+
+def test_one_tray_named_by_two_imex_nodes_is_rejected(tmp_path):
+    """Node #1 listed by tray 01's other address (its IPv6): tray 01 is two nodes, tray 02 none."""
+    rack = addressed_rack(tmp_path)
+    status = parse_imex_status(IMEX_18.read_text().replace("172.31.48.98 ", "fd00::1      "))
+    assert status["nodes"][1]["address"] == "fd00::1"
+    assert _imex(judge_rack(read_trays(rack), imex=status))["reason"] == (
+        "tray gb200-tray01 is IMEX node #0 (172.31.48.81) and IMEX node #1 (fd00::1): one tray, several IMEX nodes; "
+        "tray gb200-tray02 is in no IMEX node (its addresses: 172.31.48.98 fd00::2)")
+
+
+def test_imex_nodes_by_hostname_and_a_tray_without_one_is_not_checked(tmp_path):
+    """The nodes listed by the trays' hostnames (as tests/test_rack_evidence.py lists them); tray 05's nvml.json
+    without its hostname: its node may be that tray."""
+    rack = addressed_rack(tmp_path)
+    text = IMEX_18.read_text()
+    for number, address in enumerate(parse_imex_status(text)["nodes"]):
+        text = text.replace(f" - {address['address']} ", f" - {TRAYS[number]} ")
+    record = json.loads((rack / "gb200-tray05" / "nvml.json").read_text())
+    assert _imex(judge_rack(read_trays(rack), imex=parse_imex_status(text)))["reason"] == (
+        "IMEX domain UP: 18 nodes READY, every pair connected, each node one tray (18 by hostname)")
+    del record["hostname"]
+    (rack / "gb200-tray05" / "nvml.json").write_text(json.dumps(record))
+    assert _imex(judge_rack(read_trays(rack), imex=parse_imex_status(text))) == {
+        "id": "rack-imex", "outcome": "not checked",
+        "reason": "IMEX node #4 (gb200-tray05) matched to no tray: not checked for tray gb200-tray05: its evidence "
+                  "names no host"}

@@ -94,7 +94,8 @@ def _match_nodes(nodes: list[dict], trays: list, tray_count: int,
             counted[kind] += 1
         elif holders:
             shared.update(holders)
-            failed.append(f"{words} is an {kind} of trays {_listed(holders, 3)}: one node, several trays")
+            failed.append(f"{words} is {'an address' if kind == _IP else 'the hostname'} of trays "
+                          f"{_listed(holders, 3)}: one node, several trays")
         elif without[kind] or unreported_count:
             unresolved.append((words, kind))
         elif kind == _IP:
