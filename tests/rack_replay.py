@@ -17,6 +17,10 @@ RACK = ROOT / "data" / "racks" / "gb200-nvl72-replayed"
 TRAYS = [f"gb200-tray{t:02d}" for t in range(1, 19)]
 #: the real public 72-rank all_reduce over one GB200 NVL72 rack (its device list cut to one line)
 NCCL_72 = BLACKWELL / "nccl-2.26.2-gb200-nvl72-72rank-all_reduce-one-device-line.txt"
+#: the real public 18-node IMEX domain of another GB200 rack (AWS's), its nodes listed by IP address
+IMEX_18 = BLACKWELL / "nvidia-imex-ctl-N-gb200-nvl72-18node-570.172-aws-p6e.txt"
+#: a real `ip -j addr` recorded on this project's development VM (its README.md: command and date)
+IP_ADDR_VM = ROOT / "data" / "captures" / "host-addresses-vm" / "ip" / "ip-addr.json"
 
 #: the fabric reading every GPU of the healthy rack carries. NOT read off a GB200: no GB200 `nvidia-smi -q` or NVML
 #: fabric reading was found in a copyable form. State 3 (Completed) and status 0 (Success) are what NVIDIA documents
@@ -78,3 +82,27 @@ def copied_rack(tmp_path: Path) -> Path:
     copy = tmp_path / "rack"
     shutil.copytree(RACK, copy)
     return copy
+
+
+def imex_addresses() -> list[str]:
+    """The IMEX domain's node addresses, node #0 first."""
+    from pytest_gpufabric.formats.imex import parse_imex_status
+
+    return [node["address"] for node in parse_imex_status(IMEX_18.read_text())["nodes"]]
+
+
+def tray_ip_addr(tray: int) -> str:
+    """DERIVED: tray ``tray``'s (1-18) `ip -j addr`: the VM's real output with eth0's 192.0.2.2 replaced by IMEX
+    node #tray-1's address (the node order the hostname tests use: node #i is TRAYS[i]) and its fd00::2 by
+    fd00::<tray>, so each tray holds its own address. No GB200 tray's `ip -j addr` was recorded."""
+    text = IP_ADDR_VM.read_text()
+    assert text.count('"192.0.2.2"') == 1 and text.count('"fd00::2"') == 1
+    return text.replace('"192.0.2.2"', f'"{imex_addresses()[tray - 1]}"').replace('"fd00::2"', f'"fd00::{tray:x}"')
+
+
+def addressed_rack(tmp_path: Path) -> Path:
+    """A copy of the replayed rack whose trays each recorded an ip-addr.json (tray_ip_addr: derived)."""
+    rack = copied_rack(tmp_path)
+    for tray, name in enumerate(TRAYS, start=1):
+        (rack / name / "ip-addr.json").write_text(tray_ip_addr(tray))
+    return rack

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rack_replay import NCCL_72, RACK, fleet_results
+from rack_replay import NCCL_72, RACK, addressed_rack, fleet_results
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
@@ -19,12 +19,12 @@ BLACKWELL = ROOT / "tests" / "data" / "captures" / "public" / "blackwell"
 IMEX = BLACKWELL / "nvidia-imex-ctl-N-gb200-nvl72-18node-570.172-aws-p6e.txt"
 
 
-def _imex_outcome(text: str) -> dict:
-    document = judge_rack(read_trays(RACK), imex=parse_imex_status(text))
+def _imex_outcome(text: str, rack: Path = RACK) -> dict:
+    document = judge_rack(read_trays(rack), imex=parse_imex_status(text))
     return next(p for p in document["promises"] if p["id"] == "rack-imex")
 
 
-def test_the_real_nvl72_imex_status():
+def test_the_real_nvl72_imex_status(tmp_path):
     status = parse_imex_status(IMEX.read_text())
     assert [n["node"] for n in status["nodes"]] == list(range(18))
     assert status["nodes"][0] == {"node": 0, "address": "172.31.48.81", "state": "READY", "version": "570.172"}
@@ -32,8 +32,10 @@ def test_the_real_nvl72_imex_status():
     assert sorted(status["connectivity"], key=int) == [str(i) for i in range(18)]
     assert {code for row in status["connectivity"].values() for code in row.values()} == {"C"}
     assert (status["domain_state"], status["unknown"]) == ("UP", [])
-    assert _imex_outcome(IMEX.read_text()) == {
-        "id": "rack-imex", "outcome": "passed", "reason": "IMEX domain UP: 18 nodes READY, every pair connected"}
+    # its nodes by IP: the trays' recorded addresses (derived: tests/test_rack_imex_addresses.py) match them
+    assert _imex_outcome(IMEX.read_text(), addressed_rack(tmp_path)) == {
+        "id": "rack-imex", "outcome": "passed",
+        "reason": "IMEX domain UP: 18 nodes READY, every pair connected, each node one tray (18 by address)"}
 
 
 def test_a_node_down_and_a_lost_connection_fail_naming_them():
@@ -67,21 +69,23 @@ def test_an_imex_domain_of_another_size_fails():
     assert imex["reason"] == "the IMEX domain has 18 nodes, the rack 19 trays"
 
 
-def test_every_rack_promise_held_is_accepted():
-    """The one path to ACCEPTED: the replayed rack, its trays ACCEPTED in fleet results written here, the real
-    IMEX status, and the real NVL72 all_reduce taken as if its device list were whole (its rank count set to 72:
-    the capture itself shows only rank 71, test_rack_nvl72.py holds that to not checked) and its one device line
-    on a tray of this rack (the capture's is another rack's host and driver name)."""
+def test_every_rack_promise_held_is_accepted(tmp_path):
+    """The one path to ACCEPTED: the replayed rack with its trays' addresses (derived: rack_replay.addressed_rack),
+    its trays ACCEPTED in fleet results written here, the real IMEX status, and the real NVL72 all_reduce taken as
+    if its device list were whole (its rank count set to 72: the capture itself shows only rank 71,
+    test_rack_nvl72.py holds that to not checked) and its one device line on a tray of this rack (the capture's is
+    another rack's host and driver name)."""
     ours = NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18").replace("NVIDIA Graphics Device",
                                                                                     "NVIDIA GB200")
     run = dict(all_reduce_run(ours), ranks=72)
     fleet = fleet_results()
-    document = judge_rack(read_trays(RACK), fleet=fleet, all_reduce=run, min_busbw=800.0,
+    rack = addressed_rack(tmp_path)
+    document = judge_rack(read_trays(rack), fleet=fleet, all_reduce=run, min_busbw=800.0,
                           imex=parse_imex_status(IMEX.read_text()))
     assert document["verdict"] == "ACCEPTED"
     assert {p["outcome"] for p in document["promises"]} == {"passed"}
     assert document["reason"] == "every promise of the rack held"
-    below = judge_rack(read_trays(RACK), fleet=fleet, all_reduce=run, min_busbw=850.0,
+    below = judge_rack(read_trays(rack), fleet=fleet, all_reduce=run, min_busbw=850.0,
                        imex=parse_imex_status(IMEX.read_text()))
     assert below["verdict"] == "REJECTED"
     assert below["reason"] == ("rack-all-reduce: all_reduce over 72 ranks: 834.57 GB/s busbw at 8589934592 B, "
@@ -89,12 +93,13 @@ def test_every_rack_promise_held_is_accepted():
                                "domain:bus:device")
 
 
-def test_parse_imex_cli():
+def test_parse_imex_cli(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "parse", "imex", str(IMEX)], capture_output=True,
                           text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["domain_state"] == "UP"
-    rack = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "rack", str(RACK), "--imex", str(IMEX)],
-                          capture_output=True, text=True, cwd=ROOT)
+    rack = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "fleet", "rack", str(addressed_rack(tmp_path)),
+                           "--imex", str(IMEX)], capture_output=True, text=True, cwd=ROOT)
     assert rack.returncode == 6
-    assert "  rack-imex: passed: IMEX domain UP: 18 nodes READY, every pair connected" in rack.stdout.splitlines()
+    assert ("  rack-imex: passed: IMEX domain UP: 18 nodes READY, every pair connected, each node one tray (18 by "
+            "address)") in rack.stdout.splitlines()

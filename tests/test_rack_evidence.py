@@ -392,7 +392,7 @@ def test_an_imex_domain_of_other_hosts_fails():
     assert _promise(judge_rack(read_trays(RACK), imex=other), "rack-imex") == {
         "id": "rack-imex", "outcome": "failed",
         "reason": "IMEX node #17 (gb300-tray18) is no tray of the rack (their hosts: gb200-tray01, gb200-tray02, "
-                  "gb200-tray03 ...)"}
+                  "gb200-tray03 ...); tray gb200-tray18 is in no IMEX node"}
 
 
 def _four_gpu_text(tray: int) -> str:

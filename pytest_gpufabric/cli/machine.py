@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     snapshot = sub.add_parser("snapshot", help="record this machine (NVML + nvidia-smi) into a bundle directory",
                               description="Record this machine into a bundle (NVML, nvidia-smi topo -m, nvlink -s "
-                              "and -q -x, the health counters and kernel log): judge it anywhere with --replay DIR "
-                              "(docs/bundles.md).")
+                              "and -q -x, the health counters and kernel log, the host's IP addresses): judge it "
+                              "anywhere with --replay DIR (docs/bundles.md).")
     snapshot.add_argument("dir", help="the bundle directory to write (made if missing); judge it later with "
                           "--replay DIR or pytest --gpu-replay DIR")
     snapshot.set_defaults(func=cmd_snapshot)
@@ -130,6 +130,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from ..report.provenance import snapshot_dmi
 
     commands["platform/sys/class/dmi/id"] = {"copied_files": len(snapshot_dmi(target))}  # the cover's serials
+    from ..fabric.host_addresses import snapshot_addresses
+
+    commands.update(snapshot_addresses(target))  # the host's IPs: a rack tray matched to its IMEX node
     snapshot_commands = dict(SNAPSHOT_COMMANDS) if record is not None else {}
     if Path(SYSFS_IB).is_dir():
         snapshot_commands[bundle.IBV_DEVINFO_FILE] = ["ibv_devinfo", "-v"]

@@ -16,8 +16,8 @@ fleet-results.json, given with --fleet); the rack adds what no tray can show alo
 - ``rack-all-reduce``: the file's last run an all_reduce, no wrong values, its own rank count the rack's, at least
   --min-busbw at its largest size (a device list cut short leaves the count unknown); a run whose device lines
   name another GPU model, host or bus id than the trays', or another rank count per host, is not checked;
-- ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected (`nvidia-imex-ctl -N` saved on
-  one tray, --imex; formats/imex.py).
+- ``rack-imex``: the IMEX domain UP, one READY node per tray, every pair connected, each node one tray by its
+  recorded IP addresses or hostname (`nvidia-imex-ctl -N` saved on one tray, --imex; fleet/rack_imex.py).
 
 Each tray is a folder of RACKDIR named after the tray, holding a bundle (`gpufabric snapshot`: nvml.json and/or
 nvidia-smi-q.xml) or a saved `nvidia-smi -q` text (nvidia-smi-q.txt). A failed promise names the tray and GPU; the
@@ -36,10 +36,10 @@ from pathlib import Path
 from ..errors import GpuFabricError
 from ..formats.gpu import Gpu
 from ..formats.gpu_fabric import rack_fabric_problems
-from ..formats.imex import CONNECTED
 from ..units import NA, parse_gbps
 from ..verdict import EXIT_CODES
 from .hostlist import expand_hostlist
+from .rack_imex import imex_promise
 
 __all__ = ["all_reduce_run", "judge_rack", "read_trays", "register_rack"]
 
@@ -62,11 +62,15 @@ class Tray:
     contradictions: list[str] = field(default_factory=list)
     #: what the reader could not tell from the evidence (its ``unknown`` sentences): not checked
     unknown: list[str] = field(default_factory=list)
+    #: the host's own IP addresses (fabric/host_addresses.py), None where not recorded (``addresses_why``)
+    addresses: list[str] | None = None
+    addresses_why: str | None = None
 
 
 def read_trays(rack: Path) -> list[Tray]:
     """Every tray folder of ``rack``, by name: a bundle (nvml.json / nvidia-smi-q.xml) or nvidia-smi-q.txt."""
     from ..fabric.bundle import BundleError, load_bundle
+    from ..fabric.host_addresses import ADDRESS_FILES, read_host_addresses
 
     if not rack.is_dir():
         raise GpuFabricError(f"{rack}: not a folder of tray folders")
@@ -75,7 +79,7 @@ def read_trays(rack: Path) -> list[Tray]:
         tray = Tray(name=folder.name)
         text = folder / SMI_Q_TEXT
         evidence = [folder / name for name in ("nvml.json", "nvidia-smi-q.xml", SMI_Q_TEXT)]
-        links = [path for path in (folder, *evidence) if path.is_symlink()]
+        links = [path for path in (folder, *evidence, *(folder / n for n in ADDRESS_FILES)) if path.is_symlink()]
         if links:
             tray.contradictions.append(f"{links[0].name} is a link to {links[0].resolve()}: not the tray's own "
                                        "evidence")
@@ -91,6 +95,8 @@ def read_trays(rack: Path) -> list[Tray]:
                 tray.unreadable = f"no nvml.json, nvidia-smi-q.xml or {SMI_Q_TEXT} in {folder}"
         except (BundleError, ValueError, OSError) as exc:
             tray.unreadable = str(exc)
+        recorded = read_host_addresses(folder)
+        tray.addresses, tray.addresses_why = recorded.addresses, recorded.why
         trays.append(tray)
     return trays
 
@@ -150,7 +156,7 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
                                  nothing=not read, trays_out=_trays_out(trays, outside), partial=partial))
     promises.append(_fleet_promise(trays, fleet, expected, tray_count))
     promises.append(_all_reduce_promise(all_reduce, min_busbw, tray_count * gpus_per_tray, trays, gpus_per_tray))
-    promises.append(_imex_promise(imex, tray_count, trays))
+    promises.append(imex_promise(imex, tray_count, trays, expected))
     outcomes = {p["outcome"] for p in promises}
     verdict = "REJECTED" if FAILED in outcomes else "INCOMPLETE" if NOT_CHECKED in outcomes else "ACCEPTED"
     first = next((p for p in promises if p["outcome"] == FAILED), None) or \
@@ -159,7 +165,7 @@ def judge_rack(trays: list[Tray], *, expected: list[str] | None = None, tray_cou
         "format": FORMAT, "verdict": verdict,
         "reason": f"{first['id']}: {first['reason']}" if first else "every promise of the rack held",
         "domain": domain, "promises": promises,
-        "trays": [{"name": t.name, "source": t.source, "unreadable": t.unreadable,
+        "trays": [{"name": t.name, "source": t.source, "unreadable": t.unreadable, "addresses": t.addresses,
                    "gpus": [{"gpu": g.label, "uuid": _plain(g.uuid), "pci_bus_id": _plain(g.pci_bus_id),
                              "fabric": g.fabric.to_json() if g.fabric is not None else None} for g in t.gpus]}
                   for t in trays],
@@ -446,50 +452,6 @@ def _all_reduce_promise(run: dict | None, min_busbw: float | None, rack_gpus: in
                           f"did not reach (all_reduce over {ranks} ranks: {figure}, its last size measured){noted}"}
     return {"id": "rack-all-reduce", "outcome": PASSED if busbw >= min_busbw else FAILED,
             "reason": f"all_reduce over {ranks} ranks: {figure}{noted}"}
-
-
-def _imex_strangers(imex: dict, trays: list[Tray]) -> list[str]:
-    """IMEX nodes named by a hostname that no tray's bundle was recorded on: judged only where every tray's bundle
-    names its host and every IMEX node is named by a hostname (not an IP address)."""
-    import ipaddress
-
-    hosts = {t.hostname for t in trays}
-    if not trays or None in hosts or "" in hosts:
-        return []
-    addresses = [str(n["address"]) for n in imex["nodes"]]
-    for address in addresses:
-        try:
-            ipaddress.ip_address(address)
-            return []
-        except ValueError:
-            continue
-    return [f"IMEX node #{n['node']} ({n['address']}) is no tray of the rack (their hosts: "
-            f"{', '.join(sorted(hosts)[:3])}{' ...' if len(hosts) > 3 else ''})"
-            for n in imex["nodes"] if str(n["address"]) not in hosts]
-
-
-def _imex_promise(imex: dict | None, tray_count: int, trays: list[Tray] | None = None) -> dict:
-    """The IMEX domain (`nvidia-imex-ctl -N`, formats/imex.py): UP, one READY node per tray, every pair Connected."""
-    if imex is None:
-        return {"id": "rack-imex", "outcome": NOT_CHECKED,
-                "reason": "no IMEX status given (--imex: `nvidia-imex-ctl -N` saved on one tray)"}
-    failed = []
-    if imex["domain_state"] not in (None, "UP"):
-        failed.append(f"IMEX domain state {imex['domain_state']}, not UP")
-    failed += [f"IMEX node #{n['node']} ({n['address']}) {n['state']}, not READY" for n in imex["nodes"]
-               if n["state"] != "READY"]
-    failed += [f"IMEX node {a} to node {b}: {code}, not C (connected)" for a, row in imex["connectivity"].items()
-               for b, code in row.items() if code != CONNECTED]
-    if len(imex["nodes"]) > tray_count or (not imex["unknown"] and len(imex["nodes"]) < tray_count):
-        failed.append(f"the IMEX domain has {len(imex['nodes'])} nodes, the rack {tray_count} trays")
-    failed += _imex_strangers(imex, trays or [])
-    if failed:
-        more = f" (+{len(failed) - 6} more)" if len(failed) > 6 else ""
-        return {"id": "rack-imex", "outcome": FAILED, "reason": "; ".join(failed[:6]) + more}
-    if imex["unknown"]:
-        return {"id": "rack-imex", "outcome": NOT_CHECKED, "reason": "; ".join(imex["unknown"])}
-    return {"id": "rack-imex", "outcome": PASSED,
-            "reason": f"IMEX domain UP: {len(imex['nodes'])} nodes READY, every pair connected"}
 
 
 # ---------------------------------------------------------------------------------------------------------
