@@ -40,6 +40,8 @@ from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
 from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile, refuse_another_node
 
+#: the root the live check reads the peer-memory module below (default /: tests point it at a tree of their own)
+SYSFS_ROOT_ENV = "GPUFABRIC_SYSFS_ROOT"
 #: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
 TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
 #: below slurmd's HealthCheckProgram kill (60 s), the interpreter's start included
@@ -122,18 +124,45 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
         from ..fabric.bundle import load_rdma_devices
 
         arrival.node.rdma, arrival.node.rdma_source = load_rdma_devices(directory), str(directory)
+        arrival.node.peer_memory, arrival.node.peer_memory_source = _replayed_peer_memory(directory)
         return arrival.node, None
     try:
         from ..fabric.rdma import SYSFS_IB, discover_rdma
 
         node = health_from_record(json.loads(json.dumps(read_live())), "NVML")
         node.rdma, node.rdma_source = discover_rdma("/"), SYSFS_IB
+        node.peer_memory, node.peer_memory_source = live_peer_memory(os.environ.get(SYSFS_ROOT_ENV) or "/")
         return node, None
     except HardwareUnavailable as exc:
         return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
                              evidence={"why": exc.why})
     except Unreadable as exc:  # NVML answered something the typed reading refuses: said, not judged
         return None, Finding("health-record", UNKNOWN, "NVML record not readable", remedy=RERUN, detail=str(exc))
+
+
+def live_peer_memory(root: str) -> tuple[tuple[bool | None, str], str]:
+    """Whether a peer-memory module is loaded below ``root`` (the machine's /, or a test's tree), as the acceptance
+    judges it (fabric/platform_state.peer_memory_loaded), and where it was read."""
+    from ..fabric.platform import read_peer_memory
+    from ..fabric.platform_state import peer_memory_loaded
+
+    platform = read_peer_memory(root)
+    return peer_memory_loaded(platform), f"{platform.source}: /proc/modules, /sys/module"
+
+
+def _replayed_peer_memory(directory: Path) -> tuple[tuple[bool | None, str] | None, str | None]:
+    """What a bundle recorded of the peer-memory module (its platform.json, else its platform/ copy read again, else
+    lsmod.txt): None where it recorded neither the module list nor the files."""
+    from ..fabric.platform import load_platform
+    from ..fabric.platform_state import peer_memory_loaded
+
+    try:
+        platform = load_platform(directory)
+    except GpuFabricError as exc:  # a platform record that is not one: said for this check alone
+        return (None, str(exc)), str(directory)
+    if platform is None or not any(r.known or r.unreadable for r in (platform.modules, platform.peer_memory_files)):
+        return None, None
+    return peer_memory_loaded(platform), platform.source
 
 
 def _state_folder(args: argparse.Namespace) -> Path | None:
@@ -170,13 +199,13 @@ def _on_cpu(profile) -> bool:
 
 
 def _aged(node: NodeHealthRecord, now: float) -> None:
-    """A replayed record judged --now: its Xid lines are older by the time since it was recorded."""
+    """A replayed record judged --now: its Xid and SXid lines are older by the time since it was recorded."""
     try:
         recorded = datetime.fromisoformat(str(node.recorded_at)).timestamp()
     except ValueError:
         return
-    for xid in node.kernel_log.xids:
-        xid["age_s"] = round(xid["age_s"] + max(now - recorded, 0.0), 3)
+    for line in node.kernel_log.xids + (node.kernel_log.sxids or []):
+        line["age_s"] = round(line["age_s"] + max(now - recorded, 0.0), 3)
 
 
 def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float,

@@ -39,6 +39,11 @@ TIERS = {"passive": 0, "quick": 1}
 #: remedies that take the node down or a hand on it: lifted only after evidence of a reboot (a new boot id)
 NEEDS_REBOOT = (RESET, RESEAT, RMA)
 BOOT_ID_FILE, BOOT_ID_ENV = "/proc/sys/kernel/random/boot_id", "GPUFABRIC_BOOT_ID_FILE"
+#: checks judged from kernel log lines: lifted only after a reboot, lines logged before a clear not judged again,
+#: held while the kernel log could not be read (passive.py's "xid" unknown says so for them all)
+KERNEL_LOG_CHECKS = ("xid", "sxid")
+#: what a held kernel-log drain keeps of its finding's evidence (its code; an SXid's switch), for its reason
+HELD_EVIDENCE = {"xid": ("xid",), "sxid": ("sxid", "switch", "pci")}
 #: cleared entries kept (the newest), so the file stays small over years
 CLEARED_KEPT = 200
 
@@ -62,6 +67,8 @@ def drain_key(finding: Finding) -> str:
     check = finding.check
     if check == "xid" and isinstance(finding.evidence.get("xid"), int):
         check = f"xid:{finding.evidence['xid']}"
+    if check == "sxid" and isinstance(finding.evidence.get("sxid"), int):  # the switch by its PCI address
+        return f"sxid:{finding.evidence['sxid']}@{finding.evidence.get('pci')}"
     board = finding.serial or (f"GPU{finding.gpu}" if finding.gpu is not None else "node")
     return f"{check}@{board}"
 
@@ -69,7 +76,7 @@ def drain_key(finding: Finding) -> str:
 def needs_reboot(check: str, remedy: str | None) -> bool:
     """Whether a drain is lifted only after a reboot: its remedy takes the node down, or it is an Xid (a line that
     left the window says nothing of its fault)."""
-    return remedy in NEEDS_REBOOT or check == "xid"
+    return remedy in NEEDS_REBOOT or check in KERNEL_LOG_CHECKS
 
 
 def tier_of(finding: Finding) -> str:
@@ -158,7 +165,8 @@ def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool
         return f"a {entry['tier']} tier run verifies it (this was a {tier} run)"
     if entry["tier"] == "quick" and entry.get("gpu") in quick_skipped:
         return f"the quick tier skipped GPU{entry['gpu']} (held by another job, or not the job's)"
-    if any(f.severity == UNKNOWN and f.check == entry["check"] and f.gpu in (None, entry.get("gpu"))
+    read_by = ("xid",) if entry["check"] in KERNEL_LOG_CHECKS else ()  # the kernel log's one unknown
+    if any(f.severity == UNKNOWN and f.check in (entry["check"], *read_by) and f.gpu in (None, entry.get("gpu"))
            for f in findings):
         return f"{entry['check']} could not be read"
     return None
@@ -188,7 +196,7 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
             continue
         key = drain_key(finding)
         clear = next((c for c in reversed(state.cleared) if c.get("key") == key), None)
-        age = finding.evidence.get("age_s") if finding.check == "xid" else None
+        age = finding.evidence.get("age_s") if finding.check in KERNEL_LOG_CHECKS else None
         if clear is not None and isinstance(age, (int, float)) and now - age <= clear.get("at_s", 0):
             notes.append(f"{key}: its newest line was logged before {clear.get('by')} cleared it "
                          f"({clear.get('at')}): not judged again")
@@ -202,8 +210,9 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                 "key": key, "check": finding.check, "tier": tier_of(finding), "gpu": finding.gpu,
                 "serial": finding.serial, "what": finding.what, "remedy": finding.remedy, "boot_id": boot,
                 "first_seen": _iso(now), "first_seen_s": now}
-            if finding.check == "xid":
-                entry["xid"] = finding.evidence.get("xid")
+            for code in HELD_EVIDENCE.get(finding.check, ()):
+                if code in finding.evidence:
+                    entry[code] = finding.evidence[code]
         elif TIERS[tier_of(finding)] > TIERS[entry["tier"]]:
             entry["tier"] = tier_of(finding)
         if needs_reboot(finding.check, finding.remedy) and entry.get("boot_id") != boot:
@@ -223,7 +232,8 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                             entry.get("remedy"), {"held": True, "key": key, "tier": entry["tier"],
                                                   "first_seen": entry["first_seen"], "boot_id": entry.get("boot_id"),
                                                   "kept_because": why,
-                                                  **({"xid": entry["xid"]} if "xid" in entry else {})},
+                                                  **{k: entry[k] for k in HELD_EVIDENCE.get(entry["check"], ())
+                                                     if k in entry}},
                             f"drained by the {entry['tier']} tier since {entry['first_seen']} and held: {why} "
                             f"(gpufabric health --clear {entry['check']} --by NAME lifts it; {state.path})"))
     known = [{k: g.get(k) for k in ("index", "uuid", "pci_bus_id", "serial")} for g in gpus or []]
