@@ -173,7 +173,27 @@ def test_a_non_fatal_sxid_is_a_warning(capsys, node):
     assert (finding["check"], finding["severity"], finding["what"], finding["remedy"]) == (
         "sxid", "warn", "SXid 22013 Minion Link DLREQ interrupt on nvidia-nvswitch3 (PCI 0000:04:00.0)", None)
     assert (finding["evidence"]["nvidia_class"], finding["evidence"]["fatal_by"]) == ("non-fatal", None)
+    assert finding["detail"] == (
+        "non-fatal in NVIDIA's Fabric Manager guide, logged Non-fatal: shown, the node keeps working; logged 30 s "
+        "before the check: nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ "
+        "interrupt")
     assert state(node)["drains"] == []
+
+
+def test_a_code_outside_the_catalogue_is_judged_by_the_drivers_word(capsys, node, tmp_path):
+    """Copies of the real lines with their code changed to one NVIDIA's catalogue lacks: logged Fatal drains, logged
+    Non-fatal is shown."""
+    fatal, non_fatal = tmp_path / "fatal.txt", tmp_path / "non-fatal.txt"
+    fatal.write_text(LINK30.read_text().replace("): 20034, ", "): 29999, "))
+    non_fatal.write_text(NON_FATAL.read_text().replace("): 22013, ", "): 29998, "))
+    result = document(capsys, node, planted(node, kernel_log(fatal)))
+    assert result["line"] == ("gpufabric: DRAIN node SXid 29999 on nvidia-nvswitch0 (PCI 0000:a9:00.0); remedy: "
+                              "reset or reboot")
+    assert result["findings"][0]["evidence"]["fatal_by"] == "line"
+    result = document(capsys, node, planted(node, kernel_log(non_fatal)), "--state-dir", str(node / "other"))
+    (finding,) = result["findings"]
+    assert (result["line"], finding["severity"]) == (HEALTHY + " (1 warning)", "warn")
+    assert finding["detail"].startswith("not in NVIDIA's SXid catalogue, logged Non-fatal: shown")
 
 
 def test_a_non_fatal_sxid_whose_recovery_restarts_drains(capsys, node):

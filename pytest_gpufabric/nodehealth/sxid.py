@@ -49,24 +49,27 @@ def _judged(node: NodeHealthRecord, pci: str, code: int, lines: list[dict], wind
     klass, name = SXID_CATALOG.get(code, (None, None))
     words = {severity_word(line["text"]) for line in lines} - {None}
     newest = min(lines, key=lambda line: line["age_s"])
-    events = sum(1 for line in lines if severity_word(line["text"])) or 1  # a few lines per event
+    worded = [line for line in lines if severity_word(line["text"])]  # an event's first line: what went wrong
+    shown = min(worded or lines, key=lambda line: line["age_s"])
+    events = len(worded) or 1  # the driver logs a few lines per event
     fatal_by = "catalogue" if klass in FATAL_CLASSES else "line" if "fatal" in words else \
         "recovery" if code in NON_FATAL_RESET else None
     switch = newest["switch"]
     what = f"SXid {code}" + (f" {name}" if name else "") + (f" x{events}" if events > 1 else "") + \
         f" on {switch} (PCI {pci})"
     evidence = {"sxid": code, "switch": switch, "pci": pci, "count": len(lines), "events": events,
-                "age_s": newest["age_s"], "line": newest["text"], "window_s": window_s,
+                "age_s": newest["age_s"], "line": shown["text"], "window_s": window_s,
                 "nvidia_class": klass, "fatal_by": fatal_by, "source": node.kernel_log.source or node.source}
     if fatal_by is None:
-        said = klass or (NON_FATAL if "non-fatal" in words else "not in NVIDIA's catalogue")
+        said = (f"{klass} in NVIDIA's Fabric Manager guide" if klass else "not in NVIDIA's SXid catalogue") + (
+            ", logged Non-fatal" if NON_FATAL in words else ", not logged Fatal")
         return Finding(CHECK, WARN, what, None, None, None, evidence,
-                       f"{said}: the NVSwitch corrected it, no impact (NVIDIA's Fabric Manager guide); logged "
-                       f"{newest['age_s']:.0f} s before the check: {newest['text']}")
+                       f"{said}: shown, the node keeps working; logged {newest['age_s']:.0f} s before the check: "
+                       f"{shown['text']}")
     why = {"catalogue": f"{klass} in NVIDIA's Fabric Manager guide",
            "line": "the driver logged it Fatal",
            "recovery": "NVIDIA's recovery restarts or resets (traffic through the switch stalls)"}[fatal_by]
     return Finding(CHECK, DRAIN, what, None, None, RESET, evidence,
                    f"{why}: reset the NVSwitches and GPUs (or reboot the node; NVIDIA: restart the host to reset "
                    f"the fabric), then check the links (nvidia-smi nvlink -s); logged {newest['age_s']:.0f} s "
-                   f"before the check: {newest['text']}")
+                   f"before the check: {shown['text']}")
