@@ -40,7 +40,8 @@ from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
 from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile, refuse_another_node
 
-#: the root the live check reads the peer-memory module below (default /: tests point it at a tree of their own)
+#: the root the live check reads sysfs and procfs below (the PCI GPUs, RDMA ports, peer-memory module; default /:
+#: tests point it at a tree of their own)
 SYSFS_ROOT_ENV = "GPUFABRIC_SYSFS_ROOT"
 #: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
 TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
@@ -129,9 +130,10 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
     try:
         from ..fabric.rdma import SYSFS_IB, discover_rdma
 
-        node = health_from_record(json.loads(json.dumps(read_live())), "NVML")
-        node.rdma, node.rdma_source = discover_rdma("/"), SYSFS_IB
-        node.peer_memory, node.peer_memory_source = live_peer_memory(os.environ.get(SYSFS_ROOT_ENV) or "/")
+        root = os.environ.get(SYSFS_ROOT_ENV) or "/"
+        node = health_from_record(json.loads(json.dumps(read_live(sysfs_root=root))), "NVML")
+        node.rdma, node.rdma_source = discover_rdma(root), SYSFS_IB
+        node.peer_memory, node.peer_memory_source = live_peer_memory(root)
         return node, None
     except HardwareUnavailable as exc:
         return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
