@@ -125,7 +125,6 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
         from ..fabric.bundle import load_rdma_devices
 
         arrival.node.rdma, arrival.node.rdma_source = load_rdma_devices(directory), str(directory)
-        arrival.node.peer_memory, arrival.node.peer_memory_source = _replayed_peer_memory(directory)
         return arrival.node, None
     try:
         from ..fabric.rdma import SYSFS_IB, discover_rdma
@@ -133,7 +132,6 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
         root = os.environ.get(SYSFS_ROOT_ENV) or "/"
         node = health_from_record(json.loads(json.dumps(read_live(sysfs_root=root))), "NVML")
         node.rdma, node.rdma_source = discover_rdma(root), SYSFS_IB
-        node.peer_memory, node.peer_memory_source = live_peer_memory(root)
         return node, None
     except HardwareUnavailable as exc:
         return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
@@ -150,6 +148,16 @@ def live_peer_memory(root: str) -> tuple[tuple[bool | None, str], str]:
 
     platform = read_peer_memory(root)
     return peer_memory_loaded(platform), f"{platform.source}: /proc/modules, /sys/module"
+
+
+def _peer_memory(node: NodeHealthRecord, replay: str | None) -> None:
+    """Read the peer-memory module into the record (a node whose profile promises RDMA devices: peer_memory.py)."""
+    if replay:
+        from ..fabric.bundle import bundle_directory
+
+        node.peer_memory, node.peer_memory_source = _replayed_peer_memory(bundle_directory(replay))
+    else:
+        node.peer_memory, node.peer_memory_source = live_peer_memory(os.environ.get(SYSFS_ROOT_ENV) or "/")
 
 
 def _replayed_peer_memory(directory: Path) -> tuple[tuple[bool | None, str] | None, str | None]:
@@ -320,6 +328,8 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
     if delay:
         time.sleep(float(delay))  # tests: a reader that hangs
     node, failure = _read_node(args.replay)
+    if node is not None and baseline is not None and baseline.profile.rdma_devices:
+        _peer_memory(node, args.replay)
     if node is not None and args.replay and args.now is not None:
         _aged(node, now)
     progress["stage"] = "judging the passive tier"
