@@ -3,16 +3,16 @@ folder, $GPUFABRIC_STATE_DIR, default /var/lib/gpufabric; written atomically, un
 
 A run's findings are checked against it (``reconcile``):
 
-- every DRAIN finding is held: its key (check, Xid code, board serial), the tier that saw it (passive < quick), the
-  boot id and the time it was first seen;
+- every DRAIN finding is held: its key (check, Xid code, board serial; an SXid's code and switch address), the
+  tier that saw it (passive < quick), the boot id and the time it was first seen;
 - a held drain the run no longer finds is lifted only when the run is of its tier or a deeper one (a passive run
   does not run the GEMM that found wrong elements), read the node (nothing about the check was unknown), and, for a
   finding whose remedy needs the node down or a hand on it (reset or reboot, reseat or recable, return to the vendor)
-  and for every Xid, only once a readable boot id differs from the readable one it was last seen under: an Xid that
-  left the window is not a reset; a drain seen while the boot id was unreadable is lifted only by ``--clear``;
+  and for every Xid and SXid, only once a readable boot id differs from the readable one it was last seen under: an
+  Xid that left the window is not a reset; a drain seen while the boot id was unreadable is lifted only by ``--clear``;
 - a held drain not lifted drains the run again, with its first line as it was first seen;
-- an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid lines logged before it are not
-  judged again (the counters are: a remap still pending drains again, the fault is still there).
+- an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid and SXid lines logged before
+  it are not judged again (the counters are: a remap still pending drains again, the fault is still there).
 
 A state file that cannot be read, a symlink, or another node's (none of the boards it last saw answer here) is never
 replaced: the run is UNKNOWN naming it (StateUnreadable). A deleted state file cannot be told from a new node:
@@ -63,7 +63,8 @@ def boot_id(env: dict[str, str] | None = None) -> str | None:
 
 def drain_key(finding: Finding) -> str:
     """``xid:79@1653724049829``, ``quick-gemm@1653824016216``, ``gpu-count@node``: the check (an Xid's code with
-    it) and the board by serial (by index where it has none)."""
+    it) and the board by serial (by index where it has none); ``sxid:20034@0000:a9:00.0``: an SXid's code and its
+    NVSwitch by PCI address."""
     check = finding.check
     if check == "xid" and isinstance(finding.evidence.get("xid"), int):
         check = f"xid:{finding.evidence['xid']}"
@@ -74,8 +75,8 @@ def drain_key(finding: Finding) -> str:
 
 
 def needs_reboot(check: str, remedy: str | None) -> bool:
-    """Whether a drain is lifted only after a reboot: its remedy takes the node down, or it is an Xid (a line that
-    left the window says nothing of its fault)."""
+    """Whether a drain is lifted only after a reboot: its remedy takes the node down, or it is an Xid or SXid (a
+    line that left the window says nothing of its fault)."""
     return remedy in NEEDS_REBOOT or check in KERNEL_LOG_CHECKS
 
 
