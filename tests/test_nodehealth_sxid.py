@@ -99,6 +99,7 @@ def check(capsys, node: Path, bundle: Path, *extra: str, at: float = 0.0, profil
 def document(capsys, node: Path, bundle: Path, *extra: str, at: float = 0.0) -> dict:
     rc, _ = check(capsys, node, bundle, "--json", str(node / "result.json"), *extra, at=at)
     result = json.loads((node / "result.json").read_text())
+    output.validate_result(result)
     assert result["exit_code"] == rc
     return result
 
@@ -143,7 +144,7 @@ def test_a_fatal_sxid_drains_naming_the_switch_and_its_address(capsys, node):
     bundle = planted(node, kernel_log(LINK30))
     rc, out = check(capsys, node, bundle, "--reason")
     assert (rc, out[1]) == (1, LINK30_DRAIN)
-    assert out[0].startswith("gpufabric node sxid: SXid 20034 LTSSM Fault Up on nvidia-nvswitch0 (PCI 0000:a9:00.0)")
+    assert out[0] == "gpufabric node sxid: SXid 20034 LTSSM Fault Up on nvidia-nvswitch0 (PCI 0000:a9:00.0); reset"
     (finding,) = [f for f in document(capsys, node, bundle)["findings"] if f["check"] == "sxid"]
     assert (finding["severity"], finding["remedy"], finding["gpu"]) == ("drain", "reset or reboot", None)
     assert {k: finding["evidence"][k] for k in ("sxid", "switch", "pci", "count", "events", "age_s", "nvidia_class",
