@@ -30,6 +30,7 @@ THREE_SWITCHES = CAPTURES / "dmesg-hgx-sxid-20034-fatal-three-switches-after-xid
 LINK30 = CAPTURES / "dmesg-sxid-20034-fatal-link30-redhat-6619941-via-gpud-test.txt"
 NON_FATAL = CAPTURES / "dmesg-h100-tdx-sxid-22013-non-fatal-nvtrust-124-excerpt.txt"
 ISO_12028 = CAPTURES / "dmesg-iso-sxid-12028-data-gpud-pr-338-excerpt.txt"
+PLATFORM_PASTES = DATA / "captures" / "public" / "platform"
 H100X2 = DATA / "bundles" / "h100-x2-health"
 H100X2_PROFILE = DATA / "results" / "health-h100-x2" / "machine.yaml"
 RECORDED = datetime.fromisoformat(json.loads((H100X2 / "health.json").read_text())["recorded_at"]).timestamp()
@@ -304,6 +305,21 @@ def test_peer_memory_loaded_is_healthy(capsys, node):
 
     rc, out = check(capsys, node, planted(node, None, platform=loaded), profile=rdma_profile(node))
     assert (rc, out[0]) == (0, HEALTHY)
+
+
+@pytest.mark.parametrize(("paste", "rc", "line"), [
+    ("lsmod-nvidia-peermem-loaded-gpud-pr-39-excerpt.txt", 0, HEALTHY),
+    ("lsmod-grep-a100-8x-ib-no-peer-memory-nccl-988-excerpt.txt", 1, PEERMEM_DRAIN)])
+def test_peer_memory_from_a_pasted_module_list(capsys, node, paste, rc, line):
+    """A bundle whose platform is a customer's lsmod.txt (real pastes: the module loaded; two greps that printed
+    nothing)."""
+    def pasted(copy: Path) -> None:
+        platform_tree(copy)
+        shutil.rmtree(copy / "platform")
+        shutil.copy(PLATFORM_PASTES / paste, copy / "lsmod.txt")
+
+    found_rc, out = check(capsys, node, planted(node, None, platform=pasted), profile=rdma_profile(node))
+    assert (found_rc, out[0]) == (rc, line)
 
 
 def test_peer_memory_that_cannot_be_read_is_unknown(capsys, node):
