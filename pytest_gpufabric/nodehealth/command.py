@@ -75,8 +75,8 @@ def add_health_parser(sub, func) -> None:
                         "gpufabric-health-quick.prom), e.g. /var/lib/node_exporter/textfile/; or the FILE named")
     health.add_argument("--xid-window", type=finite_number(0, 10 * 365 * 86400),
                         default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
-                        help="Xid lines younger than this are judged (default %(default)g); older ones stay in the "
-                             "kernel log after the reset that cleared them")
+                        help="Xid and NVSwitch SXid lines younger than this are judged (default %(default)g); older "
+                             "ones stay in the kernel log after the reset that cleared them")
     health.add_argument("--deadline", type=finite_number(0, 86400, above_low=True), default=DEFAULT_DEADLINE_S,
                         metavar="SECONDS", help="say UNKNOWN 'could not finish in N s' (exit 6) when the reads and "
                         "workloads have not returned by then (default %(default)g: inside slurmd's 60 s kill of a "
