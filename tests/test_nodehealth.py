@@ -497,7 +497,7 @@ def test_a_kmsg_record_gives_its_xid_and_age():
 def test_a_kernel_log_that_cannot_be_read_says_why(tmp_path):
     missing = tmp_path / "kmsg"
     assert read_kernel_xids(str(missing)) == {"source": str(missing), "error": f"{missing}: No such file or "
-                                              "directory", "xids": []}
+                                              "directory", "xids": [], "sxids": []}
 
 
 # ---------------------------------------------------------------------------------------------------------------

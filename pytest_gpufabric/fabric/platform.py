@@ -320,6 +320,16 @@ def read_platform(root: str = "/", gpu_bus_ids: dict[int, str] | None = None, *,
     return platform
 
 
+def read_peer_memory(root: str = "/") -> Platform:
+    """The peer-memory readings alone (the module list and the files NCCL tests) below ``root``: `gpufabric
+    health`'s, judged by platform_state.peer_memory_loaded as the acceptance judges them."""
+    reader = _Reader(root)
+    platform = Platform(source="this machine" if os.path.realpath(root) == os.sep else root)
+    platform.modules = _modules(reader)
+    platform.peer_memory_files = _peer_memory_files(reader)
+    return platform
+
+
 def read_persistence_nvml() -> dict[str, Reading]:
     """Each GPU's persistence mode through NVML (the project's funnel, fabric.nvml.query); {} without NVML."""
     pynvml, why = _init_nvml()

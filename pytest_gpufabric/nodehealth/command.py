@@ -40,6 +40,9 @@ from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
 from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile, refuse_another_node
 
+#: the root the live check reads sysfs and procfs below (the PCI GPUs, RDMA ports, peer-memory module; default /:
+#: tests point it at a tree of their own)
+SYSFS_ROOT_ENV = "GPUFABRIC_SYSFS_ROOT"
 #: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
 TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
 #: below slurmd's HealthCheckProgram kill (60 s), the interpreter's start included
@@ -72,8 +75,8 @@ def add_health_parser(sub, func) -> None:
                         "gpufabric-health-quick.prom), e.g. /var/lib/node_exporter/textfile/; or the FILE named")
     health.add_argument("--xid-window", type=finite_number(0, 10 * 365 * 86400),
                         default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
-                        help="Xid lines younger than this are judged (default %(default)g); older ones stay in the "
-                             "kernel log after the reset that cleared them")
+                        help="Xid and NVSwitch SXid lines younger than this are judged (default %(default)g); older "
+                             "ones stay in the kernel log after the reset that cleared them")
     health.add_argument("--deadline", type=finite_number(0, 86400, above_low=True), default=DEFAULT_DEADLINE_S,
                         metavar="SECONDS", help="say UNKNOWN 'could not finish in N s' (exit 6) when the reads and "
                         "workloads have not returned by then (default %(default)g: inside slurmd's 60 s kill of a "
@@ -126,14 +129,50 @@ def _read_node(replay: str | None) -> tuple[NodeHealthRecord | None, Finding | N
     try:
         from ..fabric.rdma import SYSFS_IB, discover_rdma
 
-        node = health_from_record(json.loads(json.dumps(read_live())), "NVML")
-        node.rdma, node.rdma_source = discover_rdma("/"), SYSFS_IB
+        root = os.environ.get(SYSFS_ROOT_ENV) or "/"
+        node = health_from_record(json.loads(json.dumps(read_live(sysfs_root=root))), "NVML")
+        node.rdma, node.rdma_source = discover_rdma(root), SYSFS_IB
         return node, None
     except HardwareUnavailable as exc:
         return None, Finding("nvml", UNKNOWN, "NVML not available", remedy=SOFTWARE, detail=exc.why,
                              evidence={"why": exc.why})
     except Unreadable as exc:  # NVML answered something the typed reading refuses: said, not judged
         return None, Finding("health-record", UNKNOWN, "NVML record not readable", remedy=RERUN, detail=str(exc))
+
+
+def live_peer_memory(root: str) -> tuple[tuple[bool | None, str], str]:
+    """Whether a peer-memory module is loaded below ``root`` (the machine's /, or a test's tree), as the acceptance
+    judges it (fabric/platform_state.peer_memory_loaded), and where it was read."""
+    from ..fabric.platform import read_peer_memory
+    from ..fabric.platform_state import peer_memory_loaded
+
+    platform = read_peer_memory(root)
+    return peer_memory_loaded(platform), f"{platform.source}: /proc/modules, /sys/module"
+
+
+def _peer_memory(node: NodeHealthRecord, replay: str | None) -> None:
+    """Read the peer-memory module into the record (a node whose profile promises RDMA devices: peer_memory.py)."""
+    if replay:
+        from ..fabric.bundle import bundle_directory
+
+        node.peer_memory, node.peer_memory_source = _replayed_peer_memory(bundle_directory(replay))
+    else:
+        node.peer_memory, node.peer_memory_source = live_peer_memory(os.environ.get(SYSFS_ROOT_ENV) or "/")
+
+
+def _replayed_peer_memory(directory: Path) -> tuple[tuple[bool | None, str] | None, str | None]:
+    """What a bundle recorded of the peer-memory module (its platform.json, else its platform/ copy read again, else
+    lsmod.txt): None where it recorded neither the module list nor the files."""
+    from ..fabric.platform import load_platform
+    from ..fabric.platform_state import peer_memory_loaded
+
+    try:
+        platform = load_platform(directory)
+    except GpuFabricError as exc:  # a platform record that is not one: said for this check alone
+        return (None, str(exc)), str(directory)
+    if platform is None or not any(r.known or r.unreadable for r in (platform.modules, platform.peer_memory_files)):
+        return None, None
+    return peer_memory_loaded(platform), platform.source
 
 
 def _state_folder(args: argparse.Namespace) -> Path | None:
@@ -170,13 +209,13 @@ def _on_cpu(profile) -> bool:
 
 
 def _aged(node: NodeHealthRecord, now: float) -> None:
-    """A replayed record judged --now: its Xid lines are older by the time since it was recorded."""
+    """A replayed record judged --now: its Xid and SXid lines are older by the time since it was recorded."""
     try:
         recorded = datetime.fromisoformat(str(node.recorded_at)).timestamp()
     except ValueError:
         return
-    for xid in node.kernel_log.xids:
-        xid["age_s"] = round(xid["age_s"] + max(now - recorded, 0.0), 3)
+    for line in node.kernel_log.xids + (node.kernel_log.sxids or []):
+        line["age_s"] = round(line["age_s"] + max(now - recorded, 0.0), 3)
 
 
 def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float,
@@ -289,6 +328,8 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
     if delay:
         time.sleep(float(delay))  # tests: a reader that hangs
     node, failure = _read_node(args.replay)
+    if node is not None and baseline is not None and baseline.profile.rdma_devices:
+        _peer_memory(node, args.replay)
     if node is not None and args.replay and args.now is not None:
         _aged(node, now)
     progress["stage"] = "judging the passive tier"

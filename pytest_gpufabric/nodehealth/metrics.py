@@ -18,7 +18,7 @@ import math
 
 from .. import remedy_classes
 from .finding import DRAIN, DRAIN_VERDICT, HEALTHY, UNKNOWN, UNKNOWN_VERDICT, WARN
-from .passive import METRIC_GPU_CHECKS, METRIC_NODE_CHECKS
+from .passive import METRIC_GPU_CHECKS, METRIC_NODE_CHECKS, METRIC_READ_WITH
 
 #: the per-GPU checks of each tier (the passive ones: passive.METRIC_GPU_CHECKS), and the findings' checks each
 #: one covers
@@ -83,7 +83,7 @@ def prom_text(document: dict, timestamp: float, known_gpus: list[dict] | None = 
     lines += ["# HELP gpufabric_health_node_check_status Each node-level check: 0 ok, 1 fault, 2 could not tell.",
               "# TYPE gpufabric_health_node_check_status gauge"]
     for check, covers in NODE_CHECKS.items():
-        status = _status(findings, covers, None, False)
+        status = _status(findings, covers, None, METRIC_READ_WITH.get(check) in node_unknown)
         judged, not_readable = judged + (status != 2), not_readable + (status == 2)
         lines.append(f'gpufabric_health_node_check_status{{{t},check="{check}"}} {status}')
     counts = document["counts"]

@@ -19,8 +19,10 @@ from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .counters import wear_findings
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .model import Baseline
+from .peer_memory import peer_memory_findings
 from .rdma_ports import rdma_findings
 from .record import GpuHealthRecord, NodeHealthRecord
+from .sxid import sxid_findings
 from .xid_catalog import XID_CATALOG
 
 #: nvmlClocksEventReason* bits (nvml.h) a profile's health.forbid_throttle can name
@@ -482,7 +484,7 @@ FAULT_WORDS = {
     "temperature": "temp", "driver": "driver", "persistence-mode": "persist", "fabric": "fabric",
     "recovery-action": "recov", "remap-capacity": "rrfull", "inforom": "inforom", "pcie-replay": "replay",
     "nvlink-crc": "nvlcrc", "nvlink-replay": "nvlrep", "nvlink-recovery": "nvlrec", "ib-port": "ibport",
-    "ib-port-flap": "ibflap",
+    "ib-port-flap": "ibflap", "sxid": "sxid", "peer-memory": "peermem",
 }
 #: the status series of the metrics (metrics.py): each per-GPU check -> the findings' checks it covers
 METRIC_GPU_CHECKS = {
@@ -496,7 +498,11 @@ METRIC_GPU_CHECKS = {
 }
 #: and each node-level one
 METRIC_NODE_CHECKS = {"gpu-count": ("gpu-count", "gpu-not-in-nvml", "gpu-record"), "accepted-boards": (
-    "accepted-boards",), "driver": ("driver",), "xid": ("xid",), "ib-port": ("ib-port",)}
+    "accepted-boards",), "driver": ("driver",), "xid": ("xid",), "ib-port": ("ib-port",),
+    "nvswitch-sxid": ("sxid",), "peer-memory": ("peer-memory",)}
+#: node-level checks read from another check's reading: its node-level unknown is theirs (a kernel log not read
+#: tells no SXid either)
+METRIC_READ_WITH = {"nvswitch-sxid": "xid"}
 
 PASSIVE_CHECKS = ("gpus_present", "board_model", "pcie_width", "nvlinks", "ecc", "memory_repair", "clock_events",
                   "temperature", "driver", "persistence", "fabric", "recovery_action", "xids")
@@ -511,9 +517,11 @@ def passive_findings(node: NodeHealthRecord, baseline: Baseline, xid_window_s: f
     worn, worn_notes = wear_findings(node)  # counters.py: remap capacity, corrected ECC, InfoROM
     checker.findings += worn
     checker.notes += worn_notes
-    ports, port_notes = rdma_findings(node, baseline.profile)  # rdma_ports.py: the promised RDMA ports
-    checker.findings += ports
-    checker.notes += port_notes
+    for found, found_notes in (rdma_findings(node, baseline.profile),  # rdma_ports.py: the promised RDMA ports
+                               sxid_findings(node, xid_window_s),  # sxid.py: the NVSwitches' SXid lines
+                               peer_memory_findings(node, baseline.profile)):  # peer_memory.py: GPUDirect RDMA
+        checker.findings += found
+        checker.notes += found_notes
     if node.derived:
         checker.notes.append(f"the record is DERIVED, not read from the machine: {node.derived}")
     return checker.findings, checker.notes

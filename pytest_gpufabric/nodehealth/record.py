@@ -1,4 +1,5 @@
-"""``health.json``: every GPU's health counters and the kernel's Xid lines, read in one pass, and read back typed.
+"""``health.json``: every GPU's health counters and the kernel's Xid and SXid lines, read in one pass, and read back
+typed.
 
 One reader writes it (``read_live``: `gpufabric snapshot` into a bundle, `gpufabric health` in memory), one reader
 reads it (``health_from_record``): a live check and a replay are judged by the same code on the same record.
@@ -33,6 +34,7 @@ from ..formats.clean import clean_line
 from ..formats.gpu_fabric import GpuFabricInfo, fabric_info_from_record
 from ..formats.typed import Reader, Unreadable, load_json, show
 from .record_extra import read_extra, type_extra
+from .sxid_lines import sxid_of_message, type_sxids
 
 FORMAT = "gpufabric-health/1"
 HEALTH_FILE = "health.json"
@@ -192,9 +194,9 @@ def _recovery_action(p, h):
 
 
 def read_kernel_xids(path: str = KMSG) -> dict:
-    """Every Xid line in the kernel's ring buffer, with its age; ``error`` says why the log could not be read
-    (/dev/kmsg needs root where kernel.dmesg_restrict is 1, and a container may have none)."""
-    result: dict = {"source": path, "error": None, "xids": []}
+    """Every Xid and NVSwitch SXid line in the kernel's ring buffer, with its age; ``error`` says why the log could
+    not be read (/dev/kmsg needs root where kernel.dmesg_restrict is 1, and a container may have none)."""
+    result: dict = {"source": path, "error": None, "xids": [], "sxids": []}
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -214,9 +216,13 @@ def read_kernel_xids(path: str = KMSG) -> dict:
                 break
             if not chunk:
                 break
-            xid = parse_kmsg_record(chunk.decode("utf-8", errors="replace"), uptime_s)
+            text = chunk.decode("utf-8", errors="replace")
+            xid = parse_kmsg_record(text, uptime_s)
             if xid is not None:
                 result["xids"].append(xid)
+            sxid = parse_kmsg_sxid(text, uptime_s)
+            if sxid is not None:
+                result["sxids"].append(sxid)
     except (OSError, ValueError, IndexError) as exc:
         result["error"] = f"{path}: {exc}"
     finally:
@@ -233,6 +239,14 @@ def parse_kmsg_record(record: str, uptime_s: float) -> dict | None:
     since_boot_s = int(header.split(",")[2]) / 1e6
     return {"pci": match["pci"], "xid": int(match["xid"]), "age_s": round(max(uptime_s - since_boot_s, 0.0), 3),
             "text": message.splitlines()[0].strip()[:300]}
+
+
+def parse_kmsg_sxid(record: str, uptime_s: float) -> dict | None:
+    """One /dev/kmsg record: its NVSwitch SXid (sxid_lines.py), or None."""
+    header, _, message = record.partition(";")
+    if "SXid" not in message:
+        return None
+    return sxid_of_message(message, uptime_s - int(header.split(",")[2]) / 1e6)
 
 
 def write_health_file(record: dict, directory: Path) -> Path:
@@ -273,6 +287,7 @@ class KernelLog:
     source: str | None
     error: str | None  # why it could not be read (None: read)
     xids: list[dict] = field(default_factory=list)  # {"pci", "xid", "age_s", "text"}
+    sxids: list[dict] | None = None  # {"switch", "pci", "sxid", "age_s", "text"}; None: not recorded
 
 
 @dataclass
@@ -291,6 +306,9 @@ class NodeHealthRecord:
     derived: str | None = None
     rdma: list | None = None  # fabric/rdma.py's RdmaDevices (None: not recorded); command.py reads them
     rdma_source: str | None = None
+    #: fabric/platform_state.peer_memory_loaded's (loaded, evidence) and where it was read (None: not recorded)
+    peer_memory: tuple[bool | None, str] | None = None
+    peer_memory_source: str | None = None
 
 
 class _Typed(Reader):
@@ -431,7 +449,7 @@ def _kernel_log(data: object, typed: _Typed) -> KernelLog:
         xids.append({"pci": pci, "xid": typed.whole(xid.get("xid"), f"{key}.xid", "the Xid", 0, 65535),
                      "age_s": float(typed.number(xid.get("age_s"), f"{key}.age_s", "the Xid's age", 0, 1e10)),
                      "text": str(xid.get("text") or "")[:300]})
-    return KernelLog(source, None, xids)
+    return KernelLog(source, None, xids, type_sxids(data, typed, typed.number))
 
 
 def health_from_record(data: object, where: str) -> NodeHealthRecord:

@@ -3,16 +3,16 @@ folder, $GPUFABRIC_STATE_DIR, default /var/lib/gpufabric; written atomically, un
 
 A run's findings are checked against it (``reconcile``):
 
-- every DRAIN finding is held: its key (check, Xid code, board serial), the tier that saw it (passive < quick), the
-  boot id and the time it was first seen;
+- every DRAIN finding is held: its key (check, Xid code, board serial; an SXid's code and switch address), the
+  tier that saw it (passive < quick), the boot id and the time it was first seen;
 - a held drain the run no longer finds is lifted only when the run is of its tier or a deeper one (a passive run
   does not run the GEMM that found wrong elements), read the node (nothing about the check was unknown), and, for a
   finding whose remedy needs the node down or a hand on it (reset or reboot, reseat or recable, return to the vendor)
-  and for every Xid, only once a readable boot id differs from the readable one it was last seen under: an Xid that
-  left the window is not a reset; a drain seen while the boot id was unreadable is lifted only by ``--clear``;
+  and for every Xid and SXid, only once a readable boot id differs from the readable one it was last seen under: an
+  Xid that left the window is not a reset; a drain seen while the boot id was unreadable is lifted only by ``--clear``;
 - a held drain not lifted drains the run again, with its first line as it was first seen;
-- an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid lines logged before it are not
-  judged again (the counters are: a remap still pending drains again, the fault is still there).
+- an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid and SXid lines logged before
+  it are not judged again (the counters are: a remap still pending drains again, the fault is still there).
 
 A state file that cannot be read, a symlink, or another node's (none of the boards it last saw answer here) is never
 replaced: the run is UNKNOWN naming it (StateUnreadable). A deleted state file cannot be told from a new node:
@@ -39,6 +39,11 @@ TIERS = {"passive": 0, "quick": 1}
 #: remedies that take the node down or a hand on it: lifted only after evidence of a reboot (a new boot id)
 NEEDS_REBOOT = (RESET, RESEAT, RMA)
 BOOT_ID_FILE, BOOT_ID_ENV = "/proc/sys/kernel/random/boot_id", "GPUFABRIC_BOOT_ID_FILE"
+#: checks judged from kernel log lines: lifted only after a reboot, lines logged before a clear not judged again,
+#: held while the kernel log could not be read (passive.py's "xid" unknown says so for them all)
+KERNEL_LOG_CHECKS = ("xid", "sxid")
+#: what a held kernel-log drain keeps of its finding's evidence (its code; an SXid's switch), for its reason
+HELD_EVIDENCE = {"xid": ("xid",), "sxid": ("sxid", "switch", "pci")}
 #: cleared entries kept (the newest), so the file stays small over years
 CLEARED_KEPT = 200
 
@@ -58,18 +63,21 @@ def boot_id(env: dict[str, str] | None = None) -> str | None:
 
 def drain_key(finding: Finding) -> str:
     """``xid:79@1653724049829``, ``quick-gemm@1653824016216``, ``gpu-count@node``: the check (an Xid's code with
-    it) and the board by serial (by index where it has none)."""
+    it) and the board by serial (by index where it has none); ``sxid:20034@0000:a9:00.0``: an SXid's code and its
+    NVSwitch by PCI address."""
     check = finding.check
     if check == "xid" and isinstance(finding.evidence.get("xid"), int):
         check = f"xid:{finding.evidence['xid']}"
+    if check == "sxid" and isinstance(finding.evidence.get("sxid"), int):  # the switch by its PCI address
+        return f"sxid:{finding.evidence['sxid']}@{finding.evidence.get('pci')}"
     board = finding.serial or (f"GPU{finding.gpu}" if finding.gpu is not None else "node")
     return f"{check}@{board}"
 
 
 def needs_reboot(check: str, remedy: str | None) -> bool:
-    """Whether a drain is lifted only after a reboot: its remedy takes the node down, or it is an Xid (a line that
-    left the window says nothing of its fault)."""
-    return remedy in NEEDS_REBOOT or check == "xid"
+    """Whether a drain is lifted only after a reboot: its remedy takes the node down, or it is an Xid or SXid (a
+    line that left the window says nothing of its fault)."""
+    return remedy in NEEDS_REBOOT or check in KERNEL_LOG_CHECKS
 
 
 def tier_of(finding: Finding) -> str:
@@ -158,7 +166,8 @@ def _unverified(entry: dict, findings: list[Finding], tier: str, node_read: bool
         return f"a {entry['tier']} tier run verifies it (this was a {tier} run)"
     if entry["tier"] == "quick" and entry.get("gpu") in quick_skipped:
         return f"the quick tier skipped GPU{entry['gpu']} (held by another job, or not the job's)"
-    if any(f.severity == UNKNOWN and f.check == entry["check"] and f.gpu in (None, entry.get("gpu"))
+    read_by = ("xid",) if entry["check"] in KERNEL_LOG_CHECKS else ()  # the kernel log's one unknown
+    if any(f.severity == UNKNOWN and f.check in (entry["check"], *read_by) and f.gpu in (None, entry.get("gpu"))
            for f in findings):
         return f"{entry['check']} could not be read"
     return None
@@ -188,7 +197,7 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
             continue
         key = drain_key(finding)
         clear = next((c for c in reversed(state.cleared) if c.get("key") == key), None)
-        age = finding.evidence.get("age_s") if finding.check == "xid" else None
+        age = finding.evidence.get("age_s") if finding.check in KERNEL_LOG_CHECKS else None
         if clear is not None and isinstance(age, (int, float)) and now - age <= clear.get("at_s", 0):
             notes.append(f"{key}: its newest line was logged before {clear.get('by')} cleared it "
                          f"({clear.get('at')}): not judged again")
@@ -202,8 +211,9 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                 "key": key, "check": finding.check, "tier": tier_of(finding), "gpu": finding.gpu,
                 "serial": finding.serial, "what": finding.what, "remedy": finding.remedy, "boot_id": boot,
                 "first_seen": _iso(now), "first_seen_s": now}
-            if finding.check == "xid":
-                entry["xid"] = finding.evidence.get("xid")
+            for code in HELD_EVIDENCE.get(finding.check, ()):
+                if code in finding.evidence:
+                    entry[code] = finding.evidence[code]
         elif TIERS[tier_of(finding)] > TIERS[entry["tier"]]:
             entry["tier"] = tier_of(finding)
         if needs_reboot(finding.check, finding.remedy) and entry.get("boot_id") != boot:
@@ -223,7 +233,8 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
                             entry.get("remedy"), {"held": True, "key": key, "tier": entry["tier"],
                                                   "first_seen": entry["first_seen"], "boot_id": entry.get("boot_id"),
                                                   "kept_because": why,
-                                                  **({"xid": entry["xid"]} if "xid" in entry else {})},
+                                                  **{k: entry[k] for k in HELD_EVIDENCE.get(entry["check"], ())
+                                                     if k in entry}},
                             f"drained by the {entry['tier']} tier since {entry['first_seen']} and held: {why} "
                             f"(gpufabric health --clear {entry['check']} --by NAME lifts it; {state.path})"))
     known = [{k: g.get(k) for k in ("index", "uuid", "pci_bus_id", "serial")} for g in gpus or []]
