@@ -137,3 +137,15 @@ def addressed_rack(tmp_path: Path) -> Path:
         (rack / name / "ip-addr.json").write_text(tray_ip_addr(tray))
         write_manifest(rack / name)
     return rack
+
+
+def judge_whole_rack(rack: Path, imex_text: str) -> dict:
+    """Every rack promise given, as tests/test_imex.py's path to ACCEPTED gives them (the all_reduce's device list
+    taken as whole, its one device line a tray of this rack): only rack-imex decides the verdict."""
+    from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
+    from pytest_gpufabric.formats.imex import parse_imex_status
+
+    ours = NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18").replace("NVIDIA Graphics Device",
+                                                                                    "NVIDIA GB200")
+    return judge_rack(read_trays(rack), fleet=fleet_results(), all_reduce=dict(all_reduce_run(ours), ranks=72),
+                      min_busbw=800.0, imex=parse_imex_status(imex_text))

@@ -8,6 +8,7 @@ rack's trays. DERIVED: each tray's ip-addr.json is the VM's with eth0's address 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import subprocess
@@ -15,13 +16,11 @@ import subprocess
 from rack_replay import (
     IMEX_18,
     IP_ADDR_VM,
-    NCCL_72,
     RACK,
-    RECORDED_AT,
     TRAYS,
     addressed_rack,
     dated_rack,
-    fleet_results,
+    judge_whole_rack,
     run_rack,
     tray_ip_addr,
     write_manifest,
@@ -35,8 +34,9 @@ from pytest_gpufabric.fabric.host_addresses import (
     parse_ip_addr_json,
     read_host_addresses,
     snapshot_addresses,
+    tie_to_bundle,
 )
-from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
+from pytest_gpufabric.fleet.rack import judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
 
 VM = IP_ADDR_VM.parent.parent
@@ -50,12 +50,7 @@ def _imex(promises: dict) -> dict:
 
 
 def _whole_rack(rack, imex_text: str) -> dict:
-    """Every rack promise given, as tests/test_imex.py's path to ACCEPTED gives them (the all_reduce's device list
-    taken as whole, its one device line a tray of this rack): only rack-imex decides the verdict."""
-    ours = NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18").replace("NVIDIA Graphics Device",
-                                                                                    "NVIDIA GB200")
-    return judge_rack(read_trays(rack), fleet=fleet_results(), all_reduce=dict(all_reduce_run(ours), ranks=72),
-                      min_busbw=800.0, imex=parse_imex_status(imex_text))
+    return judge_whole_rack(rack, imex_text)
 
 
 # the recorder and its readers, on the VM's real output
@@ -117,6 +112,13 @@ def test_snapshot_records_the_addresses_in_the_bundle(tmp_path, monkeypatch, cap
     assert "ip-addr.json" in manifest["files"]
     assert manifest["commands"]["ip-addr.json"] == {"cmd": ["ip", "-j", "addr"], "returncode": 0, "stderr": ""}
     assert read_host_addresses(tmp_path / "bundle").source == "ip-addr.json"
+    # each file with its sha256, so a later ip-addr.json is not taken for the bundle's
+    digest = hashlib.sha256((tmp_path / "bundle" / "ip-addr.json").read_bytes()).hexdigest()
+    assert manifest["sha256"]["ip-addr.json"] == digest
+    assert set(manifest["sha256"]) == {p.name for p in (tmp_path / "bundle").iterdir() if p.is_file()} - {
+        "manifest.json"}
+    recorded = read_host_addresses(tmp_path / "bundle")
+    assert tie_to_bundle(tmp_path / "bundle", recorded, manifest["hostname"]) == (None, manifest["recorded_at"])
 
 
 # the rack: IMEX nodes by IP matched to the trays' recorded addresses
