@@ -3,6 +3,7 @@ public GB200 outputs of tests/data/captures/public/blackwell/: one nvml.json (fo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -100,9 +101,51 @@ def tray_ip_addr(tray: int) -> str:
     return text.replace('"192.0.2.2"', f'"{imex_addresses()[tray - 1]}"').replace('"fd00::2"', f'"fd00::{tray:x}"')
 
 
+#: DERIVED: when the addressed rack's trays say they were recorded (no GB200 tray was): 18 minutes before the real
+#: IMEX status's own timestamp (5/12/2025 06:08:10.580), as a rack's trays are snapshot before its IMEX status
+RECORDED_AT = "2025-05-12T05:50:00+00:00"
+
+
+def write_manifest(folder: Path, recorded_at: str = RECORDED_AT, hostname: str | None = None) -> dict:
+    """DERIVED: the manifest.json `gpufabric snapshot` writes (cli/machine.py: when, where, every top-level file
+    with its sha256) for a tray folder, its host the folder's name unless ``hostname`` is given."""
+    files = sorted(p.name for p in folder.iterdir() if p.name != "manifest.json")
+    manifest = {"format": "gpufabric-bundle/1", "recorded_at": recorded_at, "hostname": hostname or folder.name,
+                "files": files, "commands": {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "returncode": 0,
+                                                              "stderr": ""}},
+                "sha256": {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in files
+                           if (folder / name).is_file()}}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def dated_rack(tmp_path: Path) -> Path:
+    """A copy of the replayed rack whose trays each hold a manifest.json recorded at RECORDED_AT (derived), no
+    addresses."""
+    rack = copied_rack(tmp_path)
+    for name in TRAYS:
+        write_manifest(rack / name)
+    return rack
+
+
 def addressed_rack(tmp_path: Path) -> Path:
-    """A copy of the replayed rack whose trays each recorded an ip-addr.json (tray_ip_addr: derived)."""
+    """A copy of the replayed rack whose trays each recorded an ip-addr.json (tray_ip_addr: derived) and a
+    manifest.json listing it with its sha256, recorded at RECORDED_AT on the tray's host (write_manifest:
+    derived)."""
     rack = copied_rack(tmp_path)
     for tray, name in enumerate(TRAYS, start=1):
         (rack / name / "ip-addr.json").write_text(tray_ip_addr(tray))
+        write_manifest(rack / name)
     return rack
+
+
+def judge_whole_rack(rack: Path, imex_text: str) -> dict:
+    """Every rack promise given, as tests/test_imex.py's path to ACCEPTED gives them (the all_reduce's device list
+    taken as whole, its one device line a tray of this rack): only rack-imex decides the verdict."""
+    from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
+    from pytest_gpufabric.formats.imex import parse_imex_status
+
+    ours = NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18").replace("NVIDIA Graphics Device",
+                                                                                    "NVIDIA GB200")
+    return judge_rack(read_trays(rack), fleet=fleet_results(), all_reduce=dict(all_reduce_run(ours), ranks=72),
+                      min_busbw=800.0, imex=parse_imex_status(imex_text))

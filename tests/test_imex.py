@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rack_replay import NCCL_72, RACK, addressed_rack, fleet_results
+from rack_replay import NCCL_72, addressed_rack, dated_rack, fleet_results
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
@@ -19,7 +19,7 @@ BLACKWELL = ROOT / "tests" / "data" / "captures" / "public" / "blackwell"
 IMEX = BLACKWELL / "nvidia-imex-ctl-N-gb200-nvl72-18node-570.172-aws-p6e.txt"
 
 
-def _imex_outcome(text: str, rack: Path = RACK) -> dict:
+def _imex_outcome(text: str, rack: Path) -> dict:
     document = judge_rack(read_trays(rack), imex=parse_imex_status(text))
     return next(p for p in document["promises"] if p["id"] == "rack-imex")
 
@@ -38,33 +38,35 @@ def test_the_real_nvl72_imex_status(tmp_path):
         "reason": "IMEX domain UP: 18 nodes READY, every pair connected, each node one tray (18 by address)"}
 
 
-def test_a_node_down_and_a_lost_connection_fail_naming_them():
+def test_a_node_down_and_a_lost_connection_fail_naming_them(tmp_path):
     text = IMEX.read_text().replace("Node #4   - 172.31.50.39    - READY  ",
                                     "Node #4   - 172.31.50.39    - UNAVAILABLE")
     lines = text.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("       4        C"))
     lines[row] = lines[row][:16] + "D" + lines[row][17:]
     text = "\n".join(lines).replace("Domain State: UP", "Domain State: DEGRADED")
-    assert _imex_outcome(text) == {
+    assert _imex_outcome(text, dated_rack(tmp_path)) == {
         "id": "rack-imex", "outcome": "failed",
         "reason": "IMEX domain state DEGRADED, not UP; IMEX node #4 (172.31.50.39) UNAVAILABLE, not READY; IMEX node "
                   "4 to node 0: D, not C (connected)"}
 
 
-def test_a_status_cut_before_its_domain_line_is_not_checked():
+def test_a_status_cut_before_its_domain_line_is_not_checked(tmp_path):
     text = IMEX.read_text()
     cut = text[:text.index("      12        C")]
     status = parse_imex_status(cut)
     assert status["unknown"] == ["no `Domain State:` line: the output is cut, the domain's state is unknown",
                                  "the connectivity table is cut: node(s) 12, 13, 14, 15, 16, 17 have no whole row"]
-    assert _imex_outcome(cut)["outcome"] == "not checked"
+    assert _imex_outcome(cut, dated_rack(tmp_path))["outcome"] == "not checked"
 
 
-def test_an_imex_domain_of_another_size_fails():
+def test_an_imex_domain_of_another_size_fails(tmp_path):
+    rack = addressed_rack(tmp_path)
     lines = [line for line in IMEX.read_text().splitlines() if not line.startswith("Node #17 ")]
-    assert _imex_outcome("\n".join(lines))["outcome"] == "not checked"  # the table still names node 17: cut
+    cut = _imex_outcome("\n".join(lines), dated_rack(tmp_path / "dated"))
+    assert cut["outcome"] == "not checked"  # the table still names node 17: cut
     whole = parse_imex_status(IMEX.read_text())
-    document = judge_rack(read_trays(RACK), imex=whole, tray_count=19)
+    document = judge_rack(read_trays(rack), imex=whole, tray_count=19)
     imex = next(p for p in document["promises"] if p["id"] == "rack-imex")
     assert imex["reason"] == "the IMEX domain has 18 nodes, the rack 19 trays"
 

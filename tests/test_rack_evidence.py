@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rack_replay import NCCL_72, RACK, TRAYS, copied_rack, fleet_results, run_rack, tray_record
+from rack_replay import NCCL_72, RACK, TRAYS, copied_rack, dated_rack, fleet_results, run_rack, tray_record
 
 from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
 from pytest_gpufabric.report.integrity import integrity_block
@@ -382,14 +382,16 @@ def _imex_with_hosts(hosts: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def test_an_imex_domain_of_other_hosts_fails():
+def test_an_imex_domain_of_other_hosts_fails(tmp_path):
+    """The trays with their manifests (rack_replay.dated_rack: dated, so the status is tied to them)."""
     from pytest_gpufabric.formats.imex import parse_imex_status
 
+    rack = dated_rack(tmp_path)
     ours = parse_imex_status(_imex_with_hosts(TRAYS))
     assert ours["nodes"][4]["address"] == "gb200-tray05"
-    assert _promise(judge_rack(read_trays(RACK), imex=ours), "rack-imex")["outcome"] == "passed"
+    assert _promise(judge_rack(read_trays(rack), imex=ours), "rack-imex")["outcome"] == "passed"
     other = parse_imex_status(_imex_with_hosts([*TRAYS[:17], "gb300-tray18"]))
-    assert _promise(judge_rack(read_trays(RACK), imex=other), "rack-imex") == {
+    assert _promise(judge_rack(read_trays(rack), imex=other), "rack-imex") == {
         "id": "rack-imex", "outcome": "failed",
         "reason": "IMEX node #17 (gb300-tray18) is no tray of the rack (their hosts: gb200-tray01, gb200-tray02, "
                   "gb200-tray03 ...); tray gb200-tray18 is in no IMEX node"}

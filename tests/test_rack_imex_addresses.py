@@ -8,25 +8,40 @@ rack's trays. DERIVED: each tray's ip-addr.json is the VM's with eth0's address 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import subprocess
 
-from rack_replay import IMEX_18, IP_ADDR_VM, NCCL_72, RACK, TRAYS, addressed_rack, fleet_results, run_rack, tray_ip_addr
+from rack_replay import (
+    IMEX_18,
+    IP_ADDR_VM,
+    RACK,
+    TRAYS,
+    addressed_rack,
+    dated_rack,
+    judge_whole_rack,
+    run_rack,
+    tray_ip_addr,
+    write_manifest,
+)
 
 from pytest_gpufabric.fabric import host_addresses
 from pytest_gpufabric.fabric.host_addresses import (
+    identifies_one_host,
     parse_fib_trie,
     parse_if_inet6,
     parse_ip_addr_json,
     read_host_addresses,
     snapshot_addresses,
+    tie_to_bundle,
 )
-from pytest_gpufabric.fleet.rack import all_reduce_run, judge_rack, read_trays
+from pytest_gpufabric.fleet.rack import judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
 
 VM = IP_ADDR_VM.parent.parent
-VM_ADDRESSES = ["127.0.0.1", "::1", "192.0.2.2", "fd00::2", "fe80::fc:ff:fe00:1"]
+VM_RECORDED = ["127.0.0.1", "::1", "192.0.2.2", "fd00::2", "fe80::fc:ff:fe00:1"]
+VM_ADDRESSES = ["192.0.2.2", "fd00::2"]  # loopback and link-local name no one host: dropped
 NO_ADDRESSES = "no ip-addr.json (`ip -j addr`, recorded by `gpufabric snapshot`)"
 
 
@@ -35,22 +50,18 @@ def _imex(promises: dict) -> dict:
 
 
 def _whole_rack(rack, imex_text: str) -> dict:
-    """Every rack promise given, as tests/test_imex.py's path to ACCEPTED gives them (the all_reduce's device list
-    taken as whole, its one device line a tray of this rack): only rack-imex decides the verdict."""
-    ours = NCCL_72.read_text().replace("slurm-gb200-207-171", "gb200-tray18").replace("NVIDIA Graphics Device",
-                                                                                    "NVIDIA GB200")
-    return judge_rack(read_trays(rack), fleet=fleet_results(), all_reduce=dict(all_reduce_run(ours), ranks=72),
-                      min_busbw=800.0, imex=parse_imex_status(imex_text))
+    return judge_whole_rack(rack, imex_text)
 
 
 # the recorder and its readers, on the VM's real output
 
 
 def test_the_recorded_ip_output_and_proc_files_give_the_same_addresses():
+    assert parse_ip_addr_json((VM / "ip" / "ip-addr.json").read_text()) == VM_RECORDED
     assert read_host_addresses(VM / "ip").addresses == VM_ADDRESSES
-    assert read_host_addresses(VM / "ip").source == "ip-addr.json"
+    assert (read_host_addresses(VM / "ip").source, read_host_addresses(VM / "ip").families) == ("ip-addr.json", (4, 6))
     from_proc = read_host_addresses(VM / "proc")
-    assert from_proc.source == "proc-net-fib_trie.txt, proc-net-if_inet6.txt"
+    assert (from_proc.source, from_proc.families) == ("proc-net-fib_trie.txt, proc-net-if_inet6.txt", (4, 6))
     assert sorted(from_proc.addresses) == sorted(VM_ADDRESSES)
     # fib_trie's 127.0.0.0 is `/8 host LOCAL` (the loopback net), 192.0.2.255 `/32 link BROADCAST`: not addresses
     assert parse_fib_trie((VM / "proc" / "proc-net-fib_trie.txt").read_text()) == ["127.0.0.1", "192.0.2.2"]
@@ -84,7 +95,8 @@ def test_without_ip_the_recorder_copies_the_kernel_tables(tmp_path, monkeypatch)
                         "proc-net-fib_trie.txt": {"file": "/proc/net/fib_trie"},
                         "proc-net-if_inet6.txt": {"file": "/proc/net/if_inet6"}}
     live = subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, check=True).stdout
-    assert sorted(read_host_addresses(tmp_path).addresses) == sorted(parse_ip_addr_json(live))
+    assert sorted(read_host_addresses(tmp_path).addresses) == sorted(
+        a for a in parse_ip_addr_json(live) if identifies_one_host(a))
 
 
 def test_snapshot_records_the_addresses_in_the_bundle(tmp_path, monkeypatch, capsys):
@@ -100,6 +112,13 @@ def test_snapshot_records_the_addresses_in_the_bundle(tmp_path, monkeypatch, cap
     assert "ip-addr.json" in manifest["files"]
     assert manifest["commands"]["ip-addr.json"] == {"cmd": ["ip", "-j", "addr"], "returncode": 0, "stderr": ""}
     assert read_host_addresses(tmp_path / "bundle").source == "ip-addr.json"
+    # each file with its sha256, so a later ip-addr.json is not taken for the bundle's
+    digest = hashlib.sha256((tmp_path / "bundle" / "ip-addr.json").read_bytes()).hexdigest()
+    assert manifest["sha256"]["ip-addr.json"] == digest
+    assert set(manifest["sha256"]) == {p.name for p in (tmp_path / "bundle").iterdir() if p.is_file()} - {
+        "manifest.json"}
+    recorded = read_host_addresses(tmp_path / "bundle")
+    assert tie_to_bundle(tmp_path / "bundle", recorded, manifest["hostname"]) == (None, manifest["recorded_at"])
 
 
 # the rack: IMEX nodes by IP matched to the trays' recorded addresses
@@ -113,7 +132,7 @@ def test_every_imex_node_one_trays_address_is_accepted(tmp_path):
                                "reason": "IMEX domain UP: 18 nodes READY, every pair connected, each node one tray "
                                          "(18 by address)"}
     assert document["verdict"] == "ACCEPTED"
-    assert document["trays"][4]["addresses"] == ["127.0.0.1", "::1", "172.31.50.39", "fd00::5", "fe80::fc:ff:fe00:1"]
+    assert document["trays"][4]["addresses"] == ["172.31.50.39", "fd00::5"]
 
 
 def test_an_imex_address_no_tray_holds_is_rejected_naming_it(tmp_path):
@@ -167,8 +186,9 @@ def test_a_tray_without_addresses_is_not_checked_naming_it(tmp_path):
 
 
 def test_trays_recorded_before_addresses_were_are_not_checked(tmp_path):
-    """The shipped replayed rack (no ip-addr.json): its IMEX nodes by IP are matched to nothing, never passed."""
-    document = _whole_rack(RACK, IMEX_18.read_text())
+    """The replayed rack's trays with their manifests but no ip-addr.json: its IMEX nodes by IP are matched to
+    nothing, never passed."""
+    document = _whole_rack(dated_rack(tmp_path), IMEX_18.read_text())
     assert document["verdict"] == "INCOMPLETE"
     assert _imex(document)["reason"] == (
         "IMEX node #0 (172.31.48.81), IMEX node #1 (172.31.48.98), IMEX node #2 (172.31.48.221) (+15 more) matched "
@@ -188,8 +208,10 @@ def test_an_imex_node_of_a_tray_that_did_not_report_is_not_called_a_stranger(tmp
 
 
 def test_one_address_on_two_trays_is_rejected(tmp_path):
+    """Tray 01's recording copied onto tray 02, then recorded into tray 02's manifest as if its bundle held it."""
     rack = addressed_rack(tmp_path)
-    (rack / "gb200-tray02" / "ip-addr.json").write_text(tray_ip_addr(1))  # tray 01's recording copied
+    (rack / "gb200-tray02" / "ip-addr.json").write_text(tray_ip_addr(1))
+    write_manifest(rack / "gb200-tray02")
     assert _imex(judge_rack(read_trays(rack), imex=parse_imex_status(IMEX_18.read_text())))["reason"] == (
         "IMEX node #0 (172.31.48.81) is an address of trays gb200-tray01, gb200-tray02: one node, several trays; "
         "IMEX node #1 (172.31.48.98) is no tray's address (the trays' addresses: gb200-tray01 172.31.48.81 fd00::1, "

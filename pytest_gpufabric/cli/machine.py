@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import shutil
@@ -156,6 +157,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         "gpufabric_version": __version__,
         "files": sorted(p.name for p in target.iterdir() if p.name != bundle.MANIFEST_FILE),
         "commands": commands,
+        # each recorded file's digest: a file later put into the folder (ip-addr.json) is not the bundle's
+        "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(target.iterdir())
+                   if p.name != bundle.MANIFEST_FILE and p.is_file() and not p.is_symlink()},
     }
     (target / bundle.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")

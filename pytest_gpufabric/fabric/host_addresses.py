@@ -6,10 +6,17 @@ machine said: ``ip -j addr`` (iproute2's JSON) into ``ip-addr.json``; where ``ip
 tables ``/proc/net/fib_trie`` (IPv4: each ``/32 host LOCAL`` entry is an address of this host) and
 ``/proc/net/if_inet6`` (IPv6) into ``proc-net-fib_trie.txt`` and ``proc-net-if_inet6.txt``. A bundle without any
 of them (recorded before they were) stays valid: its addresses are unknown, never empty.
+
+Addresses are normalised by ``ipaddress`` (an IPv4-mapped ``::ffff:a.b.c.d`` is its IPv4, a zone is dropped); a
+host's addresses are those that name it alone: loopback, link-local, unspecified and multicast addresses (every
+host has or shares them) are dropped (``identifies_one_host``). A folder's addresses are tied to its bundle only
+where the bundle's manifest.json lists each file read with its sha256 and was recorded on the tray's host
+(``tie_to_bundle``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import shutil
@@ -17,8 +24,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ADDRESS_FILES", "IP_ADDR_COMMAND", "IP_ADDR_FILE", "HostAddresses", "parse_fib_trie",
-           "parse_if_inet6", "parse_ip_addr_json", "read_host_addresses", "snapshot_addresses"]
+__all__ = ["ADDRESS_FILES", "IP_ADDR_COMMAND", "IP_ADDR_FILE", "HostAddresses", "identifies_one_host",
+           "normal_address", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json", "read_host_addresses",
+           "snapshot_addresses", "tie_to_bundle"]
 
 IP_ADDR_FILE = "ip-addr.json"
 IP_ADDR_COMMAND = ["ip", "-j", "addr"]
@@ -27,16 +35,21 @@ IF_INET6_FILE = "proc-net-if_inet6.txt"
 #: the kernel files read where `ip` is missing, by the bundle file they are copied to
 PROC_FILES = {FIB_TRIE_FILE: "/proc/net/fib_trie", IF_INET6_FILE: "/proc/net/if_inet6"}
 ADDRESS_FILES = (IP_ADDR_FILE, FIB_TRIE_FILE, IF_INET6_FILE)
+#: the IP versions each file records: ip-addr.json both, each /proc/net file one
+FAMILIES = {IP_ADDR_FILE: (4, 6), FIB_TRIE_FILE: (4,), IF_INET6_FILE: (6,)}
+MANIFEST_FILE = "manifest.json"  # fabric/bundle.py's, named here so that reading it needs no bundle loader
 
 
 @dataclass
 class HostAddresses:
-    """A recorded host's addresses (normalised by ``ipaddress``), the files they were read from; ``addresses`` is
-    None when the folder holds none of the files or one cannot be read, ``why`` then says which."""
+    """A recorded host's addresses that name it alone (normalised by ``ipaddress``), the files they were read
+    from and the IP versions those files record (``families``); ``addresses`` is None when the folder holds none
+    of the files or one cannot be read, ``why`` then says which."""
 
     addresses: list[str] | None
     source: str = ""
     why: str | None = None
+    families: tuple[int, ...] = ()
 
 
 def parse_ip_addr_json(text: str) -> list[str]:
@@ -83,11 +96,29 @@ def parse_if_inet6(text: str) -> list[str]:
     return _unique(found)
 
 
-def _address(words) -> str:
+def normal_address(words) -> str | None:
+    """``words`` as ``ipaddress`` writes the address (an IPv4-mapped IPv6 as its IPv4, no zone); None for no
+    address."""
     try:
-        return str(ipaddress.ip_address(str(words)))
+        address = ipaddress.ip_address(str(words).split("%")[0])
     except ValueError:
-        raise ValueError(f"{words!r} is not an IP address") from None
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped if mapped is not None else address)
+
+
+def identifies_one_host(address: str) -> bool:
+    """Whether an address can name one host: not loopback (127.0.0.0/8, ::1), link-local (169.254/16, fe80::/10),
+    unspecified or multicast, which every host has or shares."""
+    parsed = ipaddress.ip_address(address)
+    return not (parsed.is_loopback or parsed.is_link_local or parsed.is_unspecified or parsed.is_multicast)
+
+
+def _address(words) -> str:
+    address = normal_address(words)
+    if address is None:
+        raise ValueError(f"{words!r} is not an IP address")
+    return address
 
 
 def _unique(addresses: list[str]) -> list[str]:
@@ -95,8 +126,13 @@ def _unique(addresses: list[str]) -> list[str]:
 
 
 def read_host_addresses(folder: Path) -> HostAddresses:
-    """The addresses a bundle folder recorded: ip-addr.json, else the copied /proc/net files."""
-    readers = [(IP_ADDR_FILE, parse_ip_addr_json)] if (folder / IP_ADDR_FILE).is_file() else \
+    """The addresses a bundle folder recorded that name its host alone: ip-addr.json, else the copied /proc/net
+    files (each gives only its own IP version)."""
+    path = folder / IP_ADDR_FILE
+    if path.exists() and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        return HostAddresses(None, why=f"{IP_ADDR_FILE} is {what}: its addresses cannot be read")
+    readers = [(IP_ADDR_FILE, parse_ip_addr_json)] if path.is_file() else \
         [(name, parse) for name, parse in ((FIB_TRIE_FILE, parse_fib_trie), (IF_INET6_FILE, parse_if_inet6))
          if (folder / name).is_file()]
     if not readers:
@@ -108,7 +144,51 @@ def read_host_addresses(folder: Path) -> HostAddresses:
             found += parse((folder / name).read_text(encoding="utf-8", errors="replace"))
         except (OSError, ValueError) as exc:
             return HostAddresses(None, why=f"{name}: {exc}")
-    return HostAddresses(_unique(found), source=", ".join(name for name, _ in readers))
+    families = tuple(sorted({family for name, _ in readers for family in FAMILIES[name]}))
+    return HostAddresses([a for a in _unique(found) if identifies_one_host(a)],
+                         source=", ".join(name for name, _ in readers), families=families)
+
+
+def tie_to_bundle(folder: Path, recorded: HostAddresses, host: str | None) -> tuple[str | None, str | None]:
+    """(why the recorded addresses are not the bundle's, None where they are; the bundle's recorded_at): each
+    file read listed in the folder's manifest.json with its sha256, the manifest's host the tray's ``host``."""
+    manifest, why = _manifest(folder)
+    recorded_at = manifest.get("recorded_at") if isinstance(manifest.get("recorded_at"), str) else None
+    if why is not None:
+        return why, recorded_at
+    digests = manifest.get("sha256") if isinstance(manifest.get("sha256"), dict) else {}
+    listed = manifest.get("files") if isinstance(manifest.get("files"), list) else []
+    for name in recorded.source.split(", ") if recorded.source else ():
+        if name not in listed or not isinstance(digests.get(name), str):
+            return (f"{MANIFEST_FILE} does not list {name} with its sha256 (not recorded by this bundle's "
+                    "`gpufabric snapshot`)"), recorded_at
+        try:
+            content = (folder / name).read_bytes()
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror})", recorded_at
+        if hashlib.sha256(content).hexdigest() != digests[name]:
+            return f"{name} is not the file its bundle recorded (its sha256 differs from {MANIFEST_FILE}'s)", \
+                recorded_at
+    said = manifest.get("hostname")
+    if not host:
+        return f"the bundle names no host to tie {recorded.source} to", recorded_at
+    if not isinstance(said, str) or said.strip().lower().rstrip(".") != host.strip().lower().rstrip("."):
+        return f"{MANIFEST_FILE} was recorded on {said or 'no named host'}, the tray's bundle on {host}", \
+            recorded_at
+    return None, recorded_at
+
+
+def _manifest(folder: Path) -> tuple[dict, str | None]:
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        return {}, f"no {MANIFEST_FILE}: the addresses cannot be tied to the tray's bundle"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return {}, f"{MANIFEST_FILE} cannot be read ({exc})"
+    if not isinstance(manifest, dict):
+        return {}, f"{MANIFEST_FILE} is not a bundle manifest (a JSON object)"
+    return manifest, None
 
 
 def snapshot_addresses(target: Path) -> dict:

@@ -62,15 +62,18 @@ class Tray:
     contradictions: list[str] = field(default_factory=list)
     #: what the reader could not tell from the evidence (its ``unknown`` sentences): not checked
     unknown: list[str] = field(default_factory=list)
-    #: the host's own IP addresses (fabric/host_addresses.py), None where not recorded (``addresses_why``)
+    #: the host's own IP addresses that name it alone (fabric/host_addresses.py), tied to its bundle; None where
+    #: not recorded or not tied (``addresses_why``); ``address_families``: the IP versions they were recorded for
     addresses: list[str] | None = None
     addresses_why: str | None = None
+    address_families: tuple[int, ...] = ()
+    recorded_at: str | None = None  # the bundle's manifest.json recorded_at, where it has one
 
 
 def read_trays(rack: Path) -> list[Tray]:
     """Every tray folder of ``rack``, by name: a bundle (nvml.json / nvidia-smi-q.xml) or nvidia-smi-q.txt."""
     from ..fabric.bundle import BundleError, load_bundle
-    from ..fabric.host_addresses import ADDRESS_FILES, read_host_addresses
+    from ..fabric.host_addresses import ADDRESS_FILES, read_host_addresses, tie_to_bundle
 
     if not rack.is_dir():
         raise GpuFabricError(f"{rack}: not a folder of tray folders")
@@ -96,7 +99,12 @@ def read_trays(rack: Path) -> list[Tray]:
         except (BundleError, ValueError, OSError) as exc:
             tray.unreadable = str(exc)
         recorded = read_host_addresses(folder)
-        tray.addresses, tray.addresses_why = recorded.addresses, recorded.why
+        untied, tray.recorded_at = tie_to_bundle(folder, recorded, tray.hostname)
+        if recorded.addresses is not None and untied is not None:
+            tray.addresses_why = f"{recorded.source} not tied to the tray's bundle: {untied}"
+        else:
+            tray.addresses, tray.addresses_why = recorded.addresses, recorded.why
+            tray.address_families = recorded.families
         trays.append(tray)
     return trays
 
