@@ -225,10 +225,12 @@ def test_a_kernel_log_recorded_live_is_judged(pytester: pytest.Pytester, capsys)
 
 def test_health_reads_a_bundle_without_health_json_as_the_acceptance_does(capsys):
     """`gpufabric health --replay` of the acceptance bundle (no health.json): the counters its nvml.json and
-    nvidia-smi-q.xml recorded, judged as the acceptance judges them, not "could not tell"."""
+    nvidia-smi-q.xml recorded, judged as the acceptance judges them (none is a fault), and the Xid check could not
+    tell, as the acceptance's xid-events: no kernel log was recorded."""
     from pytest_gpufabric.cli import main
 
-    assert main(["health", "--profile", "h200-nvswitch-x2", "--replay", "h200-nvswitch-x2-acceptance"]) == 0
+    assert main(["health", "--profile", "h200-nvswitch-x2", "--replay", "h200-nvswitch-x2-acceptance"]) == 6
     out = capsys.readouterr().out
-    assert out.startswith("gpufabric: HEALTHY 2 GPUs, profile h200-nvswitch-x2\n")
+    assert out.startswith("gpufabric: UNKNOWN node kernel log not recorded; remedy: rerun\n")
     assert "DERIVED from this bundle's nvml.json and nvidia-smi-q.xml" in out
+    assert out.count("  unknown: ") == 1 and "  drain: " not in out and "  warn" not in out
