@@ -175,7 +175,8 @@ def test_a_board_counted_but_not_described_is_unknown(pytester: pytest.Pytester,
 
     _edit_health(bundle, drop_gpu1)
     rc, out = _health(capsys, "h200-nvswitch-x2", bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+1 more); remedy: rerun")
+    # (+2 more: GPU1 counted, not described; the DERIVED record's kernel log, not recorded)
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+2 more); remedy: rerun")
     assert "  unknown: GPU1: counted, not described (1 of 2 GPUs) [rerun]: " in "\n".join(out)
     assert not any(line.startswith("  drain") for line in out)
     rc, verdict, promises = _judge(pytester, "h200-nvswitch-x2", bundle)
@@ -197,7 +198,9 @@ def test_a_pci_gpu_no_described_gpu_is_at_is_unknown(capsys, tmp_path):
 
     _edit_health(bundle, no_bus_id)
     rc, out = _health(capsys, "h200-nvswitch-x2", bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched; remedy: rerun")
+    # (+1 more: the DERIVED record's kernel log, not recorded)
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+1 more); remedy: rerun")
+    assert "  unknown: node: kernel log not recorded [rerun]: " in "\n".join(out)
 
 
 def test_a_record_of_another_board_shows_nothing_of_this_one(pytester: pytest.Pytester):
