@@ -28,13 +28,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from derive_health import with_read_kernel_log  # the DERIVED bundle alone is could not tell: every check runs
+
+    bundle = with_read_kernel_log(BUNDLE)
     walls, passive = [], []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUFABRIC_STATE_DIR": str(Path(tmp) / "state")}
         for _ in range(args.runs + 1):  # the first warms the file cache and is dropped
             started = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "pytest_gpufabric", "health", "--profile", "h200-nvswitch-x4",
-                                   "--replay", str(BUNDLE), "--json"], capture_output=True, text=True, cwd=tmp,
+                                   "--replay", str(bundle), "--json"], capture_output=True, text=True, cwd=tmp,
                                   env=env)
             walls.append(time.perf_counter() - started)
             if done.returncode != 0:

@@ -19,14 +19,36 @@ to write them again.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from pytest_gpufabric.nodehealth.derive import derive as _derive
 
 BUNDLES = Path(__file__).parent / "data" / "bundles"
 DERIVED_BUNDLES = ("h100-x1", "h100-x2-identity", "h200-nvswitch-x2", "h200-nvswitch-x4")
+#: a kernel log as a live read recorded it: h100-x2-health's (gpufabric snapshot as root, /dev/kmsg read, no Xid line)
+READ_KERNEL_LOG_FROM = BUNDLES / "h100-x2-health" / "health.json"
+_copies: dict[str, Path] = {}
+
+
+def with_read_kernel_log(bundle: Path) -> Path:
+    """A copy of a DERIVED bundle (made once per test process) whose health.json holds the kernel log a live read
+    recorded (READ_KERNEL_LOG_FROM) in place of the one it never recorded: a derived record alone is could not tell
+    (its Xid check cannot be done), so the tests of the other checks judge this copy. Same folder name."""
+    if bundle.name not in _copies:
+        root = Path(tempfile.mkdtemp(prefix="gpufabric-derived-"))
+        atexit.register(shutil.rmtree, root, True)
+        copy = root / bundle.name
+        shutil.copytree(bundle, copy)
+        data = json.loads((copy / "health.json").read_text(encoding="utf-8"))
+        data["kernel_log"] = json.loads(READ_KERNEL_LOG_FROM.read_text(encoding="utf-8"))["kernel_log"]
+        (copy / "health.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        _copies[bundle.name] = copy
+    return _copies[bundle.name]
 
 
 def derive(bundle: Path) -> dict:

@@ -175,7 +175,8 @@ def test_a_board_counted_but_not_described_is_unknown(pytester: pytest.Pytester,
 
     _edit_health(bundle, drop_gpu1)
     rc, out = _health(capsys, "h200-nvswitch-x2", bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+1 more); remedy: rerun")
+    # (+2 more: GPU1 counted, not described; the DERIVED record's kernel log, not recorded)
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+2 more); remedy: rerun")
     assert "  unknown: GPU1: counted, not described (1 of 2 GPUs) [rerun]: " in "\n".join(out)
     assert not any(line.startswith("  drain") for line in out)
     rc, verdict, promises = _judge(pytester, "h200-nvswitch-x2", bundle)
@@ -197,7 +198,9 @@ def test_a_pci_gpu_no_described_gpu_is_at_is_unknown(capsys, tmp_path):
 
     _edit_health(bundle, no_bus_id)
     rc, out = _health(capsys, "h200-nvswitch-x2", bundle)
-    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched; remedy: rerun")
+    # (+1 more: the DERIVED record's kernel log, not recorded)
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node PCI 00000000:00:07.0 not matched (+1 more); remedy: rerun")
+    assert "  unknown: node: kernel log not recorded [rerun]: " in "\n".join(out)
 
 
 def test_a_record_of_another_board_shows_nothing_of_this_one(pytester: pytest.Pytester):
@@ -225,10 +228,12 @@ def test_a_kernel_log_recorded_live_is_judged(pytester: pytest.Pytester, capsys)
 
 def test_health_reads_a_bundle_without_health_json_as_the_acceptance_does(capsys):
     """`gpufabric health --replay` of the acceptance bundle (no health.json): the counters its nvml.json and
-    nvidia-smi-q.xml recorded, judged as the acceptance judges them, not "could not tell"."""
+    nvidia-smi-q.xml recorded, judged as the acceptance judges them (none is a fault), and the Xid check could not
+    tell, as the acceptance's xid-events: no kernel log was recorded."""
     from pytest_gpufabric.cli import main
 
-    assert main(["health", "--profile", "h200-nvswitch-x2", "--replay", "h200-nvswitch-x2-acceptance"]) == 0
+    assert main(["health", "--profile", "h200-nvswitch-x2", "--replay", "h200-nvswitch-x2-acceptance"]) == 6
     out = capsys.readouterr().out
-    assert out.startswith("gpufabric: HEALTHY 2 GPUs, profile h200-nvswitch-x2\n")
+    assert out.startswith("gpufabric: UNKNOWN node kernel log not recorded; remedy: rerun\n")
     assert "DERIVED from this bundle's nvml.json and nvidia-smi-q.xml" in out
+    assert out.count("  unknown: ") == 1 and "  drain: " not in out and "  warn" not in out

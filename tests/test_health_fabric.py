@@ -11,12 +11,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from derive_health import with_read_kernel_log
 
 from pytest_gpufabric.cli import main
 from pytest_gpufabric.nodehealth import output
 from pytest_gpufabric.nodehealth.finding import DRAIN
 
-X4 = Path(__file__).parent / "data" / "bundles" / "h200-nvswitch-x4"
+BUNDLES = Path(__file__).parent / "data" / "bundles"
+X4 = with_read_kernel_log(BUNDLES / "h200-nvswitch-x4")
 SERIAL3 = "1653724034047"
 CLUSTER = "72727272-7272-4272-8272-727272727272"
 ZERO = "00000000-0000-0000-0000-000000000000"
@@ -142,7 +144,7 @@ def test_a_fabric_status_in_nvidia_smi_q_keeps_its_words(capsys, tmp_path):
     'Insufficient Resources' (DERIVED: written into a copy of the 2x H200 acceptance bundle's XML) drains as that,
     not as an unknown error."""
     copy = tmp_path / "x2"
-    shutil.copytree(X4.parent / "h200-nvswitch-x2-acceptance", copy)
+    shutil.copytree(BUNDLES / "h200-nvswitch-x2-acceptance", copy)
     xml = copy / "nvidia-smi-q.xml"
     first, second = xml.read_text(encoding="utf-8").split('<gpu id="00000000:00:07.0">')
     second = second.replace("<status>Success</status>", "<status>Insufficient Resources</status>", 1)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from derive_health import DERIVED_BUNDLES, derive
+from derive_health import DERIVED_BUNDLES, derive, with_read_kernel_log
 
 from pytest_gpufabric.cli import main
 from pytest_gpufabric.nodehealth import output
@@ -26,8 +26,10 @@ from pytest_gpufabric.nodehealth.record import load_health_file, parse_kmsg_reco
 
 DATA = Path(__file__).parent / "data"
 BUNDLES = DATA / "bundles"
-X4 = BUNDLES / "h200-nvswitch-x4"
-X2 = BUNDLES / "h200-nvswitch-x2"
+#: the shipped DERIVED bundles, and copies of them that hold a kernel log as a live read recorded it (no Xid line):
+#: a derived record alone is could not tell (its Xid check cannot be done), the copies are judged by every check
+SHIPPED_X4, SHIPPED_X2 = BUNDLES / "h200-nvswitch-x4", BUNDLES / "h200-nvswitch-x2"
+X4, X2 = with_read_kernel_log(SHIPPED_X4), with_read_kernel_log(SHIPPED_X2)
 #: the live run of the machine the x4 bundle was recorded on (its serials); and a third x4 host's
 X4_ACCEPTED = DATA / "results" / "h200-nvswitch-x4-measured-live-on-h200-x4.json"
 OTHER_X4_ACCEPTED = DATA / "results" / "h200-nvswitch-x4-shipped-profile-live-on-h200-x4.json"
@@ -106,6 +108,7 @@ def test_the_derived_thresholds_are_what_nvml_answered_on_the_same_h100():
 
 
 def test_recorded_machines_are_healthy(capsys, tmp_path):
+    """The shipped DERIVED bundles, with a kernel log as a live read recorded it, are healthy."""
     assert x4(capsys, X4)[0:1] == (0,)
     assert x4(capsys, X4)[1][0] == "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4"
     rc, out = health(capsys, "--profile", "h200-nvswitch-x2", "--replay", str(X2))
@@ -113,9 +116,57 @@ def test_recorded_machines_are_healthy(capsys, tmp_path):
     # a profile written from the recorded H100 itself
     assert main(["profile", "init", "--replay", "h100-x1", "-o", str(tmp_path / "h100.yaml")]) == 0
     capsys.readouterr()
-    rc, out = health(capsys, "--profile", str(tmp_path / "h100.yaml"), "--replay", "h100-x1")
+    rc, out = health(capsys, "--profile", str(tmp_path / "h100.yaml"), "--replay",
+                     str(with_read_kernel_log(BUNDLES / "h100-x1")))
     assert (rc, out[0]) == (0, "gpufabric: HEALTHY 1 GPUs, profile h100")
-    assert any("Xid events not checked: the kernel log could not be read" in line for line in out)
+
+
+NOT_RECORDED = "gpufabric: UNKNOWN node kernel log not recorded; remedy: rerun"
+
+
+@pytest.mark.parametrize("name", DERIVED_BUNDLES)
+def test_a_derived_record_without_a_kernel_log_is_could_not_tell(capsys, tmp_path, name):
+    """A shipped DERIVED bundle as it is: its Xid check cannot be done (no kernel log was recorded), so never
+    healthy."""
+    assert main(["profile", "init", "--replay", name, "-o", str(tmp_path / "machine.yaml")]) == 0
+    capsys.readouterr()
+    rc, out = health(capsys, "--profile", str(tmp_path / "machine.yaml"), "--replay", name)
+    assert (rc, out[0]) == (6, NOT_RECORDED)
+    assert out[1] == ("  unknown: node: kernel log not recorded [rerun]: Xid events not checked: the record holds no "
+                      "kernel log (not recorded: a DERIVED record (the bundle holds no kernel log)); record the bundle "
+                      "again with gpufabric snapshot, as root (it reads /dev/kmsg)")
+
+
+def test_a_bundle_without_health_json_derived_from_nvml_is_could_not_tell(capsys, tmp_path):
+    """A copy of the x4 bundle without its health.json: the record derived from its nvml.json and nvidia-smi-q.xml
+    has no kernel log, so the Xid check is not done: exit 6, as docs/health.md says, not HEALTHY."""
+    copy = tmp_path / "x4"
+    shutil.copytree(SHIPPED_X4, copy)
+    (copy / "health.json").unlink()
+    document = result_json(capsys, copy)
+    assert (document["exit_code"], document["line"]) == (6, NOT_RECORDED)
+    assert [(f["check"], f["severity"], f["what"]) for f in document["findings"]] == [
+        ("xid", "unknown", "kernel log not recorded")]
+
+
+def test_a_record_calling_itself_derived_does_not_switch_the_xid_check_off(capsys, tmp_path):
+    """h100-x2-health's live record with its kernel log unreadable is could not tell; a ``derived`` field added to
+    it changes nothing."""
+    profile = DATA / "results" / "health-h100-x2" / "machine.yaml"
+    unreadable = "/dev/kmsg: Operation not permitted"
+    expected = (6, "gpufabric: UNKNOWN node kernel log not readable; remedy: software or configuration")
+
+    def denied(data):
+        data["kernel_log"]["error"] = unreadable
+
+    def denied_and_derived(data):
+        denied(data)
+        data["derived"] = "x"
+
+    for edit in (denied, denied_and_derived):
+        bundle = planted(tmp_path, edit, BUNDLES / "h100-x2-health")
+        rc, out = health(capsys, "--profile", str(profile), "--replay", str(bundle))
+        assert (rc, out[0]) == expected, edit.__name__
 
 
 def test_accepted_boards_are_named_by_serial(capsys):
@@ -240,6 +291,21 @@ def test_what_is_normal_between_jobs_is_not_a_fault(capsys, tmp_path):
     assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4 (1 warning)")
     assert "  warn: GPU2 (serial 1653724066364): Xid 13" in out[1]
     assert any("1 Xid line(s) older than 3600 s" in line for line in out)
+
+
+@pytest.mark.parametrize("window", ["0", "-1", "299.9", "nan", "inf"])
+def test_an_xid_window_shorter_than_the_check_interval_is_a_usage_error(capsys, tmp_path, window):
+    """--xid-window 0 judged no Xid line (a fresh Xid 79 read HEALTHY): below 300 s, NaN or inf is refused."""
+    bundle = planted(tmp_path, lambda d: d.update(kernel_log={"source": "/dev/kmsg", "error": None, "xids": [
+        {"pci": "0000:00:07", "xid": 79, "age_s": 10.0, "text": XID_79}]}))
+    with pytest.raises(SystemExit) as caught:
+        main(["health", "--profile", "h200-nvswitch-x4", "--replay", str(bundle), "--xid-window", window])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: argument --xid-window: {window!r}: give a number in [300, 3.1536e+08]\n")
+    rc, out = x4(capsys, bundle, "--xid-window", "300")  # the shortest window judges it
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) Xid 79 fell off the bus; "
+                                "remedy: reset or reboot")
 
 
 def test_temperature_near_slowdown_and_persistence_off_are_warnings(capsys, tmp_path):

@@ -96,6 +96,36 @@ def test_the_quick_tier_runs_only_on_the_gpus_given(tmp_path):
         [], ["quick tier workloads not run: no GPU of this node is free to run them on"], {})
 
 
+def test_a_quick_tier_that_ran_on_no_gpu_is_could_not_tell_outside_a_job(capsys, tmp_path, monkeypatch):
+    """CUDA_VISIBLE_DEVICES set empty outside a Slurm job: the workloads run on no GPU (the fault planted on device 1
+    is never seen), so nothing is shown healthy."""
+    (tmp_path / "cpu-health.yaml").write_text(CPU_PROFILE)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    rc = main(["health", "--profile", str(tmp_path / "cpu-health.yaml"), "--replay", str(X2), "--quick",
+               "--plant-fault", "1", "--json", str(tmp_path / "result.json")])
+    out = capsys.readouterr().out.splitlines()
+    assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node quick tier ran on no GPU; remedy: software or configuration")
+    assert out[1] == (
+        "  unknown: node: quick tier ran on no GPU [software or configuration]: the quick tier's workloads ran on none "
+        "of the 2 GPUs (not the job's GPU (CUDA_VISIBLE_DEVICES does not name it)): nothing was exercised; run it "
+        "where SLURM_JOB_GPUS, SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES are unset or name the GPUs, and no other job "
+        "holds them")
+    document = json.loads((tmp_path / "result.json").read_text())
+    output.validate_result(document)
+    assert [s["gpu"] for s in document["quick_skipped"]] == [0, 1]
+
+
+def test_a_job_without_gpus_says_the_quick_tier_skipped_them(capsys, tmp_path, monkeypatch):
+    """The epilog of a job without GPUs (SLURM_JOB_GPUS set, empty): no workload runs on another job's GPUs, and the
+    line says the passive tier's GPUs were not exercised, never a bare "HEALTHY 2 GPUs"."""
+    (tmp_path / "cpu-health.yaml").write_text(CPU_PROFILE)
+    monkeypatch.setenv("SLURM_JOB_GPUS", "")
+    rc = main(["health", "--profile", str(tmp_path / "cpu-health.yaml"), "--replay", str(X2), "--quick"])
+    out = capsys.readouterr().out.splitlines()
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 2 GPUs (quick tier skipped 2), profile cpu-health")
+    assert "  note: quick tier workloads not run: no GPU of this node is free to run them on" in out
+
+
 def test_a_skipped_gpu_is_said_never_healthy_and_keeps_its_quick_drain(capsys, tmp_path, monkeypatch):
     (tmp_path / "cpu-health.yaml").write_text(CPU_PROFILE)
     monkeypatch.setenv("SLURM_JOB_GPUS", "0")
@@ -107,6 +137,7 @@ def test_a_skipped_gpu_is_said_never_healthy_and_keeps_its_quick_drain(capsys, t
     document = json.loads((tmp_path / "result.json").read_text())
     output.validate_result(document)
     assert (rc, document["verdict"]) == (0, "HEALTHY")
+    assert out[0] == document["line"] == "gpufabric: HEALTHY 2 GPUs (quick tier skipped 1), profile cpu-health"
     assert document["quick_skipped"] == [{"gpu": 1, "serial": "1653824016216",
                                           "why": "not the job's GPU (SLURM_JOB_GPUS does not name it)"}]
     assert "  note: GPU1 skipped by the quick tier, not judged: not the job's GPU (SLURM_JOB_GPUS does not name " \

@@ -22,13 +22,15 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from derive_health import with_read_kernel_log
 from slurm_cluster import slurm_fixture  # noqa: F401  (the fixture `slurm`)
 from test_nodehealth import CPU_PROFILE
 from test_nodehealth_metrics import series
 from test_nodehealth_slurm import _node
 
 REPO = Path(__file__).resolve().parent.parent
-BUNDLE = REPO / "tests" / "data" / "bundles" / "h200-nvswitch-x2"
+#: the shipped DERIVED bundle with a kernel log as a live read recorded it (alone it is could not tell)
+BUNDLE = with_read_kernel_log(REPO / "tests" / "data" / "bundles" / "h200-nvswitch-x2")
 RECORDED = datetime.fromisoformat(json.loads((BUNDLE / "health.json").read_text())["recorded_at"]).timestamp()
 #: a real kernel line (NVIDIA/open-gpu-kernel-modules#1151), its PCI address edited to the x2 bundle's GPU0
 XID_79 = "NVRM: Xid (PCI:0000:00:06): 79, GPU has fallen off the bus."

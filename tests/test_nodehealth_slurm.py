@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
+from derive_health import with_read_kernel_log
 from slurm_cluster import slurm_fixture  # noqa: F401  (the fixture `slurm`)
 
 REPO = Path(__file__).resolve().parent.parent
-BUNDLE = REPO / "tests" / "data" / "bundles" / "h200-nvswitch-x4"
+#: the shipped DERIVED bundle with a kernel log as a live read recorded it (alone it is could not tell)
+BUNDLE = with_read_kernel_log(REPO / "tests" / "data" / "bundles" / "h200-nvswitch-x4")
 SCRIPT = REPO / "examples" / "slurm" / "healthcheck.sh"
 PROFILE = "h200-nvswitch-x4"
 INTERVAL_S = 2

@@ -19,7 +19,14 @@ from test_nodehealth_metrics import series
 from pytest_gpufabric.cli import main
 from pytest_gpufabric.nodehealth import output
 from pytest_gpufabric.nodehealth.finding import DRAIN, Finding
-from pytest_gpufabric.nodehealth.state import HealthState, reconcile
+from pytest_gpufabric.nodehealth.state import (
+    BOOT_ID_ENV,
+    BOOT_ID_FILE,
+    HealthState,
+    boot_id,
+    ignored_boot_id_override,
+    reconcile,
+)
 from pytest_gpufabric.remedy_classes import RESEAT, SOFTWARE
 
 RECORDED_X4 = datetime.fromisoformat(json.loads((X4 / "health.json").read_text())["recorded_at"]).timestamp()
@@ -124,6 +131,62 @@ def test_an_xid_that_ages_out_stays_drained_until_a_reboot(capsys, node):
     rc, out = check(capsys, node, X4, at=3970)  # a new boot: the kernel log starts empty
     assert (rc, out[0]) == (0, HEALTHY_X4)
     assert state(node)["drains"] == []
+
+
+def test_a_boot_id_source_that_changes_between_reads_shows_no_reboot(capsys, node, monkeypatch):
+    """GPUFABRIC_BOOT_ID_FILE naming /proc/sys/kernel/random/uuid (a new UUID at every read, one word away from
+    boot_id): it shows no reboot, so an Xid drain that left the window stays held."""
+    monkeypatch.setenv(BOOT_ID_ENV, "/proc/sys/kernel/random/uuid")
+    bundle = planted(node, with_xid(30.0))
+    assert check(capsys, node, bundle, at=10)[1][0] == XID_LINE
+    rc, out = check(capsys, node, bundle, at=4000)
+    assert (rc, out[0]) == (1, XID_LINE)
+    assert "held: the boot id was not readable when it was seen: no reboot can be shown since" in "\n".join(out)
+    assert state(node)["drains"][0]["boot_id"] is None
+
+
+def test_only_a_replay_reads_the_boot_id_file_and_only_a_stable_uuid(tmp_path):
+    kernel = Path(BOOT_ID_FILE).read_text(encoding="ascii").strip()
+    planted_id = tmp_path / "boot_id"
+    planted_id.write_text("5e0d7a64-0c4f-4d43-9a57-1b1c1f5e0002\n")
+    env = {BOOT_ID_ENV: str(planted_id)}
+    assert boot_id(env) == kernel  # a live check: the kernel's, whatever the environment says
+    assert ignored_boot_id_override(env) == (
+        f"{BOOT_ID_ENV}={planted_id} ignored: a live check reads the kernel's boot id ({BOOT_ID_FILE}); the "
+        "variable is for replays (tests)")
+    assert boot_id(env, replay=True) == "5e0d7a64-0c4f-4d43-9a57-1b1c1f5e0002"
+    assert ignored_boot_id_override(env, replay=True) is None
+    planted_id.write_text("rebooted\n")  # not a UUID
+    assert boot_id(env, replay=True) is None
+    assert boot_id({BOOT_ID_ENV: "/proc/sys/kernel/random/uuid"}, replay=True) is None
+
+
+def test_a_clear_dated_after_the_checks_clock_hides_no_new_xid(capsys, node):
+    """The clock stepped back a day after alice's clear: a new Xid (5 s old by that clock) is judged, not taken for
+    one logged before the clear."""
+    assert check(capsys, node, planted(node, with_xid(30.0)), at=10)[0] == 1
+    assert main(["health", "--clear", "xid", "--by", "alice", "--state-dir", str(node / "state"),
+                 "--now", str(RECORDED_X4 + 20)]) == 0
+    capsys.readouterr()
+    stepped_back = datetime.fromtimestamp(RECORDED_X4 - 86000, timezone.utc).isoformat(timespec="seconds")
+    new = planted(node, lambda d: (with_xid(5.0)(d), d.update(recorded_at=stepped_back)))
+    rc, out = check(capsys, node, new, at=-86000)
+    assert (rc, out[0]) == (1, XID_LINE)
+    assert not any("cleared it" in line for line in out)
+
+
+def test_a_clear_covers_no_line_of_a_later_boot(capsys, node):
+    """After a reboot the kernel log holds only lines logged since: a line that a wrong clock dates before alice's
+    clear is judged."""
+    bundle = planted(node, with_xid(30.0))
+    assert check(capsys, node, bundle)[0] == 1
+    assert main(["health", "--clear", "xid", "--by", "alice", "--state-dir", str(node / "state"),
+                 "--now", str(RECORDED_X4 + 60)]) == 0
+    capsys.readouterr()
+    assert check(capsys, node, bundle, at=100)[:1] == (0,)  # the same boot: the line predates the clear
+    reboot(node)
+    rc, out = check(capsys, node, bundle, at=100)
+    assert (rc, out[0]) == (1, XID_LINE)
 
 
 def test_an_operators_clear_is_recorded_and_respected(capsys, node):

@@ -38,13 +38,25 @@ from .finding import DRAIN_VERDICT, EXIT_CODES, UNKNOWN, Finding, verdict_of
 from .metrics import prom_text
 from .passive import DEFAULT_XID_WINDOW_S, passive_findings
 from .record import HEALTH_FILE, NodeHealthRecord, health_from_record, read_live
-from .state import StateUnreadable, boot_id, clear, load_state, locked, reconcile, refuse_another_node
+from .state import (
+    StateUnreadable,
+    boot_id,
+    clear,
+    ignored_boot_id_override,
+    load_state,
+    locked,
+    reconcile,
+    refuse_another_node,
+)
 
 #: the root the live check reads sysfs and procfs below (the PCI GPUs, RDMA ports, peer-memory module; default /:
 #: tests point it at a tree of their own)
 SYSFS_ROOT_ENV = "GPUFABRIC_SYSFS_ROOT"
 #: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
 TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
+#: the shortest --xid-window: the shipped Slurm and node-problem-detector interval (300 s); a shorter window lets
+#: an Xid logged just after one check age out before the next (0 would judge none)
+MIN_XID_WINDOW_S = 300.0
 #: below slurmd's HealthCheckProgram kill (60 s), the interpreter's start included
 DEFAULT_DEADLINE_S = 50.0
 HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler can use, or HEALTHY (0)"
@@ -73,10 +85,11 @@ def add_health_parser(sub, func) -> None:
     health.add_argument("--prom", metavar="DIR|FILE", help="also write the node_exporter textfile (replaced "
                         "atomically, also on errors): into a folder, one file per tier (gpufabric-health-passive.prom, "
                         "gpufabric-health-quick.prom), e.g. /var/lib/node_exporter/textfile/; or the FILE named")
-    health.add_argument("--xid-window", type=finite_number(0, 10 * 365 * 86400),
+    health.add_argument("--xid-window", type=finite_number(MIN_XID_WINDOW_S, 10 * 365 * 86400),
                         default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
-                        help="Xid and NVSwitch SXid lines younger than this are judged (default %(default)g); older "
-                             "ones stay in the kernel log after the reset that cleared them")
+                        help="Xid and NVSwitch SXid lines younger than this are judged (default %(default)g, at "
+                             f"least {MIN_XID_WINDOW_S:g}: the shipped checks' interval, so no line ages out between "
+                             "two checks); older ones stay in the kernel log after the reset that cleared them")
     health.add_argument("--deadline", type=finite_number(0, 86400, above_low=True), default=DEFAULT_DEADLINE_S,
                         metavar="SECONDS", help="say UNKNOWN 'could not finish in N s' (exit 6) when the reads and "
                         "workloads have not returned by then (default %(default)g: inside slurmd's 60 s kill of a "
@@ -194,8 +207,9 @@ def _run_clear(args: argparse.Namespace, folder: Path | None, now: float) -> int
         except StateUnreadable as exc:
             raise GpuFabricError(f"the health state cannot be read, nothing cleared: {exc}") from None
         # a clear covers the Xid lines logged before it: never a time past the real clock (a --now in the future
-        # would hide the Xids of the days up to it)
-        keys = clear(state, args.clear, args.by.strip(), min(now, time.time()), boot_id())
+        # would hide the Xids of the days up to it); its boot id only narrows that (state.reconcile), so a test's
+        # boot id file is honoured here as in a replay
+        keys = clear(state, args.clear, args.by.strip(), min(now, time.time()), boot_id(replay=True))
         if not keys:
             held = ", ".join(sorted(state.drains)) or "none"
             raise GpuFabricError(f"--clear {args.clear}: no held drain of that check (held: {held})")
@@ -219,17 +233,18 @@ def _aged(node: NodeHealthRecord, now: float) -> None:
 
 
 def _with_state(folder: Path, findings: list[Finding], tier: str, node_read: bool, now: float,
-                gpus: list[dict], skipped: set[int]) -> tuple[list[Finding], list[str], list[dict]]:
+                gpus: list[dict], skipped: set[int], replay: bool) -> tuple[list[Finding], list[str], list[dict]]:
     """The run's findings with the drains the state holds (state.py), the state saved; a state that cannot be read
     or written is an unknown finding naming it, never silently reset. The third value: the node's last known GPUs."""
     try:
         with locked(folder):
             state = load_state(folder)
             refuse_another_node(state, gpus)
-            findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now, boot=boot_id(),
-                                        gpus=gpus, quick_skipped=skipped)
+            findings, notes = reconcile(state, findings, tier=tier, node_read=node_read, now=now,
+                                        boot=boot_id(replay=replay), gpus=gpus, quick_skipped=skipped)
+            ignored = ignored_boot_id_override(replay=replay)
             state.save()
-            return findings, notes, state.known_gpus()
+            return findings, notes + ([ignored] if ignored else []), state.known_gpus()
     except StateUnreadable as exc:
         return findings + [Finding("health-state", UNKNOWN, "health state not readable", remedy=SOFTWARE,
                                    evidence={"why": str(exc)},
@@ -262,8 +277,6 @@ def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
         raise GpuFabricError("--by goes with --clear")
     if args.plant_fault is not None and not args.quick:
         raise GpuFabricError("--plant-fault plants its fault in the quick tier's workloads: give --quick")
-    if not args.xid_window >= 0:
-        raise GpuFabricError(f"--xid-window {args.xid_window}: give seconds, 0 or more")
     try:
         baseline, unjudged = resolve_baseline(args.profile, args.accepted), None
     except NoBaseline as exc:  # what the node should be is not known: said, never judged by a demo profile
@@ -292,11 +305,11 @@ def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
         ran = "quick" if "quick" in seconds else "passive"
         findings, state_notes, known_gpus = _with_state(folder, findings, ran,
                                                         node is not None and baseline is not None, now, gpus,
-                                                        {s["gpu"] for s in skipped})
+                                                        {s["gpu"] for s in skipped}, bool(args.replay))
         notes += state_notes
     verdict = verdict_of(findings)
     line = output.verdict_line(verdict, findings, node.gpu_count if node else None,
-                               baseline.profile.name if baseline else None)
+                               baseline.profile.name if baseline else None, quick_skipped=len(skipped))
     document = output.result_document(
         verdict=verdict, line=line, tier="quick" if args.quick else "passive", findings=findings, notes=notes,
         source=node.source if node else (args.replay or "NVML"), baseline=baseline.to_dict() if baseline else None,
@@ -339,7 +352,7 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
         findings, notes = ([failure], []) if node is None else passive_findings(node, baseline, args.xid_window)
         notes = baseline.notes + notes
     if node is not None and baseline is not None:
-        rated, rate_notes = _counter_rates(node, _state_folder(args), now)
+        rated, rate_notes = _counter_rates(node, _state_folder(args), now, bool(args.replay))
         findings += rated
         notes += rate_notes
     seconds = {"passive": round(time.monotonic() - started, 3)}
@@ -350,12 +363,14 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
                                                     "the passive tier drains the node already"))
         else:
             from .quick import run_quick
-            from .quick_gpus import quick_gpus
+            from .quick_gpus import none_exercised, quick_gpus
 
             progress["stage"] = "running the quick tier's workloads"
             began = time.monotonic()
             selected, progress["quick_skipped"], gpu_notes = quick_gpus(node)
             notes += gpu_notes
+            unexercised = none_exercised(selected, progress["quick_skipped"])
+            findings += [unexercised] if unexercised else []
             quick_findings, quick_notes, _ = run_quick(node, baseline, plant_fault=args.plant_fault, gpus=selected)
             findings += quick_findings
             notes += quick_notes
@@ -363,11 +378,12 @@ def _judge(args: argparse.Namespace, baseline, unjudged: Finding | None, now: fl
     return node, findings, notes, seconds
 
 
-def _counter_rates(node: NodeHealthRecord, folder: Path | None, now: float) -> tuple[list[Finding], list[str]]:
+def _counter_rates(node: NodeHealthRecord, folder: Path | None, now: float, replay: bool) \
+        -> tuple[list[Finding], list[str]]:
     """The error counters' rates since the last run's reading (counters.py), this run's reading kept for the next."""
     if folder is None:
         return rate_findings(node, None, now, None)
-    boot = boot_id()
+    boot = boot_id(replay=replay)
     history, notes = load_history(folder)
     findings, rate_notes = rate_findings(node, history, now, boot)
     try:

@@ -51,11 +51,14 @@ def _fit(head: str, middle: str, tail: str) -> str:
     return (head + middle + tail)[:MAX_LINE]
 
 
-def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, profile_name: str | None) -> str:
-    """The first line: the verdict, and for DRAIN and UNKNOWN the finding that decides it (board, what, remedy)."""
+def verdict_line(verdict: str, findings: list[Finding], gpu_count: int | None, profile_name: str | None,
+                 *, quick_skipped: int = 0) -> str:
+    """The first line: the verdict, and for DRAIN and UNKNOWN the finding that decides it (board, what, remedy).
+    A HEALTHY line counts the GPUs the quick tier skipped (never judged healthy: quick_gpus.py)."""
     if verdict == HEALTHY:
         warnings = sum(1 for f in findings if f.severity == WARN)
         said = f"{gpu_count} GPUs" if gpu_count is not None else "GPUs"
+        said += f" (quick tier skipped {quick_skipped})" if quick_skipped else ""
         more = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
         return _fit(PREFIX + "HEALTHY ", _clean(f"{said}, profile {profile_name}"), more)
     severity = DRAIN if verdict == DRAIN_VERDICT else UNKNOWN

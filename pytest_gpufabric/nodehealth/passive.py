@@ -17,6 +17,7 @@ from ..fabric.nvml_format import normalize_bus_id
 from ..formats.gpu_fabric import COMPLETED, SUCCESS, fabric_problem, rack_fabric_problems
 from ..remedy_classes import RERUN, RESEAT, RESET, RMA, SOFTWARE
 from .counters import wear_findings
+from .derive import NO_KERNEL_LOG
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .model import Baseline
 from .peer_memory import peer_memory_findings
@@ -440,8 +441,10 @@ class _Checker:
 
     def xids(self) -> None:
         log = self.node.kernel_log
-        if log.error is not None and self.node.derived:  # a replayed bundle that holds no kernel log: said
-            self.notes.append(f"Xid events not checked: the kernel log could not be read ({log.error})")
+        if log.error == NO_KERNEL_LOG:  # a bundle that recorded no kernel log (a DERIVED record): could not tell
+            self.add(UNKNOWN, "xid", "kernel log not recorded", None, RERUN,
+                     f"Xid events not checked: the record holds no kernel log ({log.error}); record the bundle "
+                     "again with gpufabric snapshot, as root (it reads /dev/kmsg)", source=log.source, why=log.error)
             return
         if log.error is not None:  # could not tell: never healthy, and the held Xid drains stay (state.py)
             self.add(UNKNOWN, "xid", "kernel log not readable", None, SOFTWARE,

@@ -9,7 +9,9 @@
 - A record that predates the process list (an old bundle replayed on CPU stand-ins) is said in a note.
 
 A skipped GPU is never judged healthy: its quick checks are could-not-tell in the metrics (2), the result document
-lists it under ``quick_skipped`` and a note says why; a held quick-tier drain on it stays (state.reconcile).
+lists it under ``quick_skipped``, a note says why, the HEALTHY line counts it ("quick tier skipped 1"); a held
+quick-tier drain on it stays (state.reconcile). A quick tier that ran on no GPU at all outside a Slurm job's
+prolog, epilog or step (CUDA_VISIBLE_DEVICES set empty, every GPU held) is could-not-tell (``none_exercised``).
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ from __future__ import annotations
 import os
 import re
 
+from ..remedy_classes import SOFTWARE
+from .finding import UNKNOWN, Finding
 from .record import NodeHealthRecord
 
 #: the variables that name the job's GPUs, the first one set deciding
 JOB_GPU_VARIABLES = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES")
+#: those slurmd sets for a job's prolog, epilog or step: a job without GPUs names none, and that is no fault
+SLURM_GPU_VARIABLES = JOB_GPU_VARIABLES[:2]
 
 
 def _named(value: str, node: NodeHealthRecord) -> tuple[set[int], list[str]]:
@@ -81,3 +87,18 @@ def quick_gpus(node: NodeHealthRecord, env: dict[str, str] | None = None, own_pi
     for skip in skipped:
         notes.append(f"GPU{skip['gpu']} skipped by the quick tier, not judged: {skip['why']}")
     return selected, skipped, notes
+
+
+def none_exercised(selected: list[int], skipped: list[dict], env: dict[str, str] | None = None) -> Finding | None:
+    """Could not tell, where the quick tier was asked for and ran on none of the node's GPUs outside a Slurm job
+    (a job without GPUs, SLURM_JOB_GPUS set empty, runs on none by design): nothing was exercised, so nothing is
+    shown healthy. None where it ran on some GPU, or the node has none to run on."""
+    env = os.environ if env is None else env
+    if selected or not skipped or any(name in env for name in SLURM_GPU_VARIABLES):
+        return None
+    whys = sorted({skip["why"] for skip in skipped})
+    return Finding("quick-tier", UNKNOWN, "quick tier ran on no GPU", remedy=SOFTWARE,
+                   evidence={"skipped": [skip["gpu"] for skip in skipped]},
+                   detail=f"the quick tier's workloads ran on none of the {len(skipped)} GPUs ({'; '.join(whys)}): "
+                          f"nothing was exercised; run it where {', '.join(JOB_GPU_VARIABLES)} are unset or name "
+                          "the GPUs, and no other job holds them")

@@ -12,7 +12,11 @@ A run's findings are checked against it (``reconcile``):
   Xid that left the window is not a reset; a drain seen while the boot id was unreadable is lifted only by ``--clear``;
 - a held drain not lifted drains the run again, with its first line as it was first seen;
 - an operator's ``--clear CHECK|all --by NAME`` lifts held drains and is recorded; Xid and SXid lines logged before
-  it are not judged again (the counters are: a remap still pending drains again, the fault is still there).
+  it are not judged again (the counters are: a remap still pending drains again, the fault is still there), within
+  the boot it was made in and only while the check's clock is not behind it (a clock stepped back orders nothing).
+
+The boot id is the kernel's (/proc/sys/kernel/random/boot_id). $GPUFABRIC_BOOT_ID_FILE (tests simulating reboots) is
+read by replays and clears only, and only as a well-formed UUID that reads the same twice.
 
 A state file that cannot be read, a symlink, or another node's (none of the boards it last saw answer here) is never
 replaced: the run is UNKNOWN naming it (StateUnreadable). A deleted state file cannot be told from a new node:
@@ -25,6 +29,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +44,7 @@ TIERS = {"passive": 0, "quick": 1}
 #: remedies that take the node down or a hand on it: lifted only after evidence of a reboot (a new boot id)
 NEEDS_REBOOT = (RESET, RESEAT, RMA)
 BOOT_ID_FILE, BOOT_ID_ENV = "/proc/sys/kernel/random/boot_id", "GPUFABRIC_BOOT_ID_FILE"
+UUID_FORM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: checks judged from kernel log lines: lifted only after a reboot, lines logged before a clear not judged again,
 #: held while the kernel log could not be read (passive.py's "xid" unknown says so for them all)
 KERNEL_LOG_CHECKS = ("xid", "sxid")
@@ -52,13 +58,32 @@ class StateUnreadable(Exception):
     """The state file exists and is not one: never silently reset (the drains it holds would be forgotten)."""
 
 
-def boot_id(env: dict[str, str] | None = None) -> str | None:
-    """This boot's id (the kernel's, or the file $GPUFABRIC_BOOT_ID_FILE names: tests), None where unreadable."""
+def boot_id(env: dict[str, str] | None = None, *, replay: bool = False) -> str | None:
+    """This boot's id, None where unreadable: the kernel's. Only a replay (tests simulating reboots) reads the file
+    $GPUFABRIC_BOOT_ID_FILE names instead, and only a well-formed UUID that reads the same twice (a source that
+    changes between reads, such as /proc/sys/kernel/random/uuid, would fake a reboot on every run): else None."""
     env = os.environ if env is None else env
+    override = env.get(BOOT_ID_ENV) if replay else None
+    first = _read_boot_id(override or BOOT_ID_FILE)
+    if not override or first is None:
+        return first
+    return first if UUID_FORM.fullmatch(first) and _read_boot_id(override) == first else None
+
+
+def _read_boot_id(path: str) -> str | None:
     try:
-        return Path(env.get(BOOT_ID_ENV) or BOOT_ID_FILE).read_text(encoding="ascii").strip() or None
+        return Path(path).read_text(encoding="ascii").strip() or None
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def ignored_boot_id_override(env: dict[str, str] | None = None, *, replay: bool = False) -> str | None:
+    """The note a live check gives when $GPUFABRIC_BOOT_ID_FILE is set (it reads the kernel's boot id), else None."""
+    env = os.environ if env is None else env
+    if replay or not env.get(BOOT_ID_ENV):
+        return None
+    return (f"{BOOT_ID_ENV}={env[BOOT_ID_ENV]} ignored: a live check reads the kernel's boot id ({BOOT_ID_FILE}); "
+            "the variable is for replays (tests)")
 
 
 def drain_key(finding: Finding) -> str:
@@ -182,6 +207,18 @@ def _no_reboot(recorded: str | None, boot: str | None) -> str | None:
     return "no reset or reboot since it was seen (boot id unchanged)" if boot == recorded else None
 
 
+def _logged_before(logged_s: float, clear: dict, now: float, boot: str | None) -> bool:
+    """Whether a kernel line logged at ``logged_s`` (this check's clock) is shown to predate the operator's clear.
+    Not where the boot changed since the clear (this boot's kernel log holds only lines logged after it), nor where
+    the clear is dated after this check's clock (the clock stepped back: times no longer order the lines)."""
+    at = clear.get("at_s")
+    if not isinstance(at, (int, float)) or at > now:
+        return False
+    if boot is not None and clear.get("boot_id") is not None and clear["boot_id"] != boot:
+        return False
+    return logged_s <= at
+
+
 def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_read: bool, now: float,
               boot: str | None, gpus: list[dict] | None = None, quick_skipped: set[int] | None = None) \
         -> tuple[list[Finding], list[str]]:
@@ -198,7 +235,7 @@ def reconcile(state: HealthState, findings: list[Finding], *, tier: str, node_re
         key = drain_key(finding)
         clear = next((c for c in reversed(state.cleared) if c.get("key") == key), None)
         age = finding.evidence.get("age_s") if finding.check in KERNEL_LOG_CHECKS else None
-        if clear is not None and isinstance(age, (int, float)) and now - age <= clear.get("at_s", 0):
+        if clear is not None and isinstance(age, (int, float)) and _logged_before(now - age, clear, now, boot):
             notes.append(f"{key}: its newest line was logged before {clear.get('by')} cleared it "
                          f"({clear.get('at')}): not judged again")
             continue
