@@ -1,4 +1,5 @@
-"""How long `gpufabric health` takes to judge a recorded 4-GPU node (the shipped h200-nvswitch-x4 bundle), as a
+"""How long `gpufabric health` takes to judge a recorded 4-GPU node (the shipped h200-nvswitch-x4 bundle, with the
+kernel log a live read recorded in place of the one its derived record lacks: every check runs), as a
 fresh process each time: the interpreter's start, the imports (no torch: the passive tier never needs it) and the
 judgement. The passive tier runs every few minutes on every node of a cluster, so its start-up is its cost.
 
