@@ -198,6 +198,30 @@ def test_a_code_outside_the_catalogue_is_judged_by_the_drivers_word(capsys, node
     assert finding["detail"].startswith("not in NVIDIA's SXid catalogue, logged Non-fatal: shown")
 
 
+@pytest.mark.parametrize("code, words, line", [
+    (10007, "IO failure", "gpufabric: DRAIN node SXid 10007 Host_IO_failure on nvidia-nvswitch0 (PCI 0000:a9:00.0); "
+                          "remedy: reset or reboot"),
+    (10006, "NVSWITCH Temperature 105C | OVERT Threshold 105C",
+     "gpufabric: DRAIN node SXid 10006 Host_thermal_shutdown on nvidia-nvswitch0 (PCI 0000:a9:00.0); remedy: reset "
+     "or reboot"),
+    (29999, "Link 30 LTSSM Fault Up", "gpufabric: DRAIN node SXid 29999 on nvidia-nvswitch0 (PCI 0000:a9:00.0); "
+                                      "remedy: reset or reboot")])
+def test_an_uncatalogued_sxid_without_a_severity_word_drains(capsys, node, tmp_path, code, words, line):
+    """The real link-30 lines with the code and words the driver prints for its host errors (nvswitch.c: "IO
+    failure" when the switch's BAR reads 0xBADF; the OVERT thermal shutdown), which carry no Fatal/Non-fatal word:
+    not in the guide's catalogue and not logged Non-fatal is fatal, never a warning."""
+    capture = tmp_path / f"sxid-{code}.txt"
+    capture.write_text(LINK30.read_text().replace("): 20034, Fatal, Link 30 LTSSM Fault Up", f"): {code}, {words}")
+                       .replace("): 20034, ", f"): {code}, "))
+    result = document(capsys, node, planted(node, kernel_log(capture)))
+    assert (result["exit_code"], result["line"]) == (1, line)
+    (finding,) = result["findings"]
+    assert (finding["severity"], finding["remedy"], finding["evidence"]["fatal_by"],
+            finding["evidence"]["nvidia_class"]) == ("drain", "reset or reboot", "unclassed", None)
+    assert finding["detail"].startswith("not in NVIDIA's SXid catalogue and not logged Non-fatal")
+    assert [d["key"] for d in state(node)["drains"]] == [f"sxid:{code}@0000:a9:00.0"]
+
+
 def test_a_non_fatal_sxid_whose_recovery_restarts_drains(capsys, node):
     """12028 (egress non-posted PRIV error): non-fatal in NVIDIA's guide, its recovery a restart: drained."""
     rc, out = check(capsys, node, planted(node, kernel_log(ISO_12028)))

@@ -116,3 +116,15 @@ SXID_CATALOG: dict[int, tuple[str, str]] = {
     24006: (FATAL, "sourcetrack TCEN1 crubmstore DBE"),
     24007: (FATAL, "sourcetrack timeout error"),
 }
+
+#: the host codes after the guide's 10001-10005, as the driver's enum names them (nvswitch_err_type in
+#: NVIDIA/open-gpu-kernel-modules src/common/nvswitch/interface/ctrl_dev_nvswitch.h, commit 877fd23c); the guide
+#: gives them no class, and the driver logs them without a severity word ("10007, IO failure": the switch's BAR
+#: reads 0xBADF, fallen off the bus), so sxid.py drains them as any uncatalogued code not logged Non-fatal
+DRIVER_HOST_NAMES: dict[int, str] = {
+    10006: "Host_thermal_shutdown",
+    10007: "Host_IO_failure",
+    10008: "Host_firmware_initialization_failure",
+    10009: "Host_firmware_recovery_mode",
+    10010: "Host_TNVL_error",
+}
