@@ -265,7 +265,7 @@ def test_a_bad_port_from_the_ini_file_is_a_usage_error(pytester: pytest.Pytester
 
 
 @pytest.mark.parametrize("args,option,said", [
-    (["health", "--xid-window", "inf"], "--xid-window", "'inf': give a number in [300, 3.1536e+08]"),
+    (["health", "--xid-window", "inf"], "--xid-window", "'inf': give a number in [900, 3.1536e+08]"),
     (["health", "--plant-fault", "99999999"], "--plant-fault", "'99999999': give a whole number from 0 to 4095"),
     (["profile", "init", "-o", "x.yaml", "--percentile", "nan"], "--percentile", "'nan': give a number in (0, 50)"),
     (["profile", "init", "-o", "x.yaml", "--repeats", "0"], "--repeats", "'0': give a whole number from 1 to 1000"),

@@ -54,9 +54,11 @@ from .state import (
 SYSFS_ROOT_ENV = "GPUFABRIC_SYSFS_ROOT"
 #: tests: seconds the reader sleeps before reading (a hung NVML call, planted)
 TEST_READ_DELAY_ENV = "GPUFABRIC_TEST_READ_DELAY_S"
-#: the shortest --xid-window: the shipped Slurm and node-problem-detector interval (300 s); a shorter window lets
-#: an Xid logged just after one check age out before the next (0 would judge none)
-MIN_XID_WINDOW_S = 300.0
+#: the shipped Slurm and node-problem-detector checks' interval
+CHECK_INTERVAL_S = 300.0
+#: the shortest --xid-window: three intervals, so an Xid logged just after one check is still judged by the next
+#: even when that one starts or reads late (a window of one interval has no margin; 0 would judge none)
+MIN_XID_WINDOW_S = 3 * CHECK_INTERVAL_S
 #: below slurmd's HealthCheckProgram kill (60 s), the interpreter's start included
 DEFAULT_DEADLINE_S = 50.0
 HELP = "check this node between jobs: DRAIN (exit 1) with a reason a scheduler can use, or HEALTHY (0)"
@@ -88,8 +90,9 @@ def add_health_parser(sub, func) -> None:
     health.add_argument("--xid-window", type=finite_number(MIN_XID_WINDOW_S, 10 * 365 * 86400),
                         default=DEFAULT_XID_WINDOW_S, metavar="SECONDS",
                         help="Xid and NVSwitch SXid lines younger than this are judged (default %(default)g, at "
-                             f"least {MIN_XID_WINDOW_S:g}: the shipped checks' interval, so no line ages out between "
-                             "two checks); older ones stay in the kernel log after the reset that cleared them")
+                             f"least {MIN_XID_WINDOW_S:g}: three of the shipped checks' {CHECK_INTERVAL_S:g} s "
+                             "interval, so no line ages out between two checks that run late); older ones stay in "
+                             "the kernel log after the reset that cleared them")
     health.add_argument("--deadline", type=finite_number(0, 86400, above_low=True), default=DEFAULT_DEADLINE_S,
                         metavar="SECONDS", help="say UNKNOWN 'could not finish in N s' (exit 6) when the reads and "
                         "workloads have not returned by then (default %(default)g: inside slurmd's 60 s kill of a "
