@@ -108,9 +108,9 @@ def add_health_parser(sub, func) -> None:
                         "quick-gemm, or a drain's key) or all of them, recorded with --by; runs no check")
     health.add_argument("--by", metavar="NAME", help="with --clear: who lifts the drain (recorded in the state)")
     health.add_argument("--now", type=finite_number(0, 1e11), metavar="UNIX_SECONDS",
-                        help="judge as at this time (tests, replays): the state's times, and a replayed record's Xid "
-                             "lines age by the time since it was recorded; with --clear, the clear's time (never "
-                             "later than the real clock)")
+                        help="with --replay: judge as at this time (tests, replays): the state's times, and the "
+                             "record's Xid lines age by the time since it was recorded; with --clear, the clear's "
+                             "time (never later than the real clock); refused on a live check")
     health.add_argument("--plant-fault", type=whole_number(0, 4095), metavar="CUDA_INDEX",
                         help="with --quick: one wrong GEMM element and one flipped memory bit on this device, to prove "
                              "the check catches them (tests, demonstrations)")
@@ -278,6 +278,9 @@ def run_health(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace, now: float, folder: Path | None) -> int:
     if args.by is not None:
         raise GpuFabricError("--by goes with --clear")
+    if args.now is not None and not args.replay:
+        raise GpuFabricError("--now goes with --replay or --clear: a live check judges at the real clock (the kernel "
+                             "log's Xid ages, the counters' rates and an operator's clear are all real times)")
     if args.plant_fault is not None and not args.quick:
         raise GpuFabricError("--plant-fault plants its fault in the quick tier's workloads: give --quick")
     try:

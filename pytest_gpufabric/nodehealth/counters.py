@@ -71,12 +71,22 @@ def counter_readings(node: NodeHealthRecord) -> dict[str, dict[str, int]]:
             **_ports(node)}
 
 
-def _port_flaps(node: NodeHealthRecord, history: dict, now: float, boot: str | None) -> list[Finding]:
+def reading_ahead(last, now: float, boot: str | None) -> bool:
+    """Whether a kept reading of this boot is dated at or after ``now`` (the clock went back): kept, not replaced."""
+    return isinstance(last, dict) and last.get("boot_id") == boot and isinstance(last.get("at"), (int, float)) \
+        and isinstance(last.get("counters"), dict) and now <= last["at"]
+
+
+def _port_flaps(node: NodeHealthRecord, history: dict, now: float, boot: str | None, behind: list[str]) \
+        -> list[Finding]:
     findings = []
     for key, counters in _ports(node).items():
         last = history.get(key)
+        if reading_ahead(last, now, boot):
+            behind.append(key.removeprefix(PORT_PREFIX))
+            continue
         if not isinstance(last, dict) or last.get("boot_id") != boot or not isinstance(last.get("at"), (int, float)) \
-                or not isinstance(last.get("counters"), dict) or now <= last["at"]:
+                or not isinstance(last.get("counters"), dict):
             continue
         rises = {k: v - last["counters"][k] for k, v in counters.items()
                  if isinstance(last["counters"].get(k), int) and v > last["counters"][k]}
@@ -104,7 +114,7 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
     if history is None:
         return [], ["counter rates not judged: no state folder keeps the last reading (--state-dir)"]
     findings: list[Finding] = []
-    first, rebooted, reset = [], [], []
+    first, rebooted, reset, behind = [], [], [], []
     for gpu in _answering(node):
         last = history.get(board_key(gpu))
         if not isinstance(last, dict) or not isinstance(last.get("counters"), dict) \
@@ -115,7 +125,8 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
             rebooted.append(gpu.label)
             continue
         seconds = now - last["at"]
-        if seconds <= 0:
+        if seconds <= 0:  # the clock went back: counter_history keeps the last reading for the next check
+            behind.append(gpu.label)
             continue
         for counter, (check, words, limit, severity, remedy, source, unit) in RATE_LIMITS.items():
             if counter in gpu.unreadable:
@@ -140,13 +151,17 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
                      "limit_per_s": limit, "limit_from": source, "reading": value, "previous": before,
                      "source": node.source},
                     f"{_WHY[check]}; the limit: {source}"))
-    findings += _port_flaps(node, history, now, boot)
+    findings += _port_flaps(node, history, now, boot, behind)
     notes = []
     if first:
         notes.append(f"counter rates from the next run on: no earlier reading of {', '.join(first)}")
     if rebooted:
         notes.append(f"counter rates not judged for {', '.join(rebooted)}: the last reading is of another boot "
                      "(the counters restarted)")
+    if behind:
+        notes.append(f"counter rates not judged for {', '.join(behind)}: the clock reads no later than the last "
+                     "reading (it went back, or two checks at once); the last reading is kept and the rise judged "
+                     "at the next check")
     if reset:
         notes.append(f"counter rates not judged: {', '.join(reset)} went down since the last reading (a driver "
                      "reload resets it)")
