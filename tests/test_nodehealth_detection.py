@@ -324,17 +324,23 @@ def test_the_inforom_judged_where_recorded(capsys, tmp_path):
 ROCE_SYSFS = Path(__file__).parent / "data" / "sysfs" / "a100-pcie-roce-2node-derived" / "sys"
 ROCE_IBV = Path(__file__).parent / "data" / "bundles" / "a100-pcie-roce" / "ibv_devinfo-v.txt"
 PROFILES = Path(__file__).parent.parent / "profiles"
+LIVE_PLATFORM = Path(__file__).parent / "data" / "bundles" / "h100-x2-health" / "platform"
 
 
 def with_roce_port(tmp_path: Path, **files: str) -> tuple[Path, Path]:
     """A copy of the x4 bundle holding the a100-pcie-roce node's irdma0 (its sysfs copy and ibv_devinfo, some port
-    files edited), and the x4 profile promising that port as a100-pcie-roce's profile does."""
+    files edited) and the platform record of a live read (h100-x2-health's platform/ tree, nvidia_peermem planted
+    loaded: a promised RDMA device needs it, and a bundle without a module list could not tell), and the x4 profile
+    promising that port as a100-pcie-roce's profile does."""
     import shutil
 
     tmp_path.mkdir(exist_ok=True)
     bundle = planted(tmp_path, lambda d: None)
     shutil.copytree(ROCE_SYSFS, bundle / "sysfs" / "sys")
     shutil.copy(ROCE_IBV, bundle / "ibv_devinfo-v.txt")
+    shutil.copytree(LIVE_PLATFORM, bundle / "platform")
+    (bundle / "platform" / "sys" / "module" / "nvidia_peermem").mkdir(parents=True)
+    (bundle / "platform" / "sys" / "module" / "nvidia_peermem" / "version").write_text("580.159.04\n")
     for name, text in files.items():
         path = bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / name
         path.parent.mkdir(exist_ok=True)
@@ -365,10 +371,10 @@ def test_a_promised_rdma_port_down_or_slow_drains(capsys, tmp_path):
     rc = main(["health", "--profile", str(profile), "--replay", str(bundle)])
     assert (rc, capsys.readouterr().out.splitlines()[0]) == (
         1, "gpufabric: DRAIN node irdma0 port 1 link layer InfiniBand, expected Ethernet; remedy: reseat or recable")
-    # the shipped x4 bundle records no RDMA port: said, not judged
+    # the shipped x4 bundle records no RDMA port and no module list: could not tell, never healthy
     rc = main(["health", "--profile", str(profile), "--replay", str(X4)])
-    assert rc == 0 and any(line.startswith("  note: RDMA ports not judged: ") and line.endswith(
-        "records none (the profile promises irdma0)") for line in capsys.readouterr().out.splitlines())
+    assert (rc, capsys.readouterr().out.splitlines()[0]) == (
+        6, "gpufabric: UNKNOWN node RDMA ports not recorded (+1 more); remedy: rerun")
 
 
 def test_a_flapping_rdma_port_is_shown(capsys, tmp_path):

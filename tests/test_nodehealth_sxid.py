@@ -300,10 +300,17 @@ def test_the_sxid_series_is_written_every_run(capsys, node):
 
 
 def rdma_profile(node: Path) -> Path:
-    """The h100-x2 profile promising an InfiniBand HCA (the bundle records no RDMA port: that check notes it)."""
+    """The h100-x2 profile promising the RDMA port a100-pcie-roce recorded (irdma0 port 1, RoCE): the h100-x2
+    bundle records no RDMA port (that check could not tell) unless a copy gets that capture (with_rdma_port)."""
     profile = node / "machine-rdma.yaml"
-    profile.write_text(H100X2_PROFILE.read_text() + "rdma:\n  devices:\n    - {name: mlx5_0, port: 1}\n")
+    profile.write_text(H100X2_PROFILE.read_text() + "rdma:\n  devices:\n    - {name: irdma0, port: 1}\n")
     return profile
+
+
+def with_rdma_port(copy: Path) -> None:
+    """The copy's RDMA ports as a real node recorded them (a100-pcie-roce's ibv_devinfo -v: irdma0 port 1 ACTIVE),
+    so only the peer-memory module decides."""
+    shutil.copy(DATA / "bundles" / "a100-pcie-roce" / "ibv_devinfo-v.txt", copy / "ibv_devinfo-v.txt")
 
 
 def platform_tree(copy: Path) -> Path:
@@ -323,6 +330,7 @@ def test_peer_memory_not_loaded_drains_where_rdma_is_promised(capsys, node):
 
 def test_peer_memory_loaded_is_healthy(capsys, node):
     def loaded(copy: Path) -> None:
+        with_rdma_port(copy)
         module = platform_tree(copy) / "sys" / "module" / "nvidia_peermem"
         module.mkdir(parents=True)
         (module / "version").write_text("580.159.04\n")  # planted: the module ships with the bundle's driver
@@ -338,6 +346,7 @@ def test_peer_memory_from_a_pasted_module_list(capsys, node, paste, rc, line):
     """A bundle whose platform is a customer's lsmod.txt (real pastes: the module loaded; two greps that printed
     nothing)."""
     def pasted(copy: Path) -> None:
+        with_rdma_port(copy)
         platform_tree(copy)
         shutil.rmtree(copy / "platform")
         shutil.copy(PLATFORM_PASTES / paste, copy / "lsmod.txt")
@@ -348,6 +357,7 @@ def test_peer_memory_from_a_pasted_module_list(capsys, node, paste, rc, line):
 
 def test_peer_memory_that_cannot_be_read_is_unknown(capsys, node):
     def unreadable(copy: Path) -> None:
+        with_rdma_port(copy)
         tree = platform_tree(copy)
         (tree / "proc" / "modules").unlink()
         shutil.rmtree(tree / "sys")
@@ -355,6 +365,26 @@ def test_peer_memory_that_cannot_be_read_is_unknown(capsys, node):
     rc, out = check(capsys, node, planted(node, None, platform=unreadable), profile=rdma_profile(node))
     assert (rc, out[0]) == (6, "gpufabric: UNKNOWN node peer-memory module not readable; remedy: software or "
                                "configuration")
+
+
+def test_a_replay_without_the_platform_or_rdma_record_is_could_not_tell(capsys, node):
+    """RDMA promised, the bundle's platform record (platform.json, platform/) removed and no RDMA port recorded:
+    neither the peer-memory module nor the ports can be shown, so could not tell (exit 6), never a note under
+    HEALTHY; with the ports recorded, the module alone."""
+    def no_platform(copy: Path) -> None:
+        platform_tree(copy)
+        shutil.rmtree(copy / "platform")
+
+    result = document(capsys, node, planted(node, None, platform=no_platform), "--profile", str(rdma_profile(node)))
+    assert (result["exit_code"], result["line"]) == (6, "gpufabric: UNKNOWN node RDMA ports not recorded (+1 more); "
+                                                        "remedy: rerun")
+    assert sorted((f["check"], f["severity"], f["what"], f["remedy"]) for f in result["findings"]) == [
+        ("ib-port", "unknown", "RDMA ports not recorded", "rerun"),
+        ("peer-memory", "unknown", "peer-memory module not recorded", "rerun")]
+    result = document(capsys, node, planted(node, None, platform=lambda c: (no_platform(c), with_rdma_port(c))),
+                      "--profile", str(rdma_profile(node)), "--state-dir", str(node / "other"))
+    assert (result["exit_code"], result["line"]) == (6, "gpufabric: UNKNOWN node peer-memory module not recorded; "
+                                                        "remedy: rerun")
 
 
 def test_the_live_reader_reads_below_its_root(tmp_path):

@@ -5,12 +5,12 @@ NCCL stages every transfer through host memory. Read and judged as the acceptanc
 record carries its answer (command.py: live below the sysfs root, replayed from the bundle's platform record).
 
 Not loaded drains (software or configuration: modprobe nvidia_peermem); what could not be read is unknown, never
-healthy; a replayed bundle that recorded no platform facts is a note.
+healthy, and so is a replayed bundle that recorded no platform facts (the promise cannot be shown: rerun).
 """
 
 from __future__ import annotations
 
-from ..remedy_classes import SOFTWARE
+from ..remedy_classes import RERUN, SOFTWARE
 from .finding import DRAIN, UNKNOWN, Finding
 from .record import NodeHealthRecord
 
@@ -23,8 +23,11 @@ def peer_memory_findings(node: NodeHealthRecord, profile) -> tuple[list[Finding]
         return [], []
     devices = ", ".join(p["name"] for p in promises)
     if node.peer_memory is None:
-        return [], [f"peer-memory module not judged: {node.source} records no module list (the profile promises "
-                    f"RDMA devices {devices})"]
+        return [Finding(CHECK, UNKNOWN, "peer-memory module not recorded", None, None, RERUN,
+                        {"source": node.source, "rdma_devices": devices},
+                        f"{node.source} records no module list (no platform.json, platform/ copy or lsmod.txt), and "
+                        f"the profile promises RDMA devices ({devices}): whether nvidia_peermem is loaded cannot be "
+                        "told; record the bundle again with gpufabric snapshot, or run the check on the host")], []
     loaded, evidence = node.peer_memory
     facts = {"evidence": evidence, "source": node.peer_memory_source, "rdma_devices": devices}
     if loaded is None:

@@ -2,14 +2,15 @@
 rate, link layer and MTU, judged by the acceptance's own check (checks/rdma.py check_rdma_port) on the ports the
 fabric's sysfs reader found (fabric/rdma.py: live, /sys/class/infiniband; replayed, the bundle's copy or its
 ibv_devinfo). A port down or slower drains (reseat: a cable, transceiver or switch port); what the record cannot
-tell (a RoCE port's MTU without its netdev) is a note."""
+tell (a RoCE port's MTU without its netdev) is a note; a replayed record of no RDMA port at all is unknown (the
+promise cannot be shown: rerun)."""
 
 from __future__ import annotations
 
 from ..checks.rdma import check_rdma_port
 from ..checks.result import FAILED, PASSED
-from ..remedy_classes import RESEAT
-from .finding import DRAIN, Finding
+from ..remedy_classes import RERUN, RESEAT
+from .finding import DRAIN, UNKNOWN, Finding
 from .record import NodeHealthRecord
 
 
@@ -18,8 +19,12 @@ def rdma_findings(node: NodeHealthRecord, profile) -> tuple[list[Finding], list[
     if not promises:
         return [], []
     if node.rdma is None:
-        return [], [f"RDMA ports not judged: {node.source} records none (the profile promises "
-                    f"{', '.join(p['name'] for p in promises)})"]
+        names = ", ".join(p["name"] for p in promises)
+        return [Finding("ib-port", UNKNOWN, "RDMA ports not recorded", None, None, RERUN,
+                        {"source": node.source, "promised": names},
+                        f"{node.source} records no RDMA port (no sysfs copy or ibv_devinfo in the bundle), and the "
+                        f"profile promises {names}: their state cannot be told; record the bundle again with "
+                        "gpufabric snapshot, or run the check on the host")], []
     findings, notes = [], []
     for promise in promises:
         result = check_rdma_port(promise, node.rdma, node.rdma_source or node.source)
