@@ -232,16 +232,17 @@ def test_no_rate_across_a_reboot_a_reset_counter_or_without_a_state_folder(capsy
 
 def test_a_clock_that_went_back_keeps_the_last_reading_for_the_next_check(capsys, node):
     """The clock steps back 300 s between two checks while GPU1 replays 120 PCIe packets: that check cannot rate the
-    rise, says so and keeps the earlier reading (not this one), so the next check judges the whole rise."""
+    rise, says so and keeps the earlier reading's counters (not this one's) dated now, so the next check, 300 s on,
+    judges the whole rise."""
     run(capsys, node, planted(node, counters(pcie={1: 1})), 600)
     rc, out, document = run(capsys, node, planted(node, counters(pcie={1: 121})), 300)
     assert (rc, out[0], document["findings"]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4", [])
     assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: the clock reads no later than the last "
-            "reading (it went back, or two checks at once); the last reading is kept and the rise judged at the "
-            "next check") in out
+            "reading (it went back, or two checks at once); the last reading's counters are kept, dated now, and "
+            "the rise since them is judged at the next check") in out
     kept = json.loads((node / "state" / "health-counters.json").read_text())["gpus"]["1653824128984"]
-    assert (kept["at"], kept["counters"]["pcie_replay"]) == (RECORDED_X4 + 600, 1)
-    rc, out, document = run(capsys, node, planted(node, counters(pcie={1: 121})), 900)
+    assert (kept["at"], kept["counters"]["pcie_replay"]) == (RECORDED_X4 + 300, 1)
+    rc, out, document = run(capsys, node, planted(node, counters(pcie={1: 121})), 600)
     assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 24/min over 300 s "
                                "(limit 8); remedy: reseat or recable")
 

@@ -125,7 +125,7 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
             rebooted.append(gpu.label)
             continue
         seconds = now - last["at"]
-        if seconds <= 0:  # the clock went back: counter_history keeps the last reading for the next check
+        if seconds <= 0:  # the clock went back: counter_history keeps the last counters, dated now, for the next check
             behind.append(gpu.label)
             continue
         for counter, (check, words, limit, severity, remedy, source, unit) in RATE_LIMITS.items():
@@ -160,8 +160,8 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
                      "(the counters restarted)")
     if behind:
         notes.append(f"counter rates not judged for {', '.join(behind)}: the clock reads no later than the last "
-                     "reading (it went back, or two checks at once); the last reading is kept and the rise judged "
-                     "at the next check")
+                     "reading (it went back, or two checks at once); the last reading's counters are kept, dated "
+                     "now, and the rise since them is judged at the next check")
     if reset:
         notes.append(f"counter rates not judged: {', '.join(reset)} went down since the last reading (a driver "
                      "reload resets it)")
