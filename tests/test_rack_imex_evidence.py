@@ -143,6 +143,34 @@ def test_a_status_without_a_timestamp_or_trays_without_dates_is_not_checked(tmp_
                   "run's"}
 
 
+def test_trays_without_a_readable_recorded_at_are_not_checked_naming_them(tmp_path):
+    """Review 6, finding 6: trays 02-18's manifests without recorded_at (or with a date that is no ISO 8601) were
+    left out of the date tie, and tray 01's date alone tied the status: rack-imex passed."""
+    rack = addressed_rack(tmp_path)
+    for name in TRAYS[1:]:
+        manifest = json.loads((rack / name / "manifest.json").read_text())
+        del manifest["recorded_at"]
+        (rack / name / "manifest.json").write_text(json.dumps(manifest))
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (document["verdict"], _imex(document)) == ("INCOMPLETE", {
+        "id": "rack-imex", "outcome": "not checked",
+        "reason": "trays gb200-tray02, gb200-tray03, gb200-tray04, gb200-tray05, gb200-tray06, gb200-tray07 (+11 "
+                  "more): no readable recorded_at in the bundle's manifest.json: the IMEX status of "
+                  "2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to them, not shown to be this "
+                  "run's"})
+    write_manifest(rack / "gb200-tray07", recorded_at="Mon May 12 2025")
+    for name in TRAYS[1:]:
+        if name != "gb200-tray07":
+            write_manifest(rack / name)
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (document["verdict"], _imex(document)["reason"]) == (
+        "INCOMPLETE", "tray gb200-tray07 ('Mon May 12 2025'): no readable recorded_at in the bundle's manifest.json: "
+                      "the IMEX status of 2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to it, "
+                      "not shown to be this run's")
+    done = run_rack(str(rack), "--imex", str(IMEX_18))
+    assert done.returncode == 6, done.stderr
+
+
 def test_an_address_file_of_a_host_outside_the_rack_is_not_taken_for_the_tray(tmp_path):
     """Node #9 is a host outside the rack (172.31.99.9), and tray 10's ip-addr.json was replaced by that host's
     after its snapshot: the node counted as tray 10 and the rack was ACCEPTED."""
@@ -163,8 +191,12 @@ def test_an_address_file_of_a_host_outside_the_rack_is_not_taken_for_the_tray(tm
         "manifest.json does not list ip-addr.json with its sha256 (not recorded by this bundle's `gpufabric "
         "snapshot`)")
     (rack / "gb200-tray10" / "manifest.json").unlink()
-    assert _imex(judge_whole_rack(rack, outside))["reason"] == untied + (
-        "no manifest.json: the addresses cannot be tied to the tray's bundle")
+    assert read_trays(rack)[9].addresses_why == ("ip-addr.json not tied to the tray's bundle: no manifest.json: the "
+                                                 "addresses cannot be tied to the tray's bundle")
+    # without a manifest the tray is not dated either: the status is not tied to it (finding 6 of review 6)
+    assert _imex(judge_whole_rack(rack, outside))["reason"] == (
+        "tray gb200-tray10: no readable recorded_at in the bundle's manifest.json: the IMEX status of "
+        "2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to it, not shown to be this run's")
 
 
 def test_an_address_file_recorded_on_another_host_is_not_taken_for_the_tray(tmp_path):
