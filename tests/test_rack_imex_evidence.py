@@ -199,6 +199,31 @@ def test_an_address_file_of_a_host_outside_the_rack_is_not_taken_for_the_tray(tm
         "2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to it, not shown to be this run's")
 
 
+def test_a_tray_reading_swapped_after_its_snapshot_is_rejected(tmp_path):
+    """Review 6, finding 5: tray 05 recorded GPU0's fabric status 5 (its manifest over that nvml.json); the clean
+    nvml.json put back after the snapshot passed, its sha256 against the manifest's never checked."""
+    rack = addressed_rack(tmp_path)
+    clean = (rack / "gb200-tray05" / "nvml.json").read_text()
+    record = json.loads(clean)
+    record["gpus"][0]["fabric"]["status"] = 5
+    (rack / "gb200-tray05" / "nvml.json").write_text(json.dumps(record, indent=1) + "\n")
+    write_manifest(rack / "gb200-tray05")
+    recorded = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (recorded["verdict"], recorded["reason"].split(":")[0]) == ("REJECTED", "rack-fabric-registration")
+    (rack / "gb200-tray05" / "nvml.json").write_text(clean)
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    rack_trays = next(p for p in document["promises"] if p["id"] == "rack-trays")
+    assert (document["verdict"], rack_trays) == ("REJECTED", {
+        "id": "rack-trays", "outcome": "failed",
+        "reason": "tray gb200-tray05: nvml.json is not the file its bundle recorded (its sha256 differs from "
+                  "manifest.json's)"})
+    done = run_rack(str(rack), "--imex", str(IMEX_18))
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "gpufabric: REJECTED rack rack: rack-trays: tray gb200-tray05: nvml.json is not the file its bundle "
+        "recorded (its sha256 differs from manifest.json's)")
+
+
 def test_an_address_file_recorded_on_another_host_is_not_taken_for_the_tray(tmp_path):
     rack = addressed_rack(tmp_path)
     write_manifest(rack / "gb200-tray10", hostname="login01")

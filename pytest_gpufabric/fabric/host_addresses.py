@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["ADDRESS_FILES", "IP_ADDR_COMMAND", "IP_ADDR_FILE", "HostAddresses", "identifies_one_host",
-           "normal_address", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json", "read_host_addresses",
-           "snapshot_addresses", "tie_to_bundle"]
+           "normal_address", "not_as_recorded", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json",
+           "read_host_addresses", "snapshot_addresses", "tie_to_bundle"]
 
 IP_ADDR_FILE = "ip-addr.json"
 IP_ADDR_COMMAND = ["ip", "-j", "addr"]
@@ -176,6 +176,27 @@ def tie_to_bundle(folder: Path, recorded: HostAddresses, host: str | None) -> tu
         return f"{MANIFEST_FILE} was recorded on {said or 'no named host'}, the tray's bundle on {host}", \
             recorded_at
     return None, recorded_at
+
+
+def not_as_recorded(folder: Path, names) -> list[str]:
+    """Why each of ``names`` in ``folder`` that its manifest.json lists with a sha256 is not the file recorded (its
+    digest differs): a file swapped or changed after the snapshot. A digest anyone can recompute shows a mix-up,
+    not an edit made together with the manifest."""
+    manifest, why = _manifest(folder)
+    digests = manifest.get("sha256") if why is None and isinstance(manifest.get("sha256"), dict) else {}
+    found = []
+    for name in names:
+        path = folder / name
+        if not isinstance(digests.get(name), str) or not path.is_file():
+            continue
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            found.append(f"{name} cannot be read ({exc.strerror})")
+            continue
+        if hashlib.sha256(content).hexdigest() != digests[name]:
+            found.append(f"{name} is not the file its bundle recorded (its sha256 differs from {MANIFEST_FILE}'s)")
+    return found
 
 
 def _manifest(folder: Path) -> tuple[dict, str | None]:
