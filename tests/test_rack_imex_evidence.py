@@ -236,6 +236,42 @@ def test_an_address_file_recorded_on_another_host_is_not_taken_for_the_tray(tmp_
     assert _imex(judge_whole_rack(rack, IMEX_18.read_text()))["outcome"] == "passed"
 
 
+def test_an_address_file_left_from_an_earlier_recording_is_not_read(tmp_path):
+    """Review 6, finding 3: tray 05's folder kept the ip-addr.json of an earlier recording (IMEX node #4's
+    address); the snapshot made there without `ip` copied the /proc/net files (the VM's real ones) and its manifest
+    says so, yet sealed the leftover too, and the reader took it: ACCEPTED. Only what the manifest's commands say
+    this run wrote is read: the tray's own addresses are not node #4's."""
+    rack = addressed_rack(tmp_path)
+    tray = rack / "gb200-tray05"
+    for name in ("proc-net-fib_trie.txt", "proc-net-if_inet6.txt"):
+        shutil.copy(PROC / name, tray)
+    manifest = write_manifest(tray)
+    assert {"ip-addr.json", "proc-net-fib_trie.txt", "proc-net-if_inet6.txt"} <= set(manifest["sha256"])
+    manifest["commands"] = {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "error": "ip not on PATH"},
+                            "proc-net-fib_trie.txt": {"file": "/proc/net/fib_trie"},
+                            "proc-net-if_inet6.txt": {"file": "/proc/net/if_inet6"}}
+    (tray / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (document["verdict"], _imex(document)) == ("REJECTED", {
+        "id": "rack-imex", "outcome": "failed",
+        "reason": "IMEX node #4 (172.31.50.39) is no tray's address (the trays' addresses: gb200-tray01 "
+                  "172.31.48.81 fd00::1, gb200-tray02 172.31.48.98 fd00::2, gb200-tray03 172.31.48.221 fd00::3 (+15 "
+                  "more)); tray gb200-tray05 is in no IMEX node (its addresses: 192.0.2.2 fd00::2)"})
+    assert document["trays"][4]["addresses"] == ["192.0.2.2", "fd00::2"]
+    # a snapshot that could write no addresses at all: the leftover is still not read, the addresses are unknown
+    (tray / "proc-net-fib_trie.txt").unlink()
+    (tray / "proc-net-if_inet6.txt").unlink()
+    manifest["commands"] = {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "returncode": 1, "stderr": ""},
+                            "proc-net-fib_trie.txt": {"file": "/proc/net/fib_trie", "error": "Permission denied"},
+                            "proc-net-if_inet6.txt": {"file": "/proc/net/if_inet6", "error": "Permission denied"}}
+    (tray / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    assert _imex(judge_whole_rack(rack, IMEX_18.read_text())) == {
+        "id": "rack-imex", "outcome": "not checked",
+        "reason": "IMEX node #4 (172.31.50.39) matched to no tray: not checked for tray gb200-tray05: its snapshot "
+                  "recorded no addresses (manifest.json: ip-addr.json: exit 1; proc-net-fib_trie.txt: Permission "
+                  "denied; proc-net-if_inet6.txt: Permission denied)"}
+
+
 # finding 7: loopback and link-local addresses name no tray
 
 
