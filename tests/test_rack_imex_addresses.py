@@ -141,7 +141,8 @@ def test_a_snapshot_without_ip_does_not_seal_an_earlier_ip_addr_json(tmp_path, m
     (bundle / "lsmod.txt").write_text(lsmod.read_text())
     assert cli.main(["snapshot", str(bundle)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"removed the earlier snapshot's ip-addr.json from {bundle} first"
+    assert out[0] == (f"removed the earlier ip-addr.json from {bundle} first (names the snapshot writes: a file "
+                      "this run did not write is not left to pass as its own)")
     assert out[-1] == f"left in {bundle} as they were, not this recording's (not in its manifest): lsmod.txt"
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert not (bundle / "ip-addr.json").exists()

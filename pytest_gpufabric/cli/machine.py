@@ -167,7 +167,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     }
     (target / bundle.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     if removed:
-        print(f"removed the earlier snapshot's {', '.join(removed)} from {target} first")
+        print(f"removed the earlier {', '.join(removed)} from {target} first (names the snapshot writes: "
+              "a file this run did not write is not left to pass as its own)")
     print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")
     if left:
         print(f"left in {target} as they were, not this recording's (not in its manifest): "

@@ -9,9 +9,10 @@ of them (recorded before they were) stays valid: its addresses are unknown, neve
 
 Addresses are normalised by ``ipaddress`` (an IPv4-mapped ``::ffff:a.b.c.d`` is its IPv4, a zone is dropped); a
 host's addresses are those that name it alone: loopback, link-local, unspecified and multicast addresses (every
-host has or shares them) are dropped (``identifies_one_host``). A folder's addresses are tied to its bundle only
-where the bundle's manifest.json lists each file read with its sha256 and was recorded on the tray's host
-(``tie_to_bundle``).
+host has or shares them) are dropped (``identifies_one_host``). Where the folder's manifest.json says which address
+files its snapshot wrote (its ``commands``), only those are read (``recorded_address_files``). A folder's addresses
+are tied to its bundle only where the manifest lists each file read with its sha256 and was recorded on the tray's
+host (``tie_to_bundle``); the digests catch a file swapped or left in the folder, not one edited with the manifest.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ fleet-results.json, given with --fleet); the rack adds what no tray can show alo
 
 - ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect), and its
   evidence its own: no board in two tray folders, no linked folder, no bundle of another tray's host, no two
-  readings in one folder that disagree (failed); a reading the reader could not read whole is not checked;
+  readings in one folder that disagree, no reading whose sha256 differs from its manifest's (failed); a reading
+  the reader could not read whole is not checked;
 - ``rack-fabric-registration``: every GPU's fabric state Completed and status Success, its health not degraded
   (formats/gpu_fabric.py, the one judgement of a GPU's registration);
 - ``rack-nvlink-domain``: one cluster UUID and one clique id across the rack's GPUs (a tray the fabric manager left
