@@ -309,6 +309,10 @@ def test_a_tray_that_recorded_only_its_ipv6_addresses_is_not_checked_for_an_ipv4
         "id": "rack-imex", "outcome": "not checked",
         "reason": "IMEX node #4 (172.31.50.39) matched to no tray: not checked for tray gb200-tray05: its IPv4 "
                   "addresses not recorded (only IPv6)"})
+    (rack / "gb200-tray05" / "proc-net-if_inet6.txt").unlink()  # the copy its manifest says the snapshot made
+    assert _imex(judge_whole_rack(rack, IMEX_18.read_text()))["reason"] == (
+        "IMEX node #4 (172.31.50.39) matched to no tray: not checked for tray gb200-tray05: no proc-net-if_inet6.txt "
+        "(the /proc/net copies its manifest.json says the snapshot made)")
 
 
 def test_an_ip_addr_json_that_is_a_folder_is_not_checked_naming_it(tmp_path):

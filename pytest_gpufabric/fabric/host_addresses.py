@@ -163,6 +163,9 @@ def read_host_addresses(folder: Path) -> HostAddresses:
         readers = [(IP_ADDR_FILE, parse_ip_addr_json)] if path.is_file() else \
             [(name, parse) for name, parse in ((FIB_TRIE_FILE, parse_fib_trie), (IF_INET6_FILE, parse_if_inet6))
              if (folder / name).is_file()]
+    if not readers and written and IP_ADDR_FILE not in written:
+        return HostAddresses(None, why=f"no {' or '.join(written)} (the /proc/net copies its {MANIFEST_FILE} says "
+                                       "the snapshot made)")
     if not readers:
         return HostAddresses(None, why=f"no {IP_ADDR_FILE} (`{' '.join(IP_ADDR_COMMAND)}`, recorded by "
                                        "`gpufabric snapshot`)")
