@@ -108,11 +108,20 @@ RECORDED_AT = "2025-05-12T05:50:00+00:00"
 
 def write_manifest(folder: Path, recorded_at: str = RECORDED_AT, hostname: str | None = None) -> dict:
     """DERIVED: the manifest.json `gpufabric snapshot` writes (cli/machine.py: when, where, every top-level file
-    with its sha256) for a tray folder, its host the folder's name unless ``hostname`` is given."""
+    with its sha256, the address recorder's entries) for a tray folder, its host the folder's name unless
+    ``hostname`` is given: `ip -j addr` ran where the folder holds an ip-addr.json, else `ip` was not on PATH and
+    the /proc/net files the folder holds were copied; a folder without any is a snapshot made before the addresses
+    were recorded (no entry for them)."""
     files = sorted(p.name for p in folder.iterdir() if p.name != "manifest.json")
+    ip = ["ip", "-j", "addr"]
+    commands = {"ip-addr.json": {"cmd": ip, "returncode": 0, "stderr": ""}} if "ip-addr.json" in files else {
+        "ip-addr.json": {"cmd": ip, "error": "ip not on PATH"},
+        **{name: {"file": f"/proc/net/{name[len('proc-net-'):-len('.txt')]}"} for name in files
+           if name in ("proc-net-fib_trie.txt", "proc-net-if_inet6.txt")}}
+    if not {"ip-addr.json", "proc-net-fib_trie.txt", "proc-net-if_inet6.txt"} & set(files):
+        commands = {}
     manifest = {"format": "gpufabric-bundle/1", "recorded_at": recorded_at, "hostname": hostname or folder.name,
-                "files": files, "commands": {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "returncode": 0,
-                                                              "stderr": ""}},
+                "files": files, "commands": commands,
                 "sha256": {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in files
                            if (folder / name).is_file()}}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -40,6 +40,7 @@ from pytest_gpufabric.fleet.rack import judge_rack, read_trays
 from pytest_gpufabric.formats.imex import parse_imex_status
 
 VM = IP_ADDR_VM.parent.parent
+PLATFORM_CAPTURES = RACK.parent.parent / "captures" / "public" / "platform"
 VM_RECORDED = ["127.0.0.1", "::1", "192.0.2.2", "fd00::2", "fe80::fc:ff:fe00:1"]
 VM_ADDRESSES = ["192.0.2.2", "fd00::2"]  # loopback and link-local name no one host: dropped
 NO_ADDRESSES = "no ip-addr.json (`ip -j addr`, recorded by `gpufabric snapshot`)"
@@ -119,6 +120,45 @@ def test_snapshot_records_the_addresses_in_the_bundle(tmp_path, monkeypatch, cap
         "manifest.json"}
     recorded = read_host_addresses(tmp_path / "bundle")
     assert tie_to_bundle(tmp_path / "bundle", recorded, manifest["hostname"]) == (None, manifest["recorded_at"])
+
+
+def test_a_snapshot_without_ip_does_not_seal_an_earlier_ip_addr_json(tmp_path, monkeypatch, capsys):
+    """Review 6, finding 3: the bundle folder kept an earlier recording's ip-addr.json (tray 05's, IMEX node #4's
+    address) and a hand-saved lsmod (a real public excerpt); the snapshot, run where `ip` is missing, copied the
+    /proc/net files, and listed and digested the leftover with them as this run's. The snapshot removes its own
+    earlier files first and lists only what it wrote; the hand-saved file stays, unlisted."""
+    from pytest_gpufabric import cli
+
+    nvml = importlib.import_module("pytest_gpufabric.fabric.nvml")
+    record = json.loads((RACK.parent.parent / "bundles" / "h200-nvswitch-x2" / "nvml.json").read_text())
+    monkeypatch.setattr(nvml, "collect_record", lambda **_: record)
+    which = host_addresses.shutil.which
+    monkeypatch.setattr(host_addresses.shutil, "which", lambda name: None if name == "ip" else which(name))
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "ip-addr.json").write_text(tray_ip_addr(5))
+    lsmod = PLATFORM_CAPTURES / "lsmod-nvidia-peermem-loaded-gpud-pr-39-excerpt.txt"
+    (bundle / "lsmod.txt").write_text(lsmod.read_text())
+    assert cli.main(["snapshot", str(bundle)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"removed the earlier ip-addr.json from {bundle} first (names the snapshot writes: a file "
+                      "this run did not write is not left to pass as its own)")
+    assert out[-1] == f"left in {bundle} as they were, not this recording's (not in its manifest): lsmod.txt"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert not (bundle / "ip-addr.json").exists()
+    assert {"ip-addr.json", "lsmod.txt"} & (set(manifest["files"]) | set(manifest["sha256"])) == set()
+    assert (bundle / "lsmod.txt").read_text() == lsmod.read_text()
+    assert manifest["commands"]["ip-addr.json"] == {"cmd": ["ip", "-j", "addr"], "error": "ip not on PATH"}
+    assert {"proc-net-fib_trie.txt", "proc-net-if_inet6.txt"} <= set(manifest["sha256"])
+    recorded = read_host_addresses(bundle)
+    assert recorded.source == "proc-net-fib_trie.txt, proc-net-if_inet6.txt"
+    assert "172.31.50.39" not in recorded.addresses
+    assert tie_to_bundle(bundle, recorded, manifest["hostname"]) == (None, manifest["recorded_at"])
+    # a second snapshot into its own folder replaces the whole earlier recording, its folders included
+    assert cli.main(["snapshot", str(bundle)]) == 0
+    again = json.loads((bundle / "manifest.json").read_text())
+    assert (again["files"], set(again["sha256"])) == (manifest["files"], set(manifest["sha256"]))
+    assert "platform" in again["files"]
 
 
 # the rack: IMEX nodes by IP matched to the trays' recorded addresses

@@ -143,6 +143,34 @@ def test_a_status_without_a_timestamp_or_trays_without_dates_is_not_checked(tmp_
                   "run's"}
 
 
+def test_trays_without_a_readable_recorded_at_are_not_checked_naming_them(tmp_path):
+    """Review 6, finding 6: trays 02-18's manifests without recorded_at (or with a date that is no ISO 8601) were
+    left out of the date tie, and tray 01's date alone tied the status: rack-imex passed."""
+    rack = addressed_rack(tmp_path)
+    for name in TRAYS[1:]:
+        manifest = json.loads((rack / name / "manifest.json").read_text())
+        del manifest["recorded_at"]
+        (rack / name / "manifest.json").write_text(json.dumps(manifest))
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (document["verdict"], _imex(document)) == ("INCOMPLETE", {
+        "id": "rack-imex", "outcome": "not checked",
+        "reason": "trays gb200-tray02, gb200-tray03, gb200-tray04, gb200-tray05, gb200-tray06, gb200-tray07 (+11 "
+                  "more): no readable recorded_at in the bundle's manifest.json: the IMEX status of "
+                  "2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to them, not shown to be this "
+                  "run's"})
+    write_manifest(rack / "gb200-tray07", recorded_at="Mon May 12 2025")
+    for name in TRAYS[1:]:
+        if name != "gb200-tray07":
+            write_manifest(rack / name)
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (document["verdict"], _imex(document)["reason"]) == (
+        "INCOMPLETE", "tray gb200-tray07 ('Mon May 12 2025'): no readable recorded_at in the bundle's manifest.json: "
+                      "the IMEX status of 2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to it, "
+                      "not shown to be this run's")
+    done = run_rack(str(rack), "--imex", str(IMEX_18))
+    assert done.returncode == 6, done.stderr
+
+
 def test_an_address_file_of_a_host_outside_the_rack_is_not_taken_for_the_tray(tmp_path):
     """Node #9 is a host outside the rack (172.31.99.9), and tray 10's ip-addr.json was replaced by that host's
     after its snapshot: the node counted as tray 10 and the rack was ACCEPTED."""
@@ -163,8 +191,37 @@ def test_an_address_file_of_a_host_outside_the_rack_is_not_taken_for_the_tray(tm
         "manifest.json does not list ip-addr.json with its sha256 (not recorded by this bundle's `gpufabric "
         "snapshot`)")
     (rack / "gb200-tray10" / "manifest.json").unlink()
-    assert _imex(judge_whole_rack(rack, outside))["reason"] == untied + (
-        "no manifest.json: the addresses cannot be tied to the tray's bundle")
+    assert read_trays(rack)[9].addresses_why == ("ip-addr.json not tied to the tray's bundle: no manifest.json: the "
+                                                 "addresses cannot be tied to the tray's bundle")
+    # without a manifest the tray is not dated either: the status is not tied to it (finding 6 of review 6)
+    assert _imex(judge_whole_rack(rack, outside))["reason"] == (
+        "tray gb200-tray10: no readable recorded_at in the bundle's manifest.json: the IMEX status of "
+        "2025-05-12T06:08:10.580000 (its own clock, no zone) cannot be tied to it, not shown to be this run's")
+
+
+def test_a_tray_reading_swapped_after_its_snapshot_is_rejected(tmp_path):
+    """Review 6, finding 5: tray 05 recorded GPU0's fabric status 5 (its manifest over that nvml.json); the clean
+    nvml.json put back after the snapshot passed, its sha256 against the manifest's never checked."""
+    rack = addressed_rack(tmp_path)
+    clean = (rack / "gb200-tray05" / "nvml.json").read_text()
+    record = json.loads(clean)
+    record["gpus"][0]["fabric"]["status"] = 5
+    (rack / "gb200-tray05" / "nvml.json").write_text(json.dumps(record, indent=1) + "\n")
+    write_manifest(rack / "gb200-tray05")
+    recorded = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (recorded["verdict"], recorded["reason"].split(":")[0]) == ("REJECTED", "rack-fabric-registration")
+    (rack / "gb200-tray05" / "nvml.json").write_text(clean)
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    rack_trays = next(p for p in document["promises"] if p["id"] == "rack-trays")
+    assert (document["verdict"], rack_trays) == ("REJECTED", {
+        "id": "rack-trays", "outcome": "failed",
+        "reason": "tray gb200-tray05: nvml.json is not the file its bundle recorded (its sha256 differs from "
+                  "manifest.json's)"})
+    done = run_rack(str(rack), "--imex", str(IMEX_18))
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "gpufabric: REJECTED rack rack: rack-trays: tray gb200-tray05: nvml.json is not the file its bundle "
+        "recorded (its sha256 differs from manifest.json's)")
 
 
 def test_an_address_file_recorded_on_another_host_is_not_taken_for_the_tray(tmp_path):
@@ -177,6 +234,42 @@ def test_an_address_file_recorded_on_another_host_is_not_taken_for_the_tray(tmp_
                   "gb200-tray10"}
     write_manifest(rack / "gb200-tray10", hostname="GB200-Tray10")  # hostnames compare ignoring case
     assert _imex(judge_whole_rack(rack, IMEX_18.read_text()))["outcome"] == "passed"
+
+
+def test_an_address_file_left_from_an_earlier_recording_is_not_read(tmp_path):
+    """Review 6, finding 3: tray 05's folder kept the ip-addr.json of an earlier recording (IMEX node #4's
+    address); the snapshot made there without `ip` copied the /proc/net files (the VM's real ones) and its manifest
+    says so, yet sealed the leftover too, and the reader took it: ACCEPTED. Only what the manifest's commands say
+    this run wrote is read: the tray's own addresses are not node #4's."""
+    rack = addressed_rack(tmp_path)
+    tray = rack / "gb200-tray05"
+    for name in ("proc-net-fib_trie.txt", "proc-net-if_inet6.txt"):
+        shutil.copy(PROC / name, tray)
+    manifest = write_manifest(tray)
+    assert {"ip-addr.json", "proc-net-fib_trie.txt", "proc-net-if_inet6.txt"} <= set(manifest["sha256"])
+    manifest["commands"] = {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "error": "ip not on PATH"},
+                            "proc-net-fib_trie.txt": {"file": "/proc/net/fib_trie"},
+                            "proc-net-if_inet6.txt": {"file": "/proc/net/if_inet6"}}
+    (tray / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    document = judge_whole_rack(rack, IMEX_18.read_text())
+    assert (document["verdict"], _imex(document)) == ("REJECTED", {
+        "id": "rack-imex", "outcome": "failed",
+        "reason": "IMEX node #4 (172.31.50.39) is no tray's address (the trays' addresses: gb200-tray01 "
+                  "172.31.48.81 fd00::1, gb200-tray02 172.31.48.98 fd00::2, gb200-tray03 172.31.48.221 fd00::3 (+15 "
+                  "more)); tray gb200-tray05 is in no IMEX node (its addresses: 192.0.2.2 fd00::2)"})
+    assert document["trays"][4]["addresses"] == ["192.0.2.2", "fd00::2"]
+    # a snapshot that could write no addresses at all: the leftover is still not read, the addresses are unknown
+    (tray / "proc-net-fib_trie.txt").unlink()
+    (tray / "proc-net-if_inet6.txt").unlink()
+    manifest["commands"] = {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "returncode": 1, "stderr": ""},
+                            "proc-net-fib_trie.txt": {"file": "/proc/net/fib_trie", "error": "Permission denied"},
+                            "proc-net-if_inet6.txt": {"file": "/proc/net/if_inet6", "error": "Permission denied"}}
+    (tray / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    assert _imex(judge_whole_rack(rack, IMEX_18.read_text())) == {
+        "id": "rack-imex", "outcome": "not checked",
+        "reason": "IMEX node #4 (172.31.50.39) matched to no tray: not checked for tray gb200-tray05: its snapshot "
+                  "recorded no addresses (manifest.json: ip-addr.json: exit 1; proc-net-fib_trie.txt: Permission "
+                  "denied; proc-net-if_inet6.txt: Permission denied)"}
 
 
 # finding 7: loopback and link-local addresses name no tray
@@ -216,6 +309,10 @@ def test_a_tray_that_recorded_only_its_ipv6_addresses_is_not_checked_for_an_ipv4
         "id": "rack-imex", "outcome": "not checked",
         "reason": "IMEX node #4 (172.31.50.39) matched to no tray: not checked for tray gb200-tray05: its IPv4 "
                   "addresses not recorded (only IPv6)"})
+    (rack / "gb200-tray05" / "proc-net-if_inet6.txt").unlink()  # the copy its manifest says the snapshot made
+    assert _imex(judge_whole_rack(rack, IMEX_18.read_text()))["reason"] == (
+        "IMEX node #4 (172.31.50.39) matched to no tray: not checked for tray gb200-tray05: no proc-net-if_inet6.txt "
+        "(the /proc/net copies its manifest.json says the snapshot made)")
 
 
 def test_an_ip_addr_json_that_is_a_folder_is_not_checked_naming_it(tmp_path):

@@ -17,6 +17,7 @@ from ..nodehealth.record import snapshot_health
 from ..report.results import json_text
 from .common import EXIT_OK, printable, read_fabric
 
+MANIFEST = "manifest.json"  # fabric/bundle.py's MANIFEST_FILE
 #: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
 SNAPSHOT_COMMANDS = {
     "nvidia-smi-topo-m.txt": ["nvidia-smi", "topo", "-m"],
@@ -112,6 +113,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         raise HardwareUnavailable(f"{nvml_error.why}; nothing to record here: run `gpufabric snapshot` on the GPU "
                                   "machine, then judge its bundle anywhere with --replay") from None
     target.mkdir(parents=True, exist_ok=True)
+    removed = _clear_earlier_snapshot(target)
+    left = {p.name for p in target.iterdir()}  # not this run's: never listed in its manifest
     if record is not None:
         (target / bundle.NVML_FILE).write_text(json_text(record) + "\n",
                                                encoding="utf-8")
@@ -150,17 +153,64 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         commands[name] = {"cmd": cmd, "returncode": done.returncode, "stderr": done.stderr[-2000:]}
         if done.returncode == 0:
             (target / name).write_text(done.stdout, encoding="utf-8")
+    written = sorted(p for p in target.iterdir() if p.name not in left and p.name != bundle.MANIFEST_FILE)
     manifest = {
         "format": "gpufabric-bundle/1",
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hostname": platform.node(),
         "gpufabric_version": __version__,
-        "files": sorted(p.name for p in target.iterdir() if p.name != bundle.MANIFEST_FILE),
+        "files": [p.name for p in written],
         "commands": commands,
-        # each recorded file's digest: a file later put into the folder (ip-addr.json) is not the bundle's
-        "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(target.iterdir())
-                   if p.name != bundle.MANIFEST_FILE and p.is_file() and not p.is_symlink()},
+        # each file this run wrote, with its digest: a file put into the folder later is not the bundle's
+        "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in written
+                   if p.is_file() and not p.is_symlink()},
     }
     (target / bundle.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    if removed:
+        print(f"removed the earlier {', '.join(removed)} from {target} first (names the snapshot writes: "
+              "a file this run did not write is not left to pass as its own)")
     print(f"recorded {len(manifest['files'])} file(s) into {target}: {', '.join(manifest['files'])}")
+    if left:
+        print(f"left in {target} as they were, not this recording's (not in its manifest): "
+              f"{', '.join(printable(name) for name in sorted(left))}")
     return EXIT_OK
+
+
+def _snapshot_names() -> tuple[set[str], set[str]]:
+    """The top-level files and folders `gpufabric snapshot` writes into a bundle."""
+    from ..fabric import bundle
+    from ..fabric.host_addresses import ADDRESS_FILES
+    from ..fabric.platform_record import PLATFORM_DIR, PLATFORM_FILE
+
+    files = {bundle.NVML_FILE, bundle.HEALTH_FILE, MANIFEST, *SNAPSHOT_COMMANDS,
+             bundle.IBV_DEVINFO_FILE, "lspci-vvv.txt", PLATFORM_FILE, *ADDRESS_FILES}
+    return files, {bundle.SYSFS_DIR, PLATFORM_DIR}
+
+
+def _clear_earlier_snapshot(target: Path) -> list[str]:
+    """Remove what an earlier snapshot wrote into ``target`` (the files of the names snapshot writes; its folders
+    where the earlier manifest lists them), so that a file this run cannot write (``ip`` or NVML missing now) is not
+    left to pass as this recording's. Returns the names removed."""
+    from ..errors import GpuFabricError
+
+    files, folders = _snapshot_names()
+    try:
+        earlier = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        earlier = None
+    listed = earlier.get("files") if isinstance(earlier, dict) and isinstance(earlier.get("files"), list) else []
+    removed = []
+    for name in sorted(files | (folders & {name for name in listed if isinstance(name, str)})):
+        path = target / name
+        try:
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+            elif name in folders and path.is_dir():
+                shutil.rmtree(path)
+            else:
+                continue
+        except OSError as exc:
+            raise GpuFabricError(f"{path}: an earlier snapshot's file that cannot be removed ({exc.strerror or exc}):"
+                                 " snapshot into an empty folder") from None
+        removed.append(name)
+    return [name for name in removed if name != MANIFEST]

@@ -9,9 +9,10 @@ of them (recorded before they were) stays valid: its addresses are unknown, neve
 
 Addresses are normalised by ``ipaddress`` (an IPv4-mapped ``::ffff:a.b.c.d`` is its IPv4, a zone is dropped); a
 host's addresses are those that name it alone: loopback, link-local, unspecified and multicast addresses (every
-host has or shares them) are dropped (``identifies_one_host``). A folder's addresses are tied to its bundle only
-where the bundle's manifest.json lists each file read with its sha256 and was recorded on the tray's host
-(``tie_to_bundle``).
+host has or shares them) are dropped (``identifies_one_host``). Where the folder's manifest.json says which address
+files its snapshot wrote (its ``commands``), only those are read (``recorded_address_files``). A folder's addresses
+are tied to its bundle only where the manifest lists each file read with its sha256 and was recorded on the tray's
+host (``tie_to_bundle``); the digests catch a file swapped or left in the folder, not one edited with the manifest.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["ADDRESS_FILES", "IP_ADDR_COMMAND", "IP_ADDR_FILE", "HostAddresses", "identifies_one_host",
-           "normal_address", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json", "read_host_addresses",
-           "snapshot_addresses", "tie_to_bundle"]
+           "normal_address", "not_as_recorded", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json",
+           "read_host_addresses", "recorded_address_files", "snapshot_addresses", "tie_to_bundle"]
 
 IP_ADDR_FILE = "ip-addr.json"
 IP_ADDR_COMMAND = ["ip", "-j", "addr"]
@@ -125,16 +126,46 @@ def _unique(addresses: list[str]) -> list[str]:
     return list(dict.fromkeys(addresses))
 
 
+def recorded_address_files(folder: Path) -> tuple[str, ...] | None:
+    """The address files the folder's manifest.json says its snapshot wrote in that run: ip-addr.json where
+    `ip -j addr` exited 0, else each /proc/net copy made without an error; None where the manifest says nothing of
+    them (no manifest: the folder's files are read, and tie_to_bundle says they are not tied)."""
+    manifest, why = _manifest(folder)
+    commands = manifest.get("commands") if why is None and isinstance(manifest.get("commands"), dict) else {}
+    entries = {name: commands[name] for name in ADDRESS_FILES if isinstance(commands.get(name), dict)}
+    if not entries:
+        return None
+    ip = entries.get(IP_ADDR_FILE, {})
+    if ip.get("returncode") == 0 and "error" not in ip:
+        return (IP_ADDR_FILE,)
+    return tuple(name for name in (FIB_TRIE_FILE, IF_INET6_FILE)
+                 if "file" in entries.get(name, {}) and "error" not in entries[name])
+
+
 def read_host_addresses(folder: Path) -> HostAddresses:
     """The addresses a bundle folder recorded that name its host alone: ip-addr.json, else the copied /proc/net
-    files (each gives only its own IP version)."""
+    files (each gives only its own IP version); where the folder's manifest.json says which of them its snapshot
+    wrote, those only (a file left from an earlier recording is not read)."""
+    written = recorded_address_files(folder)
     path = folder / IP_ADDR_FILE
-    if path.exists() and not path.is_file():
+    if (written is None or IP_ADDR_FILE in written) and path.exists() and not path.is_file():
         what = "a folder" if path.is_dir() else "not a regular file"
         return HostAddresses(None, why=f"{IP_ADDR_FILE} is {what}: its addresses cannot be read")
-    readers = [(IP_ADDR_FILE, parse_ip_addr_json)] if path.is_file() else \
-        [(name, parse) for name, parse in ((FIB_TRIE_FILE, parse_fib_trie), (IF_INET6_FILE, parse_if_inet6))
-         if (folder / name).is_file()]
+    if written == ():
+        return HostAddresses(None, why=f"its snapshot recorded no addresses ({MANIFEST_FILE}: "
+                                       f"{_errors(folder) or 'no file written'})")
+    if written is not None:
+        readers = [(name, parse) for name, parse in ((IP_ADDR_FILE, parse_ip_addr_json),
+                                                     (FIB_TRIE_FILE, parse_fib_trie),
+                                                     (IF_INET6_FILE, parse_if_inet6))
+                   if name in written and (folder / name).is_file()]
+    else:
+        readers = [(IP_ADDR_FILE, parse_ip_addr_json)] if path.is_file() else \
+            [(name, parse) for name, parse in ((FIB_TRIE_FILE, parse_fib_trie), (IF_INET6_FILE, parse_if_inet6))
+             if (folder / name).is_file()]
+    if not readers and written and IP_ADDR_FILE not in written:
+        return HostAddresses(None, why=f"no {' or '.join(written)} (the /proc/net copies its {MANIFEST_FILE} says "
+                                       "the snapshot made)")
     if not readers:
         return HostAddresses(None, why=f"no {IP_ADDR_FILE} (`{' '.join(IP_ADDR_COMMAND)}`, recorded by "
                                        "`gpufabric snapshot`)")
@@ -147,6 +178,14 @@ def read_host_addresses(folder: Path) -> HostAddresses:
     families = tuple(sorted({family for name, _ in readers for family in FAMILIES[name]}))
     return HostAddresses([a for a in _unique(found) if identifies_one_host(a)],
                          source=", ".join(name for name, _ in readers), families=families)
+
+
+def _errors(folder: Path) -> str:
+    """The manifest's errors for the address files: why its snapshot wrote none."""
+    commands = _manifest(folder)[0].get("commands")
+    said = [f"{name}: {commands[name].get('error') or 'exit ' + str(commands[name].get('returncode'))}"
+            for name in ADDRESS_FILES if isinstance(commands, dict) and isinstance(commands.get(name), dict)]
+    return "; ".join(said)
 
 
 def tie_to_bundle(folder: Path, recorded: HostAddresses, host: str | None) -> tuple[str | None, str | None]:
@@ -176,6 +215,27 @@ def tie_to_bundle(folder: Path, recorded: HostAddresses, host: str | None) -> tu
         return f"{MANIFEST_FILE} was recorded on {said or 'no named host'}, the tray's bundle on {host}", \
             recorded_at
     return None, recorded_at
+
+
+def not_as_recorded(folder: Path, names) -> list[str]:
+    """Why each of ``names`` in ``folder`` that its manifest.json lists with a sha256 is not the file recorded (its
+    digest differs): a file swapped or changed after the snapshot. A digest anyone can recompute shows a mix-up,
+    not an edit made together with the manifest."""
+    manifest, why = _manifest(folder)
+    digests = manifest.get("sha256") if why is None and isinstance(manifest.get("sha256"), dict) else {}
+    found = []
+    for name in names:
+        path = folder / name
+        if not isinstance(digests.get(name), str) or not path.is_file():
+            continue
+        try:
+            content = path.read_bytes()
+        except OSError as exc:
+            found.append(f"{name} cannot be read ({exc.strerror})")
+            continue
+        if hashlib.sha256(content).hexdigest() != digests[name]:
+            found.append(f"{name} is not the file its bundle recorded (its sha256 differs from {MANIFEST_FILE}'s)")
+    return found
 
 
 def _manifest(folder: Path) -> tuple[dict, str | None]:

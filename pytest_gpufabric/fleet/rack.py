@@ -6,7 +6,8 @@ fleet-results.json, given with --fleet); the rack adds what no tray can show alo
 
 - ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect), and its
   evidence its own: no board in two tray folders, no linked folder, no bundle of another tray's host, no two
-  readings in one folder that disagree (failed); a reading the reader could not read whole is not checked;
+  readings in one folder that disagree, no reading whose sha256 differs from its manifest's (failed); a reading
+  the reader could not read whole is not checked;
 - ``rack-fabric-registration``: every GPU's fabric state Completed and status Success, its health not degraded
   (formats/gpu_fabric.py, the one judgement of a GPU's registration);
 - ``rack-nvlink-domain``: one cluster UUID and one clique id across the rack's GPUs (a tray the fabric manager left
@@ -72,8 +73,8 @@ class Tray:
 
 def read_trays(rack: Path) -> list[Tray]:
     """Every tray folder of ``rack``, by name: a bundle (nvml.json / nvidia-smi-q.xml) or nvidia-smi-q.txt."""
-    from ..fabric.bundle import BundleError, load_bundle
-    from ..fabric.host_addresses import ADDRESS_FILES, read_host_addresses, tie_to_bundle
+    from ..fabric.bundle import KNOWN_FILES, BundleError, load_bundle
+    from ..fabric.host_addresses import ADDRESS_FILES, not_as_recorded, read_host_addresses, tie_to_bundle
 
     if not rack.is_dir():
         raise GpuFabricError(f"{rack}: not a folder of tray folders")
@@ -98,6 +99,8 @@ def read_trays(rack: Path) -> list[Tray]:
                 tray.unreadable = f"no nvml.json, nvidia-smi-q.xml or {SMI_Q_TEXT} in {folder}"
         except (BundleError, ValueError, OSError) as exc:
             tray.unreadable = str(exc)
+        # a reading its own manifest lists with another digest is not the tray's recording: record it again
+        tray.contradictions += not_as_recorded(folder, (*KNOWN_FILES, SMI_Q_TEXT))
         recorded = read_host_addresses(folder)
         untied, tray.recorded_at = tie_to_bundle(folder, recorded, tray.hostname)
         if recorded.addresses is not None and untied is not None:

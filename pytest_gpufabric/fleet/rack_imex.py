@@ -66,6 +66,8 @@ def imex_promise(imex: dict | None, tray_count: int, trays: list | None = None,
 
 
 def _when(words) -> datetime | None:
+    if not isinstance(words, str):
+        return None
     try:
         when = datetime.fromisoformat(str(words))
     except ValueError:
@@ -84,6 +86,12 @@ def _not_this_run(stamp: str | None, trays: list) -> str | None:
     if not times:
         return (f"no tray's bundle records when it was recorded (manifest.json recorded_at): the IMEX status of "
                 f"{stamp} (its own clock, no zone) cannot be tied to them, not shown to be this run's")
+    undated = [tray.name if tray.recorded_at is None else f"{tray.name} ({tray.recorded_at!r})" for tray in trays
+               if _when(tray.recorded_at) is None]
+    if undated:  # a tray that cannot be dated may be of another run, whatever the others say
+        return (f"tray{'s' if len(undated) > 1 else ''} {_listed(undated)}: no readable recorded_at in the "
+                f"bundle's manifest.json: the IMEX status of {stamp} (its own clock, no zone) cannot be tied to "
+                f"{'them' if len(undated) > 1 else 'it'}, not shown to be this run's")
     name, said, when = max(times, key=lambda item: abs(item[2] - at))
     if abs(when - at) <= TIE_WINDOW:
         return None
