@@ -161,6 +161,27 @@ def test_a_snapshot_without_ip_does_not_seal_an_earlier_ip_addr_json(tmp_path, m
     assert "platform" in again["files"]
 
 
+def test_a_snapshot_refuses_a_folder_it_copies_into_that_no_manifest_lists(tmp_path, monkeypatch, capsys):
+    """A platform/ folder already in the bundle folder with no manifest listing it (put there by hand, or the
+    manifest lost): the snapshot copies into platform/, so old and new files would mix under this run's name. It
+    refuses before writing anything (exit 2, one line naming the folder), and the folder stays as it was."""
+    from pytest_gpufabric import cli
+
+    nvml = importlib.import_module("pytest_gpufabric.fabric.nvml")
+    record = json.loads((RACK.parent.parent / "bundles" / "h200-nvswitch-x2" / "nvml.json").read_text())
+    monkeypatch.setattr(nvml, "collect_record", lambda **_: record)
+    bundle = tmp_path / "bundle"
+    (bundle / "platform").mkdir(parents=True)
+    lsmod = PLATFORM_CAPTURES / "lsmod-nvidia-peermem-loaded-gpud-pr-39-excerpt.txt"
+    (bundle / "platform" / "lsmod.txt").write_text(lsmod.read_text())
+    assert cli.main(["snapshot", str(bundle)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gpufabric: {bundle / 'platform'}: a folder no earlier snapshot's manifest lists (the snapshot "
+                   "copies into it, and its files and this run's would mix): move it aside or snapshot into an empty "
+                   "folder\n")
+    assert sorted(p.name for p in bundle.rglob("*")) == ["lsmod.txt", "platform"]
+
+
 # the rack: IMEX nodes by IP matched to the trays' recorded addresses
 
 

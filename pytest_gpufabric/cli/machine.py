@@ -213,4 +213,10 @@ def _clear_earlier_snapshot(target: Path) -> list[str]:
             raise GpuFabricError(f"{path}: an earlier snapshot's file that cannot be removed ({exc.strerror or exc}):"
                                  " snapshot into an empty folder") from None
         removed.append(name)
+    # a folder of the names snapshot copies into that no earlier manifest lists: its files and this run's would mix
+    for name in sorted(folders - set(removed)):
+        if (target / name).exists() or (target / name).is_symlink():
+            raise GpuFabricError(f"{target / name}: a folder no earlier snapshot's manifest lists (the snapshot copies "
+                                 "into it, and its files and this run's would mix): move it aside or snapshot into "
+                                 "an empty folder")
     return [name for name in removed if name != MANIFEST]
