@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pathlib import Path
 
 __all__ = ["ADDRESS_FILES", "IP_ADDR_COMMAND", "IP_ADDR_FILE", "HostAddresses", "identifies_one_host",
            "normal_address", "not_as_recorded", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json",
-           "read_host_addresses", "recorded_address_files", "snapshot_addresses", "tie_to_bundle"]
+           "read_host_addresses", "recorded_address_files", "sha256_hex", "snapshot_addresses", "tie_to_bundle"]
 
 IP_ADDR_FILE = "ip-addr.json"
 IP_ADDR_COMMAND = ["ip", "-j", "addr"]
@@ -39,6 +40,7 @@ ADDRESS_FILES = (IP_ADDR_FILE, FIB_TRIE_FILE, IF_INET6_FILE)
 #: the IP versions each file records: ip-addr.json both, each /proc/net file one
 FAMILIES = {IP_ADDR_FILE: (4, 6), FIB_TRIE_FILE: (4,), IF_INET6_FILE: (6,)}
 MANIFEST_FILE = "manifest.json"  # fabric/bundle.py's, named here so that reading it needs no bundle loader
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass
@@ -198,14 +200,16 @@ def tie_to_bundle(folder: Path, recorded: HostAddresses, host: str | None) -> tu
     digests = manifest.get("sha256") if isinstance(manifest.get("sha256"), dict) else {}
     listed = manifest.get("files") if isinstance(manifest.get("files"), list) else []
     for name in recorded.source.split(", ") if recorded.source else ():
-        if name not in listed or not isinstance(digests.get(name), str):
+        if name not in listed or name not in digests:
             return (f"{MANIFEST_FILE} does not list {name} with its sha256 (not recorded by this bundle's "
                     "`gpufabric snapshot`)"), recorded_at
+        if sha256_hex(digests[name]) is None:
+            return f"{MANIFEST_FILE} is malformed: its sha256 of {name} is not 64 hex digits", recorded_at
         try:
             content = (folder / name).read_bytes()
         except OSError as exc:
             return f"{name} cannot be read ({exc.strerror})", recorded_at
-        if hashlib.sha256(content).hexdigest() != digests[name]:
+        if hashlib.sha256(content).hexdigest() != sha256_hex(digests[name]):
             return f"{name} is not the file its bundle recorded (its sha256 differs from {MANIFEST_FILE}'s)", \
                 recorded_at
     said = manifest.get("hostname")
@@ -217,25 +221,60 @@ def tie_to_bundle(folder: Path, recorded: HostAddresses, host: str | None) -> tu
     return None, recorded_at
 
 
-def not_as_recorded(folder: Path, names) -> list[str]:
-    """Why each of ``names`` in ``folder`` that its manifest.json lists with a sha256 is not the file recorded (its
-    digest differs): a file swapped or changed after the snapshot. A digest anyone can recompute shows a mix-up,
-    not an edit made together with the manifest."""
+def not_as_recorded(folder: Path, names) -> tuple[list[str], list[str]]:
+    """(why each of ``names`` present in ``folder`` is not the reading its manifest.json recorded; what the manifest
+    cannot tell). Where the folder has a manifest, each such file must be listed in its ``files``, not recorded as
+    unwritten in its ``commands`` (an error, a non-zero exit) and, where the manifest has digests, listed with its
+    sha256 and match it. A manifest written before the snapshot recorded digests (no ``sha256``) is held to its
+    list alone; a folder without a manifest is not checked here. A digest anyone can recompute shows a mix-up (a
+    file swapped, put in or left in the folder), not an edit made together with the manifest."""
+    present = [name for name in names if (folder / name).is_file()]
+    if not present or not (folder / MANIFEST_FILE).exists():
+        return [], []
     manifest, why = _manifest(folder)
-    digests = manifest.get("sha256") if why is None and isinstance(manifest.get("sha256"), dict) else {}
-    found = []
-    for name in names:
-        path = folder / name
-        if not isinstance(digests.get(name), str) or not path.is_file():
+    if not (folder / MANIFEST_FILE).is_file():
+        why = f"{MANIFEST_FILE} is not a file"
+    if why is not None:
+        return [], [f"{why}: the tray's readings cannot be tied to it"]
+    listed, commands, digests = manifest.get("files"), manifest.get("commands", {}), manifest.get("sha256")
+    shapes = (("files", listed, list), ("commands", commands, dict), ("sha256", digests, (dict, type(None))))
+    malformed = [key for key, value, kind in shapes if not isinstance(value, kind)]
+    if malformed:
+        return [], [f"{MANIFEST_FILE} is malformed (its {', '.join(malformed)} not as `gpufabric snapshot` writes "
+                    "them): its readings cannot be tied to it"]
+    found, unknown = [], []
+    for name in present:
+        entry = commands.get(name) if isinstance(commands.get(name), dict) else {}
+        if "error" in entry or entry.get("returncode", 0) != 0:
+            said = entry.get("error") or f"exit {entry.get('returncode')}"
+            found.append(f"{name} is in the folder, but {MANIFEST_FILE} says its snapshot did not write it "
+                         f"({str(said)[:120]}): not the tray's recording")
+        elif name not in listed:
+            found.append(f"{name} is not listed in {MANIFEST_FILE} (put in the folder after or before its "
+                         "snapshot): not the tray's recording")
+        elif digests is None:  # a manifest from before the snapshot recorded digests: its list alone
             continue
-        try:
-            content = path.read_bytes()
-        except OSError as exc:
-            found.append(f"{name} cannot be read ({exc.strerror})")
-            continue
-        if hashlib.sha256(content).hexdigest() != digests[name]:
-            found.append(f"{name} is not the file its bundle recorded (its sha256 differs from {MANIFEST_FILE}'s)")
-    return found
+        elif name not in digests:
+            found.append(f"{MANIFEST_FILE} lists {name} without its sha256: not shown to be the tray's recording")
+        elif sha256_hex(digests[name]) is None:
+            unknown.append(f"{MANIFEST_FILE} is malformed: its sha256 of {name} is not 64 hex digits "
+                           f"({str(digests[name])[:80]!r})")
+        else:
+            try:
+                content = (folder / name).read_bytes()
+            except OSError as exc:
+                found.append(f"{name} cannot be read ({exc.strerror})")
+                continue
+            if hashlib.sha256(content).hexdigest() != sha256_hex(digests[name]):
+                found.append(f"{name} is not the file its bundle recorded (its sha256 differs from "
+                             f"{MANIFEST_FILE}'s)")
+    return found, unknown
+
+
+def sha256_hex(value) -> str | None:
+    """A manifest's sha256 as ``hexdigest()`` writes it (64 hex digits, lower case; either case is accepted);
+    None for anything else."""
+    return value.lower() if isinstance(value, str) and _SHA256_HEX.fullmatch(value) else None
 
 
 def _manifest(folder: Path) -> tuple[dict, str | None]:

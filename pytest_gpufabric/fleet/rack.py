@@ -6,8 +6,9 @@ fleet-results.json, given with --fleet); the rack adds what no tray can show alo
 
 - ``rack-trays``: every expected tray reported, each with its GPUs (--trays, --gpus-per-tray, --expect), and its
   evidence its own: no board in two tray folders, no linked folder, no bundle of another tray's host, no two
-  readings in one folder that disagree, no reading whose sha256 differs from its manifest's (failed); a reading
-  the reader could not read whole is not checked;
+  readings in one folder that disagree, and where the folder has a manifest.json no reading it does not list, lists
+  without its sha256 or as not written, or whose sha256 differs (failed); a reading the reader could not read
+  whole, or a malformed manifest, is not checked;
 - ``rack-fabric-registration``: every GPU's fabric state Completed and status Success, its health not degraded
   (formats/gpu_fabric.py, the one judgement of a GPU's registration);
 - ``rack-nvlink-domain``: one cluster UUID and one clique id across the rack's GPUs (a tray the fabric manager left
@@ -99,8 +100,11 @@ def read_trays(rack: Path) -> list[Tray]:
                 tray.unreadable = f"no nvml.json, nvidia-smi-q.xml or {SMI_Q_TEXT} in {folder}"
         except (BundleError, ValueError, OSError) as exc:
             tray.unreadable = str(exc)
-        # a reading its own manifest lists with another digest is not the tray's recording: record it again
-        tray.contradictions += not_as_recorded(folder, (*KNOWN_FILES, SMI_Q_TEXT))
+        # each reading read must be its manifest's (listed, written, its sha256): else not the tray's recording
+        read = (*KNOWN_FILES, SMI_Q_TEXT) if evidence[0].is_file() or evidence[1].is_file() else (SMI_Q_TEXT,)
+        not_recorded, undecided = not_as_recorded(folder, read)
+        tray.contradictions += not_recorded
+        tray.unknown += undecided
         recorded = read_host_addresses(folder)
         untied, tray.recorded_at = tie_to_bundle(folder, recorded, tray.hostname)
         if recorded.addresses is not None and untied is not None:
