@@ -241,7 +241,7 @@ def not_as_recorded(folder: Path, names) -> tuple[list[str], list[str]]:
     malformed = [key for key, value, kind in shapes if not isinstance(value, kind)]
     if malformed:
         return [], [f"{MANIFEST_FILE} is malformed (its {', '.join(malformed)} not as `gpufabric snapshot` writes "
-                    "them): its readings cannot be tied to it"]
+                    "them): the tray's readings cannot be tied to it"]
     found, unknown = [], []
     for name in present:
         entry = commands.get(name) if isinstance(commands.get(name), dict) else {}
