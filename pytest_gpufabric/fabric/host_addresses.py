@@ -12,7 +12,8 @@ host's addresses are those that name it alone: loopback, link-local, unspecified
 host has or shares them) are dropped (``identifies_one_host``). Where the folder's manifest.json says which address
 files its snapshot wrote (its ``commands``), only those are read (``recorded_address_files``). A folder's addresses
 are tied to its bundle only where the manifest lists each file read with its sha256 and was recorded on the tray's
-host (``tie_to_bundle``); the digests catch a file swapped or left in the folder, not one edited with the manifest.
+host (``tie_to_bundle``), and a tray's readings only where it lists them with their sha256 (``not_as_recorded``);
+the digests (either hex case) catch a file swapped or left in the folder, not one edited with the manifest.
 """
 
 from __future__ import annotations
