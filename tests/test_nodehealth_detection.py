@@ -378,6 +378,47 @@ def test_a_promised_rdma_port_down_or_slow_drains(capsys, tmp_path):
         6, "gpufabric: UNKNOWN node RDMA ports not recorded (+1 more); remedy: rerun")
 
 
+def test_a_promised_rdma_port_whose_state_cannot_be_read_is_unknown(capsys, tmp_path):
+    """The port's sysfs state (or phys_state) missing or unparseable: ibv_devinfo's recorded state answers it where
+    the bundle has one (PORT_DOWN drains as a down port does); with neither, could not tell (exit 6), never healthy."""
+    import re
+
+    def judge(bundle: Path, profile: Path) -> tuple[int, list[str]]:
+        rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+        return rc, capsys.readouterr().out.splitlines()
+
+    def port_file(bundle: Path, name: str) -> Path:
+        return bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / name
+
+    bundle, profile = with_roce_port(tmp_path / "devinfo-active")
+    port_file(bundle, "state").unlink()  # ibv_devinfo records PORT_ACTIVE: judged by it
+    rc, out = judge(bundle, profile)
+    assert (rc, out[0]) == (0, "gpufabric ok: HEALTHY 4 GPUs, profile x4-roce")
+    bundle, profile = with_roce_port(tmp_path / "devinfo-down")
+    port_file(bundle, "state").unlink()
+    devinfo = bundle / "ibv_devinfo-v.txt"
+    text = re.sub(r"state:(\s+)PORT_ACTIVE \(4\)", r"state:\1PORT_DOWN (1)", devinfo.read_text(), count=1)
+    assert "PORT_DOWN (1)" in text
+    devinfo.write_text(text)
+    rc, out = judge(bundle, profile)
+    assert (rc, out[1]) == (1, "gpufabric: DRAIN node irdma0 port 1 state DOWN, expected ACTIVE; remedy: reseat or "
+                               "recable")
+    bundle, profile = with_roce_port(tmp_path / "no-devinfo")
+    port_file(bundle, "state").unlink()
+    (bundle / "ibv_devinfo-v.txt").unlink()
+    rc, out = judge(bundle, profile)
+    assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 state not readable; remedy: rerun")
+    assert out[2] == (f"  unknown: node: irdma0 port 1 state not readable [rerun]: {bundle}: irdma0 port 1's state "
+                      "not read: neither sysfs (ports/1/state missing or unreadable) nor a recorded ibv_devinfo -v "
+                      "gives it, so whether the port is up cannot be told; rerun the check, or record the bundle "
+                      "again with gpufabric snapshot")
+    bundle, profile = with_roce_port(tmp_path / "phys-garbled", phys_state="garbled\n")
+    (bundle / "ibv_devinfo-v.txt").unlink()
+    rc, out = judge(bundle, profile)
+    assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 phys_state not readable; remedy: rerun")
+    assert "(ports/1/phys_state missing or unreadable (phys_state reads 'garbled'))" in out[2]
+
+
 def test_a_flapping_rdma_port_is_shown(capsys, tmp_path):
     """The port's PortCounters (sysfs counters/link_downed, link_error_recovery; the a100 copy holds none, so they
     are planted) rising between two runs: a warning with the figures."""
