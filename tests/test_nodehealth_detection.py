@@ -247,6 +247,41 @@ def test_a_clock_that_went_back_keeps_the_last_reading_for_the_next_check(capsys
                                "(limit 8); remedy: reseat or recable")
 
 
+def booted(seconds: object, pcie: dict[int, int]):
+    """counters(pcie=...) read at ``seconds`` of the boot clock (health.json's uptime_s, as a live read records)."""
+    def edit(data: dict) -> None:
+        counters(pcie=pcie)(data)
+        data["uptime_s"] = seconds
+    return edit
+
+
+def test_rates_are_timed_by_the_boot_clock_that_never_steps(capsys, node):
+    """The wall clock steps back 300 s, then forward 600 s, while GPU1 replays 100 PCIe packets in the first 300 real
+    seconds: the boot clock the records carry times the rise (20/min, DCGM's limit 8/min), whatever the wall clock
+    says; the wall clock's rule would have rated it 100 over 900 s and missed it."""
+    rc, out, _ = run(capsys, node, planted(node, booted(1000.0, {1: 1})), 600)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    rc, out, document = run(capsys, node, planted(node, booted(1300.0, {1: 101})), 300)  # wall clock back 300 s
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s "
+                               "(limit 8); remedy: reseat or recable")
+    evidence = document["findings"][0]["evidence"]
+    assert (evidence["count"], evidence["seconds"], evidence["timed_by"]) == (100, 300.0, "boot clock (CLOCK_BOOTTIME)")
+    kept = json.loads((node / "state" / "health-counters.json").read_text())["gpus"]["1653824128984"]
+    assert (kept["at"], kept["uptime_s"], kept["counters"]["pcie_replay"]) == (RECORDED_X4 + 300, 1300.0, 101)
+    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1200)  # wall clock forward 900 s
+    assert rc == 1 and out[0].startswith("gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s")
+    # the same record replayed again: its boot clock is not after the kept reading's; said, the reading kept
+    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1500)
+    assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: the boot clock reads no later than the last "
+            "reading (two checks at once, or an older record replayed); the last reading is kept, and the rise since "
+            "it is judged at the next check") in out
+    # a record whose boot clock is not a number: timed by the wall clock, said
+    bundle = planted(node, booted("soon", {1: 101}))
+    rc, out, _ = run(capsys, node, bundle, 1800)
+    assert rc == 1 and (f"  note: counter rates timed by the wall clock: the seconds since boot 'soon' in "
+                        f"{bundle / 'health.json'} (uptime_s) is not a finite number") in out
+
+
 def test_now_on_a_live_check_is_a_usage_error(capsys, node):
     """--now judged a live check as at another time (a new Xid hidden behind a clear, counter rates skipped): it
     goes with --replay or --clear only; nothing is read or kept."""
