@@ -282,6 +282,14 @@ def test_rates_are_timed_by_the_boot_clock_that_never_steps(capsys, node):
                         f"{bundle / 'health.json'} (uptime_s) is not a finite number") in out
 
 
+def test_the_live_read_records_the_boot_clock():
+    """read_live's uptime_s: this machine's boot clock, a number that does not go back between two reads."""
+    from pytest_gpufabric.nodehealth.record import seconds_since_boot
+
+    first, second = seconds_since_boot(), seconds_since_boot()
+    assert isinstance(first, float) and 0 < first <= second
+
+
 def test_now_on_a_live_check_is_a_usage_error(capsys, node):
     """--now judged a live check as at another time (a new Xid hidden behind a clear, counter rates skipped): it
     goes with --replay or --clear only; nothing is read or kept."""
