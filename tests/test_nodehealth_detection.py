@@ -247,6 +247,49 @@ def test_a_clock_that_went_back_keeps_the_last_reading_for_the_next_check(capsys
                                "(limit 8); remedy: reseat or recable")
 
 
+def booted(seconds: object, pcie: dict[int, int]):
+    """counters(pcie=...) read at ``seconds`` of the boot clock (health.json's uptime_s, as a live read records)."""
+    def edit(data: dict) -> None:
+        counters(pcie=pcie)(data)
+        data["uptime_s"] = seconds
+    return edit
+
+
+def test_rates_are_timed_by_the_boot_clock_that_never_steps(capsys, node):
+    """The wall clock steps back 300 s, then forward 600 s, while GPU1 replays 100 PCIe packets in the first 300 real
+    seconds: the boot clock the records carry times the rise (20/min, DCGM's limit 8/min), whatever the wall clock
+    says; the wall clock's rule would have rated it 100 over 900 s and missed it."""
+    rc, out, _ = run(capsys, node, planted(node, booted(1000.0, {1: 1})), 600)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    rc, out, document = run(capsys, node, planted(node, booted(1300.0, {1: 101})), 300)  # wall clock back 300 s
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s "
+                               "(limit 8); remedy: reseat or recable")
+    evidence = document["findings"][0]["evidence"]
+    assert (evidence["count"], evidence["seconds"], evidence["timed_by"]) == (100, 300.0, "boot clock (CLOCK_BOOTTIME)")
+    kept = json.loads((node / "state" / "health-counters.json").read_text())["gpus"]["1653824128984"]
+    assert (kept["at"], kept["uptime_s"], kept["counters"]["pcie_replay"]) == (RECORDED_X4 + 300, 1300.0, 101)
+    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1200)  # wall clock forward 900 s
+    assert rc == 1 and out[0].startswith("gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s")
+    # the same record replayed again: its boot clock is not after the kept reading's; said, the reading kept
+    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1500)
+    assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: the boot clock reads no later than the last "
+            "reading (two checks at once, or an older record replayed); the last reading is kept, and the rise since "
+            "it is judged at the next check") in out
+    # a record whose boot clock is not a number: timed by the wall clock, said
+    bundle = planted(node, booted("soon", {1: 101}))
+    rc, out, _ = run(capsys, node, bundle, 1800)
+    assert rc == 1 and (f"  note: counter rates timed by the wall clock: the seconds since boot 'soon' in "
+                        f"{bundle / 'health.json'} (uptime_s) is not a finite number") in out
+
+
+def test_the_live_read_records_the_boot_clock():
+    """read_live's uptime_s: this machine's boot clock, a number that does not go back between two reads."""
+    from pytest_gpufabric.nodehealth.record import seconds_since_boot
+
+    first, second = seconds_since_boot(), seconds_since_boot()
+    assert isinstance(first, float) and 0 < first <= second
+
+
 def test_now_on_a_live_check_is_a_usage_error(capsys, node):
     """--now judged a live check as at another time (a new Xid hidden behind a clear, counter rates skipped): it
     goes with --replay or --clear only; nothing is read or kept."""
@@ -376,6 +419,47 @@ def test_a_promised_rdma_port_down_or_slow_drains(capsys, tmp_path):
     rc = main(["health", "--profile", str(profile), "--replay", str(X4)])
     assert (rc, capsys.readouterr().out.splitlines()[0]) == (
         6, "gpufabric: UNKNOWN node RDMA ports not recorded (+1 more); remedy: rerun")
+
+
+def test_a_promised_rdma_port_whose_state_cannot_be_read_is_unknown(capsys, tmp_path):
+    """The port's sysfs state (or phys_state) missing or unparseable: ibv_devinfo's recorded state answers it where
+    the bundle has one (PORT_DOWN drains as a down port does); with neither, could not tell (exit 6), never healthy."""
+    import re
+
+    def judge(bundle: Path, profile: Path) -> tuple[int, list[str]]:
+        rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+        return rc, capsys.readouterr().out.splitlines()
+
+    def port_file(bundle: Path, name: str) -> Path:
+        return bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / name
+
+    bundle, profile = with_roce_port(tmp_path / "devinfo-active")
+    port_file(bundle, "state").unlink()  # ibv_devinfo records PORT_ACTIVE: judged by it
+    rc, out = judge(bundle, profile)
+    assert (rc, out[0]) == (0, "gpufabric ok: HEALTHY 4 GPUs, profile x4-roce")
+    bundle, profile = with_roce_port(tmp_path / "devinfo-down")
+    port_file(bundle, "state").unlink()
+    devinfo = bundle / "ibv_devinfo-v.txt"
+    text = re.sub(r"state:(\s+)PORT_ACTIVE \(4\)", r"state:\1PORT_DOWN (1)", devinfo.read_text(), count=1)
+    assert "PORT_DOWN (1)" in text
+    devinfo.write_text(text)
+    rc, out = judge(bundle, profile)
+    assert (rc, out[1]) == (1, "gpufabric: DRAIN node irdma0 port 1 state DOWN, expected ACTIVE; remedy: reseat or "
+                               "recable")
+    bundle, profile = with_roce_port(tmp_path / "no-devinfo")
+    port_file(bundle, "state").unlink()
+    (bundle / "ibv_devinfo-v.txt").unlink()
+    rc, out = judge(bundle, profile)
+    assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 state not readable; remedy: rerun")
+    assert out[2] == (f"  unknown: node: irdma0 port 1 state not readable [rerun]: {bundle}: irdma0 port 1's state "
+                      "not read: neither sysfs (ports/1/state missing or unreadable) nor a recorded ibv_devinfo -v "
+                      "gives it, so whether the port is up cannot be told; rerun the check, or record the bundle "
+                      "again with gpufabric snapshot")
+    bundle, profile = with_roce_port(tmp_path / "phys-garbled", phys_state="garbled\n")
+    (bundle / "ibv_devinfo-v.txt").unlink()
+    rc, out = judge(bundle, profile)
+    assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 phys_state not readable; remedy: rerun")
+    assert "(ports/1/phys_state missing or unreadable (phys_state reads 'garbled'))" in out[2]
 
 
 def test_a_flapping_rdma_port_is_shown(capsys, tmp_path):

@@ -81,7 +81,7 @@ def parse_ibv_devinfo(text: str) -> list[dict]:
 def merge_ibv_devinfo(devices: list[RdmaDevice], infos: list[dict]) -> None:
     """Fill what sysfs cannot say from ``parse_ibv_devinfo`` output, in place: ``active_mtu`` (ibv_devinfo's
     answer replaces the netdev estimate) and any field sysfs left ``None`` (fw_ver, node_guid, state,
-    phys_state code, link_layer, lid, width, GIDs). Ports and devices sysfs did not list are not added."""
+    phys_state, link_layer, lid, width, GIDs). Ports and devices sysfs did not list are not added."""
     by_name = {info.get("hca_id"): info for info in infos}
     for dev in devices:
         info = by_name.get(dev.name)
@@ -97,10 +97,12 @@ def merge_ibv_devinfo(devices: list[RdmaDevice], infos: list[dict]) -> None:
             if isinstance(p.get("active_mtu"), int):
                 port.active_mtu = p["active_mtu"]
                 port.active_mtu_source = "ibv_devinfo"
-            if port.state_code is None and "state_code" in p:
-                port.state_code = p["state_code"]
-            if port.phys_state_code is None and "phys_state_code" in p:
-                port.phys_state_code = p["phys_state_code"]
+            # a state sysfs could not give (its file missing or unreadable) is ibv_devinfo's, named as sysfs names it
+            if port.state is None and p.get("state"):
+                port.state_code, port.state = p.get("state_code"), _PORT_STATES.get(p["state"], p["state"])
+            if port.phys_state is None and p.get("phys_state"):
+                port.phys_state_code = p.get("phys_state_code")
+                port.phys_state = _PHYS_STATES.get(p["phys_state"], p["phys_state"])
             port.link_layer = port.link_layer or p.get("link_layer")
             if port.lid is None and isinstance(p.get("port_lid"), int):
                 port.lid = p["port_lid"]

@@ -1,15 +1,20 @@
 """The counters' last reading, kept between runs for their rates (counters.py): health-counters.json in the state
-folder, beside health-state.json, written atomically. It holds only readings: a file that cannot be read costs one
-rate, said in a note, and is replaced by this run's reading. A reading of this boot dated at or after this run's
-time (the clock went back) keeps its counters, dated this run's time, so the next check rates the whole rise since
-it over the time since this run (at most the real time: the rate is never understated; counters.rate_findings)."""
+folder, beside health-state.json, written atomically. It holds only readings, each with the wall time of its check
+(``at``), the kernel's boot clock at its read (``uptime_s``: the record's; None where the record has none) and the
+boot id: a file that cannot be read costs one rate, said in a note, and is replaced by this run's reading.
+
+Rates are timed by the boot clock, which never steps within a boot, where both readings recorded it; else by the wall
+clock. A reading of this boot no earlier than this run's (the wall clock went back, two checks at once, an older
+record replayed) keeps its counters for the next check: by the boot clock, dated its own read; by the wall clock,
+dated this run's time, so the next rate is over the time since this run, never understated unless the wall clock is
+later stepped forward (the boot clock has no such step)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from .counters import counter_readings, reading_ahead
+from .counters import counter_readings, elapsed, reading_ahead
 from .output import write_atomically
 from .record import NodeHealthRecord
 
@@ -32,13 +37,17 @@ def load_history(folder: Path) -> tuple[dict, list[str]]:
 
 
 def save_history(folder: Path, node: NodeHealthRecord, now: float, boot: str | None) -> None:
-    """This run's readings; boards not read this run keep their last one, and one whose last reading is ahead of
-    ``now`` keeps its counters, dated ``now``."""
+    """This run's readings; boards not read this run keep their last one, and one whose last reading is no earlier
+    than this one keeps its counters (counters.reading_ahead), dated ``now`` and the later boot clock reading."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     gpus, _ = load_history(folder)
     for board, counters in counter_readings(node).items():
         last = gpus.get(board)
-        gpus[board] = {"at": now, "boot_id": boot, "counters": last["counters"] if reading_ahead(last, now, boot)
-                       else counters}
+        if reading_ahead(last, node, now, boot):
+            before = last.get("uptime_s")
+            kept = max(before, node.uptime_s) if elapsed(last, node, now, boot)[1] else node.uptime_s
+            gpus[board] = {"at": now, "uptime_s": kept, "boot_id": boot, "counters": last["counters"]}
+        else:
+            gpus[board] = {"at": now, "uptime_s": node.uptime_s, "boot_id": boot, "counters": counters}
     write_atomically(folder / COUNTERS_FILE, json.dumps({"format": FORMAT, "gpus": gpus}, indent=1) + "\n")

@@ -12,6 +12,8 @@ gives no rate, and says so.
 
 from __future__ import annotations
 
+import math
+
 from ..remedy_classes import RERUN, RESEAT, RMA, SOFTWARE
 from .finding import DRAIN, UNKNOWN, WARN, Finding
 from .record import GpuHealthRecord, NodeHealthRecord
@@ -71,19 +73,33 @@ def counter_readings(node: NodeHealthRecord) -> dict[str, dict[str, int]]:
             **_ports(node)}
 
 
-def reading_ahead(last, now: float, boot: str | None) -> bool:
-    """Whether a kept reading of this boot is dated at or after ``now`` (the clock went back): kept, not replaced."""
+def _seconds_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def elapsed(last: dict, node: NodeHealthRecord, now: float, boot: str | None) -> tuple[float, bool]:
+    """(seconds since the kept reading ``last`` of this boot, whether the boot clock timed them): the kernel's boot
+    clock where both reads recorded it under a readable boot id (it never steps within a boot), else the wall clock
+    (``now`` less the reading's ``at``: a record or a kept reading written before the boot clock was recorded)."""
+    if boot is not None and _seconds_number(node.uptime_s) and _seconds_number(last.get("uptime_s")):
+        return node.uptime_s - last["uptime_s"], True
+    return now - last["at"], False
+
+
+def reading_ahead(last, node: NodeHealthRecord, now: float, boot: str | None) -> bool:
+    """Whether a kept reading of this boot is no earlier than this one (the wall clock went back, two checks at
+    once, an older record replayed): kept, not replaced."""
     return isinstance(last, dict) and last.get("boot_id") == boot and isinstance(last.get("at"), (int, float)) \
-        and isinstance(last.get("counters"), dict) and now <= last["at"]
+        and isinstance(last.get("counters"), dict) and elapsed(last, node, now, boot)[0] <= 0
 
 
-def _port_flaps(node: NodeHealthRecord, history: dict, now: float, boot: str | None, behind: list[str]) \
-        -> list[Finding]:
+def _port_flaps(node: NodeHealthRecord, history: dict, now: float, boot: str | None,
+                behind: dict[bool, list[str]]) -> list[Finding]:
     findings = []
     for key, counters in _ports(node).items():
         last = history.get(key)
-        if reading_ahead(last, now, boot):
-            behind.append(key.removeprefix(PORT_PREFIX))
+        if reading_ahead(last, node, now, boot):
+            behind[elapsed(last, node, now, boot)[1]].append(key.removeprefix(PORT_PREFIX))
             continue
         if not isinstance(last, dict) or last.get("boot_id") != boot or not isinstance(last.get("at"), (int, float)) \
                 or not isinstance(last.get("counters"), dict):
@@ -91,16 +107,21 @@ def _port_flaps(node: NodeHealthRecord, history: dict, now: float, boot: str | N
         rises = {k: v - last["counters"][k] for k, v in counters.items()
                  if isinstance(last["counters"].get(k), int) and v > last["counters"][k]}
         if rises:
-            seconds = now - last["at"]
+            seconds, by_boot_clock = elapsed(last, node, now, boot)
             port = key.removeprefix(PORT_PREFIX)
             what = ", ".join(f"{PORT_COUNTERS[k]} {n}x" for k, n in rises.items())
             findings.append(Finding(
                 "ib-port-flap", WARN, f"{port.replace('/', ' port ')} {what} in {seconds:.0f} s", None, None, None,
-                {"port": port, "counts": rises, "seconds": round(seconds, 3), "source": node.rdma_source},
+                {"port": port, "counts": rises, "seconds": round(seconds, 3), "timed_by": _timed_by(by_boot_clock),
+                 "source": node.rdma_source},
                 "the port's link went down or retrained since the last run (sysfs counters/link_downed, "
                 "link_error_recovery): a cable, transceiver or switch port; shown, a port that keeps flapping is "
                 "reseated"))
     return findings
+
+
+def _timed_by(by_boot_clock: bool) -> str:
+    return "boot clock (CLOCK_BOOTTIME)" if by_boot_clock else "wall clock"
 
 
 def _per(rate_s: float, unit: str) -> str:
@@ -114,7 +135,8 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
     if history is None:
         return [], ["counter rates not judged: no state folder keeps the last reading (--state-dir)"]
     findings: list[Finding] = []
-    first, rebooted, reset, behind = [], [], [], []
+    first, rebooted, reset = [], [], []
+    behind: dict[bool, list[str]] = {False: [], True: []}  # by whether the boot clock timed it
     for gpu in _answering(node):
         last = history.get(board_key(gpu))
         if not isinstance(last, dict) or not isinstance(last.get("counters"), dict) \
@@ -124,9 +146,9 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
         if last.get("boot_id") != boot:
             rebooted.append(gpu.label)
             continue
-        seconds = now - last["at"]
-        if seconds <= 0:  # the clock went back: counter_history keeps the last counters, dated now, for the next check
-            behind.append(gpu.label)
+        seconds, by_boot_clock = elapsed(last, node, now, boot)
+        if seconds <= 0:  # not after the last reading: counter_history keeps its counters for the next check
+            behind[by_boot_clock].append(gpu.label)
             continue
         for counter, (check, words, limit, severity, remedy, source, unit) in RATE_LIMITS.items():
             if counter in gpu.unreadable:
@@ -147,8 +169,9 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
                         if limit else f"{words}: {rise} in {seconds:.0f} s")
                 findings.append(Finding(
                     check, severity, what, gpu.index, gpu.serial, remedy,
-                    {"counter": counter, "count": rise, "seconds": round(seconds, 3), "rate_per_s": rate,
-                     "limit_per_s": limit, "limit_from": source, "reading": value, "previous": before,
+                    {"counter": counter, "count": rise, "seconds": round(seconds, 3),
+                     "timed_by": _timed_by(by_boot_clock), "rate_per_s": rate, "limit_per_s": limit,
+                     "limit_from": source, "reading": value, "previous": before,
                      "source": node.source},
                     f"{_WHY[check]}; the limit: {source}"))
     findings += _port_flaps(node, history, now, boot, behind)
@@ -158,10 +181,16 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
     if rebooted:
         notes.append(f"counter rates not judged for {', '.join(rebooted)}: the last reading is of another boot "
                      "(the counters restarted)")
-    if behind:
-        notes.append(f"counter rates not judged for {', '.join(behind)}: the clock reads no later than the last "
-                     "reading (it went back, or two checks at once); the last reading's counters are kept, dated "
+    if behind[False]:
+        notes.append(f"counter rates not judged for {', '.join(behind[False])}: the clock reads no later than the "
+                     "last reading (it went back, or two checks at once); the last reading's counters are kept, dated "
                      "now, and the rise since them is judged at the next check")
+    if behind[True]:
+        notes.append(f"counter rates not judged for {', '.join(behind[True])}: the boot clock reads no later than "
+                     "the last reading (two checks at once, or an older record replayed); the last reading is kept, "
+                     "and the rise since it is judged at the next check")
+    if "uptime_s" in node.unreadable:
+        notes.append(f"counter rates timed by the wall clock: {node.unreadable['uptime_s']}")
     if reset:
         notes.append(f"counter rates not judged: {', '.join(reset)} went down since the last reading (a driver "
                      "reload resets it)")

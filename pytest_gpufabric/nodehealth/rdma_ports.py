@@ -1,13 +1,14 @@
 """The passive tier's RDMA ports: each port the profile promises (``rdma.devices``) up (ACTIVE, LinkUp), at its
 rate, link layer and MTU, judged by the acceptance's own check (checks/rdma.py check_rdma_port) on the ports the
 fabric's sysfs reader found (fabric/rdma.py: live, /sys/class/infiniband; replayed, the bundle's copy or its
-ibv_devinfo). A port down or slower drains (reseat: a cable, transceiver or switch port); what the record cannot
-tell (a RoCE port's MTU without its netdev) is a note; a replayed record of no RDMA port at all is unknown (the
-promise cannot be shown: rerun)."""
+ibv_devinfo, whose state fills one sysfs could not read). A port down or slower drains (reseat: a cable, transceiver
+or switch port); a port whose state or physical state neither could read is unknown (rerun); what else the record
+cannot tell (a RoCE port's line rate without its netdev) is a note; a replayed record of no RDMA port at all is
+unknown (the promise cannot be shown: rerun)."""
 
 from __future__ import annotations
 
-from ..checks.rdma import check_rdma_port
+from ..checks.rdma import check_rdma_port, find_port
 from ..checks.result import FAILED, PASSED
 from ..remedy_classes import RERUN, RESEAT
 from .finding import DRAIN, UNKNOWN, Finding
@@ -34,6 +35,30 @@ def rdma_findings(node: NodeHealthRecord, profile) -> tuple[list[Finding], list[
             findings.append(Finding("ib-port", DRAIN, f"{subject} {first}", None, None, RESEAT,
                                     {"promise": dict(promise), "found": result.found, "source": node.rdma_source},
                                     result.message))
+            continue
+        unread = _state_unread(node, promise)
+        if unread is not None:
+            findings.append(unread)
         elif result.verdict != PASSED:
             notes.append(f"RDMA port {result.message}")
     return findings, notes
+
+
+def _state_unread(node: NodeHealthRecord, promise: dict) -> Finding | None:
+    """Could not tell: the promised port's state or physical state read neither from sysfs nor from ibv_devinfo
+    (whether the port is up is what the check is there to show); None when both were read."""
+    _, port = find_port(node.rdma, promise["name"], promise.get("port", 1))
+    if port is None:
+        return None
+    missing = [name for name, value in (("state", port.state), ("phys_state", port.phys_state)) if value is None]
+    if not missing:
+        return None
+    subject = f"{promise['name']} port {port.port}"
+    source = node.rdma_source or node.source
+    said = "".join(f" ({name} reads {port.raw[name]!r})" for name in missing if name in port.raw)
+    files = " and ".join(f"ports/{port.port}/{name}" for name in missing)
+    return Finding("ib-port", UNKNOWN, f"{subject} {' and '.join(missing)} not readable", None, None, RERUN,
+                   {"promise": dict(promise), "missing": missing, "source": source},
+                   f"{source}: {subject}'s {' and '.join(missing)} not read: neither sysfs ({files} missing or "
+                   f"unreadable{said}) nor a recorded ibv_devinfo -v gives it, so whether the port is up cannot be "
+                   "told; rerun the check, or record the bundle again with gpufabric snapshot")

@@ -64,7 +64,7 @@ def read_live(*, sysfs_root: str = "/", kmsg: str = KMSG) -> dict:
     if pynvml is None:
         raise HardwareUnavailable(why, replay_hint=True)
     record: dict = {"format": FORMAT, "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "hostname": socket.gethostname()}
+                    "uptime_s": seconds_since_boot(), "hostname": socket.gethostname()}
     try:
         record["driver_version"] = _answer(pynvml, pynvml.nvmlSystemGetDriverVersion)
         count = _answer(pynvml, pynvml.nvmlDeviceGetCount)
@@ -76,6 +76,18 @@ def read_live(*, sysfs_root: str = "/", kmsg: str = KMSG) -> dict:
     record["kernel_log"] = read_kernel_xids(kmsg)
     record["read_s"] = round(time.monotonic() - started, 3)
     return record
+
+
+def seconds_since_boot() -> float | None:
+    """The kernel's boot clock (CLOCK_BOOTTIME, /proc/uptime's first figure): unlike the wall clock it never steps
+    within a boot, so the counters' rates are timed by it (counters.py); None where it cannot be read."""
+    try:
+        return round(time.clock_gettime(time.CLOCK_BOOTTIME), 3)
+    except (AttributeError, OSError):  # not Linux
+        try:
+            return round(float(Path("/proc/uptime").read_text().split()[0]), 3)
+        except (OSError, ValueError, IndexError):
+            return None
 
 
 class _Lost(Exception):
@@ -309,6 +321,8 @@ class NodeHealthRecord:
     #: fabric/platform_state.peer_memory_loaded's (loaded, evidence) and where it was read (None: not recorded)
     peer_memory: tuple[bool | None, str] | None = None
     peer_memory_source: str | None = None
+    #: the boot clock's seconds at the read (seconds_since_boot); None: not recorded (a record written before it)
+    uptime_s: float | None = None
 
 
 class _Typed(Reader):
@@ -484,6 +498,11 @@ def health_from_record(data: object, where: str) -> NodeHealthRecord:
                 setattr(node, key, read(value))
             except Unreadable as exc:
                 node.unreadable[key] = str(exc)
+    if data.get("uptime_s") is not None:
+        try:
+            node.uptime_s = float(typed.number(data["uptime_s"], "uptime_s", "the seconds since boot", 0, 1e10))
+        except Unreadable as exc:  # the counters' rates fall back to the wall clock, said in a note (counters.py)
+            node.unreadable["uptime_s"] = str(exc)
     pci = data.get("pci_gpus")
     if isinstance(pci, list):
         node.pci_gpus = [nvml.normalize_bus_id(typed.bus_id(b, f"pci_gpus[{n}]", "a PCI bus id"))
