@@ -129,6 +129,29 @@ def test_a_manifest_from_before_digests_is_held_to_its_file_list(tmp_path):
                   "its snapshot): not the tray's recording"}
 
 
+def test_a_manifest_stripped_of_its_digests_is_no_old_one(tmp_path):
+    """Review 8, finding 4: the snapshot began recording the addresses and the digests in one change, so a manifest
+    with the address commands and no sha256 (the key deleted) is no snapshot's: the tray is not checked, where the
+    list alone passed a reading swapped after the snapshot; "sha256": null is malformed, as the docs' table says."""
+    rack = addressed_rack(tmp_path)
+    manifest = _manifest(rack)
+    assert "ip-addr.json" in manifest["commands"]
+    del manifest["sha256"]
+    _save(rack, manifest)
+    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+        "id": "rack-trays", "outcome": "not checked",
+        "reason": "tray gb200-tray05: manifest.json records the host's addresses but no sha256: no `gpufabric "
+                  "snapshot` writes that (its digests removed?): the tray's readings cannot be tied to it"}
+    rack = addressed_rack(tmp_path / "b")
+    manifest = _manifest(rack)
+    manifest["sha256"] = None
+    _save(rack, manifest)
+    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+        "id": "rack-trays", "outcome": "not checked",
+        "reason": "tray gb200-tray05: manifest.json is malformed (its sha256 not as `gpufabric snapshot` writes "
+                  "them): the tray's readings cannot be tied to it"}
+
+
 def test_a_tray_without_a_manifest_keeps_todays_rule(tmp_path):
     """No manifest (a saved text given by hand, an older bundle): nothing to hold the reading to; it is read."""
     rack = dated_rack(tmp_path)

@@ -226,9 +226,9 @@ def not_as_recorded(folder: Path, names) -> tuple[list[str], list[str]]:
     """(why each of ``names`` present in ``folder`` is not the reading its manifest.json recorded; what the manifest
     cannot tell). Where the folder has a manifest, each such file must be listed in its ``files``, not recorded as
     unwritten in its ``commands`` (an error, a non-zero exit) and, where the manifest has digests, listed with its
-    sha256 and match it. A manifest written before the snapshot recorded digests (no ``sha256``) is held to its
-    list alone; a folder without a manifest is not checked here. A digest anyone can recompute shows a mix-up (a
-    file swapped, put in or left in the folder), not an edit made together with the manifest."""
+    sha256 and match it. A manifest written before the snapshot recorded digests (no ``sha256``, no addresses)
+    is held to its list alone; a folder without a manifest is not checked here. A digest anyone can recompute
+    shows a mix-up (a file swapped, put in or left in the folder), not an edit made together with the manifest."""
     present = [name for name in names if (folder / name).is_file()]
     if not present or not (folder / MANIFEST_FILE).exists():
         return [], []
@@ -237,12 +237,18 @@ def not_as_recorded(folder: Path, names) -> tuple[list[str], list[str]]:
         why = f"{MANIFEST_FILE} is not a file"
     if why is not None:
         return [], [f"{why}: the tray's readings cannot be tied to it"]
-    listed, commands, digests = manifest.get("files"), manifest.get("commands", {}), manifest.get("sha256")
-    shapes = (("files", listed, list), ("commands", commands, dict), ("sha256", digests, (dict, type(None))))
+    listed, commands = manifest.get("files"), manifest.get("commands", {})
+    digests = manifest["sha256"] if "sha256" in manifest else None  # no key: from before digests
+    shapes = (("files", listed, list), ("commands", commands, dict),
+              ("sha256", digests, dict if "sha256" in manifest else type(None)))
     malformed = [key for key, value, kind in shapes if not isinstance(value, kind)]
     if malformed:
         return [], [f"{MANIFEST_FILE} is malformed (its {', '.join(malformed)} not as `gpufabric snapshot` writes "
                     "them): the tray's readings cannot be tied to it"]
+    if digests is None and any(name in commands for name in ADDRESS_FILES):
+        # the snapshot began recording the addresses and the digests together: no snapshot wrote one without the other
+        return [], [f"{MANIFEST_FILE} records the host's addresses but no sha256: no `gpufabric snapshot` writes that "
+                    "(its digests removed?): the tray's readings cannot be tied to it"]
     found, unknown = [], []
     for name in present:
         entry = commands.get(name) if isinstance(commands.get(name), dict) else {}
