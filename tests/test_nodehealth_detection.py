@@ -270,16 +270,44 @@ def test_rates_are_timed_by_the_boot_clock_that_never_steps(capsys, node):
     assert (kept["at"], kept["uptime_s"], kept["counters"]["pcie_replay"]) == (RECORDED_X4 + 300, 1300.0, 101)
     rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1200)  # wall clock forward 900 s
     assert rc == 1 and out[0].startswith("gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s")
-    # the same record replayed again: its boot clock is not after the kept reading's; said, the reading kept
-    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1500)
-    assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: the boot clock reads no later than the last "
-            "reading (two checks at once, or an older record replayed); the last reading is kept, and the rise since "
-            "it is judged at the next check") in out
+    # the same record replayed again at once: neither clock is after the kept reading's; said, the reading kept
+    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1200)
+    assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: neither the boot clock nor the wall clock "
+            "reads later than the last reading (two checks at once, or an older record replayed); the last reading is "
+            "kept, and the rise since it is judged at the next check") in out
     # a record whose boot clock is not a number: timed by the wall clock, said
     bundle = planted(node, booted("soon", {1: 101}))
     rc, out, _ = run(capsys, node, bundle, 1800)
     assert rc == 1 and (f"  note: counter rates timed by the wall clock: the seconds since boot 'soon' in "
                         f"{bundle / 'health.json'} (uptime_s) is not a finite number") in out
+
+
+def test_a_reboot_the_replay_did_not_see_is_timed_by_the_wall_clock(capsys, node):
+    """A node's records replayed on one host (the replay's boot id): after 30 days up the node reboots, its boot clock
+    restarts at 600 s and GPU1's PCIe replay counter with it. The boot clock that went back does not pin the kept
+    reading: the wall clock judges, the reset is said, and 100 replays in the next 300 s drain (20/min, limit 8)."""
+    run(capsys, node, planted(node, booted(2.6e6, {1: 5})), 0)
+    rc, out, _ = run(capsys, node, planted(node, booted(600.0, {1: 1})), 900)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    assert ("  note: counter rates not judged: GPU1 pcie_replay went down since the last reading (a driver reload "
+            "resets it)") in out
+    for at, uptime, pcie in ((1200, 900.0, 101), (1500, 1200.0, 201)):
+        rc, out, document = run(capsys, node, planted(node, booted(uptime, {1: pcie})), at)
+        assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s "
+                                   "(limit 8); remedy: reseat or recable")
+        assert document["findings"][0]["evidence"]["timed_by"] == "boot clock (CLOCK_BOOTTIME)"
+
+
+@pytest.mark.parametrize("first, second", [(1000.0, 1e9), (1000.0, 1e5), (1e9, 1300.0)])
+def test_a_planted_boot_clock_cannot_understate_a_rate(capsys, node, first, second):
+    """A record's uptime_s planted far ahead (this run's, or the kept reading's): the boot clock's interval is longer
+    than the wall clock's 300 s, or not positive, so the wall clock's times the 100 PCIe replays: 20/min drains."""
+    run(capsys, node, planted(node, booted(first, {1: 1})), 0)
+    rc, out, document = run(capsys, node, planted(node, booted(second, {1: 101})), 300)
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s "
+                               "(limit 8); remedy: reseat or recable")
+    evidence = document["findings"][0]["evidence"]
+    assert (evidence["count"], evidence["seconds"], evidence["timed_by"]) == (100, 300.0, "wall clock")
 
 
 def test_the_live_read_records_the_boot_clock():
