@@ -481,13 +481,58 @@ def test_a_promised_rdma_port_whose_state_cannot_be_read_is_unknown(capsys, tmp_
     assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 state not readable; remedy: rerun")
     assert out[2] == (f"  unknown: node: irdma0 port 1 state not readable [rerun]: {bundle}: irdma0 port 1's state "
                       "not read: neither sysfs (ports/1/state missing or unreadable) nor a recorded ibv_devinfo -v "
-                      "gives it, so whether the port is up cannot be told; rerun the check, or record the bundle "
-                      "again with gpufabric snapshot")
+                      "gives it (one state, its name and code agreeing), so whether the port is up cannot be told; "
+                      "rerun the check, or record the bundle again with gpufabric snapshot")
     bundle, profile = with_roce_port(tmp_path / "phys-garbled", phys_state="garbled\n")
     (bundle / "ibv_devinfo-v.txt").unlink()
     rc, out = judge(bundle, profile)
     assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 phys_state not readable; remedy: rerun")
-    assert "(ports/1/phys_state missing or unreadable (phys_state reads 'garbled'))" in out[2]
+    assert "phys_state not read: sysfs ports/1/phys_state reads 'garbled', not a state (ibv_devinfo's" in out[2]
+
+
+@pytest.mark.parametrize("files", [{"state": "1\n"}, {"state": "DOWN\n"}, {"state": "1:\n", "phys_state": "3:\n"}])
+def test_sysfs_state_text_that_does_not_parse_is_not_replaced_by_ibv_devinfo(capsys, tmp_path, files):
+    """sysfs recorded the port's state as text that does not parse ('1', DOWN's code with its name cut; 'DOWN' with
+    no code; '1:'): ibv_devinfo's recorded PORT_ACTIVE never takes its place. Health cannot tell (exit 6), naming
+    the text; the acceptance leaves the port not checked, never ACCEPTED."""
+    bundle, profile = with_roce_port(tmp_path, **files)
+    rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+    out = capsys.readouterr().out.splitlines()
+    missing = " and ".join(k for k in ("state", "phys_state") if k in files)
+    assert (rc, out[1]) == (6, f"gpufabric: UNKNOWN node irdma0 port 1 {missing} not readable; remedy: rerun")
+    assert f"sysfs ports/1/state reads {files['state'].strip()!r}, not a state (ibv_devinfo's is not taken" in out[2]
+    from pytest_gpufabric.checks.rdma import check_rdma_port
+    from pytest_gpufabric.checks.result import NOT_CHECKED
+    from pytest_gpufabric.fabric.bundle import load_rdma_devices
+
+    result = check_rdma_port({"name": "irdma0", "port": 1}, load_rdma_devices(bundle), str(bundle))
+    assert result.verdict == NOT_CHECKED
+    assert f"not judged: state (sysfs ports/1/state reads {files['state'].strip()!r}, not a state)" in result.message
+
+
+@pytest.mark.parametrize("edit", ["code", "port", "device"])
+def test_ibv_devinfo_that_contradicts_itself_gives_no_state(capsys, tmp_path, edit):
+    """sysfs's state file absent, and the recorded ibv_devinfo -v contradicting itself on the port: a state whose name
+    and code disagree (PORT_ACTIVE (1)), or the port (or the whole device) printed twice, DOWN then ACTIVE. No
+    section is picked: could not tell (exit 6)."""
+    bundle, profile = with_roce_port(tmp_path)
+    (bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / "state").unlink()
+    devinfo = bundle / "ibv_devinfo-v.txt"
+    text = devinfo.read_text()
+    down = text.replace("PORT_ACTIVE (4)", "PORT_DOWN (1)")
+    if edit == "code":
+        text = text.replace("PORT_ACTIVE (4)", "PORT_ACTIVE (1)")
+    elif edit == "port":
+        at = text.index("port:")
+        at = text.rindex("\n", 0, at) + 1
+        text = text[:at] + down[at:] + text[at:]
+    else:
+        text = down + text
+    assert text != devinfo.read_text()
+    devinfo.write_text(text)
+    rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+    out = capsys.readouterr().out.splitlines()
+    assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 state not readable; remedy: rerun")
 
 
 def test_a_flapping_rdma_port_is_shown(capsys, tmp_path):
