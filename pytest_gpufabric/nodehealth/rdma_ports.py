@@ -2,10 +2,9 @@
 rate, link layer and MTU, judged by the acceptance's own check (checks/rdma.py check_rdma_port) on the ports the
 fabric's sysfs reader found (fabric/rdma.py: live, /sys/class/infiniband; replayed, the bundle's copy or its
 ibv_devinfo, whose state fills one whose sysfs file is absent; text sysfs recorded that does not parse is never
-replaced). A port down or slower drains (reseat: a cable, transceiver
-or switch port); a port whose state or physical state neither could read is unknown (rerun); what else the record
-cannot tell (a RoCE port's line rate without its netdev) is a note; a replayed record of no RDMA port at all is
-unknown (the promise cannot be shown: rerun)."""
+replaced). A port down or slower drains (reseat: a cable, transceiver or switch port); a port whose state or physical
+state neither could read is unknown (rerun); what else the record cannot tell (a RoCE port's line rate without its
+netdev) is a note; a replayed record of no RDMA port at all is unknown (the promise cannot be shown: rerun)."""
 
 from __future__ import annotations
 
