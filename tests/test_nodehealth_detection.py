@@ -270,16 +270,44 @@ def test_rates_are_timed_by_the_boot_clock_that_never_steps(capsys, node):
     assert (kept["at"], kept["uptime_s"], kept["counters"]["pcie_replay"]) == (RECORDED_X4 + 300, 1300.0, 101)
     rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1200)  # wall clock forward 900 s
     assert rc == 1 and out[0].startswith("gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s")
-    # the same record replayed again: its boot clock is not after the kept reading's; said, the reading kept
-    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1500)
-    assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: the boot clock reads no later than the last "
-            "reading (two checks at once, or an older record replayed); the last reading is kept, and the rise since "
-            "it is judged at the next check") in out
+    # the same record replayed again at once: neither clock is after the kept reading's; said, the reading kept
+    rc, out, _ = run(capsys, node, planted(node, booted(1600.0, {1: 101})), 1200)
+    assert ("  note: counter rates not judged for GPU0, GPU1, GPU2, GPU3: neither the boot clock nor the wall clock "
+            "reads later than the last reading (two checks at once, or an older record replayed); the last reading is "
+            "kept, and the rise since it is judged at the next check") in out
     # a record whose boot clock is not a number: timed by the wall clock, said
     bundle = planted(node, booted("soon", {1: 101}))
     rc, out, _ = run(capsys, node, bundle, 1800)
     assert rc == 1 and (f"  note: counter rates timed by the wall clock: the seconds since boot 'soon' in "
                         f"{bundle / 'health.json'} (uptime_s) is not a finite number") in out
+
+
+def test_a_reboot_the_replay_did_not_see_is_timed_by_the_wall_clock(capsys, node):
+    """A node's records replayed on one host (the replay's boot id): after 30 days up the node reboots, its boot clock
+    restarts at 600 s and GPU1's PCIe replay counter with it. The boot clock that went back does not pin the kept
+    reading: the wall clock judges, the reset is said, and 100 replays in the next 300 s drain (20/min, limit 8)."""
+    run(capsys, node, planted(node, booted(2.6e6, {1: 5})), 0)
+    rc, out, _ = run(capsys, node, planted(node, booted(600.0, {1: 1})), 900)
+    assert (rc, out[0]) == (0, "gpufabric: HEALTHY 4 GPUs, profile h200-nvswitch-x4")
+    assert ("  note: counter rates not judged: GPU1 pcie_replay went down since the last reading (a driver reload "
+            "resets it)") in out
+    for at, uptime, pcie in ((1200, 900.0, 101), (1500, 1200.0, 201)):
+        rc, out, document = run(capsys, node, planted(node, booted(uptime, {1: pcie})), at)
+        assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s "
+                                   "(limit 8); remedy: reseat or recable")
+        assert document["findings"][0]["evidence"]["timed_by"] == "boot clock (CLOCK_BOOTTIME)"
+
+
+@pytest.mark.parametrize("first, second", [(1000.0, 1e9), (1000.0, 1e5), (1e9, 1300.0)])
+def test_a_planted_boot_clock_cannot_understate_a_rate(capsys, node, first, second):
+    """A record's uptime_s planted far ahead (this run's, or the kept reading's): the boot clock's interval is longer
+    than the wall clock's 300 s, or not positive, so the wall clock's times the 100 PCIe replays: 20/min drains."""
+    run(capsys, node, planted(node, booted(first, {1: 1})), 0)
+    rc, out, document = run(capsys, node, planted(node, booted(second, {1: 101})), 300)
+    assert (rc, out[0]) == (1, "gpufabric: DRAIN GPU1 (serial 1653824128984) PCIe replays 20/min over 300 s "
+                               "(limit 8); remedy: reseat or recable")
+    evidence = document["findings"][0]["evidence"]
+    assert (evidence["count"], evidence["seconds"], evidence["timed_by"]) == (100, 300.0, "wall clock")
 
 
 def test_the_live_read_records_the_boot_clock():
@@ -453,13 +481,58 @@ def test_a_promised_rdma_port_whose_state_cannot_be_read_is_unknown(capsys, tmp_
     assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 state not readable; remedy: rerun")
     assert out[2] == (f"  unknown: node: irdma0 port 1 state not readable [rerun]: {bundle}: irdma0 port 1's state "
                       "not read: neither sysfs (ports/1/state missing or unreadable) nor a recorded ibv_devinfo -v "
-                      "gives it, so whether the port is up cannot be told; rerun the check, or record the bundle "
-                      "again with gpufabric snapshot")
+                      "gives it (one state, its name and code agreeing), so whether the port is up cannot be told; "
+                      "rerun the check, or record the bundle again with gpufabric snapshot")
     bundle, profile = with_roce_port(tmp_path / "phys-garbled", phys_state="garbled\n")
     (bundle / "ibv_devinfo-v.txt").unlink()
     rc, out = judge(bundle, profile)
     assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 phys_state not readable; remedy: rerun")
-    assert "(ports/1/phys_state missing or unreadable (phys_state reads 'garbled'))" in out[2]
+    assert "phys_state not read: sysfs ports/1/phys_state reads 'garbled', not a state (ibv_devinfo's" in out[2]
+
+
+@pytest.mark.parametrize("files", [{"state": "1\n"}, {"state": "DOWN\n"}, {"state": "1:\n", "phys_state": "3:\n"}])
+def test_sysfs_state_text_that_does_not_parse_is_not_replaced_by_ibv_devinfo(capsys, tmp_path, files):
+    """sysfs recorded the port's state as text that does not parse ('1', DOWN's code with its name cut; 'DOWN' with
+    no code; '1:'): ibv_devinfo's recorded PORT_ACTIVE never takes its place. Health cannot tell (exit 6), naming
+    the text; the acceptance leaves the port not checked, never ACCEPTED."""
+    bundle, profile = with_roce_port(tmp_path, **files)
+    rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+    out = capsys.readouterr().out.splitlines()
+    missing = " and ".join(k for k in ("state", "phys_state") if k in files)
+    assert (rc, out[1]) == (6, f"gpufabric: UNKNOWN node irdma0 port 1 {missing} not readable; remedy: rerun")
+    assert f"sysfs ports/1/state reads {files['state'].strip()!r}, not a state (ibv_devinfo's is not taken" in out[2]
+    from pytest_gpufabric.checks.rdma import check_rdma_port
+    from pytest_gpufabric.checks.result import NOT_CHECKED
+    from pytest_gpufabric.fabric.bundle import load_rdma_devices
+
+    result = check_rdma_port({"name": "irdma0", "port": 1}, load_rdma_devices(bundle), str(bundle))
+    assert result.verdict == NOT_CHECKED
+    assert f"not judged: state (sysfs ports/1/state reads {files['state'].strip()!r}, not a state)" in result.message
+
+
+@pytest.mark.parametrize("edit", ["code", "port", "device"])
+def test_ibv_devinfo_that_contradicts_itself_gives_no_state(capsys, tmp_path, edit):
+    """sysfs's state file absent, and the recorded ibv_devinfo -v contradicting itself on the port: a state whose name
+    and code disagree (PORT_ACTIVE (1)), or the port (or the whole device) printed twice, DOWN then ACTIVE. No
+    section is picked: could not tell (exit 6)."""
+    bundle, profile = with_roce_port(tmp_path)
+    (bundle / "sysfs" / "sys" / "class" / "infiniband" / "irdma0" / "ports" / "1" / "state").unlink()
+    devinfo = bundle / "ibv_devinfo-v.txt"
+    text = devinfo.read_text()
+    down = text.replace("PORT_ACTIVE (4)", "PORT_DOWN (1)")
+    if edit == "code":
+        text = text.replace("PORT_ACTIVE (4)", "PORT_ACTIVE (1)")
+    elif edit == "port":
+        at = text.index("port:")
+        at = text.rindex("\n", 0, at) + 1
+        text = text[:at] + down[at:] + text[at:]
+    else:
+        text = down + text
+    assert text != devinfo.read_text()
+    devinfo.write_text(text)
+    rc = main(["health", "--profile", str(profile), "--replay", str(bundle), "--reason"])
+    out = capsys.readouterr().out.splitlines()
+    assert (rc, out[1]) == (6, "gpufabric: UNKNOWN node irdma0 port 1 state not readable; remedy: rerun")
 
 
 def test_a_flapping_rdma_port_is_shown(capsys, tmp_path):

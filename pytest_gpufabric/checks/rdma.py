@@ -25,6 +25,11 @@ def find_port(devices: list[RdmaDevice], name: str, number: int) -> tuple[RdmaDe
     return device, (device.port(number) if device else None)
 
 
+def _unparsed(port, key: str) -> str:
+    """What sysfs's file for ``key`` said where it did not parse (ibv_devinfo's is never taken in its place)."""
+    return f" (sysfs ports/{port.port}/{key} reads {port.raw[key]!r}, not a state)" if key in port.raw else ""
+
+
 def check_rdma_port(promise: dict, devices: list[RdmaDevice], source: str) -> CheckResult:
     name, number = promise["name"], promise.get("port", 1)
     subject = f"{name} port {number}"
@@ -38,11 +43,13 @@ def check_rdma_port(promise: dict, devices: list[RdmaDevice], source: str) -> Ch
         return failed("rdma-port", subject, expected, None, f"{subject}: {name} has no port {number}")
     problems, unjudged = [], []
     if port.state is None:
-        unjudged.append("state")
+        unjudged.append("state" + _unparsed(port, "state"))
     elif port.state != "ACTIVE":
         problems.append(f"state {port.state}, expected ACTIVE")
     if port.phys_state is not None and port.phys_state != "LinkUp":
         problems.append(f"physical state {port.phys_state}, expected LinkUp")
+    elif port.phys_state is None and "phys_state" in port.raw:
+        unjudged.append("physical state" + _unparsed(port, "phys_state"))
     if "link_layer" in promise and port.link_layer != promise["link_layer"]:
         (unjudged if port.link_layer is None else problems).append(
             f"link layer {port.link_layer}, expected {promise['link_layer']}")

@@ -80,8 +80,10 @@ def parse_ibv_devinfo(text: str) -> list[dict]:
 
 def merge_ibv_devinfo(devices: list[RdmaDevice], infos: list[dict]) -> None:
     """Fill what sysfs cannot say from ``parse_ibv_devinfo`` output, in place: ``active_mtu`` (ibv_devinfo's
-    answer replaces the netdev estimate) and any field sysfs left ``None`` (fw_ver, node_guid, state,
-    phys_state, link_layer, lid, width, GIDs). Ports and devices sysfs did not list are not added."""
+    answer replaces the netdev estimate) and any field sysfs left ``None`` (fw_ver, node_guid, link_layer, lid,
+    width, GIDs). A state or phys_state only where sysfs recorded no such file: text sysfs recorded that does not
+    parse (``port.raw``) stays unread, and so does a state ibv_devinfo contradicts itself on (``_agreed_state``).
+    Ports and devices sysfs did not list are not added."""
     by_name = {info.get("hca_id"): info for info in infos}
     for dev in devices:
         info = by_name.get(dev.name)
@@ -97,12 +99,12 @@ def merge_ibv_devinfo(devices: list[RdmaDevice], infos: list[dict]) -> None:
             if isinstance(p.get("active_mtu"), int):
                 port.active_mtu = p["active_mtu"]
                 port.active_mtu_source = "ibv_devinfo"
-            # a state sysfs could not give (its file missing or unreadable) is ibv_devinfo's, named as sysfs names it
-            if port.state is None and p.get("state"):
-                port.state_code, port.state = p.get("state_code"), _PORT_STATES.get(p["state"], p["state"])
-            if port.phys_state is None and p.get("phys_state"):
-                port.phys_state_code = p.get("phys_state_code")
-                port.phys_state = _PHYS_STATES.get(p["phys_state"], p["phys_state"])
+            sections = [s for i in infos if i.get("hca_id") == dev.name for s in i.get("ports", [])
+                        if s.get("port") == port.port]
+            if port.state is None and "state" not in port.raw:
+                port.state_code, port.state = _agreed_state(sections, "state", _PORT_STATES)
+            if port.phys_state is None and "phys_state" not in port.raw:
+                port.phys_state_code, port.phys_state = _agreed_state(sections, "phys_state", _PHYS_STATES)
             port.link_layer = port.link_layer or p.get("link_layer")
             if port.lid is None and isinstance(p.get("port_lid"), int):
                 port.lid = p["port_lid"]
@@ -111,30 +113,50 @@ def merge_ibv_devinfo(devices: list[RdmaDevice], infos: list[dict]) -> None:
                 port.gids = [g["gid"] for g in p["gids"]]
 
 
-_PORT_STATES = {"PORT_DOWN": "DOWN", "PORT_INIT": "INIT", "PORT_ARMED": "ARMED", "PORT_ACTIVE": "ACTIVE",
-                "PORT_ACTIVE_DEFER": "ACTIVE_DEFER"}
-_PHYS_STATES = {"SLEEP": "Sleep", "POLLING": "Polling", "DISABLED": "Disabled", "PORT_CONFIGURATION TRAINNING":
-                "PortConfigurationTraining", "LINK_UP": "LinkUp", "LINK_ERROR_RECOVERY": "LinkErrorRecovery",
-                "PHY TEST": "Phy Test"}
+def _agreed_state(sections: list[dict], key: str, names: dict[str, tuple[int, str]]) \
+        -> tuple[int | None, str | None]:
+    """(code, name as sysfs names it) of ``key`` where every ibv_devinfo section of the port gives the same one;
+    (None, None) where none gives it, two sections differ, or a known name's code is another (``PORT_ACTIVE (1)``)."""
+    said = {(s.get(f"{key}_code"), s[key]) for s in sections if s.get(key)}
+    if len(said) != 1:
+        return None, None
+    ((code, name),) = said
+    known = names.get(name)
+    if known is None:
+        return code, name
+    if code is not None and code != known[0]:
+        return None, None
+    return known
+
+
+#: ibv_devinfo's state names -> (their code, the name sysfs prints) (libibverbs ibv_port_state_str,
+#: ibv_devinfo's port_phy_state_str)
+_PORT_STATES = {"PORT_DOWN": (1, "DOWN"), "PORT_INIT": (2, "INIT"), "PORT_ARMED": (3, "ARMED"),
+                "PORT_ACTIVE": (4, "ACTIVE"), "PORT_ACTIVE_DEFER": (5, "ACTIVE_DEFER")}
+_PHYS_STATES = {"SLEEP": (1, "Sleep"), "POLLING": (2, "Polling"), "DISABLED": (3, "Disabled"),
+                "PORT_CONFIGURATION TRAINNING": (4, "PortConfigurationTraining"), "LINK_UP": (5, "LinkUp"),
+                "LINK_ERROR_RECOVERY": (6, "LinkErrorRecovery"), "PHY TEST": (7, "Phy Test")}
 _LANE_GBIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gbps")
 
 
 def devices_from_ibv_devinfo(infos: list[dict]) -> list[RdmaDevice]:
     """RdmaDevices from ``parse_ibv_devinfo`` alone (a bundle without a sysfs copy), named as sysfs names
-    states, with the rate computed as the kernel's sysfs ``rate`` file would print it (width x lane speed)."""
-    devices = []
+    states, with the rate computed as the kernel's sysfs ``rate`` file would print it (width x lane speed).
+    A device or port printed twice is one; its state is merge_ibv_devinfo's (unread where the text contradicts
+    itself)."""
+    devices: dict[str, RdmaDevice] = {}
     for info in infos:
-        dev = RdmaDevice(name=info["hca_id"], fw_ver=info.get("fw_ver"), node_guid=info.get("node_guid"))
+        dev = devices.setdefault(info["hca_id"], RdmaDevice(name=info["hca_id"], fw_ver=info.get("fw_ver"),
+                                                            node_guid=info.get("node_guid")))
         for p in info.get("ports", []):
+            if dev.port(p["port"]) is not None:
+                continue
             port = RdmaPort(device=dev.name, port=p["port"])
-            port.state = _PORT_STATES.get(p.get("state", ""), p.get("state"))
-            port.phys_state = _PHYS_STATES.get(p.get("phys_state", ""), p.get("phys_state"))
             lane = _LANE_GBIT.match(p.get("active_speed", ""))
             width = p.get("active_width")
             if lane and width and re.fullmatch(r"[0-9]+X", width):
                 port.rate_gbit = float(lane.group(1)) * int(width[:-1])
                 port.rate_text = f"{port.rate_gbit:g} Gb/sec ({width}, ibv_devinfo: {p['active_speed']})"
             dev.ports.append(port)
-        merge_ibv_devinfo([dev], [info])
-        devices.append(dev)
-    return devices
+    merge_ibv_devinfo(list(devices.values()), infos)
+    return list(devices.values())

@@ -3,11 +3,11 @@ folder, beside health-state.json, written atomically. It holds only readings, ea
 (``at``), the kernel's boot clock at its read (``uptime_s``: the record's; None where the record has none) and the
 boot id: a file that cannot be read costs one rate, said in a note, and is replaced by this run's reading.
 
-Rates are timed by the boot clock, which never steps within a boot, where both readings recorded it; else by the wall
-clock. A reading of this boot no earlier than this run's (the wall clock went back, two checks at once, an older
-record replayed) keeps its counters for the next check: by the boot clock, dated its own read; by the wall clock,
-dated this run's time, so the next rate is over the time since this run, never understated unless the wall clock is
-later stepped forward (the boot clock has no such step)."""
+Rates are timed by the shorter of the two positive intervals since the last reading, the boot clock's (where both
+readings recorded it) and the wall clock's, so neither a stepped wall clock nor a planted or stale boot clock can
+understate a rate. A reading of this boot that neither clock puts before this run's (two checks at once, an older
+record replayed) keeps its counters for the next check, dated this run's wall time and its own boot clock read.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def load_history(folder: Path) -> tuple[dict, list[str]]:
 
 def save_history(folder: Path, node: NodeHealthRecord, now: float, boot: str | None) -> None:
     """This run's readings; boards not read this run keep their last one, and one whose last reading is no earlier
-    than this one keeps its counters (counters.reading_ahead), dated ``now`` and the later boot clock reading."""
+    than this one by both clocks keeps its counters (counters.reading_ahead), dated ``now`` and its own boot clock
+    reading (a boot clock that went back, a reboot the replay did not see, is judged by the wall clock instead)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     gpus, _ = load_history(folder)
@@ -46,7 +47,7 @@ def save_history(folder: Path, node: NodeHealthRecord, now: float, boot: str | N
         last = gpus.get(board)
         if reading_ahead(last, node, now, boot):
             before = last.get("uptime_s")
-            kept = max(before, node.uptime_s) if elapsed(last, node, now, boot)[1] else node.uptime_s
+            kept = before if elapsed(last, node, now, boot)[1] else node.uptime_s
             gpus[board] = {"at": now, "uptime_s": kept, "boot_id": boot, "counters": last["counters"]}
         else:
             gpus[board] = {"at": now, "uptime_s": node.uptime_s, "boot_id": boot, "counters": counters}

@@ -78,12 +78,19 @@ def _seconds_number(value: object) -> bool:
 
 
 def elapsed(last: dict, node: NodeHealthRecord, now: float, boot: str | None) -> tuple[float, bool]:
-    """(seconds since the kept reading ``last`` of this boot, whether the boot clock timed them): the kernel's boot
-    clock where both reads recorded it under a readable boot id (it never steps within a boot), else the wall clock
-    (``now`` less the reading's ``at``: a record or a kept reading written before the boot clock was recorded)."""
-    if boot is not None and _seconds_number(node.uptime_s) and _seconds_number(last.get("uptime_s")):
-        return node.uptime_s - last["uptime_s"], True
-    return now - last["at"], False
+    """(seconds since the kept reading ``last`` of this boot, whether the boot clock timed them). Where both reads
+    recorded the kernel's boot clock under a readable boot id, the shorter of its interval and the wall clock's
+    (``now`` less the reading's ``at``) of those that are positive, so a stepped wall clock or a planted or stale
+    boot clock can only overstate a rate; neither positive: not after it. Else the wall clock alone."""
+    wall = now - last["at"]
+    if boot is None or not (_seconds_number(node.uptime_s) and _seconds_number(last.get("uptime_s"))):
+        return wall, False
+    booted = node.uptime_s - last["uptime_s"]
+    if booted > 0 and (wall <= 0 or booted <= wall):
+        return booted, True
+    if wall > 0:
+        return wall, False
+    return booted, True
 
 
 def reading_ahead(last, node: NodeHealthRecord, now: float, boot: str | None) -> bool:
@@ -186,9 +193,9 @@ def rate_findings(node: NodeHealthRecord, history: dict | None, now: float, boot
                      "last reading (it went back, or two checks at once); the last reading's counters are kept, dated "
                      "now, and the rise since them is judged at the next check")
     if behind[True]:
-        notes.append(f"counter rates not judged for {', '.join(behind[True])}: the boot clock reads no later than "
-                     "the last reading (two checks at once, or an older record replayed); the last reading is kept, "
-                     "and the rise since it is judged at the next check")
+        notes.append(f"counter rates not judged for {', '.join(behind[True])}: neither the boot clock nor "
+                     "the wall clock reads later than the last reading (two checks at once, or an older record "
+                     "replayed); the last reading is kept, and the rise since it is judged at the next check")
     if "uptime_s" in node.unreadable:
         notes.append(f"counter rates timed by the wall clock: {node.unreadable['uptime_s']}")
     if reset:

@@ -1,10 +1,10 @@
 """The passive tier's RDMA ports: each port the profile promises (``rdma.devices``) up (ACTIVE, LinkUp), at its
 rate, link layer and MTU, judged by the acceptance's own check (checks/rdma.py check_rdma_port) on the ports the
 fabric's sysfs reader found (fabric/rdma.py: live, /sys/class/infiniband; replayed, the bundle's copy or its
-ibv_devinfo, whose state fills one sysfs could not read). A port down or slower drains (reseat: a cable, transceiver
-or switch port); a port whose state or physical state neither could read is unknown (rerun); what else the record
-cannot tell (a RoCE port's line rate without its netdev) is a note; a replayed record of no RDMA port at all is
-unknown (the promise cannot be shown: rerun)."""
+ibv_devinfo, whose state fills one whose sysfs file is absent; text sysfs recorded that does not parse is never
+replaced). A port down or slower drains (reseat: a cable, transceiver or switch port); a port whose state or physical
+state neither could read is unknown (rerun); what else the record cannot tell (a RoCE port's line rate without its
+netdev) is a note; a replayed record of no RDMA port at all is unknown (the promise cannot be shown: rerun)."""
 
 from __future__ import annotations
 
@@ -55,10 +55,16 @@ def _state_unread(node: NodeHealthRecord, promise: dict) -> Finding | None:
         return None
     subject = f"{promise['name']} port {port.port}"
     source = node.rdma_source or node.source
-    said = "".join(f" ({name} reads {port.raw[name]!r})" for name in missing if name in port.raw)
-    files = " and ".join(f"ports/{port.port}/{name}" for name in missing)
+    unparsed = [name for name in missing if name in port.raw]
+    absent = [name for name in missing if name not in port.raw]
+    reasons = [f"sysfs ports/{port.port}/{name} reads {port.raw[name]!r}, not a state (ibv_devinfo's is not taken "
+               "in place of what sysfs recorded)" for name in unparsed]
+    if absent:
+        files = " and ".join(f"ports/{port.port}/{name}" for name in absent)
+        reasons.append(f"neither sysfs ({files} missing or unreadable) nor a recorded ibv_devinfo -v gives it (one "
+                       "state, its name and code agreeing)")
     return Finding("ib-port", UNKNOWN, f"{subject} {' and '.join(missing)} not readable", None, None, RERUN,
-                   {"promise": dict(promise), "missing": missing, "source": source},
-                   f"{source}: {subject}'s {' and '.join(missing)} not read: neither sysfs ({files} missing or "
-                   f"unreadable{said}) nor a recorded ibv_devinfo -v gives it, so whether the port is up cannot be "
-                   "told; rerun the check, or record the bundle again with gpufabric snapshot")
+                   {"promise": dict(promise), "missing": missing, "source": source,
+                    "sysfs_text": {name: port.raw[name] for name in unparsed}},
+                   f"{source}: {subject}'s {' and '.join(missing)} not read: {'; '.join(reasons)}, so whether the "
+                   "port is up cannot be told; rerun the check, or record the bundle again with gpufabric snapshot")
