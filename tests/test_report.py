@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from html import unescape
 from html.parser import HTMLParser
@@ -736,8 +737,23 @@ _CONSOLE = re.compile(r"CONSOLE[(:]\d+\)?\]\s*(.*)")
 
 
 def _chromium(profile_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *_CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", *args],
-                          capture_output=True, text=True, timeout=180, check=False)
+    """Headless Chromium, tried twice: on a loaded machine it now and then never exits after its work (its
+    renderer and GPU processes left waiting); the hung one is killed with its whole process group and a fresh
+    profile folder is used for the second try."""
+    for attempt in (1, 2):
+        command = [CHROMIUM, *_CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}-{attempt}", *args]
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                if attempt == 2:
+                    raise
+                continue
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    raise AssertionError("unreachable")
 
 
 def _render(pytester: pytest.Pytester, html: Path, screenshot: Path, window: str = "1280,1600") -> str:
