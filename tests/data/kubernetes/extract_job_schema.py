@@ -15,17 +15,28 @@ SOURCE = ("kubernetes-validate 1.37.0 (https://github.com/willthames/kubernetes-
           "kubernetes_validate/kubernetes-json-schema/{version}-local-strict/, generated from Kubernetes' OpenAPI")
 
 
-def _refs(node, found: set[str]) -> None:
+def local_refs(node, found: set[str]) -> None:
+    """Rewrites every reference into _definitions.json to a local "#/$defs/NAME" and collects the names."""
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and "#/$defs/" in ref:
             node["$ref"] = "#/$defs/" + ref.split("#/$defs/", 1)[1]
             found.add(node["$ref"].removeprefix("#/$defs/"))
         for value in node.values():
-            _refs(value, found)
+            local_refs(value, found)
     elif isinstance(node, list):
         for value in node:
-            _refs(value, found)
+            local_refs(value, found)
+
+
+def reached(definitions: dict, wanted: set[str]) -> dict:
+    """The definitions ``wanted`` names and every one they reach in turn (their references made local), sorted."""
+    kept: dict = {}
+    while wanted - kept.keys():
+        name = sorted(wanted - kept.keys())[0]
+        kept[name] = definitions[name]
+        local_refs(kept[name], wanted)
+    return dict(sorted(kept.items()))
 
 
 def extract(root: Path, version: str) -> dict:
@@ -33,13 +44,8 @@ def extract(root: Path, version: str) -> dict:
     job = json.loads((folder / "job-batch-v1.json").read_text(encoding="utf-8"))
     definitions = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))["$defs"]
     wanted: set[str] = set()
-    _refs(job, wanted)
-    kept: dict = {}
-    while wanted - kept.keys():
-        name = sorted(wanted - kept.keys())[0]
-        kept[name] = definitions[name]
-        _refs(kept[name], wanted)
-    job["$defs"] = dict(sorted(kept.items()))
+    local_refs(job, wanted)
+    job["$defs"] = reached(definitions, wanted)
     job["$comment"] = SOURCE.format(version=version)
     return job
 

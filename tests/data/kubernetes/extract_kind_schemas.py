@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-SOURCE = ("kubernetes-validate 1.37.0 (https://github.com/willthames/kubernetes-validate, Apache-2.0): "
-          "kubernetes_validate/kubernetes-json-schema/{version}-local-strict/, generated from Kubernetes' OpenAPI")
+from extract_job_schema import SOURCE, local_refs, reached  # the same wheel, references and closure as the Job's
+
 #: the file kubernetes-validate keeps each kind's top-level schema in, by apiVersion/Kind
 KIND_FILES = {
     "v1/ConfigMap": "configmap-v1.json",
@@ -27,20 +27,6 @@ KIND_FILES = {
 }
 
 
-def _refs(node, found: set[str]) -> None:
-    """Rewrites every reference into _definitions.json to a local "#/$defs/NAME" and collects the names."""
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and "#/$defs/" in ref:
-            node["$ref"] = "#/$defs/" + ref.split("#/$defs/", 1)[1]
-            found.add(node["$ref"].removeprefix("#/$defs/"))
-        for value in node.values():
-            _refs(value, found)
-    elif isinstance(node, list):
-        for value in node:
-            _refs(value, found)
-
-
 def extract(root: Path, version: str) -> dict:
     folder = root / "kubernetes_validate" / "kubernetes-json-schema" / f"{version}-local-strict"
     definitions = json.loads((folder / "_definitions.json").read_text(encoding="utf-8"))["$defs"]
@@ -49,14 +35,9 @@ def extract(root: Path, version: str) -> dict:
     for kind, name in KIND_FILES.items():
         schema = json.loads((folder / name).read_text(encoding="utf-8"))
         schema.pop("$id", None)
-        _refs(schema, wanted)
+        local_refs(schema, wanted)
         kinds[kind] = schema
-    kept: dict = {}
-    while wanted - kept.keys():
-        name = sorted(wanted - kept.keys())[0]
-        kept[name] = definitions[name]
-        _refs(kept[name], wanted)
-    return {"$comment": SOURCE.format(version=version), "kinds": kinds, "$defs": dict(sorted(kept.items()))}
+    return {"$comment": SOURCE.format(version=version), "kinds": kinds, "$defs": reached(definitions, wanted)}
 
 
 if __name__ == "__main__":
