@@ -26,7 +26,7 @@ from rack_replay import (
     write_manifest,
 )
 
-from pytest_gpufabric.fabric import host_addresses
+from pytest_gpufabric.fabric import recorded_command
 from pytest_gpufabric.fabric.host_addresses import (
     identifies_one_host,
     parse_fib_trie,
@@ -90,7 +90,7 @@ def test_the_recorder_writes_what_ip_prints(tmp_path):
 
 
 def test_without_ip_the_recorder_copies_the_kernel_tables(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_addresses.shutil, "which", lambda name: None)
+    monkeypatch.setattr(recorded_command.shutil, "which", lambda name: None)
     commands = snapshot_addresses(tmp_path)
     assert commands == {"ip-addr.json": {"cmd": ["ip", "-j", "addr"], "error": "ip not on PATH"},
                         "proc-net-fib_trie.txt": {"file": "/proc/net/fib_trie"},
@@ -132,8 +132,8 @@ def test_a_snapshot_without_ip_does_not_seal_an_earlier_ip_addr_json(tmp_path, m
     nvml = importlib.import_module("pytest_gpufabric.fabric.nvml")
     record = json.loads((RACK.parent.parent / "bundles" / "h200-nvswitch-x2" / "nvml.json").read_text())
     monkeypatch.setattr(nvml, "collect_record", lambda **_: record)
-    which = host_addresses.shutil.which
-    monkeypatch.setattr(host_addresses.shutil, "which", lambda name: None if name == "ip" else which(name))
+    which = recorded_command.shutil.which
+    monkeypatch.setattr(recorded_command.shutil, "which", lambda name: None if name == "ip" else which(name))
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "ip-addr.json").write_text(tray_ip_addr(5))

@@ -7,7 +7,6 @@ import hashlib
 import json
 import platform
 import shutil
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from ..nodehealth.record import snapshot_health
 from ..report.results import json_text
 from .common import EXIT_OK, printable, read_fabric
 
-MANIFEST = "manifest.json"  # fabric/bundle.py's MANIFEST_FILE
 #: What `gpufabric snapshot` records with nvidia-smi, by bundle file name.
 SNAPSHOT_COMMANDS = {
     "nvidia-smi-topo-m.txt": ["nvidia-smi", "topo", "-m"],
@@ -141,18 +139,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if Path(SYSFS_IB).is_dir():
         snapshot_commands[bundle.IBV_DEVINFO_FILE] = ["ibv_devinfo", "-v"]
     snapshot_commands["lspci-vvv.txt"] = ["lspci", "-vvv"]
+    from ..fabric.recorded_command import record_command
+
     for name, cmd in snapshot_commands.items():
-        if shutil.which(cmd[0]) is None:
-            commands[name] = {"cmd": cmd, "error": f"{cmd[0]} not on PATH"}
-            continue
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            commands[name] = {"cmd": cmd, "error": str(exc)}
-            continue
-        commands[name] = {"cmd": cmd, "returncode": done.returncode, "stderr": done.stderr[-2000:]}
-        if done.returncode == 0:
-            (target / name).write_text(done.stdout, encoding="utf-8")
+        commands[name] = record_command(target, name, cmd, timeout_s=120)
     written = sorted(p for p in target.iterdir() if p.name not in left and p.name != bundle.MANIFEST_FILE)
     manifest = {
         "format": "gpufabric-bundle/1",
@@ -182,7 +172,7 @@ def _snapshot_names() -> tuple[set[str], set[str]]:
     from ..fabric.host_addresses import ADDRESS_FILES
     from ..fabric.platform_record import PLATFORM_DIR, PLATFORM_FILE
 
-    files = {bundle.NVML_FILE, bundle.HEALTH_FILE, MANIFEST, *SNAPSHOT_COMMANDS,
+    files = {bundle.NVML_FILE, bundle.HEALTH_FILE, bundle.MANIFEST_FILE, *SNAPSHOT_COMMANDS,
              bundle.IBV_DEVINFO_FILE, "lspci-vvv.txt", PLATFORM_FILE, *ADDRESS_FILES}
     return files, {bundle.SYSFS_DIR, PLATFORM_DIR}
 
@@ -192,10 +182,11 @@ def _clear_earlier_snapshot(target: Path) -> list[str]:
     where the earlier manifest lists them), so that a file this run cannot write (``ip`` or NVML missing now) is not
     left to pass as this recording's. Returns the names removed."""
     from ..errors import GpuFabricError
+    from ..fabric.bundle import MANIFEST_FILE
 
     files, folders = _snapshot_names()
     try:
-        earlier = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        earlier = json.loads((target / MANIFEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         earlier = None
     listed = earlier.get("files") if isinstance(earlier, dict) and isinstance(earlier.get("files"), list) else []
@@ -219,4 +210,4 @@ def _clear_earlier_snapshot(target: Path) -> list[str]:
             raise GpuFabricError(f"{target / name}: a folder no earlier snapshot's manifest lists (the snapshot copies "
                                  "into it, and its files and this run's would mix): move it aside or snapshot into "
                                  "an empty folder")
-    return [name for name in removed if name != MANIFEST]
+    return [name for name in removed if name != MANIFEST_FILE]

@@ -22,10 +22,10 @@ import hashlib
 import ipaddress
 import json
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from .recorded_command import record_command
 
 __all__ = ["ADDRESS_FILES", "IP_ADDR_COMMAND", "IP_ADDR_FILE", "HostAddresses", "identifies_one_host",
            "normal_address", "not_as_recorded", "parse_fib_trie", "parse_if_inet6", "parse_ip_addr_json",
@@ -299,20 +299,9 @@ def _manifest(folder: Path) -> tuple[dict, str | None]:
 
 def snapshot_addresses(target: Path) -> dict:
     """Record this host's addresses into the bundle folder ``target``; the manifest's entries, by file name."""
-    commands: dict[str, dict] = {}
-    if shutil.which(IP_ADDR_COMMAND[0]) is not None:
-        try:
-            done = subprocess.run(IP_ADDR_COMMAND, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            commands[IP_ADDR_FILE] = {"cmd": IP_ADDR_COMMAND, "error": str(exc)}
-        else:
-            commands[IP_ADDR_FILE] = {"cmd": IP_ADDR_COMMAND, "returncode": done.returncode,
-                                      "stderr": done.stderr[-2000:]}
-            if done.returncode == 0:
-                (target / IP_ADDR_FILE).write_text(done.stdout, encoding="utf-8")
-                return commands
-    else:
-        commands[IP_ADDR_FILE] = {"cmd": IP_ADDR_COMMAND, "error": f"{IP_ADDR_COMMAND[0]} not on PATH"}
+    commands = {IP_ADDR_FILE: record_command(target, IP_ADDR_FILE, IP_ADDR_COMMAND, timeout_s=60)}
+    if commands[IP_ADDR_FILE].get("returncode") == 0:
+        return commands
     for name, source in PROC_FILES.items():  # the kernel's own tables: what `ip` would have read
         try:
             text = Path(source).read_text(encoding="utf-8", errors="replace")
