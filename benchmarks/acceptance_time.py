@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -37,10 +38,17 @@ PHASE_S = 0.5
 
 
 def run(profile: str, out: Path, extra: list[str]) -> dict:
+    """One pytest run, timed, with benchmarks/acceptance_timeline.py noting when each part of it ran
+    (OUT/timeline.json)."""
     out.mkdir(parents=True, exist_ok=True)
+    here = str(Path(__file__).parent)
+    env = dict(os.environ, GPUFABRIC_BENCH_TIMELINE=str(out / "timeline.json"),
+               PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--gpu-profile", profile,
-                           "--gpu-report-dir", str(out), *extra], capture_output=True, text=True)
+    env["GPUFABRIC_BENCH_T0"] = repr(time.time())
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "acceptance_timeline",
+                           "--gpu-profile", profile, "--gpu-report-dir", str(out), *extra],
+                          capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
     (out / "pytest.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     return read_run(out, wall, done.returncode)
@@ -51,7 +59,8 @@ def read_run(out: Path, wall_s: float, exit_code: int) -> dict:
     results_file = out / "gpufabric-results.json"
     if not results_file.is_file():
         return {"wall_s": wall_s, "exit": exit_code, "verdict": None, "reason": "no results JSON (pytest.log)",
-                "suites": {}, "tests": {}, "burn_in": None, "workloads": {}, "machine": None}
+                "suites": {}, "tests": {}, "burn_in": None, "workloads": {}, "machine": None,
+                "timeline": read_timeline(out)}
     results = json.loads(results_file.read_text(encoding="utf-8"))
     suites: dict[str, float] = {}
     for nodeid, seconds in results["durations"].items():
@@ -60,7 +69,34 @@ def read_run(out: Path, wall_s: float, exit_code: int) -> dict:
     return {"wall_s": wall_s, "exit": exit_code, "verdict": results["summary"]["verdict"],
             "reason": results["summary"]["verdict_reason"], "suites": suites, "tests": results["durations"],
             "burn_in": (results.get("burn_in") or {}).get("elapsed_s"), "workloads": workload_timings(out),
-            "machine": results.get("machine")}
+            "machine": results.get("machine"), "timeline": read_timeline(out)}
+
+
+def read_timeline(out: Path) -> dict | None:
+    """OUT/timeline.json (acceptance_timeline.py), or None where the run left none."""
+    try:
+        return json.loads((out / "timeline.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+#: the timeline's marks that bound pytest's own work: before the session, and after its last test
+OUTSIDE_TESTS = ("plugins imported", "pytest_configure", "session start", "collected", "session finish",
+                 "session finished (verdict and reports written)", "pytest_unconfigure", "interpreter exit")
+
+
+def timeline_rows(timeline: dict | None) -> list[str]:
+    """The marks outside the tests and each spare's start, as table rows (seconds since the process started)."""
+    if not timeline:
+        return []
+    rows = [f"| {name} | {seconds:.2f} |" for name, seconds in timeline.get("events", []) if name in OUTSIDE_TESTS]
+    starts = [name for name, _ in timeline.get("events", []) if name.startswith("start ")]
+    first = next((s for n, s in timeline["events"] if n.startswith("start ")), None)
+    if first is not None:
+        rows.insert(4, f"| first test starts ({len(starts)} tests) | {first:.2f} |")
+    rows += [f"| spare started ({'+'.join(spare['imports'])}) | {spare['started_s']:.2f} |"
+             for spare in timeline.get("spares", [])]
+    return rows
 
 
 def workload_timings(out: Path) -> dict[str, dict]:
@@ -125,6 +161,8 @@ def table(name: str, timing: dict) -> str:
     lines += ["", "| suite | seconds |", "| --- | --- |"]
     lines += [f"| {suite} | {seconds:.1f} |" for suite, seconds in sorted(timing["suites"].items(),
                                                                          key=lambda kv: -kv[1])]
+    if timing.get("timeline"):
+        lines += ["", "| since the process started | seconds |", "| --- | --- |", *timeline_rows(timing["timeline"])]
     if timing["workloads"]:
         lines += ["", "| workload | started in | spare started s before | ready s | done s | exit s | processes | "
                       "last process started s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
