@@ -82,7 +82,8 @@ def read_timeline(out: Path) -> dict | None:
 
 #: the timeline's marks that bound pytest's own work: before the session, and after its last test
 OUTSIDE_TESTS = ("plugins imported", "pytest_configure", "session start", "collected", "session finish",
-                 "session finished (verdict and reports written)", "pytest_unconfigure", "interpreter exit")
+                 "terminal summary", "terminal summary written", "session finished (verdict and reports written)",
+                 "pytest_unconfigure", "interpreter exit")
 
 
 def timeline_rows(timeline: dict | None) -> list[str]:

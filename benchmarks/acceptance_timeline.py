@@ -1,10 +1,11 @@
 """A pytest plugin for benchmarks/acceptance_time.py: when each part of an acceptance ran, in seconds since the
 pytest process was started (GPUFABRIC_BENCH_T0, the wall clock the benchmark read just before starting it).
 
-Writes GPUFABRIC_BENCH_TIMELINE (a JSON file) at the process's exit: ``events`` (name, seconds) for the plugins'
-import, pytest_configure, the session's start, collection's end, each test's start and end, the session's finish
-(before and after every plugin's pytest_sessionfinish: the verdict and the reports), pytest_unconfigure and the
-interpreter's exit; ``spares``: when each spare interpreter was started and what it imported."""
+Writes GPUFABRIC_BENCH_TIMELINE (a JSON file) at the process's exit: ``events`` (name, seconds) for the import of
+the ``-p`` plugins (this one), pytest_configure, the session's start, collection's end, each test's start and end,
+the session's finish (before and after every plugin's pytest_sessionfinish: the verdict and the reports, with every
+plugin's terminal summary inside it), pytest_unconfigure and the interpreter's exit; ``spares``: when each spare
+interpreter was started and what it imported."""
 
 from __future__ import annotations
 
@@ -79,6 +80,13 @@ def pytest_sessionfinish(session, exitstatus):
     mark("session finish")
     yield
     mark("session finished (verdict and reports written)")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    mark("terminal summary")  # every plugin's summary: a third-party one may import its package here
+    yield
+    mark("terminal summary written")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -99,6 +99,20 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report.html import HtmlSections
 
         config.pluginmanager.register(HtmlSections(fabric_session, recorder), "gpufabric-html")
+    if options.profile is not None and runs_workloads_here(config):
+        # the first workload waits for its spare's torch import (3.5-5 s on an H100): start the spares as soon as the
+        # profile is read, for every measurement it promises (collection narrows what may run beside another)
+        fabric_session.prestart_workloads(every_measurement_fixture())
+
+
+def runs_workloads_here(config: pytest.Config) -> bool:
+    """Whether this process will run the tests: not a pytest-xdist controller (its workers do), not --help,
+    --version, --collect-only, --fixtures or --markers."""
+    option = config.option
+    if getattr(option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return False
+    return not any(getattr(option, name, False) for name in ("help", "version", "collectonly", "showfixtures",
+                                                              "markers"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -126,10 +140,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     refuse_missing_parts(session.config)
     fabric_session.discover()
-    if getattr(session.config.option, "dist", "no") == "no" or hasattr(session.config, "workerinput"):
-        # the first workload waits for its spare's torch import: start them now rather than after collection,
-        # for every measurement the profile promises (collection narrows what may run beside another)
-        fabric_session.prestart_workloads(every_measurement_fixture())
     from .report.html import add_environment
 
     add_environment(session.config, fabric_session)
@@ -205,7 +215,7 @@ def fixtures_asked(item: pytest.Item) -> set[str]:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     fabric_session = session.config.stash.get(SESSION_KEY, None)
-    if fabric_session is not None:
+    if fabric_session is not None and runs_workloads_here(session.config):
         fabric_session.prestart_workloads({name for item in session.items for name in fixtures_asked(item)})
 
 

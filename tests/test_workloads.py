@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -511,14 +512,53 @@ def test_every_promised_workload_gets_a_spare_before_the_first_measurement(pytes
 
     asked: list[set[str]] = []
     monkeypatch.setattr(FabricSession, "prestart_workloads", lambda self, fixtures: asked.append(fixtures))
-    pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", "--collect-only", "-q")
     profile = load_profile("h100-sxm-x1")
     promised = {entry.fixture for entry in REGISTRY.values()
                 if entry.needs_machine and entry.asked is None and not entry.why_not_promised(profile)}
     assert {"bandwidth", "hbm_bandwidth", "memory_pattern", "power_hold", "pcie_load"} <= promised
-    # at the session's start, for everything promised (the first workload waits less for its spare's import);
-    # after collection, for what the collected tests ask for
+    # as soon as the profile is read (pytest_configure), for everything promised (the first workload waits less
+    # for its spare's import); after collection, for what the collected tests ask for
+    pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", "-q")
     assert len(asked) == 2 and promised <= asked[0] and promised <= asked[1], promised - asked[1]
     asked.clear()
-    pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", "--collect-only", "-q", "-k", "hbm")
-    assert promised <= asked[0] and asked[1] & promised == {"hbm_bandwidth"}
+    pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", "-q", "-k", "hbm")
+    assert len(asked) == 2 and promised <= asked[0] and asked[1] & promised == {"hbm_bandwidth"}
+
+
+@pytest.mark.parametrize("option", ["--help", "--version", "--collect-only", "--fixtures", "--markers", None])
+def test_no_spare_is_started_by_a_run_that_runs_no_test(pytester, monkeypatch, option):
+    """Spares import torch (seconds of CPU and a few hundred MB each): a command that runs no test starts none; a
+    run (None: the control) starts them as soon as the profile is read. The machine is the recorded 1x H100 (its
+    bundle stands in for NVML), the spares are noted, not started."""
+    from pytest_gpufabric.fabric.bundle import load_bundle
+    from pytest_gpufabric.session import FabricSession
+    from pytest_gpufabric.workloads import runner
+
+    machine = load_bundle(Path(__file__).parent / "data" / "bundles" / "h100-sxm-x1-acceptance")
+
+    def discover(self):
+        self._discovered, self._discovery_error, self._fabric = True, None, machine
+
+    spawned: list = []
+    configured: list = []
+    monkeypatch.setattr(FabricSession, "discover", discover)
+    def spawn(self, env, imports):
+        spawned.append(tuple(imports))
+        waiting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        return runner._Spare(waiting, env, tuple(imports), time.monotonic())
+
+    monkeypatch.setattr(runner.SpareInterpreters, "_spawn", spawn)
+    monkeypatch.setattr(runner.SPARES, "_spares", [])
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # a spare for each promised workload (runner.spare_count)
+
+    class Probe:
+        def pytest_sessionstart(self):
+            configured.append(len(spawned))  # spares asked for by then: pytest_configure's
+
+    selection = [option] if option else ["-k", "none"]
+    pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", *selection, plugins=[Probe()])
+    if option is None:
+        assert configured and configured[0] >= 5 and spawned.count(("torch",)) >= 5, spawned
+    else:
+        assert spawned == []
