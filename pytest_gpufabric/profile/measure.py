@@ -90,8 +90,8 @@ class _Runs:
     def copy(self, times: int) -> list[dict]:
         cpus = {g.index: g.cpu_affinity for g in self.fabric.gpus if isinstance(g.cpu_affinity, str)}
         affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(self.boards) if b["index"] in cpus}
-        return _repeats(run_copy(GIB, iters=10, warmup=3, cpu_affinity=affinity, env=self.env, repeats=times),
-                        times)
+        return _repeats(run_copy(GIB, iters=10, warmup=3, cpu_affinity=affinity, env=self.env, repeats=times,
+                                 gpus=len(self.boards)), times)
 
     def collectives(self, times: int) -> list[dict]:
         return _repeats(run_collectives(len(self.boards), ["all_reduce"], list(COLLECTIVE_SIZES), iters=20,

@@ -13,7 +13,7 @@ from ..formats.recordings import BandwidthMeasurement
 from ..units import GIB, MIB, parse_bytes
 from .environment import gpu_environment, require_torch, workload_environment
 from .nccl_tests import find_perf_binary, run_nccl_tests
-from .runner import run_ranks, run_workload
+from .runner import NO_SPARE, TORCH_ONLY, run_ranks, run_workload
 
 COLLECTIVES_SCRIPT = Path(__file__).with_name("collectives.py")
 COPY_SCRIPT = Path(__file__).with_name("copy_bw.py")
@@ -45,14 +45,18 @@ def run_collectives(nprocs: int, ops: list[str], sizes: list[int], *, backend: s
 
 
 def run_copy(size: int, *, iters: int = 20, warmup: int = 3, cpu_affinity: dict[int, str] | None = None,
-             timeout_s: float = 300.0, env: dict[str, str] | None = None, repeats: int = 1) -> dict:
+             timeout_s: float = 300.0, env: dict[str, str] | None = None, repeats: int = 1,
+             gpus: int | None = None) -> dict:
     """``cpu_affinity``: by CUDA index (the order ``env`` shows the boards in); ``repeats``: everything that many
-    times in the one process, under ``repeats``."""
+    times in the one process, under ``repeats``; ``gpus``: how many GPUs ``env`` shows, where known. On one GPU
+    there is no pair to copy between, and the host copies need no torch (copy_bw.py): the workload starts at once
+    rather than waiting for a spare interpreter's torch import."""
     command = [sys.executable, str(COPY_SCRIPT), "--size", str(size), "--iters", str(iters), "--warmup", str(warmup)]
     command += ["--repeats", str(repeats)] if repeats != 1 else []
     for gpu, cpus in sorted((cpu_affinity or {}).items()):
         command += ["--cpu-affinity", f"{gpu}={cpus}"]
-    return run_workload(command, timeout_s=timeout_s, env=env or workload_environment())
+    needs = NO_SPARE if gpus == 1 else TORCH_ONLY
+    return run_workload(command, timeout_s=timeout_s, env=env or workload_environment(), spare_imports=needs)
 
 
 def sweep_sizes(threshold_sizes: list[int], extra: list[int] | None = None) -> list[int]:
@@ -110,9 +114,10 @@ def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasureme
         affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(boards) if b["index"] in cpus}
         size = parse_bytes(section.get("copy", {}).get("size", "1 GiB"))
         try:
-            require_torch("the copy measurements")
+            if len(boards) > 1:  # the GPU pairs' copies (copy_bw.py)
+                require_torch("the copy measurements")
             measurement.copy = run_copy(size, iters=iters, warmup=3, cpu_affinity=affinity, timeout_s=timeout_s,
-                                        env=env)
+                                        env=env, gpus=len(boards))
         except ToolMissing as exc:
             measurement.tools_missing["copy"] = str(exc)
         except GpuFabricError as exc:

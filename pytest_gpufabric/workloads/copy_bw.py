@@ -1,13 +1,15 @@
 """Copy bandwidth: every GPU pair (one way and both ways at once) and pinned host <-> device per GPU.
 
-Standalone (imports torch and the standard library only); one process sees every GPU:
+Standalone (the standard library, and torch where there are GPU pairs); one process sees every GPU:
 
     python copy_bw.py --size 1073741824 --iters 20 --cpu-affinity 0=0-31 --cpu-affinity 1=0-31 --result out.json
 
 GPU to GPU goes peer to peer where the driver allows it (``can_device_access_peer``; the copy then takes the
 NVLink or PCIe peer path) and through a pinned host buffer where it does not ("via_host"); the result says
 which. Host <-> device runs with the process bound to the GPU's CPU affinity, so the pinned buffer and the copy
-thread sit on the GPU's own socket. Times: CUDA events around each copy after warm-up, the median.
+thread sit on the GPU's own socket; those copies go through the CUDA driver API (cuda_driver.py: registered host
+memory, cuMemcpyAsync on one stream, as nvbandwidth's copy-engine tests), so that a one-GPU machine's copies start
+without torch's import. Times: CUDA events around each copy after warm-up, the median.
 GB/s = 1e9 bytes/s; a bidirectional figure counts the bytes of both directions. ``--repeats N`` measures it all N
 times in the one process (profile init --measure's spread, without N start-ups): the first at the top level,
 all N under ``repeats``.
@@ -21,14 +23,21 @@ import os
 import statistics
 from pathlib import Path
 
-import torch
-
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
+    from cuda_driver import CudaDriver
     from handshake import reporting_failure
-    from identity import cuda_boards
+    from identity import ORDER, driver_boards
 except ImportError:
+    from .cuda_driver import CudaDriver
     from .handshake import reporting_failure
-    from .identity import cuda_boards
+    from .identity import ORDER, driver_boards
+
+
+def _torch():
+    """torch, for the GPU pairs only (imported where there are any)."""
+    import torch
+
+    return torch
 
 
 def _cpu_list(text: str) -> set[int]:
@@ -42,6 +51,7 @@ def _cpu_list(text: str) -> set[int]:
 def _median_seconds(copy, iters: int, warmup: int, stream, peers: tuple = ()) -> float:
     """Median over iterations of a copy issued on ``stream`` (and on ``peers``, streams of other devices),
     timed by events on ``stream``: the peers start after the start mark and the end mark waits for them."""
+    torch = _torch()
     for _ in range(warmup):
         copy()
     torch.cuda.synchronize()
@@ -61,6 +71,7 @@ def _median_seconds(copy, iters: int, warmup: int, stream, peers: tuple = ()) ->
 
 
 def gpu_to_gpu(src: int, dst: int, size: int, iters: int, warmup: int) -> dict:
+    torch = _torch()
     peer = torch.cuda.can_device_access_peer(src, dst)
     a = torch.empty(size, dtype=torch.uint8, device=f"cuda:{src}")
     b = torch.empty(size, dtype=torch.uint8, device=f"cuda:{dst}")
@@ -87,6 +98,7 @@ def gpu_to_gpu(src: int, dst: int, size: int, iters: int, warmup: int) -> dict:
 
 def gpu_to_gpu_bidirectional(a_index: int, b_index: int, size: int, iters: int, warmup: int) -> dict:
     """Both directions at once, each on its source GPU's own stream; the time is the later of the two."""
+    torch = _torch()
     a = torch.empty(size, dtype=torch.uint8, device=f"cuda:{a_index}")
     b = torch.empty(size, dtype=torch.uint8, device=f"cuda:{b_index}")
     a_in = torch.empty_like(a)
@@ -105,18 +117,41 @@ def gpu_to_gpu_bidirectional(a_index: int, b_index: int, size: int, iters: int, 
             "bytes": 2 * size, "time_us": seconds * 1e6, "gbps": 2 * size / seconds / 1e9}
 
 
-def host_device(gpu: int, size: int, iters: int, warmup: int, cpus: set[int] | None) -> dict:
+def _median_driver_seconds(driver: CudaDriver, copy, iters: int, warmup: int, stream: int) -> float:
+    """Median over iterations of a copy issued on ``stream``, timed by driver events around it."""
+    for _ in range(warmup):
+        copy()
+    driver.synchronize(stream)
+    start, end = driver.event(), driver.event()
+    times = []
+    for _ in range(iters):
+        driver.record(start, stream)
+        copy()
+        driver.record(end, stream)
+        times.append(driver.elapsed_s(start, end))
+    return statistics.median(times)
+
+
+def host_device(driver: CudaDriver, gpu: int, size: int, iters: int, warmup: int, cpus: set[int] | None) -> dict:
+    """Pinned host memory to CUDA device ``gpu`` and back, the process bound to ``cpus`` before the host memory
+    is faulted in (so it sits on their NUMA node)."""
     if cpus:
         os.sched_setaffinity(0, cpus)
-    host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-    device = torch.empty(size, dtype=torch.uint8, device=f"cuda:{gpu}")
     result = {"gpu": gpu, "bytes": size, "cpu_affinity": sorted(os.sched_getaffinity(0)) if cpus else None}
-    with torch.cuda.device(gpu):
-        stream = torch.cuda.current_stream()
-        for name, copy in (("host_to_device", lambda: device.copy_(host, non_blocking=True)),
-                           ("device_to_host", lambda: host.copy_(device, non_blocking=True))):
-            seconds = _median_seconds(copy, iters, warmup, stream)
+    driver.use_primary_context(driver.device(gpu))
+    host_memory, host = driver.pinned_host_buffer(size)
+    device = driver.device_buffer(size)
+    stream = driver.stream()
+    try:
+        for name, copy in (("host_to_device", lambda: driver.host_to_device(device, host, size, stream)),
+                           ("device_to_host", lambda: driver.device_to_host(host, device, size, stream))):
+            seconds = _median_driver_seconds(driver, copy, iters, warmup, stream)
             result[name] = {"time_us": seconds * 1e6, "gbps": size / seconds / 1e9}
+    finally:
+        driver.synchronize(stream)
+        driver.free_device_buffer(device)
+        driver.unregister(host)
+        host_memory.close()
     return result
 
 
@@ -149,10 +184,12 @@ def main() -> int:
     if args.repeats < 1:
         parser.error("--repeats of at least 1")
     affinity = {int(gpu): _cpu_list(cpus) for gpu, _, cpus in (a.partition("=") for a in args.cpu_affinity)}
-    count = torch.cuda.device_count()
+    os.environ.setdefault("CUDA_DEVICE_ORDER", ORDER)  # read by cuInit: CUDA's order is NVML's
+    driver = CudaDriver()
+    count = driver.device_count()
     if count == 0:
         parser.exit(2, "copy_bw: no CUDA device: copy bandwidth needs GPUs\n")
-    boards = cuda_boards(torch)  # before anything is measured
+    boards = driver_boards(driver)  # before anything is measured
     pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
     repeats = []
     for _ in range(args.repeats):
@@ -160,14 +197,16 @@ def main() -> int:
             "gpu_to_gpu": [gpu_to_gpu(i, j, args.size, args.iters, args.warmup) for i, j in pairs],
             "gpu_to_gpu_bidirectional": [gpu_to_gpu_bidirectional(i, j, args.size, args.iters, args.warmup)
                                          for i, j in pairs if i < j],
-            "host_device": [host_device(g, args.size, args.iters, args.warmup, affinity.get(g)) for g in range(count)],
+            "host_device": [host_device(driver, g, args.size, args.iters, args.warmup, affinity.get(g))
+                            for g in range(count)],
         }
         by_board(figures, boards)
         repeats.append(figures)
     result = {
         "harness": "copy", "size": args.size, "iters": args.iters, "warmup": args.warmup,
-        "devices": [torch.cuda.get_device_name(i) for i in range(count)], "boards": boards,
-        **repeats[0], "torch_version": torch.__version__, **({"repeats": repeats} if args.repeats > 1 else {}),
+        "devices": [driver.name(driver.device(i)) for i in range(count)], "boards": boards,
+        **repeats[0], "host_device_api": "cuda driver",
+        "torch_version": _torch().__version__ if pairs else None, **({"repeats": repeats} if args.repeats > 1 else {}),
     }
     for row in result["gpu_to_gpu"]:
         print(f"GPU{row['src']} -> GPU{row['dst']} ({row['path']}): {row['gbps']:.1f} GB/s", flush=True)

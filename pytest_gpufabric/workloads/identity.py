@@ -142,6 +142,14 @@ def cuda_boards(torch) -> list[dict]:
                        os.environ.get("CUDA_DEVICE_ORDER"))
 
 
+def driver_boards(driver) -> list[dict]:
+    """cuda_boards for a script that talks to the CUDA driver itself (cuda_driver.CudaDriver, initialised after
+    CUDA_DEVICE_ORDER was set)."""
+    uuids = [driver.uuid(driver.device(i)) for i in range(driver.device_count())]
+    return map_devices(uuids, _nvml_boards(), os.environ.get("CUDA_VISIBLE_DEVICES"),
+                       os.environ.get("CUDA_DEVICE_ORDER"))
+
+
 def workload_devices(torch, device: str, workers: int) -> tuple[list, list[str], list[dict]]:
     """(torch devices, their names, their boards) a workload script runs on: with ``device`` "cuda" every CUDA
     device mapped to its board (cuda_boards, before anything is measured; none where CUDA has no device), with "cpu"

@@ -79,6 +79,7 @@ def _start_time(env: dict[str, str] | None) -> dict[str, str] | None:
 
 
 TORCH_ONLY = ("torch",)  # what a spare imports ahead unless a workload asks for more (spare.py)
+NO_SPARE = None  # a workload's spare_imports when it imports nothing a spare holds: it starts at once, cold
 
 
 @dataclass
@@ -219,7 +220,7 @@ def run_workload(
     env: dict[str, str] | None = None,
     on_begin: Callable[[], None] | None = None,
     on_end: Callable[[], None] | None = None,
-    spare_imports: tuple[str, ...] = TORCH_ONLY,
+    spare_imports: tuple[str, ...] | None = TORCH_ONLY,
 ) -> dict:
     """Run ``cmd + ["--handshake", DIR, "--result", FILE]``; return the JSON the workload wrote to FILE, with
     ``runner`` added: where its wall time went (``started_in``: "spare" or "cold"; ``spare_waited_s``: how long
@@ -228,7 +229,8 @@ def run_workload(
     ``ready``, to its ``done`` and to its exit; None for a mark the workload does not write). The acceptance-time
     benchmark reads these to tell a workload's start-up from its measuring.
 
-    ``spare_imports``: the modules the script needs that a spare can import ahead (SpareInterpreters).
+    ``spare_imports``: the modules the script needs that a spare can import ahead (SpareInterpreters); NO_SPARE: it
+    needs none, and starts at once rather than in a spare still importing torch.
 
     Raises WorkloadError (command, exit code, output tail) on a non-zero exit, a timeout (after killing the
     process group) or a missing result.
@@ -353,7 +355,7 @@ class _Group:
     handshake directory, ``on_begin``, go / done round by round, ``on_end``, release. Kills every process group on a
     timeout, a failure or an interruption."""
 
-    def __init__(self, members: list[_Member], timeout_s: float, spare_imports: tuple[str, ...],
+    def __init__(self, members: list[_Member], timeout_s: float, spare_imports: tuple[str, ...] | None,
                  rounds: list[list[Path]] | None = None) -> None:
         self.members, self.timeout_s, self.spare_imports = members, timeout_s, spare_imports
         self.channels = list(dict.fromkeys(member.channel for member in members))
@@ -362,7 +364,8 @@ class _Group:
 
     def _start(self, member: _Member, since: float) -> None:
         with open(member.out, "a") as out, open(member.err, "a") as err:
-            from_spare = SPARES.start(member.cmd, member.env, member.out, member.err, self.spare_imports)
+            from_spare = (None if self.spare_imports is NO_SPARE
+                          else SPARES.start(member.cmd, member.env, member.out, member.err, self.spare_imports))
             member.process = from_spare[0] if from_spare else subprocess.Popen(
                 member.cmd, stdout=out, stderr=err, env=member.env, start_new_session=True)
         member.timing = {"started_in": "spare" if from_spare else "cold",
