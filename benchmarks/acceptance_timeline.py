@@ -2,10 +2,10 @@
 pytest process was started (GPUFABRIC_BENCH_T0, the wall clock the benchmark read just before starting it).
 
 Writes GPUFABRIC_BENCH_TIMELINE (a JSON file) at the process's exit: ``events`` (name, seconds) for the import of
-the ``-p`` plugins (this one), pytest_configure, the session's start, collection's end, each test's start and end,
-the session's finish (before and after every plugin's pytest_sessionfinish: the verdict and the reports, with every
-plugin's terminal summary inside it), pytest_unconfigure and the interpreter's exit; ``spares``: when each spare
-interpreter was started and what it imported."""
+the ``-p`` plugins (this one), pytest_configure (before any plugin's), the session's start, collection's end, each
+test's start and end, the session's finish (before and after every plugin's pytest_sessionfinish: the verdict and
+the reports, with every plugin's terminal summary inside it), pytest_unconfigure and the interpreter's exit;
+``spares``: when each spare interpreter was started and what it imported."""
 
 from __future__ import annotations
 
@@ -52,10 +52,13 @@ def _watch_spares() -> None:
     runner.SpareInterpreters._spawn = spawn_noted
 
 
+_watch_spares()  # now: the plugin starts its spares in its own pytest_configure
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_configure(config) -> None:
+def pytest_cmdline_main(config) -> None:
+    # just before every plugin's pytest_configure (a historic hook: it takes no wrapper)
     mark("pytest_configure")
-    _watch_spares()
 
 
 @pytest.hookimpl(tryfirst=True)
