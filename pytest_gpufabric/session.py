@@ -34,8 +34,9 @@ from .report.metrics import MetricsExporter
 from .report.results import write_json
 from .report.results_document import RunFacts
 from .verdict import Waiver
+from .workloads import environment
 from .workloads.burn_in import LOG_FILE, BurnIn, run_burn_in
-from .workloads.environment import gpu_environment, promised_boards, require_torch
+from .workloads.environment import gpu_environment, promised_boards, require_torch, workload_environment
 from .workloads.runner import SPARES, spare_count
 
 if TYPE_CHECKING:
@@ -245,22 +246,18 @@ class FabricSession:
     def prestart_workloads(self, fixtures: set[str]) -> None:
         """A live run of a profile: an interpreter for each workload process of the measurements the selected tests
         ask for (``fixtures``: theirs) starts now, before the first measurement (runner.SpareInterpreters): a
-        measurement that starts a rank or a worker per GPU gets one for each."""
+        measurement that starts a rank or a worker per GPU gets one for each of the GPUs the profile promises. No
+        NVML read is waited for: the spares start in the workloads' environment but for which GPUs CUDA shows, set
+        when each is handed its script (runner.HAND_OVER_VARIABLES)."""
         self._asked = set(fixtures)
-        if self.replay or self.profile is None or self.fabric is None:
+        if self.replay or self.profile is None or not environment.nvidia_driver_loaded():
             return
-
         wanted = [entry for entry in REGISTRY.values() if entry.fixture in fixtures and entry.needs_machine
                   and not entry.why_not_promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]
-        if not wanted:
-            return
-        try:
-            boards = self.boards()
-            env = gpu_environment(boards)
-        except GpuFabricError:
-            return  # the tests that need the boards say why
-        imports = [entry.spare_imports for entry in wanted for _ in range(entry.processes(len(boards)))]
-        SPARES.prestart(env, imports[:spare_count(len(imports))])
+        gpus = self.profile.gpu_count
+        imports = [entry.spare_imports for entry in wanted for _ in range(entry.processes(gpus))]
+        if imports:
+            SPARES.prestart(workload_environment(), imports[:spare_count(len(imports))])
 
     def boards(self) -> list[dict]:
         """The GPUs the profile promises, in the order the workloads' CUDA numbers them (CUDA_VISIBLE_DEVICES

@@ -327,6 +327,23 @@ def test_a_spare_serves_the_next_test_whose_pytest_variable_differs(tmp_path, sp
     assert spares.served == 1 and second["torch_already_imported"] is True and second["env"] == "second (call)"
 
 
+def test_a_spare_started_before_the_gpus_were_known_shows_the_workload_its_gpus(tmp_path, spares):
+    """The plugin starts its spares before NVML is read (session.prestart_workloads): without CUDA_VISIBLE_DEVICES.
+    The workload of the promised boards runs in one all the same, seeing exactly the GPUs its environment names
+    (set at the hand-over, before the script's first CUDA call); any other difference still starts it cold."""
+    from pytest_gpufabric.workloads import runner
+
+    cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF.replace('os.environ.get("SPARE_TEST")',
+                                                                  'os.environ.get("CUDA_VISIBLE_DEVICES")'))
+    before = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    spares.prestart(before, [runner.TORCH_ONLY])
+    shown = "GPU-3c06c1f9-3bb3-72e6-9ccb-568b8717d4ea"
+    result = run_workload(cmd, timeout_s=120, env={**before, "CUDA_VISIBLE_DEVICES": shown})
+    assert spares.served == 1 and result["torch_already_imported"] is True and result["env"] == shown
+    other = run_workload(cmd, timeout_s=120, env={**before, "CUDA_VISIBLE_DEVICES": shown, "SPARE_TEST": "2"})
+    assert spares.served == 1 and other["torch_already_imported"] is False
+
+
 def test_prestarted_spares_serve_the_workloads_in_turn(tmp_path, spares):
     cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
     spares.prestart(dict(os.environ), [("torch",)] * 3)
@@ -528,20 +545,25 @@ def test_every_promised_workload_gets_a_spare_before_the_first_measurement(pytes
 @pytest.mark.parametrize("option", ["--help", "--version", "--collect-only", "--fixtures", "--markers", None])
 def test_no_spare_is_started_by_a_run_that_runs_no_test(pytester, monkeypatch, option):
     """Spares import torch (seconds of CPU and a few hundred MB each): a command that runs no test starts none; a
-    run (None: the control) starts them as soon as the profile is read. The machine is the recorded 1x H100 (its
-    bundle stands in for NVML), the spares are noted, not started."""
+    run (None: the control) starts them as soon as the profile is read, before NVML is read (the machine here: the
+    recorded 1x H100, its bundle standing in for NVML; the driver is taken as loaded; the spares are noted, and a
+    process that waits on its stdin stands in for each)."""
     from pytest_gpufabric.fabric.bundle import load_bundle
     from pytest_gpufabric.session import FabricSession
-    from pytest_gpufabric.workloads import runner
+    from pytest_gpufabric.workloads import environment, runner
 
     machine = load_bundle(Path(__file__).parent / "data" / "bundles" / "h100-sxm-x1-acceptance")
+    read: list = []
 
     def discover(self):
+        read.append(len(spawned))  # spares asked for by the time the machine is first read
         self._discovered, self._discovery_error, self._fabric = True, None, machine
 
     spawned: list = []
     configured: list = []
     monkeypatch.setattr(FabricSession, "discover", discover)
+    monkeypatch.setattr(environment, "nvidia_driver_loaded", lambda: True)
+
     def spawn(self, env, imports):
         spawned.append(tuple(imports))
         waiting = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
@@ -560,5 +582,6 @@ def test_no_spare_is_started_by_a_run_that_runs_no_test(pytester, monkeypatch, o
     pytester.runpytest("-p", "no:cacheprovider", "--gpu-profile", "h100-sxm-x1", *selection, plugins=[Probe()])
     if option is None:
         assert configured and configured[0] >= 5 and spawned.count(("torch",)) >= 5, spawned
+        assert read and read[0] == configured[0]  # all of them before the first NVML read
     else:
         assert spawned == []

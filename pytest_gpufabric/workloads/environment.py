@@ -23,6 +23,15 @@ def require_torch(what: str) -> None:
                           "https://download.pytorch.org/whl/cpu)")
 
 
+#: the NVIDIA driver's control device: every CUDA program opens it, and it exists only where the driver is loaded
+NVIDIA_CONTROL_DEVICE = "/dev/nvidiactl"
+
+
+def nvidia_driver_loaded() -> bool:
+    """Whether the NVIDIA driver is there to run workloads (no NVML call: this answers in microseconds)."""
+    return os.path.exists(NVIDIA_CONTROL_DEVICE)
+
+
 def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The pytest process's environment (so NCCL_* settings a user exports reach the ranks), with NVLink
     multicast off unless set (NVLS on shared machines can take the host's GPUs out of service), CUDA's device

@@ -70,12 +70,18 @@ RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP
                   "MASTER_PORT", "OMP_NUM_THREADS")
 
 
+#: set when a spare is handed its script, before the script runs: a rank's variables, and which GPUs CUDA shows (read
+#: by CUDA's initialisation at the script's first CUDA call, not by ``import torch``; the script then maps each CUDA
+#: device to its board by UUID before it measures, identity.py, so a device it was not meant to see is caught)
+HAND_OVER_VARIABLES = (*RANK_VARIABLES, "CUDA_VISIBLE_DEVICES")
+
+
 def _start_time(env: dict[str, str] | None) -> dict[str, str] | None:
     """What of an environment a spare must have had from its start: all of it but pytest's PYTEST_CURRENT_TEST,
-    which changes with every test, and a rank's own variables (the spare sets them, with the rest, before the
-    script runs)."""
+    which changes with every test, and HAND_OVER_VARIABLES (the spare sets them, with the rest, before the script
+    runs)."""
     return None if env is None else {k: v for k, v in env.items()
-                                     if not k.startswith("PYTEST_") and k not in RANK_VARIABLES}
+                                     if not k.startswith("PYTEST_") and k not in HAND_OVER_VARIABLES}
 
 
 TORCH_ONLY = ("torch",)  # what a spare imports ahead unless a workload asks for more (spare.py)
