@@ -175,8 +175,30 @@ def table(name: str, timing: dict) -> str:
     return "\n".join(lines)
 
 
+#: what the timed runs import: the package's location, version and a digest of its Python files (the checkout's
+#: commit says which benchmark ran, not which package: a GPU machine runs the wheel it was given)
+_PACKAGE_PROBE = """
+import hashlib, json, pathlib, pytest_gpufabric as p
+root = pathlib.Path(p.__file__).parent
+digest = hashlib.sha256()
+for f in sorted(root.rglob("*.py")):
+    digest.update(f.relative_to(root).as_posix().encode() + bytes(1) + f.read_bytes())
+print(json.dumps({"path": str(root), "version": p.__version__, "sha256": digest.hexdigest()}))
+"""
+
+
+def package_timed() -> dict | None:
+    """The pytest_gpufabric the acceptance runs import (this interpreter, this PYTHONPATH), or None."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _PACKAGE_PROBE], capture_output=True, text=True, timeout=60)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
 def _commit() -> str | None:
-    """This checkout's commit, where git and the repository are there (a GPU machine's copy may have neither)."""
+    """This checkout's commit (the benchmark's), where git and the repository are there (a GPU machine's copy may
+    have neither)."""
     try:
         done = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=30)
@@ -193,6 +215,7 @@ def summary(timings: dict, burn_in: str | None) -> dict:
     device, count, boards = device_of(acceptance.get("machine") or burn.get("machine"))
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": _commit(),
+        "package": package_timed(),
         "device": device, "gpus": count, "boards": boards,
         "init_measure_s": round(measure["wall_s"], 1) if measure else None,
         "init_measure_exit": measure.get("exit"),
