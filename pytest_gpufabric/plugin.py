@@ -107,13 +107,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def runs_workloads_here(config: pytest.Config) -> bool:
-    """Whether this process will run the tests: not a pytest-xdist controller (its workers do), not --help,
-    --version, --collect-only, --fixtures or --markers."""
+    """Whether this process will run the tests: not a pytest-xdist controller (its workers do: a ``--dist`` mode
+    with workers to send tests to; ``--dist`` alone runs them here), not --help, --collect-only, --fixtures or
+    --markers (pytest answers --version before any plugin is configured)."""
     option = config.option
-    if getattr(option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+    if getattr(option, "dist", "no") != "no" and getattr(option, "tx", None) and not hasattr(config, "workerinput"):
         return False
-    return not any(getattr(option, name, False) for name in ("help", "version", "collectonly", "showfixtures",
-                                                              "markers"))
+    return not any(getattr(option, name, False) for name in ("help", "collectonly", "showfixtures", "markers"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -216,8 +216,9 @@ def fixtures_asked(item: pytest.Item) -> set[str]:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     fabric_session = session.config.stash.get(SESSION_KEY, None)
-    if fabric_session is not None and runs_workloads_here(session.config):
-        fabric_session.prestart_workloads({name for item in session.items for name in fixtures_asked(item)})
+    if fabric_session is not None:
+        fabric_session.prestart_workloads({name for item in session.items for name in fixtures_asked(item)},
+                                          spares=runs_workloads_here(session.config))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

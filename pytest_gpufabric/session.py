@@ -243,14 +243,15 @@ class FabricSession:
             if isinstance(result, Future) and (wait or result.done()):
                 self._measured[name] = _settled(result.result)
 
-    def prestart_workloads(self, fixtures: set[str]) -> None:
+    def prestart_workloads(self, fixtures: set[str], spares: bool = True) -> None:
         """A live run of a profile: an interpreter for each workload process of the measurements the selected tests
-        ask for (``fixtures``: theirs) starts now, before the first measurement (runner.SpareInterpreters): a
-        measurement that starts a rank or a worker per GPU gets one for each of the GPUs the profile promises. No
-        NVML read is waited for: the spares start in the workloads' environment but for which GPUs CUDA shows, set
-        when each is handed its script (runner.HAND_OVER_VARIABLES)."""
+        ask for (``fixtures``: theirs, kept for the measurements that may run beside another) starts now, before
+        the first measurement (runner.SpareInterpreters): a measurement that starts a rank or a worker per GPU gets
+        one for each of the GPUs the profile promises. No NVML read is waited for: the spares start in the
+        workloads' environment but for which GPUs CUDA shows, set when each is handed its script
+        (runner.HAND_OVER_VARIABLES). ``spares`` False: a process that runs no workload (plugin.runs_workloads_here)."""
         self._asked = set(fixtures)
-        if self.replay or self.profile is None or not environment.nvidia_driver_loaded():
+        if not spares or self.replay or self.profile is None or not environment.nvidia_driver_loaded():
             return
         wanted = [entry for entry in REGISTRY.values() if entry.fixture in fixtures and entry.needs_machine
                   and not entry.why_not_promised(self.profile) and (entry.asked is None or getattr(self, entry.asked))]

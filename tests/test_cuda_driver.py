@@ -62,3 +62,16 @@ def test_the_copy_script_imports_no_torch_for_one_gpu():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) is False
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="a machine with the NVIDIA driver")
+def test_the_copy_workload_without_a_driver_says_so_in_one_line(tmp_path):
+    """On a machine without the NVIDIA driver (this one) the copy workload exits 2 with one line naming why, as the
+    runner relays it, never a traceback."""
+    script = Path(workloads.__file__).parent / "copy_bw.py"
+    done = subprocess.run([sys.executable, str(script), "--size", "1024", "--result", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "copy_bw: the NVIDIA driver's libcuda.so.1 could not be loaded: libcuda.so.1: cannot open shared object "
+        "file: No such file or directory: copy bandwidth needs GPUs"]

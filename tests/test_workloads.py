@@ -344,6 +344,38 @@ def test_a_spare_started_before_the_gpus_were_known_shows_the_workload_its_gpus(
     assert spares.served == 1 and other["torch_already_imported"] is False
 
 
+def test_spares_of_an_environment_no_workload_has_any_more_are_stopped(spares):
+    """The environment changed between the two moments the plugin asks for spares (a plugin or a conftest set a
+    variable): the first batch could serve no workload, and is stopped rather than left importing torch beside the
+    second."""
+    from pytest_gpufabric.workloads import runner
+
+    first = {**os.environ, "SPARE_TEST": "1"}
+    spares.prestart(first, [runner.TORCH_ONLY, runner.TORCH_ONLY])
+    stale = [spare.process for spare in spares._spares]
+    spares.prestart({**os.environ, "SPARE_TEST": "2"}, [runner.TORCH_ONLY])
+    assert len(spares._spares) == 1 and spares._spares[0].env["SPARE_TEST"] == "2"
+    assert all(process.wait(timeout=30) is not None for process in stale)
+
+
+def test_a_dist_mode_without_workers_runs_the_workloads_here():
+    """pytest-xdist hands tests to workers only with a ``--dist`` mode and workers (``-n``: its ``tx``); ``--dist``
+    alone, from an ini's addopts, runs them in this process, which then wants its spares."""
+    from types import SimpleNamespace
+
+    from pytest_gpufabric.plugin import runs_workloads_here
+
+    def config(**option):
+        return SimpleNamespace(option=SimpleNamespace(**option))
+
+    assert runs_workloads_here(config(dist="loadscope", tx=[])) is True
+    assert runs_workloads_here(config(dist="load", tx=["popen", "popen"])) is False  # the controller
+    worker = config(dist="load", tx=["popen"])
+    worker.workerinput = {"workerid": "gw0"}
+    assert runs_workloads_here(worker) is True
+    assert runs_workloads_here(config(dist="no", collectonly=True)) is False
+
+
 def test_prestarted_spares_serve_the_workloads_in_turn(tmp_path, spares):
     cmd = _script(tmp_path, "reports.py", _REPORTS_ITSELF)
     spares.prestart(dict(os.environ), [("torch",)] * 3)
@@ -528,7 +560,8 @@ def test_every_promised_workload_gets_a_spare_before_the_first_measurement(pytes
     from pytest_gpufabric.session import FabricSession
 
     asked: list[set[str]] = []
-    monkeypatch.setattr(FabricSession, "prestart_workloads", lambda self, fixtures: asked.append(fixtures))
+    monkeypatch.setattr(FabricSession, "prestart_workloads",
+                        lambda self, fixtures, spares=True: asked.append(fixtures))
     profile = load_profile("h100-sxm-x1")
     promised = {entry.fixture for entry in REGISTRY.values()
                 if entry.needs_machine and entry.asked is None and not entry.why_not_promised(profile)}
@@ -542,7 +575,7 @@ def test_every_promised_workload_gets_a_spare_before_the_first_measurement(pytes
     assert len(asked) == 2 and promised <= asked[0] and asked[1] & promised == {"hbm_bandwidth"}
 
 
-@pytest.mark.parametrize("option", ["--help", "--version", "--collect-only", "--fixtures", "--markers", None])
+@pytest.mark.parametrize("option", ["--help", "--collect-only", "--fixtures", "--markers", None])
 def test_no_spare_is_started_by_a_run_that_runs_no_test(pytester, monkeypatch, option):
     """Spares import torch (seconds of CPU and a few hundred MB each): a command that runs no test starts none; a
     run (None: the control) starts them as soon as the profile is read, before NVML is read (the machine here: the

@@ -24,11 +24,11 @@ import statistics
 from pathlib import Path
 
 try:  # run as a script: its folder is on sys.path; imported as a module (tests): relative
-    from cuda_driver import CudaDriver
+    from cuda_driver import CudaDriver, DriverError
     from handshake import reporting_failure
     from identity import ORDER, driver_boards
 except ImportError:
-    from .cuda_driver import CudaDriver
+    from .cuda_driver import CudaDriver, DriverError
     from .handshake import reporting_failure
     from .identity import ORDER, driver_boards
 
@@ -132,11 +132,12 @@ def _median_driver_seconds(driver: CudaDriver, copy, iters: int, warmup: int, st
     return statistics.median(times)
 
 
-def host_device(driver: CudaDriver, gpu: int, size: int, iters: int, warmup: int, cpus: set[int] | None) -> dict:
+def host_device(driver: CudaDriver, gpu: int, size: int, iters: int, warmup: int, cpus: set[int] | None,
+                everywhere: set[int]) -> dict:
     """Pinned host memory to CUDA device ``gpu`` and back, the process bound to ``cpus`` before the host memory
-    is faulted in (so it sits on their NUMA node)."""
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    is faulted in (so it sits on their NUMA node); without ``cpus``, on the CPUs it started with (``everywhere``),
+    not on the previous GPU's."""
+    os.sched_setaffinity(0, cpus or everywhere)
     result = {"gpu": gpu, "bytes": size, "cpu_affinity": sorted(os.sched_getaffinity(0)) if cpus else None}
     driver.use_primary_context(driver.device(gpu))
     host_memory, host = driver.pinned_host_buffer(size)
@@ -185,8 +186,12 @@ def main() -> int:
         parser.error("--repeats of at least 1")
     affinity = {int(gpu): _cpu_list(cpus) for gpu, _, cpus in (a.partition("=") for a in args.cpu_affinity)}
     os.environ.setdefault("CUDA_DEVICE_ORDER", ORDER)  # read by cuInit: CUDA's order is NVML's
-    driver = CudaDriver()
-    count = driver.device_count()
+    everywhere = os.sched_getaffinity(0)
+    try:
+        driver = CudaDriver()
+        count = driver.device_count()
+    except DriverError as exc:
+        parser.exit(2, f"copy_bw: {exc}: copy bandwidth needs GPUs\n")
     if count == 0:
         parser.exit(2, "copy_bw: no CUDA device: copy bandwidth needs GPUs\n")
     boards = driver_boards(driver)  # before anything is measured
@@ -197,7 +202,7 @@ def main() -> int:
             "gpu_to_gpu": [gpu_to_gpu(i, j, args.size, args.iters, args.warmup) for i, j in pairs],
             "gpu_to_gpu_bidirectional": [gpu_to_gpu_bidirectional(i, j, args.size, args.iters, args.warmup)
                                          for i, j in pairs if i < j],
-            "host_device": [host_device(driver, g, args.size, args.iters, args.warmup, affinity.get(g))
+            "host_device": [host_device(driver, g, args.size, args.iters, args.warmup, affinity.get(g), everywhere)
                             for g in range(count)],
         }
         by_board(figures, boards)

@@ -13,6 +13,7 @@ import mmap
 from ctypes import byref, c_char_p, c_float, c_int, c_size_t, c_uint, c_uint64, c_void_p
 
 LIBRARY = "libcuda.so.1"  # installed with the NVIDIA driver, not with a CUDA toolkit
+NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE, cuInit's answer where CUDA sees no GPU
 
 
 class DriverError(RuntimeError):
@@ -40,7 +41,13 @@ class CudaDriver:
         self._call("cuInit", c_uint(0))
 
     def _call(self, name: str, *args) -> None:
-        result = getattr(self._lib, name)(*args)
+        function = getattr(self._lib, name, None)
+        if function is None:
+            raise DriverError(f"the NVIDIA driver's {LIBRARY} has no {name}: the driver is older than this workload "
+                              "needs (CUDA 11.4's or later)")
+        result = function(*args)
+        if result == NO_DEVICE:
+            raise DriverError(f"{name}: no CUDA device (none installed, or CUDA_VISIBLE_DEVICES hides them all)")
         if result != 0:
             text = c_char_p()
             self._lib.cuGetErrorName(result, byref(text))
@@ -63,8 +70,7 @@ class CudaDriver:
 
     def uuid(self, device: int) -> str:
         raw = _Uuid()
-        self._call("cuDeviceGetUuid_v2" if hasattr(self._lib, "cuDeviceGetUuid_v2") else "cuDeviceGetUuid",
-                   byref(raw), c_int(device))
+        self._call("cuDeviceGetUuid_v2", byref(raw), c_int(device))
         return uuid_text(bytes(raw.bytes))
 
     def use_primary_context(self, device: int) -> None:

@@ -23,13 +23,14 @@ def require_torch(what: str) -> None:
                           "https://download.pytorch.org/whl/cpu)")
 
 
-#: the NVIDIA driver's control device: every CUDA program opens it, and it exists only where the driver is loaded
-NVIDIA_CONTROL_DEVICE = "/dev/nvidiactl"
+#: the devices through which CUDA reaches the NVIDIA driver: its control device on Linux, the GPU paravirtualization
+#: device under WSL2; one exists only where the driver is there
+NVIDIA_DRIVER_DEVICES = ("/dev/nvidiactl", "/dev/dxg")
 
 
 def nvidia_driver_loaded() -> bool:
     """Whether the NVIDIA driver is there to run workloads (no NVML call: this answers in microseconds)."""
-    return os.path.exists(NVIDIA_CONTROL_DEVICE)
+    return any(os.path.exists(device) for device in NVIDIA_DRIVER_DEVICES)
 
 
 def workload_environment(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -140,8 +140,13 @@ class SpareInterpreters:
 
     def prestart(self, env: dict[str, str] | None, imports: list[tuple[str, ...]]) -> None:
         """Have a spare for ``env`` starting now for each entry of ``imports`` (the modules it imports ahead); the
-        spares already waiting count (asked twice, still as many)."""
+        spares already waiting count (asked twice, still as many). Spares of another environment (it changed since
+        they were asked for) are stopped: no workload of this run could take them."""
         self.enable()
+        with self._lock:
+            for spare in [s for s in self._spares if _start_time(s.env) != _start_time(env)]:
+                self._spares.remove(spare)
+                _kill_group(spare.process)
         waiting = [spare.imports for spare in self._spares if _start_time(spare.env) == _start_time(env)]
         for wanted in imports:
             if wanted in waiting:
