@@ -197,7 +197,8 @@ BANDWIDTH = SuiteMeasurement(
     nothing_recorded="the bundle holds no bandwidth measurements (bandwidth.json or nccl-tests*.txt)",
     record_file="bandwidth.json", to_json=lambda m: m.to_json(),
     check="checks/bandwidth.py", suite="suites/test_bandwidth.py",
-    # the collectives' ranks, then the copies; one GPU's copies need no torch and start cold (workloads.bandwidth)
+    # the collectives' ranks, then the copies; one GPU's copies need no torch and start cold
+    # (workloads.bandwidth.copies_need_torch)
     processes=lambda gpus: gpus + 1 if gpus > 1 else 0)
 
 MEASUREMENTS = (BANDWIDTH,)

@@ -44,6 +44,12 @@ def run_collectives(nprocs: int, ops: list[str], sizes: list[int], *, backend: s
     return run_ranks(command, nprocs, timeout_s=timeout_s, env=env or workload_environment())
 
 
+def copies_need_torch(gpus: int | None) -> bool:
+    """Whether copy_bw.py imports torch: for GPU pairs only (its host copies go through the CUDA driver); ``gpus``
+    None: not known, so it may."""
+    return gpus != 1
+
+
 def run_copy(size: int, *, iters: int = 20, warmup: int = 3, cpu_affinity: dict[int, str] | None = None,
              timeout_s: float = 300.0, env: dict[str, str] | None = None, repeats: int = 1,
              gpus: int | None = None) -> dict:
@@ -55,7 +61,7 @@ def run_copy(size: int, *, iters: int = 20, warmup: int = 3, cpu_affinity: dict[
     command += ["--repeats", str(repeats)] if repeats != 1 else []
     for gpu, cpus in sorted((cpu_affinity or {}).items()):
         command += ["--cpu-affinity", f"{gpu}={cpus}"]
-    needs = NO_SPARE if gpus == 1 else TORCH_ONLY
+    needs = TORCH_ONLY if copies_need_torch(gpus) else NO_SPARE
     return run_workload(command, timeout_s=timeout_s, env=env or workload_environment(), spare_imports=needs)
 
 
@@ -114,7 +120,7 @@ def measure_bandwidth(profile, fabric, boards: list[dict]) -> BandwidthMeasureme
         affinity = {cuda: cpus[b["index"]] for cuda, b in enumerate(boards) if b["index"] in cpus}
         size = parse_bytes(section.get("copy", {}).get("size", "1 GiB"))
         try:
-            if len(boards) > 1:  # the GPU pairs' copies (copy_bw.py)
+            if copies_need_torch(len(boards)):
                 require_torch("the copy measurements")
             measurement.copy = run_copy(size, iters=iters, warmup=3, cpu_affinity=affinity, timeout_s=timeout_s,
                                         env=env, gpus=len(boards))

@@ -190,9 +190,9 @@ def main() -> int:
     try:
         driver = CudaDriver()
         count = driver.device_count()
-    except DriverError as exc:
+    except DriverError as exc:  # no driver, or no device (cuInit's answer)
         parser.exit(2, f"copy_bw: {exc}: copy bandwidth needs GPUs\n")
-    if count == 0:
+    if count == 0:  # never after cuInit's success, but an empty result would judge no copy at all
         parser.exit(2, "copy_bw: no CUDA device: copy bandwidth needs GPUs\n")
     boards = driver_boards(driver)  # before anything is measured
     pairs = [(i, j) for i in range(count) for j in range(count) if i != j]

@@ -137,16 +137,18 @@ def cuda_boards(torch) -> list[dict]:
     hand); the plugin always sets it for its workloads."""
     if not torch.cuda.is_initialized():
         os.environ.setdefault("CUDA_DEVICE_ORDER", ORDER)
-    uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
-    return map_devices(uuids, _nvml_boards(), os.environ.get("CUDA_VISIBLE_DEVICES"),
-                       os.environ.get("CUDA_DEVICE_ORDER"))
+    return _boards_of([str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())])
 
 
 def driver_boards(driver) -> list[dict]:
     """cuda_boards for a script that talks to the CUDA driver itself (cuda_driver.CudaDriver, initialised after
     CUDA_DEVICE_ORDER was set)."""
-    uuids = [driver.uuid(driver.device(i)) for i in range(driver.device_count())]
-    return map_devices(uuids, _nvml_boards(), os.environ.get("CUDA_VISIBLE_DEVICES"),
+    return _boards_of([driver.uuid(driver.device(i)) for i in range(driver.device_count())])
+
+
+def _boards_of(cuda_uuids: list[str]) -> list[dict]:
+    """This process's CUDA devices (their UUIDs, in CUDA's order) mapped to NVML's boards (map_devices)."""
+    return map_devices(cuda_uuids, _nvml_boards(), os.environ.get("CUDA_VISIBLE_DEVICES"),
                        os.environ.get("CUDA_DEVICE_ORDER"))
 
 

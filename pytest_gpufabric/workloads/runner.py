@@ -147,7 +147,7 @@ class SpareInterpreters:
             for spare in [s for s in self._spares if _start_time(s.env) != _start_time(env)]:
                 self._spares.remove(spare)
                 _kill_group(spare.process)
-        waiting = [spare.imports for spare in self._spares if _start_time(spare.env) == _start_time(env)]
+        waiting = [spare.imports for spare in self._spares]
         for wanted in imports:
             if wanted in waiting:
                 waiting.remove(wanted)
