@@ -32,6 +32,16 @@ def _promise(document: dict, promise: str) -> dict:
     return next(p for p in document["promises"] if p["id"] == promise)
 
 
+def _judged(rack) -> dict:
+    """The rack judged whole, against the 18-tray IMEX nodes file."""
+    return judge_whole_rack(rack, IMEX_18.read_text())
+
+
+def _trays(rack) -> dict:
+    """The rack-trays promise of the rack judged whole."""
+    return _promise(_judged(rack), "rack-trays")
+
+
 def _manifest(rack, tray: str = TRAY) -> dict:
     return json.loads((rack / tray / "manifest.json").read_text())
 
@@ -62,7 +72,7 @@ def test_a_reading_the_manifest_says_was_not_written_is_rejected(tmp_path):
     _foreign_nvml(rack)
     reason = ("tray gb200-tray05: nvml.json is in the folder, but manifest.json says its snapshot did not write it "
               "(NVML: GPU is lost): not the tray's recording")
-    document = judge_whole_rack(rack, IMEX_18.read_text())
+    document = _judged(rack)
     assert (document["verdict"], _promise(document, "rack-trays")) == (
         "REJECTED", {"id": "rack-trays", "outcome": "failed", "reason": reason})
     done = run_rack(str(rack), "--imex", str(IMEX_18))
@@ -77,7 +87,7 @@ def test_a_reading_the_manifest_does_not_list_is_rejected(tmp_path):
     del manifest["sha256"]["nvml.json"]
     _save(rack, manifest)
     _foreign_nvml(rack)
-    document = judge_whole_rack(rack, IMEX_18.read_text())
+    document = _judged(rack)
     assert (document["verdict"], _promise(document, "rack-trays")) == ("REJECTED", {
         "id": "rack-trays", "outcome": "failed",
         "reason": "tray gb200-tray05: nvml.json is not listed in manifest.json (put in the folder after or before "
@@ -90,7 +100,7 @@ def test_a_reading_listed_without_its_sha256_is_rejected(tmp_path):
     del manifest["sha256"]["nvml.json"]
     _save(rack, manifest)
     _foreign_nvml(rack)
-    document = judge_whole_rack(rack, IMEX_18.read_text())
+    document = _judged(rack)
     assert (document["verdict"], _promise(document, "rack-trays")) == ("REJECTED", {
         "id": "rack-trays", "outcome": "failed",
         "reason": "tray gb200-tray05: manifest.json lists nvml.json without its sha256: not shown to be the tray's "
@@ -119,11 +129,11 @@ def test_a_manifest_from_before_digests_is_held_to_its_file_list(tmp_path):
         manifest = _manifest(rack, tray)
         del manifest["sha256"]
         _save(rack, manifest, tray)
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays")["outcome"] == "passed"
+    assert _trays(rack)["outcome"] == "passed"
     manifest = _manifest(rack, "gb200-tray06")
     manifest["files"].remove("nvml.json")
     _save(rack, manifest, "gb200-tray06")
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+    assert _trays(rack) == {
         "id": "rack-trays", "outcome": "failed",
         "reason": "tray gb200-tray06: nvml.json is not listed in manifest.json (put in the folder after or before "
                   "its snapshot): not the tray's recording"}
@@ -138,7 +148,7 @@ def test_a_manifest_stripped_of_its_digests_is_no_old_one(tmp_path):
     assert "ip-addr.json" in manifest["commands"]
     del manifest["sha256"]
     _save(rack, manifest)
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+    assert _trays(rack) == {
         "id": "rack-trays", "outcome": "not checked",
         "reason": "tray gb200-tray05: manifest.json records the host's addresses but no sha256: no `gpufabric "
                   "snapshot` writes that (its digests removed?): the tray's readings cannot be tied to it"}
@@ -146,7 +156,7 @@ def test_a_manifest_stripped_of_its_digests_is_no_old_one(tmp_path):
     manifest = _manifest(rack)
     manifest["sha256"] = None
     _save(rack, manifest)
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+    assert _trays(rack) == {
         "id": "rack-trays", "outcome": "not checked",
         "reason": "tray gb200-tray05: manifest.json is malformed (its sha256 not as `gpufabric snapshot` writes "
                   "them): the tray's readings cannot be tied to it"}
@@ -157,14 +167,14 @@ def test_a_tray_without_a_manifest_keeps_todays_rule(tmp_path):
     rack = dated_rack(tmp_path)
     (rack / TRAY / "manifest.json").unlink()
     _foreign_nvml(rack)
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+    assert _trays(rack) == {
         "id": "rack-trays", "outcome": "passed", "reason": "18 trays of 4 GPUs"}
 
 
 def test_a_manifest_that_cannot_be_read_leaves_the_tray_not_checked(tmp_path):
     rack = addressed_rack(tmp_path)
     (rack / TRAY / "manifest.json").write_text('{"files": [')
-    trays = _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays")
+    trays = _trays(rack)
     assert trays["outcome"] == "not checked"
     assert trays["reason"].startswith("tray gb200-tray05: manifest.json cannot be read (")
     assert trays["reason"].endswith("): the tray's readings cannot be tied to it")
@@ -172,7 +182,7 @@ def test_a_manifest_that_cannot_be_read_leaves_the_tray_not_checked(tmp_path):
     manifest = _manifest(rack)
     manifest["sha256"] = list(manifest["sha256"].values())
     _save(rack, manifest)
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+    assert _trays(rack) == {
         "id": "rack-trays", "outcome": "not checked",
         "reason": "tray gb200-tray05: manifest.json is malformed (its sha256 not as `gpufabric snapshot` writes "
                   "them): the tray's readings cannot be tied to it"}
@@ -186,11 +196,11 @@ def test_an_upper_case_digest_of_an_untouched_tray_is_accepted(tmp_path):
     manifest = _manifest(rack)
     manifest["sha256"] = {name: digest.upper() for name, digest in manifest["sha256"].items()}
     _save(rack, manifest)
-    document = judge_whole_rack(rack, IMEX_18.read_text())
+    document = _judged(rack)
     assert (document["verdict"], _promise(document, "rack-trays")["outcome"],
             _promise(document, "rack-imex")["outcome"]) == ("ACCEPTED", "passed", "passed")
     _foreign_nvml(rack)  # an upper-case digest still tells another file
-    assert _promise(judge_whole_rack(rack, IMEX_18.read_text()), "rack-trays") == {
+    assert _trays(rack) == {
         "id": "rack-trays", "outcome": "failed",
         "reason": "tray gb200-tray05: nvml.json is not the file its bundle recorded (its sha256 differs from "
                   "manifest.json's)"}
@@ -202,7 +212,7 @@ def test_a_digest_that_is_not_64_hex_digits_is_a_malformed_manifest(tmp_path):
     manifest["sha256"]["nvml.json"] = manifest["sha256"]["nvml.json"][:63]
     manifest["sha256"]["ip-addr.json"] = "sha256:" + manifest["sha256"]["ip-addr.json"]
     _save(rack, manifest)
-    document = judge_whole_rack(rack, IMEX_18.read_text())
+    document = _judged(rack)
     short = _manifest(rack)["sha256"]["nvml.json"]
     assert (document["verdict"], _promise(document, "rack-trays")) == ("INCOMPLETE", {
         "id": "rack-trays", "outcome": "not checked",
